@@ -1,0 +1,36 @@
+"""The .bzna container, in pure Python (NumPy, no TensorFlow).
+
+Reading: :func:`open_bzna` / :class:`BznaFile` / :class:`BznaShards`. Writing:
+:class:`BznaWriter` with :class:`Picture`. Per-image mp4s: :class:`ImageMp4`.
+H.265 configuration and Annex-B: :class:`HvcC`, :func:`to_annexb`.
+"""
+
+from bzna_tf.format.errors import BznaFormatError
+from bzna_tf.format.hevc import HvcC, NalArray, split_nals, to_annexb
+from bzna_tf.format.reader import BznaFile
+from bzna_tf.format.sample import Clap, ImageMp4, Picture, VideoTrack, parse_image_mp4
+from bzna_tf.format.shards import BznaShards, expand_paths, open_bzna
+from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_split
+from bzna_tf.format.tracks import Trak
+from bzna_tf.format.writer import BznaWriter
+
+__all__ = [
+    "IMAGENET_SPLITS",
+    "BznaFile",
+    "BznaFormatError",
+    "BznaShards",
+    "BznaWriter",
+    "Clap",
+    "HvcC",
+    "ImageMp4",
+    "NalArray",
+    "Picture",
+    "Trak",
+    "VideoTrack",
+    "expand_paths",
+    "imagenet_split",
+    "open_bzna",
+    "parse_image_mp4",
+    "split_nals",
+    "to_annexb",
+]

@@ -1,0 +1,327 @@
+"""Reading a .bzna file: the outer index, targets, filenames and samples.
+
+::
+
+    ftyp   'isom', 0, ['bzna', 'isom']                                   24 bytes
+    mdat   16-byte header (size32 = 1, then a 64-bit largesize)
+           [per-image mp4 0] ... [per-image mp4 N-1]   the samples of bzna_input
+           [target 0 .. T-1]                           int64 LE (T <= N: unlabelled last)
+           [name 0 .. N-1]                             UTF-8 basename + NUL
+    moov   mvhd + traks found by hdlr name:
+           bzna_input (meta), bzna_target (meta), bzna_fname (meta), bzna_thumb (vide:
+           its samples point inside the per-image mp4s, at each thumbnail)
+
+Opening reads the top-level box headers and the ``moov`` (about 45 MB for
+ImageNet's 1.43 M entries) and nothing else: the sample tables stay as views
+of those bytes until a whole array is asked for, and a sample is read with one
+positioned read of its own bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from typing import BinaryIO
+
+import numpy as np
+
+from bzna_tf.format.boxes import Where, parse_boxes
+from bzna_tf.format.errors import BznaFormatError
+from bzna_tf.format.sample import FNAME, INPUT, TARGET, THUMB, ImageMp4, decode_name, parse_image_mp4
+from bzna_tf.format.tracks import Trak, parse_trak
+
+__all__ = ["BznaFile", "Source"]
+
+
+class Source:
+    """Positioned, bounds-checked reads from a path or a binary file object.
+
+    Paths use ``os.pread`` (thread-safe, no shared file position); file objects
+    are read under a lock.
+    """
+
+    def __init__(self, source, name: str | None = None):
+        self._fd = None
+        self._file = None
+        self._lock = threading.Lock()
+        if isinstance(source, (str, os.PathLike)):
+            self.name = name or os.fspath(source)
+            self._fd = os.open(source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            self.size = os.fstat(self._fd).st_size
+        elif hasattr(source, "read") and hasattr(source, "seek"):
+            self.name = name or getattr(source, "name", None) or repr(source)
+            self._file = source
+            self.size = source.seek(0, io.SEEK_END)
+        else:
+            raise TypeError(
+                f"expected a path or a binary file object. Received: source={source!r}"
+            )
+        self.where = Where(str(self.name))
+
+    def read(self, offset: int, size: int, *, box: str | None = None,
+             sample: int | None = None) -> bytes:
+        """Exactly ``size`` bytes at ``offset``, or a BznaFormatError."""
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise BznaFormatError(
+                f"needs bytes [{offset}, {offset + size}) but the file has {self.size} bytes",
+                path=self.where.path, offset=offset, box=box, sample=sample,
+            )
+        if self._fd is not None:
+            parts = []
+            got = 0
+            while got < size:
+                b = os.pread(self._fd, size - got, offset + got)
+                if not b:
+                    break
+                parts.append(b)
+                got += len(b)
+            data = b"".join(parts)
+        else:
+            with self._lock:
+                self._file.seek(offset)
+                data = self._file.read(size)
+        if len(data) != size:
+            raise BznaFormatError(
+                f"short read: {len(data)} of {size} bytes (file truncated while open?)",
+                path=self.where.path, offset=offset, box=box, sample=sample,
+            )
+        return data
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class BznaFile:
+    """One .bzna file, read lazily.
+
+    Args:
+      source: a path, or a binary file object open for reading (seekable).
+      name: how to name the file in errors (default: the path or ``.name``).
+
+    Raises:
+      BznaFormatError: the file is not a readable .bzna.
+
+    Example:
+
+    >>> with BznaFile("ilsvrc2012.bzna") as f:          # doctest: +SKIP
+    ...     len(f), f.target(0), f.filename(0)
+    ...     pic = f.sample(0).thumb.annexb()   # H.265 Annex-B for a decoder
+    """
+
+    def __init__(self, source: str | os.PathLike | BinaryIO, *, name: str | None = None):
+        self._src = Source(source, name)
+        try:
+            self._open()
+        except BaseException:
+            self._src.close()
+            raise
+        self._targets = None
+
+    def _open(self):
+        src = self._src
+        self.top_level = _top_level(src)
+        moov = [b for b in self.top_level if b[0] == "moov"]
+        if not moov:
+            raise src.where.error(
+                f"no 'moov' box among the top-level boxes {[b[0] for b in self.top_level]}"
+            )
+        _, off, _, size = moov[0]
+        data = src.read(off, size, box="moov")
+        self.moov = parse_boxes(data, 0, size, base=off, where=src.where)[0]
+        self.tracks: dict[str, Trak] = {}
+        for b in self.moov.children():
+            if b.type == "trak":
+                t = parse_trak(b, limit=src.size)
+                if t.name in self.tracks:
+                    raise b.error(f"a second track named '{t.name}'")
+                self.tracks[t.name] = t
+        if INPUT not in self.tracks:
+            raise self.moov.error(f"no '{INPUT}' track (found {list(self.tracks)})")
+        n = len(self.tracks[INPUT])
+        for name in (FNAME, THUMB):
+            t = self.tracks.get(name)
+            if t is not None and len(t) != n:
+                raise t.box.error(f"track '{name}' has {len(t)} samples, '{INPUT}' has {n}")
+        t = self.tracks.get(TARGET)
+        if t is not None and len(t) > n:
+            raise t.box.error(f"track '{TARGET}' has {len(t)} samples, more than the {n} inputs")
+
+    # Basic facts.
+
+    @property
+    def name(self) -> str:
+        return self._src.name
+
+    @property
+    def file_size(self) -> int:
+        return self._src.size
+
+    def __len__(self) -> int:
+        return len(self.tracks[INPUT])
+
+    @property
+    def num_labelled(self) -> int:
+        """How many samples have a target (they come first)."""
+        t = self.tracks.get(TARGET)
+        return 0 if t is None else len(t)
+
+    def __repr__(self):
+        return f"BznaFile({self.name!r}, samples={len(self)}, labelled={self.num_labelled})"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._src.close()
+
+    def _index(self, i: int) -> int:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"sample index {i} out of range for {self.name} of {n} samples")
+        return i + n if i < 0 else i
+
+    # Targets and names.
+
+    def target(self, i: int) -> int:
+        """The target of sample i, or -1 when it has none."""
+        i = self._index(i)
+        if i >= self.num_labelled:
+            return -1
+        t = self.tracks[TARGET]
+        return int(np.frombuffer(self._read_track(t, i, expect_size=8), "<i8")[0])
+
+    @property
+    def targets(self) -> np.ndarray:
+        """Every target as int64, -1 for the unlabelled tail (read once, cached)."""
+        if self._targets is None:
+            out = np.full(len(self), -1, dtype=np.int64)
+            t = self.tracks.get(TARGET)
+            if t is not None and len(t):
+                bad = np.flatnonzero(t.sizes != 8)
+                if bad.size:
+                    i = int(bad[0])
+                    raise BznaFormatError(
+                        f"target sample is {int(t.sizes[i])} bytes, expected 8",
+                        path=self.name, offset=int(t.offsets[i]), box=f"trak[{TARGET}]", sample=i,
+                    )
+                out[: len(t)] = np.frombuffer(self._gather(t), "<i8")
+            self._targets = out
+            self._targets.flags.writeable = False
+        return self._targets
+
+    def filename(self, i: int) -> str | None:
+        """The stored filename of sample i (None if the file has no name track)."""
+        i = self._index(i)
+        t = self.tracks.get(FNAME)
+        if t is None:
+            return None
+        return decode_name(self._read_track(t, i), self._where(i), t.offset(i))
+
+    def filenames(self) -> list[str] | None:
+        """Every filename (None if the file has no name track)."""
+        t = self.tracks.get(FNAME)
+        if t is None:
+            return None
+        data = self._gather(t)
+        ends = np.cumsum(t.sizes)
+        starts = ends - t.sizes
+        offs = t.offsets
+        return [
+            decode_name(data[s:e], self._where(i), int(offs[i]))
+            for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist()))
+        ]
+
+    def _where(self, i: int) -> Where:
+        return Where(self.name, i)
+
+    def _read_track(self, t: Trak, i: int, expect_size: int | None = None) -> bytes:
+        size = t.size(i)
+        if expect_size is not None and size != expect_size:
+            raise BznaFormatError(
+                f"'{t.name}' sample is {size} bytes, expected {expect_size}",
+                path=self.name, offset=t.box.offset, box=f"trak[{t.name}]", sample=i,
+            )
+        return self._src.read(t.offset(i), size, box=f"trak[{t.name}]", sample=i)
+
+    def _gather(self, t: Trak) -> bytes:
+        """All samples of a small-sample track concatenated, in one read when contiguous."""
+        offs, sizes = t.offsets, t.sizes
+        if not len(offs):
+            return b""
+        if (offs[1:] == offs[:-1] + sizes[:-1]).all():
+            return self._src.read(int(offs[0]), int(sizes.sum()), box=f"trak[{t.name}]")
+        return b"".join(self._read_track(t, i) for i in range(len(offs)))
+
+    # Samples.
+
+    def sample_location(self, i: int) -> tuple[int, int]:
+        """(offset, size) of sample i's per-image mp4 in the file."""
+        i = self._index(i)
+        t = self.tracks[INPUT]
+        return t.offset(i), t.size(i)
+
+    def sample_bytes(self, i: int) -> bytes:
+        """The whole per-image mp4 of sample i."""
+        i = self._index(i)
+        return self._read_track(self.tracks[INPUT], i)
+
+    def sample(self, i: int) -> ImageMp4:
+        """Sample i's per-image mp4, parsed (sizes, hvcC, clap, H.265 samples)."""
+        i = self._index(i)
+        off, _ = self.sample_location(i)
+        return parse_image_mp4(self.sample_bytes(i), base=off, where=self._where(i))
+
+    def __getitem__(self, i: int) -> ImageMp4:
+        return self.sample(i)
+
+    def thumb_location(self, i: int) -> tuple[int, int]:
+        """(offset, size) of sample i's thumbnail H.265 sample, from the outer index."""
+        i = self._index(i)
+        t = self.tracks.get(THUMB)
+        if t is None:
+            raise KeyError(f"{self.name} has no '{THUMB}' track")
+        return t.offset(i), t.size(i)
+
+
+def _top_level(src: Source) -> list[tuple[str, int, int, int]]:
+    """(type, offset, header_size, size) of each top-level box, from headers alone."""
+    boxes = []
+    off = 0
+    while off < src.size:
+        head = src.read(off, min(16, src.size - off), box="file")
+        if len(head) < 8:
+            raise src.where.error(f"truncated box header: {len(head)} bytes at the end of the file",
+                                  offset=off)
+        size = int.from_bytes(head[:4], "big")
+        btype = head[4:8].decode("latin-1")
+        header = 8
+        if size == 1:
+            if len(head) < 16:
+                raise src.where.error(f"box '{btype}' has a 64-bit size but the file ends",
+                                      offset=off, box=btype)
+            size = int.from_bytes(head[8:16], "big")
+            header = 16
+        elif size == 0:
+            size = src.size - off
+        if size < header:
+            raise src.where.error(f"box size {size} is smaller than its {header}-byte header",
+                                  offset=off, box=btype)
+        if off + size > src.size:
+            raise src.where.error(
+                f"box size {size} runs past the end of the file ({src.size - off} bytes remain)",
+                offset=off, box=btype,
+            )
+        boxes.append((btype, off, header, size))
+        off += size
+    if not boxes or boxes[0][0] != "ftyp":
+        raise src.where.error(
+            f"expected an 'ftyp' box first, found {boxes[0][0] if boxes else 'an empty file'!r}",
+            offset=0,
+        )
+    return boxes

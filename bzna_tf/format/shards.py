@@ -1,0 +1,142 @@
+"""Several .bzna files read as one dataset, in the order given."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+
+from bzna_tf.format.reader import BznaFile
+from bzna_tf.format.sample import ImageMp4
+
+__all__ = ["BznaShards", "open_bzna", "expand_paths"]
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def expand_paths(paths) -> list[str]:
+    """A path, a glob pattern, or a list of either -> the list of files.
+
+    A pattern expands to its matches in sorted order; a pattern that matches
+    nothing is an error, so a typo never yields an empty dataset.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out = []
+    for p in paths:
+        p = os.fspath(p)
+        if _GLOB_CHARS & set(p) and not os.path.exists(p):
+            matches = sorted(glob.glob(p))
+            if not matches:
+                raise FileNotFoundError(f"no file matches the pattern {p!r}")
+            out.extend(matches)
+        else:
+            out.append(p)
+    if not out:
+        raise ValueError("expected at least one .bzna file. Received: an empty list")
+    return out
+
+
+class BznaShards:
+    """Several .bzna files presented as one concatenated dataset.
+
+    Sample ``i`` of the whole is sample ``i - start[k]`` of file ``k``. Each
+    file keeps its own unlabelled tail, so ``targets`` holds -1 wherever a
+    file's sample has no target.
+
+    Args:
+      paths: a list of paths or glob patterns (patterns expand sorted).
+    """
+
+    def __init__(self, paths):
+        self.paths = expand_paths(paths)
+        self.files: list[BznaFile] = []
+        try:
+            for p in self.paths:
+                self.files.append(BznaFile(p))
+        except BaseException:
+            self.close()
+            raise
+        sizes = np.array([len(f) for f in self.files], dtype=np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(sizes)])
+        self._targets = None
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __repr__(self):
+        return f"BznaShards({len(self.files)} files, samples={len(self)})"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        for f in self.files:
+            f.close()
+
+    @property
+    def num_labelled(self) -> int:
+        return sum(f.num_labelled for f in self.files)
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(file number, index in that file) of global sample i."""
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"sample index {i} out of range for {n} samples in {len(self.files)} files")
+        i = i + n if i < 0 else i
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        return k, i - int(self.starts[k])
+
+    def target(self, i: int) -> int:
+        k, j = self.locate(i)
+        return self.files[k].target(j)
+
+    @property
+    def targets(self) -> np.ndarray:
+        if self._targets is None:
+            self._targets = np.concatenate([f.targets for f in self.files])
+            self._targets.flags.writeable = False
+        return self._targets
+
+    def filename(self, i: int) -> str | None:
+        k, j = self.locate(i)
+        return self.files[k].filename(j)
+
+    def filenames(self) -> list[str | None]:
+        out = []
+        for f in self.files:
+            names = f.filenames()
+            out.extend(names if names is not None else [None] * len(f))
+        return out
+
+    def sample_bytes(self, i: int) -> bytes:
+        k, j = self.locate(i)
+        return self.files[k].sample_bytes(j)
+
+    def sample(self, i: int) -> ImageMp4:
+        k, j = self.locate(i)
+        return self.files[k].sample(j)
+
+    def __getitem__(self, i: int) -> ImageMp4:
+        return self.sample(i)
+
+
+def open_bzna(source):
+    """Open .bzna data: one file, or several as one dataset.
+
+    Args:
+      source: a path or binary file object (-> :class:`BznaFile`), or a glob
+        pattern or a list of paths and patterns (-> :class:`BznaShards`).
+    """
+    if isinstance(source, (str, os.PathLike)):
+        p = os.fspath(source)
+        if not (_GLOB_CHARS & set(p)) or os.path.exists(p):
+            return BznaFile(p)
+        return BznaShards([p])
+    if isinstance(source, (list, tuple)):
+        return BznaShards(source)
+    return BznaFile(source)

@@ -1,0 +1,240 @@
+"""Writing a .bzna file (the layout is drawn in :mod:`bzna_tf.format.reader`).
+
+The writer streams each per-image mp4 into ``mdat`` as it is appended, keeps
+only the small per-sample tables in memory (a few bytes per sample), and at
+the end writes the targets block, the names block and the ``moov``. It writes
+under a temporary name in the destination folder and renames on success, so
+an exception, an interrupt or a crash never leaves a file at the final name.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import weakref
+from array import array
+
+import numpy as np
+
+from bzna_tf.format.boxes import box
+from bzna_tf.format.sample import (
+    FNAME, INPUT, TARGET, THUMB, Picture, build_image_mp4, mett_entry, mvhd, outer_thumb_entry,
+    parse_image_mp4,
+)
+from bzna_tf.format.tracks import TrakSpec, build_trak
+
+__all__ = ["BznaWriter", "build_moov", "FTYP", "MDAT_HEADER_SIZE"]
+
+FTYP = box(b"ftyp", b"isom", struct.pack(">I", 0), b"bzna", b"isom")
+MDAT_HEADER_SIZE = 16
+
+
+class BznaWriter:
+    """Writes a .bzna file; use it as a context manager.
+
+    Args:
+      path: the final file name. Nothing appears there until the writer
+        closes without error.
+      force_co64: write 64-bit chunk offsets (``co64``) even when every offset
+        fits in 32 bits. Offsets past 4 GiB always get ``co64``.
+
+    Example:
+
+    >>> with BznaWriter("small.bzna") as w:                     # doctest: +SKIP
+    ...     w.append(picture, target=3, filename="cat.jpg")
+    ...     w.append(big_picture, thumb=thumbnail, target=5, filename="dog.jpg")
+    ...     w.append(other, filename="unlabelled.jpg")           # no target: last
+
+    Raises:
+      ValueError: on close with no sample; on a labelled sample after an
+        unlabelled one (the format stores targets for a prefix of the samples).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, force_co64: bool = False):
+        self.path = os.fspath(path)
+        self.force_co64 = force_co64
+        folder = os.path.dirname(os.path.abspath(self.path))
+        fd, self._tmp = tempfile.mkstemp(
+            prefix=f".{os.path.basename(self.path)}.", suffix=".partial", dir=folder
+        )
+        self._file = os.fdopen(fd, "wb")
+        # Removes the partial file if the writer is dropped without closing.
+        self._cleanup = weakref.finalize(self, _discard, self._file, self._tmp)
+        self._file.write(FTYP)
+        self._file.write(struct.pack(">I4sQ", 1, b"mdat", 0))  # largesize patched at close
+        self._pos = len(FTYP) + MDAT_HEADER_SIZE
+        self._in_off, self._in_size = array("Q"), array("Q")
+        self._th_off, self._th_size = array("Q"), array("Q")
+        self._targets = array("q")
+        self._names: list[bytes] = []
+        self._thumb_entry: bytes | None = None
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._in_off)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def append(self, input: Picture, *, thumb: Picture | None = None, target: int | None = None,
+               filename: str) -> int:
+        """Append one image.
+
+        Args:
+          input: the full-size picture.
+          thumb: its thumbnail (at most 512x512), or None when the image itself
+            fits 512x512: the thumbnail track then points at the input.
+          target: the class index, or None for an unlabelled image. Labelled
+            images must all come before the first unlabelled one.
+          filename: the basename to store (no '/' or NUL).
+
+        Returns:
+          The sample's index.
+        """
+        name = _check_name(filename)
+        target = self._check_target(target)
+        built = build_image_mp4(input, thumb, target, name)
+        return self._add(built.data, built.thumb_offset, built.thumb_size, built.thumb_entry,
+                         target, name)
+
+    def append_mp4(self, data: bytes, *, target: int | None, filename: str) -> int:
+        """Append an existing per-image mp4 unchanged (to repack or subset files).
+
+        The mp4 is parsed to find its thumbnail; ``target`` and ``filename`` go
+        in the outer target and name tracks (pass those of the source file).
+        """
+        name = _check_name(filename)
+        target = self._check_target(target)
+        img = parse_image_mp4(data)
+        return self._add(bytes(data), img.thumb.sample_offset, len(img.thumb.sample),
+                         img.thumb.sample_entry, target, name)
+
+    def _check_target(self, target):
+        if target is None:
+            return None
+        if isinstance(target, bool) or not isinstance(target, (int, np.integer)):
+            raise TypeError(f"target must be an int or None. Received: target={target!r}")
+        if not -(1 << 63) <= int(target) < 1 << 63:
+            raise ValueError(f"target must fit in int64. Received: target={target}")
+        if len(self._targets) < len(self):
+            raise ValueError(
+                "labelled samples must all come before the first unlabelled one (the format "
+                f"stores targets for a prefix of the samples). Received: target={target} for "
+                f"sample {len(self)} after unlabelled sample {len(self._targets)}"
+            )
+        return int(target)
+
+    def _add(self, data, thumb_off, thumb_size, thumb_entry, target, name) -> int:
+        if self._closed:
+            raise ValueError(f"the writer for {self.path} is closed")
+        if self._thumb_entry is None:
+            self._thumb_entry = outer_thumb_entry(thumb_entry)
+        self._file.write(data)
+        self._in_off.append(self._pos)
+        self._in_size.append(len(data))
+        self._th_off.append(self._pos + thumb_off)
+        self._th_size.append(thumb_size)
+        if target is not None:
+            self._targets.append(target)
+        self._names.append(name.encode() + b"\0")
+        self._pos += len(data)
+        return len(self) - 1
+
+    def close(self) -> None:
+        """Write the targets, names and moov, and move the file into place."""
+        if self._closed:
+            return
+        if not len(self):
+            self.abort()
+            raise ValueError(f"no sample was appended: {self.path} was not written")
+        try:
+            f = self._file
+            tg_off = self._pos
+            f.write(np.asarray(self._targets, dtype="<i8").tobytes())
+            fn_off = tg_off + 8 * len(self._targets)
+            f.write(b"".join(self._names))
+            name_sizes = np.fromiter(map(len, self._names), dtype=np.int64, count=len(self._names))
+            end = fn_off + int(name_sizes.sum())
+            f.write(build_moov(
+                input_offsets=np.asarray(self._in_off, np.int64),
+                input_sizes=np.asarray(self._in_size, np.int64),
+                num_targets=len(self._targets), targets_offset=tg_off,
+                name_sizes=name_sizes, names_offset=fn_off,
+                thumb_offsets=np.asarray(self._th_off, np.int64),
+                thumb_sizes=np.asarray(self._th_size, np.int64),
+                thumb_entry=self._thumb_entry, force_co64=self.force_co64,
+            ))
+            f.seek(len(FTYP) + 8)
+            f.write(struct.pack(">Q", end - len(FTYP)))
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        self._cleanup.detach()
+
+    def abort(self) -> None:
+        """Stop and delete the partial file; nothing is left at the final name."""
+        self._closed = True
+        self._cleanup()
+
+
+def _discard(f, tmp):
+    try:
+        f.close()
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def _check_name(filename) -> str:
+    if not isinstance(filename, str):
+        raise TypeError(f"filename must be a str. Received: filename={filename!r}")
+    if "/" in filename or "\0" in filename or not filename:
+        raise ValueError(
+            f"filename must be a non-empty basename without '/' or NUL. Received: filename={filename!r}"
+        )
+    return filename
+
+
+def build_moov(*, input_offsets, input_sizes, num_targets, targets_offset, name_sizes,
+               names_offset, thumb_offsets, thumb_sizes, thumb_entry, force_co64=False) -> bytes:
+    """The outer ``moov`` of a .bzna, as the original tools write it.
+
+    Targets and names are laid out back to back from ``targets_offset`` and
+    ``names_offset``; the thumbnail entry is the outer ``hvc1`` (see
+    :func:`bzna_tf.format.sample.outer_thumb_entry`).
+    """
+    n = len(input_offsets)
+    tg_off = targets_offset + 8 * np.arange(num_targets, dtype=np.int64)
+    fn_off = names_offset + np.cumsum(name_sizes) - name_sizes
+    # The thumbnail entry's coded size, as written in the outer tkhd: the
+    # original tools put the integer in both halves of the 16.16 value
+    # (512 + 512/65536); readers use the integer part.
+    cw, ch = struct.unpack_from(">HH", thumb_entry, 8 + 24)
+    common = dict(force_co64=force_co64, tkhd_version=1, mdhd_version=1)
+    specs = [
+        TrakSpec(1, INPUT, b"meta", mett_entry("video/mp4"), input_sizes, input_offsets,
+                 tkhd_duration=20 * n, mdhd_duration=20 * n, **common),
+        TrakSpec(2, TARGET, b"meta", mett_entry("application/octet-stream"),
+                 np.full(num_targets, 8, np.int64), tg_off,
+                 tkhd_duration=20 * num_targets, mdhd_duration=20 * num_targets, **common),
+        TrakSpec(3, FNAME, b"meta", mett_entry("text/plain"), name_sizes, fn_off,
+                 tkhd_duration=20 * n, mdhd_duration=20 * n, **common),
+        TrakSpec(4, THUMB, b"vide", thumb_entry, thumb_sizes, thumb_offsets, tkhd_flags=3,
+                 tkhd_duration=20 * n, mdhd_duration=20 * n,
+                 width_fixed=(cw << 16) | cw, height_fixed=(ch << 16) | ch, **common),
+    ]
+    return box(b"moov", mvhd(1, 20 * n, 5, volume=0), *(build_trak(s) for s in specs))

@@ -1,0 +1,56 @@
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "benzina-original"
+ORIGINAL = FIXTURES / "benzina_original_mini.bzna"
+
+
+def _need_fixture():
+    if not ORIGINAL.exists():
+        pytest.skip(f"the original-tools fixture is not at {ORIGINAL} (shared/ must sit beside the repo)")
+
+
+@pytest.fixture(scope="session")
+def original_path():
+    _need_fixture()
+    return ORIGINAL
+
+
+@pytest.fixture(scope="session")
+def manifest():
+    _need_fixture()
+    with open(FIXTURES / "manifest.json") as f:
+        return json.load(f)
+
+
+def gradient(h, w, seed=0):
+    """A smooth test image (x265 compresses it well, so tests stay fast)."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    a, b, c = rng.uniform(0.2, 1.0, 3)
+    img = np.stack([xx * 255 * a / w, yy * 255 * b / h, (xx + yy) * 255 * c / (w + h)], -1)
+    return img.astype(np.uint8)
+
+
+@pytest.fixture(scope="session")
+def pictures():
+    """Three encoded images: small (no thumbnail), wide (thumbnail), tall (thumbnail)."""
+    from bzna_tf.convert import encode_image
+
+    out = []
+    for i, (h, w) in enumerate([(96, 128), (300, 700), (620, 200)]):
+        out.append(encode_image(gradient(h, w, i), preset="ultrafast"))
+    return out
+
+
+@pytest.fixture()
+def chdir_tmp(tmp_path):
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    yield tmp_path
+    os.chdir(old)
