@@ -317,11 +317,10 @@ def _top_level(src: Source) -> list[tuple[str, int, int, int]]:
                 f"box size {size} runs past the end of the file ({src.size - off} bytes remain)",
                 offset=off, box=btype,
             )
+        if off == 0 and btype != "ftyp":
+            raise src.where.error(f"expected an 'ftyp' box first, found {btype!r}", offset=0)
         boxes.append((btype, off, header, size))
         off += size
-    if not boxes or boxes[0][0] != "ftyp":
-        raise src.where.error(
-            f"expected an 'ftyp' box first, found {boxes[0][0] if boxes else 'an empty file'!r}",
-            offset=0,
-        )
+    if not boxes:
+        raise src.where.error("expected an 'ftyp' box first, found an empty file", offset=0)
     return boxes

@@ -1,0 +1,122 @@
+"""Several files as one dataset, the ImageNet split ranges, and `bzna-tf info`."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bzna_tf.cli import main
+from bzna_tf.format import BznaFile, BznaShards, BznaWriter, imagenet_split, open_bzna
+
+
+@pytest.fixture(scope="module")
+def shards(pictures, tmp_path_factory):
+    d = tmp_path_factory.mktemp("shards")
+    plan = {"part-0.bzna": [(0, 4), (1, None)], "part-1.bzna": [(2, 9)], "part-2.bzna": [(1, 5), (0, 6)]}
+    for name, items in plan.items():
+        with BznaWriter(d / name) as w:
+            for k, (p, t) in enumerate(items):
+                inp, th = pictures[p]
+                w.append(inp, thumb=th, target=t, filename=f"{name}-{k}.jpg")
+    return d
+
+
+def test_shards_concatenate_in_order(shards, pictures):
+    with open_bzna(str(shards / "part-*.bzna")) as ds:
+        assert isinstance(ds, BznaShards)
+        assert len(ds) == 5 and ds.num_labelled == 4
+        assert ds.targets.tolist() == [4, -1, 9, 5, 6]
+        assert [ds.target(i) for i in range(5)] == [4, -1, 9, 5, 6]
+        assert ds.filenames() == ["part-0.bzna-0.jpg", "part-0.bzna-1.jpg", "part-1.bzna-0.jpg",
+                                  "part-2.bzna-0.jpg", "part-2.bzna-1.jpg"]
+        assert [ds.locate(i) for i in range(5)] == [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1)]
+        assert ds.locate(-1) == (2, 1)
+        assert [ds.sample(i).input.sample for i in range(5)] == [
+            pictures[p][0].sample for p in (0, 1, 2, 1, 0)]
+        assert ds.filename(3) == "part-2.bzna-0.jpg"
+        with pytest.raises(IndexError):
+            ds.sample(5)
+
+
+def test_shards_from_a_list_keep_its_order(shards):
+    with open_bzna([shards / "part-2.bzna", shards / "part-0.bzna"]) as ds:
+        assert ds.targets.tolist() == [5, 6, 4, -1]
+
+
+def test_glob_matching_nothing_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        open_bzna(str(tmp_path / "*.bzna"))
+
+
+def test_single_path_opens_one_file(shards):
+    with open_bzna(shards / "part-1.bzna") as f:
+        assert isinstance(f, BznaFile) and len(f) == 1
+
+
+@pytest.mark.parametrize("n", [1_431_167, 1_431_000, 150_000])
+def test_imagenet_splits(n):
+    train, val, test = (imagenet_split(s, n) for s in ("train", "val", "test"))
+    assert (len(val), len(test)) == (50_000, 100_000)
+    assert train.start == 0 and train.stop == val.start and val.stop == test.start and test.stop == n
+    assert imagenet_split("validation", n) == val
+    if n == 1_431_167:
+        # SPEC: entries 1..1281167 train, 1281168..1331167 val, the rest test (1-based).
+        assert (len(train), val.start, test.start) == (1_281_167, 1_281_167, 1_331_167)
+
+
+def test_imagenet_split_errors():
+    with pytest.raises(ValueError, match="Received: split='dev'"):
+        imagenet_split("dev", 1_431_167)
+    with pytest.raises(ValueError, match="Received: num_samples=12"):
+        imagenet_split("train", 12)
+
+
+def test_info_json(original_path, capsys):
+    assert main(["info", str(original_path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["samples"] == 12 and d["labelled"] == 9
+    assert d["tracks"] == [
+        {"name": "bzna_input", "handler": "meta", "samples": 12},
+        {"name": "bzna_target", "handler": "meta", "samples": 9},
+        {"name": "bzna_fname", "handler": "meta", "samples": 12},
+        {"name": "bzna_thumb", "handler": "vide", "samples": 12},
+    ]
+    first = d["first"]
+    assert (first["filename"], first["target"]) == ("n02100735_7054.JPEG", 1)
+    assert first["input_size"] == [450, 405] and first["thumb_size"] == [450, 405]
+
+
+def test_info_table(original_path, capsys):
+    assert main(["info", str(original_path)]) == 0
+    out = capsys.readouterr().out
+    assert "12 (9 labelled, 3 unlabelled)" in out
+    assert "bzna_thumb    vide     12" in out
+    assert "n02100735_7054.JPEG  target 1  input 450x405 (coded 512x512)" in out
+
+
+def test_info_several_files(shards, capsys):
+    assert main(["info", str(shards / "part-*.bzna"), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["samples"] == 5 and d["labelled"] == 4 and len(d["files"]) == 3
+    assert d["files"][1]["first"]["input_size"] == [200, 620]
+    assert d["files"][1]["first"]["thumb_size"] == [165, 512]
+
+
+def test_info_bad_file(tmp_path, capsys):
+    bad = tmp_path / "bad.bzna"
+    bad.write_bytes(b"\x00\x00\x00\x18ftypisom" + b"\x00" * 4)
+    assert main(["info", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "bad.bzna" in err and "byte offset 0" in err and "runs past the end of the file" in err
+
+
+def test_console_script_runs(original_path):
+    r = subprocess.run([sys.executable, "-m", "bzna_tf.cli", "info", str(original_path), "--json"],
+                       capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout)["samples"] == 12
+    # The format layer must not pull TensorFlow in.
+    r = subprocess.run([sys.executable, "-c", "import sys, bzna_tf; bzna_tf.open_bzna(sys.argv[1]);"
+                        "print('tensorflow' in sys.modules)", str(original_path)],
+                       capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "False"

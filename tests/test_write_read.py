@@ -1,0 +1,227 @@
+"""Write -> read round trips with real libx265 pictures, and the writer's guarantees."""
+
+import os
+import struct
+
+import numpy as np
+import pytest
+
+from bzna_tf.format import BznaFile, BznaWriter, HvcC, Picture, open_bzna, split_nals
+from bzna_tf.format.hevc import to_annexb
+from bzna_tf.format.writer import FTYP, MDAT_HEADER_SIZE, build_moov
+from bzna_tf.format.sample import build_image_mp4, outer_thumb_entry
+
+
+def _write(path, pictures, targets, names, **kw):
+    with BznaWriter(path, **kw) as w:
+        for (inp, th), t, n in zip(pictures, targets, names):
+            w.append(inp, thumb=th, target=t, filename=n)
+    return path
+
+
+def _check(f, pictures, targets, names):
+    assert len(f) == len(pictures)
+    assert f.num_labelled == sum(t is not None for t in targets)
+    assert f.targets.tolist() == [-1 if t is None else t for t in targets]
+    assert f.filenames() == names
+    for i, (inp, th) in enumerate(pictures):
+        s = f.sample(i)
+        assert s.input.sample == inp.sample
+        assert s.input.size == inp.size and s.input.coded_size == inp.coded_size
+        assert s.input.hvcc == (inp.hvcc if isinstance(inp.hvcc, HvcC) else HvcC.from_bytes(inp.hvcc))
+        exp_th = th or inp
+        assert s.thumb.sample == exp_th.sample
+        assert s.thumb.size == exp_th.size and s.thumb.coded_size == exp_th.coded_size
+        assert s.has_separate_thumb == (th is not None)
+        assert s.input.children == ["hvcC", "pasp", "clap"]
+        c = s.input.clap
+        assert (c.width_n, c.height_n) == inp.size
+        assert (c.horiz_off_n, c.horiz_off_d) == (inp.size[0] - inp.coded_size[0], 2)
+        assert s.target == targets[i] and s.filename == names[i]
+        assert f.thumb_location(i) == (s.thumb.sample_offset, len(exp_th.sample))
+
+
+def test_round_trip(pictures, tmp_path):
+    targets, names = [7, 0, None], ["a.jpg", "b.JPEG", "ünï.png"]
+    path = _write(tmp_path / "x.bzna", pictures, targets, names)
+    with BznaFile(path) as f:
+        _check(f, pictures, targets, names)
+        assert not any(t.uses_co64 for t in f.tracks.values())
+        assert [b[0] for b in f.top_level] == ["ftyp", "mdat", "moov"]
+        assert f.top_level[1][1:3] == (24, 16)
+        assert f.tracks["bzna_input"].offset(0) == 40
+    # Pictures carry the parameter sets of the encoder; the file gives them back for decoding.
+    inp = pictures[0][0]
+    with BznaFile(path) as f:
+        assert f.sample(0).input.annexb() == to_annexb(inp.sample, inp.hvcc)
+
+
+def test_round_trip_from_file_object(pictures, tmp_path):
+    path = _write(tmp_path / "x.bzna", pictures[:1], [3], ["a"])
+    with open(path, "rb") as fo, BznaFile(fo) as f:
+        _check(f, pictures[:1], [3], ["a"])
+        assert f.name == str(path)
+
+
+def test_co64_forced(pictures, tmp_path):
+    targets, names = [1, 2, 3], ["a", "b", "c"]
+    path = _write(tmp_path / "x.bzna", pictures, targets, names, force_co64=True)
+    with BznaFile(path) as f:
+        assert all(t.uses_co64 for t in f.tracks.values())
+        _check(f, pictures, targets, names)
+
+
+def test_co64_past_4gib(pictures, tmp_path):
+    """A sample stored past 4 GiB: the moov switches to co64 by itself and reads back.
+
+    The file is sparse (the gap in mdat is a hole), so it costs no disk.
+    """
+    inp, th = pictures[1]
+    built = build_image_mp4(inp, th, 5, "far.jpg")
+    path = tmp_path / "far.bzna"
+    far = (1 << 32) + 1234
+    with open(path, "wb") as fo:
+        fo.write(FTYP + struct.pack(">I4sQ", 1, b"mdat", 0))
+        fo.seek(far)
+        fo.write(built.data)
+        tg = fo.tell()
+        fo.write(struct.pack("<q", 5))
+        fn = fo.tell()
+        fo.write(b"far.jpg\0")
+        end = fo.tell()
+        fo.write(build_moov(
+            input_offsets=np.array([far]), input_sizes=np.array([len(built.data)]),
+            num_targets=1, targets_offset=tg, name_sizes=np.array([8]), names_offset=fn,
+            thumb_offsets=np.array([far + built.thumb_offset]),
+            thumb_sizes=np.array([built.thumb_size]), thumb_entry=outer_thumb_entry(built.thumb_entry),
+        ))
+        fo.seek(len(FTYP) + 8)
+        fo.write(struct.pack(">Q", end - len(FTYP)))
+    with BznaFile(path) as f:
+        # Every track points past 4 GiB (targets and names follow the sample).
+        assert all(t.uses_co64 for t in f.tracks.values())
+        assert f.tracks["bzna_input"].offsets.tolist() == [far]
+        _check(f, [(inp, th)], [5], ["far.jpg"])
+        assert f.sample_location(0) == (far, len(built.data))
+
+
+def test_unlabelled_must_come_last(pictures, tmp_path):
+    with BznaWriter(tmp_path / "x.bzna") as w:
+        w.append(pictures[0][0], target=1, filename="a")
+        w.append(pictures[0][0], filename="b")
+        with pytest.raises(ValueError, match="labelled samples must all come before"):
+            w.append(pictures[0][0], target=2, filename="c")
+    with BznaFile(tmp_path / "x.bzna") as f:
+        assert f.targets.tolist() == [1, -1]
+
+
+@pytest.mark.parametrize("name", ["", "a/b.jpg", "a\0b"])
+def test_bad_filenames(pictures, tmp_path, name):
+    with BznaWriter(tmp_path / "x.bzna") as w:
+        with pytest.raises(ValueError, match="basename"):
+            w.append(pictures[0][0], filename=name)
+        w.append(pictures[0][0], filename="ok")
+
+
+def test_bad_targets(pictures, tmp_path):
+    with BznaWriter(tmp_path / "x.bzna") as w:
+        with pytest.raises(TypeError, match="Received: target=1.5"):
+            w.append(pictures[0][0], target=1.5, filename="a")
+        with pytest.raises(ValueError, match="int64"):
+            w.append(pictures[0][0], target=1 << 63, filename="a")
+        w.append(pictures[0][0], target=np.int64(4), filename="a")
+    with BznaFile(tmp_path / "x.bzna") as f:
+        assert f.target(0) == 4
+
+
+def _leftovers(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_exception_leaves_no_file(pictures, tmp_path):
+    path = tmp_path / "x.bzna"
+    with pytest.raises(RuntimeError):
+        with BznaWriter(path) as w:
+            w.append(pictures[0][0], target=1, filename="a")
+            raise RuntimeError("boom")
+    assert _leftovers(tmp_path) == []
+
+
+def test_interrupt_leaves_no_file(pictures, tmp_path):
+    path = tmp_path / "x.bzna"
+    with pytest.raises(KeyboardInterrupt):
+        with BznaWriter(path) as w:
+            w.append(pictures[0][0], target=1, filename="a")
+            raise KeyboardInterrupt
+    assert _leftovers(tmp_path) == []
+
+
+def test_partial_file_is_not_at_the_final_name_until_close(pictures, tmp_path):
+    path = tmp_path / "x.bzna"
+    w = BznaWriter(path)
+    w.append(pictures[0][0], target=1, filename="a")
+    assert not path.exists()
+    assert len(_leftovers(tmp_path)) == 1 and _leftovers(tmp_path)[0].endswith(".partial")
+    w.close()
+    assert _leftovers(tmp_path) == ["x.bzna"]
+
+
+def test_dropped_writer_removes_its_partial_file(pictures, tmp_path):
+    w = BznaWriter(tmp_path / "x.bzna")
+    w.append(pictures[0][0], target=1, filename="a")
+    del w
+    assert _leftovers(tmp_path) == []
+
+
+def test_existing_file_survives_a_failed_rewrite(pictures, tmp_path):
+    path = _write(tmp_path / "x.bzna", pictures[:1], [1], ["a"])
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError):
+        with BznaWriter(path) as w:
+            w.append(pictures[1][0], target=2, filename="b")
+            raise RuntimeError
+    assert path.read_bytes() == before
+
+
+def test_empty_writer_refuses(tmp_path):
+    with pytest.raises(ValueError, match="no sample"):
+        with BznaWriter(tmp_path / "x.bzna"):
+            pass
+    assert _leftovers(tmp_path) == []
+
+
+def test_picture_validation(pictures):
+    inp = pictures[0][0]
+    with pytest.raises(ValueError, match="Received: size=\\(600, 10\\)"):
+        Picture(inp.sample, inp.hvcc, (600, 10), (512, 512))
+    with pytest.raises(ValueError, match="non-empty"):
+        Picture(b"", inp.hvcc, (10, 10), (512, 512))
+
+
+def test_encoded_pictures_follow_benzina_sizes(pictures):
+    (small, small_th), (wide, wide_th), (tall, tall_th) = pictures
+    assert small.size == (128, 96) and small.coded_size == (512, 512) and small_th is None
+    assert wide.size == (700, 300) and wide.coded_size == (1024, 512)
+    assert wide_th.size == (512, 219) and wide_th.coded_size == (512, 512)  # int(300 * 512/700)
+    assert tall.size == (200, 620) and tall.coded_size == (512, 1024)
+    assert tall_th.size == (165, 512)  # int(200 * 512/620)
+    for p in (small, wide, tall, wide_th, tall_th):
+        nals = split_nals(p.sample)
+        assert nals and all((n[0] >> 1) & 0x3F < 32 for n in nals)  # slices only
+        assert [a.nal_unit_type for a in p.hvcc.arrays][:3] == [32, 33, 34]
+        assert p.hvcc.profile_idc == 1 and p.hvcc.chroma_format == 1
+
+
+def test_append_mp4_copies_samples(pictures, tmp_path):
+    a = _write(tmp_path / "a.bzna", pictures, [1, 2, None], ["a", "b", "c"])
+    order = [1, 0, 2]
+    with BznaFile(a) as f, BznaWriter(tmp_path / "b.bzna") as w:
+        for i in order:
+            t = f.target(i)
+            w.append_mp4(f.sample_bytes(i), target=None if t < 0 else t, filename=f.filename(i))
+        originals = [f.sample_bytes(i) for i in order]
+    with open_bzna(tmp_path / "b.bzna") as g:
+        assert g.targets.tolist() == [2, 1, -1]
+        assert g.filenames() == ["b", "a", "c"]
+        assert [g.sample_bytes(i) for i in range(3)] == originals
+        _check(g, [pictures[i] for i in order], [2, 1, None], ["b", "a", "c"])
