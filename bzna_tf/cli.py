@@ -1,6 +1,6 @@
 """The ``bzna-tf`` command line.
 
-    bzna-tf info FILE... [--json]
+bzna-tf info FILE... [--json]
 """
 
 from __future__ import annotations
@@ -38,10 +38,12 @@ def describe(f: BznaFile) -> dict:
 
 
 def _table(d: dict) -> str:
-    lines = [f"{d['file']}: {d['bytes']:,} bytes",
-             f"  samples   {d['samples']:,} ({d['labelled']:,} labelled, "
-             f"{d['samples'] - d['labelled']:,} unlabelled)",
-             f"  {'track':<14}{'handler':<9}samples"]
+    lines = [
+        f"{d['file']}: {d['bytes']:,} bytes",
+        f"  samples   {d['samples']:,} ({d['labelled']:,} labelled, "
+        f"{d['samples'] - d['labelled']:,} unlabelled)",
+        f"  {'track':<14}{'handler':<9}samples",
+    ]
     lines += [f"  {t['name']:<14}{t['handler']:<9}{t['samples']:,}" for t in d["tracks"]]
     fs = d["first"]
     if fs:
@@ -69,11 +71,15 @@ def _info(args) -> int:
         if len(results) == 1 and len(args.files) == 1 and status == 0:
             print(json.dumps(results[0]))
         else:
-            print(json.dumps({
-                "files": results,
-                "samples": sum(r["samples"] for r in results),
-                "labelled": sum(r["labelled"] for r in results),
-            }))
+            print(
+                json.dumps(
+                    {
+                        "files": results,
+                        "samples": sum(r["samples"] for r in results),
+                        "labelled": sum(r["labelled"] for r in results),
+                    }
+                )
+            )
     else:
         print("\n\n".join(_table(r) for r in results))
         if len(results) > 1:
@@ -86,8 +92,11 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="describe .bzna files")
     info.add_argument("files", nargs="+", help=".bzna files or glob patterns")
-    info.add_argument("--json", action="store_true",
-                      help="print JSON: one object for one file, else {'files': [...], totals}")
+    info.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON: one object for one file, else {'files': [...], totals}",
+    )
     info.set_defaults(run=_info)
     args = p.parse_args(argv)
     try:

@@ -12,17 +12,22 @@ from bzna_tf.format.boxes import parse_boxes
 
 CONTAINERS = {"moov", "trak", "mdia", "minf", "dinf", "stbl"}
 
-HVCC = HvcC(profile_idc=1, level_idc=90, arrays=[
-    NalArray(32, [b"\x40\x01\x0c\x01\xff\xff"]),
-    NalArray(33, [b"\x42\x01\x01\x01\x60\x00\x00\x03"]),
-    NalArray(34, [b"\x44\x01\xc0\x73"]),
-])
+HVCC = HvcC(
+    profile_idc=1,
+    level_idc=90,
+    arrays=[
+        NalArray(32, [b"\x40\x01\x0c\x01\xff\xff"]),
+        NalArray(33, [b"\x42\x01\x01\x01\x60\x00\x00\x03"]),
+        NalArray(34, [b"\x44\x01\xc0\x73"]),
+    ],
+)
 
 
 def _pic(n, size, coded):
     nal = bytes([0x28, 0x01]) + bytes(range(n))
-    return Picture(struct.pack(">I", len(nal)) + nal + struct.pack(">I", 3) + b"\x02\x01\x07",
-                   HVCC, size, coded)
+    return Picture(
+        struct.pack(">I", len(nal)) + nal + struct.pack(">I", 3) + b"\x02\x01\x07", HVCC, size, coded
+    )
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +36,12 @@ def small_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("bad") / "small.bzna"
     with BznaWriter(path) as w:
         w.append(_pic(5, (300, 200), (512, 512)), target=3, filename="a.jpg")
-        w.append(_pic(9, (900, 600), (1024, 1024)), thumb=_pic(4, (512, 341), (512, 512)), target=1,
-                 filename="b.jpg")
+        w.append(
+            _pic(9, (900, 600), (1024, 1024)),
+            thumb=_pic(4, (512, 341), (512, 512)),
+            target=1,
+            filename="b.jpg",
+        )
         w.append(_pic(7, (20, 30), (512, 512)), filename="c.jpg")
     return path.read_bytes()
 
@@ -40,12 +49,9 @@ def small_file(tmp_path_factory):
 def read_everything(data: bytes):
     """Touch every part of a file the way the loader and the CLI do."""
     with BznaFile(io.BytesIO(data), name="fuzzed.bzna") as f:
-        f.targets
-        f.filenames()
+        touched = [f.targets, f.filenames()]
         for t in f.tracks.values():
-            t.offsets
-            t.sizes
-            t.mime
+            touched += [t.offsets, t.sizes, t.mime]
         for i in range(len(f)):
             f.target(i)
             f.filename(i)
@@ -84,8 +90,9 @@ def _expect_format_error(data):
     return None
 
 
-FUZZ = settings(max_examples=300, deadline=5000, suppress_health_check=[HealthCheck.too_slow],
-                derandomize=True)
+FUZZ = settings(
+    max_examples=300, deadline=5000, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
 
 
 @FUZZ
@@ -109,11 +116,13 @@ def test_flipped_bytes(small_file, flips):
 def test_bogus_box_sizes(small_file, data):
     boxes = box_offsets(small_file)
     off, size = data.draw(st.sampled_from(boxes))
-    new = data.draw(st.one_of(
-        st.sampled_from([0, 1, 2, 7, 8, 9, 0xFFFFFFFF, 0x7FFFFFFF]),
-        st.integers(size - 16, size + 16).filter(lambda v: v >= 0 and v < 1 << 32),
-        st.integers(0, 1 << 32 - 1),
-    ))
+    new = data.draw(
+        st.one_of(
+            st.sampled_from([0, 1, 2, 7, 8, 9, 0xFFFFFFFF, 0x7FFFFFFF]),
+            st.integers(size - 16, size + 16).filter(lambda v: v >= 0 and v < 1 << 32),
+            st.integers(0, 1 << 32 - 1),
+        )
+    )
     b = bytearray(small_file)
     b[off : off + 4] = struct.pack(">I", new)
     _expect_format_error(bytes(b))
@@ -125,8 +134,9 @@ def test_bogus_counts_and_fields(small_file, data):
     """Random 32-bit values written over moov fields (counts, sizes, offsets, versions)."""
     moov = [b for b in parse_boxes(small_file, 0, len(small_file)) if b.type == "moov"][0]
     pos = data.draw(st.integers(moov.offset + 8, moov.offset + moov.size - 4))
-    val = data.draw(st.one_of(st.sampled_from([0, 1, 0xFFFFFFFF, 0x80000000, 1 << 20]),
-                              st.integers(0, (1 << 32) - 1)))
+    val = data.draw(
+        st.one_of(st.sampled_from([0, 1, 0xFFFFFFFF, 0x80000000, 1 << 20]), st.integers(0, (1 << 32) - 1))
+    )
     b = bytearray(small_file)
     b[pos : pos + 4] = struct.pack(">I", val)
     _expect_format_error(bytes(b))

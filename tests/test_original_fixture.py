@@ -24,9 +24,9 @@ def test_file_identity(original_path, manifest):
 
 
 def test_top_level_and_ftyp(f, original_path, manifest):
-    assert [
-        {"type": t, "offset": o, "header_size": h, "size": s} for t, o, h, s in f.top_level
-    ] == manifest["top_level"]
+    assert [{"type": t, "offset": o, "header_size": h, "size": s} for t, o, h, s in f.top_level] == manifest[
+        "top_level"
+    ]
     data = original_path.read_bytes()
     ftyp = parse_boxes(data, 0, 24)[0]
     r = ftyp.reader()
@@ -57,8 +57,12 @@ def test_outer_tracks(f, manifest):
 
 
 def test_outer_offsets_and_sizes(f, manifest):
-    for key, track in [("outer_bzna_input", "bzna_input"), ("outer_bzna_fname", "bzna_fname"),
-                       ("outer_bzna_thumb", "bzna_thumb"), ("outer_bzna_target", "bzna_target")]:
+    for key, track in [
+        ("outer_bzna_input", "bzna_input"),
+        ("outer_bzna_fname", "bzna_fname"),
+        ("outer_bzna_thumb", "bzna_thumb"),
+        ("outer_bzna_target", "bzna_target"),
+    ]:
         t = f.tracks[track]
         exp = [s[key] for s in manifest["samples"] if s[key] is not None]
         assert t.offsets.tolist() == [e["offset"] for e in exp], track
@@ -94,21 +98,47 @@ def _check_video(v, e, clap):
     assert list(v.hvcc_payload) == [e["hvcC_payload_abs"]["offset"], e["hvcC_payload_abs"]["size"]]
     h = e["hvcC"]
     assert (v.hvcc.profile_idc, v.hvcc.level_idc, v.hvcc.tier_flag, v.hvcc.chroma_format) == (
-        h["profile_idc"], h["level_idc"], h["tier_flag"], h["chromaFormat"])
+        h["profile_idc"],
+        h["level_idc"],
+        h["tier_flag"],
+        h["chromaFormat"],
+    )
     assert (v.hvcc.bit_depth_luma, v.hvcc.bit_depth_chroma, v.hvcc.length_size - 1) == (
-        h["bitDepthLuma"], h["bitDepthChroma"], h["lengthSizeMinusOne"])
+        h["bitDepthLuma"],
+        h["bitDepthChroma"],
+        h["lengthSizeMinusOne"],
+    )
     assert len(v.hvcc.arrays) == h["numOfArrays"]
     assert v.hvcc.profile_compat_flags == int(h["profile_compat_flags"], 16)
     assert v.hvcc.constraint_flags == int(h["constraint_flags"], 16)
-    assert [{"nal_unit_type": a.nal_unit_type, "nal_lengths": [len(n) for n in a.nalus]}
-            for a in v.hvcc.arrays] == e["hvcC_arrays"]
+    assert [
+        {"nal_unit_type": a.nal_unit_type, "nal_lengths": [len(n) for n in a.nalus]} for a in v.hvcc.arrays
+    ] == e["hvcC_arrays"]
     c = v.clap
     assert c is not None
-    got = [c.width_n, c.width_d, c.height_n, c.height_d, c.horiz_off_n, c.horiz_off_d,
-           c.vert_off_n, c.vert_off_d]
-    assert got == [clap[k] for k in ("cleanApertureWidthN", "cleanApertureWidthD",
-                                      "cleanApertureHeightN", "cleanApertureHeightD",
-                                      "horizOffN", "horizOffD", "vertOffN", "vertOffD")]
+    got = [
+        c.width_n,
+        c.width_d,
+        c.height_n,
+        c.height_d,
+        c.horiz_off_n,
+        c.horiz_off_d,
+        c.vert_off_n,
+        c.vert_off_d,
+    ]
+    assert got == [
+        clap[k]
+        for k in (
+            "cleanApertureWidthN",
+            "cleanApertureWidthD",
+            "cleanApertureHeightN",
+            "cleanApertureHeightD",
+            "horizOffN",
+            "horizOffD",
+            "vertOffN",
+            "vertOffD",
+        )
+    ]
     assert list(v.pasp) == e["pasp"]
 
 
@@ -186,8 +216,12 @@ def test_rebuilding_per_image_mp4s_from_pictures(f, original_path, tmp_path):
         for i in range(len(f)):
             s = f.sample(i)
             t = f.target(i)
-            w.append(s.input.to_picture(), thumb=s.thumb.to_picture() if s.has_separate_thumb else None,
-                     target=None if t < 0 else t, filename=f.filename(i))
+            w.append(
+                s.input.to_picture(),
+                thumb=s.thumb.to_picture() if s.has_separate_thumb else None,
+                target=None if t < 0 else t,
+                filename=f.filename(i),
+            )
     a, b = original_path.read_bytes(), out.read_bytes()
     assert len(a) == len(b)
     diff = np.flatnonzero(np.frombuffer(a, np.uint8) != np.frombuffer(b, np.uint8))

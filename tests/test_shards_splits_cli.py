@@ -28,12 +28,18 @@ def test_shards_concatenate_in_order(shards, pictures):
         assert len(ds) == 5 and ds.num_labelled == 4
         assert ds.targets.tolist() == [4, -1, 9, 5, 6]
         assert [ds.target(i) for i in range(5)] == [4, -1, 9, 5, 6]
-        assert ds.filenames() == ["part-0.bzna-0.jpg", "part-0.bzna-1.jpg", "part-1.bzna-0.jpg",
-                                  "part-2.bzna-0.jpg", "part-2.bzna-1.jpg"]
+        assert ds.filenames() == [
+            "part-0.bzna-0.jpg",
+            "part-0.bzna-1.jpg",
+            "part-1.bzna-0.jpg",
+            "part-2.bzna-0.jpg",
+            "part-2.bzna-1.jpg",
+        ]
         assert [ds.locate(i) for i in range(5)] == [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1)]
         assert ds.locate(-1) == (2, 1)
         assert [ds.sample(i).input.sample for i in range(5)] == [
-            pictures[p][0].sample for p in (0, 1, 2, 1, 0)]
+            pictures[p][0].sample for p in (0, 1, 2, 1, 0)
+        ]
         assert ds.filename(3) == "part-2.bzna-0.jpg"
         with pytest.raises(IndexError):
             ds.sample(5)
@@ -112,11 +118,37 @@ def test_info_bad_file(tmp_path, capsys):
 
 
 def test_console_script_runs(original_path):
-    r = subprocess.run([sys.executable, "-m", "bzna_tf.cli", "info", str(original_path), "--json"],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "bzna_tf.cli", "info", str(original_path), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(r.stdout)["samples"] == 12
     # The format layer must not pull TensorFlow in.
-    r = subprocess.run([sys.executable, "-c", "import sys, bzna_tf; bzna_tf.open_bzna(sys.argv[1]);"
-                        "print('tensorflow' in sys.modules)", str(original_path)],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, bzna_tf; bzna_tf.open_bzna(sys.argv[1]);print('tensorflow' in sys.modules)",
+            str(original_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert r.stdout.strip() == "False"
+
+
+def test_demo_example_makes_a_readable_file(tmp_path):
+    out = tmp_path / "demo.bzna"
+    script = __import__("pathlib").Path(__file__).parent.parent / "examples" / "make_demo_bzna.py"
+    subprocess.run([sys.executable, str(script), str(out), "--images", "5", "--unlabelled", "2",
+                    "--classes", "3", "--preset", "ultrafast"], check=True, capture_output=True)
+    with BznaFile(out) as f:
+        assert f.targets.tolist() == [0, 1, 2, -1, -1]
+        assert f.filenames() == [f"demo_{i:05d}.png" for i in range(5)]
+        for i in range(5):
+            s = f.sample(i)
+            assert s.has_separate_thumb == (max(s.input.size) > 512)
+            assert max(s.thumb.size) <= 512

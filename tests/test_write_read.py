@@ -1,6 +1,5 @@
 """Write -> read round trips with real libx265 pictures, and the writer's guarantees."""
 
-import os
 import struct
 
 import numpy as np
@@ -8,13 +7,13 @@ import pytest
 
 from bzna_tf.format import BznaFile, BznaWriter, HvcC, Picture, open_bzna, split_nals
 from bzna_tf.format.hevc import to_annexb
-from bzna_tf.format.writer import FTYP, MDAT_HEADER_SIZE, build_moov
 from bzna_tf.format.sample import build_image_mp4, outer_thumb_entry
+from bzna_tf.format.writer import FTYP, build_moov
 
 
 def _write(path, pictures, targets, names, **kw):
     with BznaWriter(path, **kw) as w:
-        for (inp, th), t, n in zip(pictures, targets, names):
+        for (inp, th), t, n in zip(pictures, targets, names, strict=True):
             w.append(inp, thumb=th, target=t, filename=n)
     return path
 
@@ -89,12 +88,19 @@ def test_co64_past_4gib(pictures, tmp_path):
         fn = fo.tell()
         fo.write(b"far.jpg\0")
         end = fo.tell()
-        fo.write(build_moov(
-            input_offsets=np.array([far]), input_sizes=np.array([len(built.data)]),
-            num_targets=1, targets_offset=tg, name_sizes=np.array([8]), names_offset=fn,
-            thumb_offsets=np.array([far + built.thumb_offset]),
-            thumb_sizes=np.array([built.thumb_size]), thumb_entry=outer_thumb_entry(built.thumb_entry),
-        ))
+        fo.write(
+            build_moov(
+                input_offsets=np.array([far]),
+                input_sizes=np.array([len(built.data)]),
+                num_targets=1,
+                targets_offset=tg,
+                name_sizes=np.array([8]),
+                names_offset=fn,
+                thumb_offsets=np.array([far + built.thumb_offset]),
+                thumb_sizes=np.array([built.thumb_size]),
+                thumb_entry=outer_thumb_entry(built.thumb_entry),
+            )
+        )
         fo.seek(len(FTYP) + 8)
         fo.write(struct.pack(">Q", end - len(FTYP)))
     with BznaFile(path) as f:

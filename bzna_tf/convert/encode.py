@@ -82,13 +82,16 @@ def encode_picture(rgb: np.ndarray, *, coded_size=None, crf: int = 10, preset: s
 
     rgb = np.asarray(rgb)
     if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8 or 0 in rgb.shape:
-        raise ValueError(f"expected a non-empty (H, W, 3) uint8 image. Received: shape={rgb.shape}, "
-                         f"dtype={rgb.dtype}")
+        raise ValueError(
+            f"expected a non-empty (H, W, 3) uint8 image. Received: shape={rgb.shape}, dtype={rgb.dtype}"
+        )
     h, w = rgb.shape[:2]
     cw, ch = coded_size_for((w, h)) if coded_size is None else coded_size
     if cw < w or ch < h or cw % 8 or ch % 8:
-        raise ValueError(f"coded_size must cover the image and be multiples of 8. "
-                         f"Received: coded_size={(cw, ch)} for an image of {(w, h)}")
+        raise ValueError(
+            f"coded_size must cover the image and be multiples of 8. "
+            f"Received: coded_size={(cw, ch)} for an image of {(w, h)}"
+        )
     frame = av.VideoFrame.from_ndarray(rgb_to_yuv420(rgb, (cw, ch)), format="yuv420p")
     frame.color_range = 2  # JPEG (full) range
     frame.colorspace = 5  # BT.470BG = BT.601
@@ -122,7 +125,9 @@ def encode_image(rgb: np.ndarray, *, crf: int = 10, preset: str = "medium"):
     tsize = thumbnail_size((w, h))
     if tsize is None:
         return inp, None
-    small = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(
-        width=tsize[0], height=tsize[1], interpolation="BICUBIC"
-    ).to_ndarray()
+    small = (
+        av.VideoFrame.from_ndarray(rgb, format="rgb24")
+        .reformat(width=tsize[0], height=tsize[1], interpolation="BICUBIC")
+        .to_ndarray()
+    )
     return inp, encode_picture(small, coded_size=(THUMB_MAX, THUMB_MAX), crf=crf, preset=preset)

@@ -19,7 +19,6 @@ box path and, where known, the sample index.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,8 +100,12 @@ class Box:
             raise self.error(f"payload is {self.payload_size} bytes, expected at least {skip}")
         s = self._start + self.header_size + skip
         return parse_boxes(
-            self._data, s, self._start + self.size, base=self.offset - self._start,
-            parent=self.path, where=self.where,
+            self._data,
+            s,
+            self._start + self.size,
+            base=self.offset - self._start,
+            parent=self.path,
+            where=self.where,
         )
 
     def full_header(self) -> tuple[int, int]:
@@ -194,8 +197,9 @@ class FieldReader:
         return b[:i]
 
 
-def parse_boxes(data, start: int, end: int, *, base: int = 0, parent: str = "",
-                where: Where = Where()) -> list[Box]:
+def parse_boxes(
+    data, start: int, end: int, *, base: int = 0, parent: str = "", where: Where = Where()
+) -> list[Box]:
     """Parse the sequence of boxes in ``data[start:end]``.
 
     Args:
@@ -220,7 +224,8 @@ def parse_boxes(data, start: int, end: int, *, base: int = 0, parent: str = "",
         if left < 8:
             raise where.error(
                 f"truncated box header: {left} bytes left in {parent or 'the file'}, need 8",
-                offset=base + off, box=parent or None,
+                offset=base + off,
+                box=parent or None,
             )
         size = _U32.unpack_from(mv, off)[0]
         btype = bytes(mv[off + 4 : off + 8]).decode("latin-1")
@@ -229,7 +234,8 @@ def parse_boxes(data, start: int, end: int, *, base: int = 0, parent: str = "",
             if left < 16:
                 raise where.error(
                     f"box '{btype}' has a 64-bit size but only {left} bytes remain",
-                    offset=base + off, box=_join(parent, btype),
+                    offset=base + off,
+                    box=_join(parent, btype),
                 )
             size = _U64.unpack_from(mv, off + 8)[0]
             header = 16
@@ -239,13 +245,15 @@ def parse_boxes(data, start: int, end: int, *, base: int = 0, parent: str = "",
         if size < header:
             raise where.error(
                 f"box size {size} is smaller than its {header}-byte header",
-                offset=base + off, box=path,
+                offset=base + off,
+                box=path,
             )
         if size > left:
             raise where.error(
                 f"box size {size} runs past the end of its parent "
                 f"({left} bytes remain in {parent or 'the file'})",
-                offset=base + off, box=path,
+                offset=base + off,
+                box=path,
             )
         boxes.append(Box(mv, off, base, btype, header, size, path, where))
         off += size

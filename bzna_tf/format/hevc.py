@@ -115,12 +115,24 @@ class HvcC:
                 nalus.append(r.bytes(n, "nalUnit"))
             arrays.append(NalArray(t & 0x3F, nalus, bool(t & 0x80)))
         return cls(
-            profile_idc=x & 0x1F, level_idc=level, arrays=arrays, configuration_version=version,
-            profile_space=x >> 6, tier_flag=(x >> 5) & 1, profile_compat_flags=compat,
-            constraint_flags=constraint, min_spatial_segmentation=seg, parallelism_type=par,
-            chroma_format=chroma, bit_depth_luma=bdl, bit_depth_chroma=bdc, avg_frame_rate=afr,
-            constant_frame_rate=y >> 6, num_temporal_layers=(y >> 3) & 0x7,
-            temporal_id_nested=(y >> 2) & 1, length_size=length_size,
+            profile_idc=x & 0x1F,
+            level_idc=level,
+            arrays=arrays,
+            configuration_version=version,
+            profile_space=x >> 6,
+            tier_flag=(x >> 5) & 1,
+            profile_compat_flags=compat,
+            constraint_flags=constraint,
+            min_spatial_segmentation=seg,
+            parallelism_type=par,
+            chroma_format=chroma,
+            bit_depth_luma=bdl,
+            bit_depth_chroma=bdc,
+            avg_frame_rate=afr,
+            constant_frame_rate=y >> 6,
+            num_temporal_layers=(y >> 3) & 0x7,
+            temporal_id_nested=(y >> 2) & 1,
+            length_size=length_size,
         )
 
     @classmethod
@@ -146,8 +158,10 @@ class HvcC:
         out.append(0xF8 | (self.bit_depth_chroma - 8))
         out += self.avg_frame_rate.to_bytes(2, "big")
         out.append(
-            (self.constant_frame_rate << 6) | (self.num_temporal_layers << 3)
-            | (self.temporal_id_nested << 2) | (self.length_size - 1)
+            (self.constant_frame_rate << 6)
+            | (self.num_temporal_layers << 3)
+            | (self.temporal_id_nested << 2)
+            | (self.length_size - 1)
         )
         out.append(len(self.arrays))
         for a in self.arrays:
@@ -158,8 +172,9 @@ class HvcC:
         return bytes(out)
 
 
-def split_nals(sample, length_size: int = 4, *, where: Where = Where(),
-               offset: int | None = None) -> list[bytes]:
+def split_nals(
+    sample, length_size: int = 4, *, where: Where = Where(), offset: int | None = None
+) -> list[bytes]:
     """Split a length-prefixed sample into its NAL units.
 
     Args:
@@ -181,14 +196,16 @@ def split_nals(sample, length_size: int = 4, *, where: Where = Where(),
         if n - pos < length_size:
             raise where.error(
                 f"truncated NAL length prefix: {n - pos} bytes left, need {length_size}",
-                offset=at, box="mdat",
+                offset=at,
+                box="mdat",
             )
         size = int.from_bytes(mv[pos : pos + length_size], "big")
         pos += length_size
         if size == 0 or size > n - pos:
             raise where.error(
-                f"NAL unit length {size} does not fit in the {n - pos} bytes left of the "
-                f"{n}-byte sample", offset=at, box="mdat",
+                f"NAL unit length {size} does not fit in the {n - pos} bytes left of the {n}-byte sample",
+                offset=at,
+                box="mdat",
             )
         out.append(bytes(mv[pos : pos + size]))
         pos += size
@@ -209,8 +226,6 @@ def to_annexb(sample, hvcc: HvcC, *, where: Where = Where(), offset: int | None 
         parts.append(START_CODE)
         parts.append(n)
     return b"".join(parts)
-
-
 
 
 # From an encoder's Annex-B output to what an mp4 stores.
@@ -279,8 +294,9 @@ def hvcc_from_nals(nals: list[bytes]) -> HvcC:
     """
     sps = [n for n in nals if nal_type(n) == NAL_SPS]
     if not sps:
-        raise ValueError("expected an SPS among the NAL units. Received: types "
-                         f"{[nal_type(n) for n in nals]}")
+        raise ValueError(
+            f"expected an SPS among the NAL units. Received: types {[nal_type(n) for n in nals]}"
+        )
     r = _Bits(sps[0])
     r.u(4)  # sps_video_parameter_set_id
     max_sub_layers_minus1 = r.u(3)
@@ -311,10 +327,18 @@ def hvcc_from_nals(nals: list[bytes]) -> HvcC:
         if units:
             arrays.append(NalArray(t, units, completeness=t != NAL_PREFIX_SEI))
     return HvcC(
-        profile_idc=profile_idc, level_idc=level, arrays=arrays, profile_space=profile_space,
-        tier_flag=tier, profile_compat_flags=compat, constraint_flags=constraint,
-        chroma_format=chroma, bit_depth_luma=bdl, bit_depth_chroma=bdc,
-        num_temporal_layers=max_sub_layers_minus1 + 1, temporal_id_nested=temporal_id_nested,
+        profile_idc=profile_idc,
+        level_idc=level,
+        arrays=arrays,
+        profile_space=profile_space,
+        tier_flag=tier,
+        profile_compat_flags=compat,
+        constraint_flags=constraint,
+        chroma_format=chroma,
+        bit_depth_luma=bdl,
+        bit_depth_chroma=bdc,
+        num_temporal_layers=max_sub_layers_minus1 + 1,
+        temporal_id_nested=temporal_id_nested,
         length_size=4,
     )
 
@@ -332,4 +356,6 @@ def annexb_to_picture_parts(data) -> tuple[bytes, HvcC]:
     head, body = nals[:first_vcl], nals[first_vcl:]
     body = [n for n in body if nal_type(n) not in (NAL_VPS, NAL_SPS, NAL_PPS)]
     sample = b"".join(len(n).to_bytes(4, "big") + n for n in body)
-    return sample, hvcc_from_nals(head + [n for n in nals[first_vcl:] if nal_type(n) in (NAL_VPS, NAL_SPS, NAL_PPS)])
+    return sample, hvcc_from_nals(
+        head + [n for n in nals[first_vcl:] if nal_type(n) in (NAL_VPS, NAL_SPS, NAL_PPS)]
+    )

@@ -54,18 +54,18 @@ class Source:
             self._file = source
             self.size = source.seek(0, io.SEEK_END)
         else:
-            raise TypeError(
-                f"expected a path or a binary file object. Received: source={source!r}"
-            )
+            raise TypeError(f"expected a path or a binary file object. Received: source={source!r}")
         self.where = Where(str(self.name))
 
-    def read(self, offset: int, size: int, *, box: str | None = None,
-             sample: int | None = None) -> bytes:
+    def read(self, offset: int, size: int, *, box: str | None = None, sample: int | None = None) -> bytes:
         """Exactly ``size`` bytes at ``offset``, or a BznaFormatError."""
         if offset < 0 or size < 0 or offset + size > self.size:
             raise BznaFormatError(
                 f"needs bytes [{offset}, {offset + size}) but the file has {self.size} bytes",
-                path=self.where.path, offset=offset, box=box, sample=sample,
+                path=self.where.path,
+                offset=offset,
+                box=box,
+                sample=sample,
             )
         if self._fd is not None:
             parts = []
@@ -84,7 +84,10 @@ class Source:
         if len(data) != size:
             raise BznaFormatError(
                 f"short read: {len(data)} of {size} bytes (file truncated while open?)",
-                path=self.where.path, offset=offset, box=box, sample=sample,
+                path=self.where.path,
+                offset=offset,
+                box=box,
+                sample=sample,
             )
         return data
 
@@ -125,9 +128,7 @@ class BznaFile:
         self.top_level = _top_level(src)
         moov = [b for b in self.top_level if b[0] == "moov"]
         if not moov:
-            raise src.where.error(
-                f"no 'moov' box among the top-level boxes {[b[0] for b in self.top_level]}"
-            )
+            raise src.where.error(f"no 'moov' box among the top-level boxes {[b[0] for b in self.top_level]}")
         _, off, _, size = moov[0]
         data = src.read(off, size, box="moov")
         self.moov = parse_boxes(data, 0, size, base=off, where=src.where)[0]
@@ -208,7 +209,10 @@ class BznaFile:
                     i = int(bad[0])
                     raise BznaFormatError(
                         f"target sample is {int(t.sizes[i])} bytes, expected 8",
-                        path=self.name, offset=int(t.offsets[i]), box=f"trak[{TARGET}]", sample=i,
+                        path=self.name,
+                        offset=int(t.offsets[i]),
+                        box=f"trak[{TARGET}]",
+                        sample=i,
                     )
                 out[: len(t)] = np.frombuffer(self._gather(t), "<i8")
             self._targets = out
@@ -234,7 +238,7 @@ class BznaFile:
         offs = t.offsets
         return [
             decode_name(data[s:e], self._where(i), int(offs[i]))
-            for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist()))
+            for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))
         ]
 
     def _where(self, i: int) -> Where:
@@ -245,7 +249,10 @@ class BznaFile:
         if expect_size is not None and size != expect_size:
             raise BznaFormatError(
                 f"'{t.name}' sample is {size} bytes, expected {expect_size}",
-                path=self.name, offset=t.box.offset, box=f"trak[{t.name}]", sample=i,
+                path=self.name,
+                offset=t.box.offset,
+                box=f"trak[{t.name}]",
+                sample=i,
             )
         return self._src.read(t.offset(i), size, box=f"trak[{t.name}]", sample=i)
 
@@ -296,26 +303,30 @@ def _top_level(src: Source) -> list[tuple[str, int, int, int]]:
     while off < src.size:
         head = src.read(off, min(16, src.size - off), box="file")
         if len(head) < 8:
-            raise src.where.error(f"truncated box header: {len(head)} bytes at the end of the file",
-                                  offset=off)
+            raise src.where.error(
+                f"truncated box header: {len(head)} bytes at the end of the file", offset=off
+            )
         size = int.from_bytes(head[:4], "big")
         btype = head[4:8].decode("latin-1")
         header = 8
         if size == 1:
             if len(head) < 16:
-                raise src.where.error(f"box '{btype}' has a 64-bit size but the file ends",
-                                      offset=off, box=btype)
+                raise src.where.error(
+                    f"box '{btype}' has a 64-bit size but the file ends", offset=off, box=btype
+                )
             size = int.from_bytes(head[8:16], "big")
             header = 16
         elif size == 0:
             size = src.size - off
         if size < header:
-            raise src.where.error(f"box size {size} is smaller than its {header}-byte header",
-                                  offset=off, box=btype)
+            raise src.where.error(
+                f"box size {size} is smaller than its {header}-byte header", offset=off, box=btype
+            )
         if off + size > src.size:
             raise src.where.error(
                 f"box size {size} runs past the end of the file ({src.size - off} bytes remain)",
-                offset=off, box=btype,
+                offset=off,
+                box=btype,
             )
         if off == 0 and btype != "ftyp":
             raise src.where.error(f"expected an 'ftyp' box first, found {btype!r}", offset=0)

@@ -25,12 +25,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bzna_tf.format.boxes import Box, Where, box, find, full_box, parse_boxes, require
+from bzna_tf.format.boxes import Where, box, find, full_box, parse_boxes, require
 from bzna_tf.format.hevc import HvcC, to_annexb
 from bzna_tf.format.tracks import UNITY_MATRIX, TrakSpec, build_trak, parse_trak
 
-__all__ = ["Clap", "Picture", "VideoTrack", "ImageMp4", "parse_image_mp4", "build_image_mp4",
-           "build_hvc1", "VISUAL_ENTRY_BODY"]
+__all__ = [
+    "Clap",
+    "Picture",
+    "VideoTrack",
+    "ImageMp4",
+    "parse_image_mp4",
+    "build_image_mp4",
+    "build_hvc1",
+    "VISUAL_ENTRY_BODY",
+]
 
 VISUAL_ENTRY_BODY = 78  # SampleEntry (8) + VisualSampleEntry fields (70)
 INPUT, TARGET, FNAME, THUMB = "bzna_input", "bzna_target", "bzna_fname", "bzna_thumb"
@@ -56,9 +64,22 @@ class Clap:
         return cls(w, 1, h, 1, w - cw, 2, h - ch, 2)
 
     def to_box(self) -> bytes:
-        return box(b"clap", struct.pack(">IIIIiIiI", *(
-            self.width_n, self.width_d, self.height_n, self.height_d,
-            self.horiz_off_n, self.horiz_off_d, self.vert_off_n, self.vert_off_d)))
+        return box(
+            b"clap",
+            struct.pack(
+                ">IIIIiIiI",
+                *(
+                    self.width_n,
+                    self.width_d,
+                    self.height_n,
+                    self.height_d,
+                    self.horiz_off_n,
+                    self.horiz_off_d,
+                    self.vert_off_n,
+                    self.vert_off_d,
+                ),
+            ),
+        )
 
 
 @dataclass
@@ -201,10 +222,20 @@ def _parse_video(trak, t, data, base, where) -> VideoTrack:
         raise trak.error(f"track '{t.name}' has no sample")
     off, size = t.offset(0), t.size(0)
     return VideoTrack(
-        name=t.name, width=t.width, height=t.height, coded_width=cw, coded_height=ch, hvcc=hvcc,
-        clap=clap, pasp=pasp, sample=bytes(data[off : off + size]), sample_offset=base + off,
-        sample_entry=entry.raw(), children=[k.type for k in kids],
-        hvcc_payload=(hvcc_box.payload_offset, hvcc_box.payload_size), where=where,
+        name=t.name,
+        width=t.width,
+        height=t.height,
+        coded_width=cw,
+        coded_height=ch,
+        hvcc=hvcc,
+        clap=clap,
+        pasp=pasp,
+        sample=bytes(data[off : off + size]),
+        sample_offset=base + off,
+        sample_entry=entry.raw(),
+        children=[k.type for k in kids],
+        hvcc_payload=(hvcc_box.payload_offset, hvcc_box.payload_size),
+        where=where,
     )
 
 
@@ -255,8 +286,9 @@ def decode_name(raw: bytes, where: Where, offset: int) -> str:
     try:
         return (raw[:-1] if raw.endswith(b"\0") else raw).decode("utf-8")
     except UnicodeDecodeError as e:
-        raise where.error(f"filename is not valid UTF-8 ({e.reason})", offset=offset + e.start,
-                          box="mdat") from None
+        raise where.error(
+            f"filename is not valid UTF-8 ({e.reason})", offset=offset + e.start, box="mdat"
+        ) from None
 
 
 # Building.
@@ -266,8 +298,18 @@ def build_hvc1(hvcc: bytes, coded_size, compressor: str = "") -> bytes:
     """A minimal ``hvc1`` sample entry: VisualSampleEntry + hvcC."""
     name = compressor.encode()[:31]
     body = struct.pack(
-        ">6xH2xH12xHHIIIH32sHh", 1, 0, coded_size[0], coded_size[1], 0x00480000, 0x00480000, 0, 1,
-        bytes((len(name),)) + name, 0x0018, -1,
+        ">6xH2xH12xHHIIIH32sHh",
+        1,
+        0,
+        coded_size[0],
+        coded_size[1],
+        0x00480000,
+        0x00480000,
+        0,
+        1,
+        bytes((len(name),)) + name,
+        0x0018,
+        -1,
     )
     assert len(body) == VISUAL_ENTRY_BODY
     return box(b"hvc1", body, box(b"hvcC", hvcc))
@@ -294,7 +336,9 @@ def video_entry(p: Picture) -> bytes:
     kids = [k for k in kids if k[0] != "clap"]
     if not any(t == "pasp" for t, _ in kids):
         kids.insert(_after(kids, ("hvcC", "fiel")), ("pasp", box(b"pasp", struct.pack(">II", 1, 1))))
-    kids.insert(_after(kids, ("hvcC", "fiel", "pasp")), ("clap", Clap.for_image(p.size, p.coded_size).to_box()))
+    kids.insert(
+        _after(kids, ("hvcC", "fiel", "pasp")), ("clap", Clap.for_image(p.size, p.coded_size).to_box())
+    )
     return box(b"hvc1", body, *(raw for _, raw in kids))
 
 
@@ -328,20 +372,37 @@ class BuiltMp4:
 
 def _video_spec(track_id, name, flags, p, entry, offset) -> TrakSpec:
     return TrakSpec(
-        track_id=track_id, name=name, handler=b"vide", entry=entry,
-        sizes=np.array([len(p.sample)]), offsets=np.array([offset]),
-        tkhd_version=0, tkhd_flags=flags, tkhd_duration=20,
-        width_fixed=p.size[0] << 16, height_fixed=p.size[1] << 16,
-        mdhd_version=0, timescale=16384, mdhd_duration=16384, sample_delta=16384,
-        constant_size=True, video_order=True,
+        track_id=track_id,
+        name=name,
+        handler=b"vide",
+        entry=entry,
+        sizes=np.array([len(p.sample)]),
+        offsets=np.array([offset]),
+        tkhd_version=0,
+        tkhd_flags=flags,
+        tkhd_duration=20,
+        width_fixed=p.size[0] << 16,
+        height_fixed=p.size[1] << 16,
+        mdhd_version=0,
+        timescale=16384,
+        mdhd_duration=16384,
+        sample_delta=16384,
+        constant_size=True,
+        video_order=True,
     )
 
 
 def _meta_spec(track_id, name, flags, mime, size, offset) -> TrakSpec:
     return TrakSpec(
-        track_id=track_id, name=name, handler=b"meta", entry=mett_entry(mime),
-        sizes=np.array([size]), offsets=np.array([offset]), tkhd_flags=flags,
-        tkhd_duration=20, mdhd_duration=20,
+        track_id=track_id,
+        name=name,
+        handler=b"meta",
+        entry=mett_entry(mime),
+        sizes=np.array([size]),
+        offsets=np.array([offset]),
+        tkhd_flags=flags,
+        tkhd_duration=20,
+        mdhd_duration=20,
     )
 
 
@@ -352,11 +413,16 @@ def mett_entry(mime: str) -> bytes:
 
 def mvhd(version: int, duration: int, next_track_id: int, volume: int) -> bytes:
     """A movie header with timescale 20 (the original tools' value)."""
-    t = (struct.pack(">QQIQ", 0, 0, 20, duration) if version == 1
-         else struct.pack(">IIII", 0, 0, 20, duration))
+    t = struct.pack(">QQIQ", 0, 0, 20, duration) if version == 1 else struct.pack(">IIII", 0, 0, 20, duration)
     return full_box(
-        b"mvhd", version, 0, t, struct.pack(">IH10x", 0x10000, volume), UNITY_MATRIX,
-        b"\0" * 24, struct.pack(">I", next_track_id),
+        b"mvhd",
+        version,
+        0,
+        t,
+        struct.pack(">IH10x", 0x10000, volume),
+        UNITY_MATRIX,
+        b"\0" * 24,
+        struct.pack(">I", next_track_id),
     )
 
 

@@ -29,7 +29,9 @@ def imagenet_split(split: str, num_samples: int) -> range:
     """
     s = {"validation": "val"}.get(split, split)
     if s not in IMAGENET_SPLITS:
-        raise ValueError(f"split must be one of {IMAGENET_SPLITS + ('validation',)}. Received: split={split!r}")
+        raise ValueError(
+            f"split must be one of {IMAGENET_SPLITS + ('validation',)}. Received: split={split!r}"
+        )
     if num_samples < _VAL + _TEST:
         raise ValueError(
             f"an ImageNet file holds at least {_VAL + _TEST} entries (val + test). "

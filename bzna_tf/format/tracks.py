@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bzna_tf.format.boxes import Box, Where, box, find, full_box, require
+from bzna_tf.format.boxes import Box, box, find, full_box, require
 from bzna_tf.format.errors import BznaFormatError
 
 __all__ = ["Trak", "parse_trak", "build_trak", "TrakSpec"]
@@ -52,8 +52,25 @@ class Trak:
       box: the trak box itself.
     """
 
-    def __init__(self, *, box, name, handler, track_id, tkhd_version, tkhd_flags, width, height,
-                 entry, sample_count, const_size, sizes_be, offsets_be, chunk_box, limit):
+    def __init__(
+        self,
+        *,
+        box,
+        name,
+        handler,
+        track_id,
+        tkhd_version,
+        tkhd_flags,
+        width,
+        height,
+        entry,
+        sample_count,
+        const_size,
+        sizes_be,
+        offsets_be,
+        chunk_box,
+        limit,
+    ):
         self.box = box
         self.name = name
         self.handler = handler
@@ -134,7 +151,9 @@ class Trak:
         raise BznaFormatError(
             f"track '{self.name}' sample spans bytes [{off}, {off + size}) past the end of the "
             f"data ({self._limit} bytes)",
-            path=w.path, offset=self._chunk_box.offset, box=self._chunk_box.path,
+            path=w.path,
+            offset=self._chunk_box.offset,
+            box=self._chunk_box.path,
             sample=i if w.sample is None else w.sample,
         )
 
@@ -230,17 +249,27 @@ def parse_trak(trak: Box, *, limit: int) -> Trak:
         if int(spc.sum()) != count:
             raise stsc.error(f"chunks hold {int(spc.sum())} samples but stsz has {count}")
         sizes = (
-            sizes_be.astype(np.int64) if sizes_be is not None
-            else np.full(count, const_size, dtype=np.int64)
+            sizes_be.astype(np.int64) if sizes_be is not None else np.full(count, const_size, dtype=np.int64)
         )
         first = np.cumsum(spc) - spc
         before = np.cumsum(sizes) - sizes
         offsets_be = np.repeat(chunk_offsets.astype(np.int64), spc) + before - np.repeat(before[first], spc)
 
     return Trak(
-        box=trak, name=name, handler=handler, track_id=track_id, tkhd_version=version,
-        tkhd_flags=flags, width=width, height=height, entry=entry, sample_count=count,
-        const_size=const_size, sizes_be=sizes_be, offsets_be=offsets_be, chunk_box=chunk,
+        box=trak,
+        name=name,
+        handler=handler,
+        track_id=track_id,
+        tkhd_version=version,
+        tkhd_flags=flags,
+        width=width,
+        height=height,
+        entry=entry,
+        sample_count=count,
+        const_size=const_size,
+        sizes_be=sizes_be,
+        offsets_be=offsets_be,
+        chunk_box=chunk,
         limit=limit,
     )
 
@@ -249,9 +278,7 @@ def _samples_per_chunk(stsc: Box, table: np.ndarray, n_chunks: int) -> np.ndarra
     """Samples in each chunk, from a general stsc run table."""
     first = table[:, 0].astype(np.int64)
     if first[0] != 1 or (np.diff(first) <= 0).any() or first[-1] > max(n_chunks, 1):
-        raise stsc.error(
-            f"first_chunk values must start at 1 and increase within the {n_chunks} chunks"
-        )
+        raise stsc.error(f"first_chunk values must start at 1 and increase within the {n_chunks} chunks")
     runs = np.diff(np.append(first, n_chunks + 1))
     return np.repeat(table[:, 1].astype(np.int64), runs)
 
@@ -305,8 +332,12 @@ def build_trak(s: TrakSpec) -> bytes:
     else:
         times = struct.pack(">IIIII", 0, 0, s.track_id, 0, s.tkhd_duration)
     tkhd = full_box(
-        b"tkhd", s.tkhd_version, s.tkhd_flags, times,
-        struct.pack(">8xhhhH", 0, 0, 0, 0), UNITY_MATRIX,
+        b"tkhd",
+        s.tkhd_version,
+        s.tkhd_flags,
+        times,
+        struct.pack(">8xhhhH", 0, 0, 0, 0),
+        UNITY_MATRIX,
         struct.pack(">II", s.width_fixed, s.height_fixed),
     )
     if s.mdhd_version == 1:

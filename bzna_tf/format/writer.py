@@ -19,7 +19,15 @@ import numpy as np
 
 from bzna_tf.format.boxes import box
 from bzna_tf.format.sample import (
-    FNAME, INPUT, TARGET, THUMB, Picture, build_image_mp4, mett_entry, mvhd, outer_thumb_entry,
+    FNAME,
+    INPUT,
+    TARGET,
+    THUMB,
+    Picture,
+    build_image_mp4,
+    mett_entry,
+    mvhd,
+    outer_thumb_entry,
     parse_image_mp4,
 )
 from bzna_tf.format.tracks import TrakSpec, build_trak
@@ -83,8 +91,9 @@ class BznaWriter:
         else:
             self.abort()
 
-    def append(self, input: Picture, *, thumb: Picture | None = None, target: int | None = None,
-               filename: str) -> int:
+    def append(
+        self, input: Picture, *, thumb: Picture | None = None, target: int | None = None, filename: str
+    ) -> int:
         """Append one image.
 
         Args:
@@ -101,8 +110,7 @@ class BznaWriter:
         name = _check_name(filename)
         target = self._check_target(target)
         built = build_image_mp4(input, thumb, target, name)
-        return self._add(built.data, built.thumb_offset, built.thumb_size, built.thumb_entry,
-                         target, name)
+        return self._add(built.data, built.thumb_offset, built.thumb_size, built.thumb_entry, target, name)
 
     def append_mp4(self, data: bytes, *, target: int | None, filename: str) -> int:
         """Append an existing per-image mp4 unchanged (to repack or subset files).
@@ -113,8 +121,9 @@ class BznaWriter:
         name = _check_name(filename)
         target = self._check_target(target)
         img = parse_image_mp4(data)
-        return self._add(bytes(data), img.thumb.sample_offset, len(img.thumb.sample),
-                         img.thumb.sample_entry, target, name)
+        return self._add(
+            bytes(data), img.thumb.sample_offset, len(img.thumb.sample), img.thumb.sample_entry, target, name
+        )
 
     def _check_target(self, target):
         if target is None:
@@ -162,15 +171,20 @@ class BznaWriter:
             f.write(b"".join(self._names))
             name_sizes = np.fromiter(map(len, self._names), dtype=np.int64, count=len(self._names))
             end = fn_off + int(name_sizes.sum())
-            f.write(build_moov(
-                input_offsets=np.asarray(self._in_off, np.int64),
-                input_sizes=np.asarray(self._in_size, np.int64),
-                num_targets=len(self._targets), targets_offset=tg_off,
-                name_sizes=name_sizes, names_offset=fn_off,
-                thumb_offsets=np.asarray(self._th_off, np.int64),
-                thumb_sizes=np.asarray(self._th_size, np.int64),
-                thumb_entry=self._thumb_entry, force_co64=self.force_co64,
-            ))
+            f.write(
+                build_moov(
+                    input_offsets=np.asarray(self._in_off, np.int64),
+                    input_sizes=np.asarray(self._in_size, np.int64),
+                    num_targets=len(self._targets),
+                    targets_offset=tg_off,
+                    name_sizes=name_sizes,
+                    names_offset=fn_off,
+                    thumb_offsets=np.asarray(self._th_off, np.int64),
+                    thumb_sizes=np.asarray(self._th_size, np.int64),
+                    thumb_entry=self._thumb_entry,
+                    force_co64=self.force_co64,
+                )
+            )
             f.seek(len(FTYP) + 8)
             f.write(struct.pack(">Q", end - len(FTYP)))
             f.flush()
@@ -209,8 +223,19 @@ def _check_name(filename) -> str:
     return filename
 
 
-def build_moov(*, input_offsets, input_sizes, num_targets, targets_offset, name_sizes,
-               names_offset, thumb_offsets, thumb_sizes, thumb_entry, force_co64=False) -> bytes:
+def build_moov(
+    *,
+    input_offsets,
+    input_sizes,
+    num_targets,
+    targets_offset,
+    name_sizes,
+    names_offset,
+    thumb_offsets,
+    thumb_sizes,
+    thumb_entry,
+    force_co64=False,
+) -> bytes:
     """The outer ``moov`` of a .bzna, as the original tools write it.
 
     Targets and names are laid out back to back from ``targets_offset`` and
@@ -226,15 +251,52 @@ def build_moov(*, input_offsets, input_sizes, num_targets, targets_offset, name_
     cw, ch = struct.unpack_from(">HH", thumb_entry, 8 + 24)
     common = dict(force_co64=force_co64, tkhd_version=1, mdhd_version=1)
     specs = [
-        TrakSpec(1, INPUT, b"meta", mett_entry("video/mp4"), input_sizes, input_offsets,
-                 tkhd_duration=20 * n, mdhd_duration=20 * n, **common),
-        TrakSpec(2, TARGET, b"meta", mett_entry("application/octet-stream"),
-                 np.full(num_targets, 8, np.int64), tg_off,
-                 tkhd_duration=20 * num_targets, mdhd_duration=20 * num_targets, **common),
-        TrakSpec(3, FNAME, b"meta", mett_entry("text/plain"), name_sizes, fn_off,
-                 tkhd_duration=20 * n, mdhd_duration=20 * n, **common),
-        TrakSpec(4, THUMB, b"vide", thumb_entry, thumb_sizes, thumb_offsets, tkhd_flags=3,
-                 tkhd_duration=20 * n, mdhd_duration=20 * n,
-                 width_fixed=(cw << 16) | cw, height_fixed=(ch << 16) | ch, **common),
+        TrakSpec(
+            1,
+            INPUT,
+            b"meta",
+            mett_entry("video/mp4"),
+            input_sizes,
+            input_offsets,
+            tkhd_duration=20 * n,
+            mdhd_duration=20 * n,
+            **common,
+        ),
+        TrakSpec(
+            2,
+            TARGET,
+            b"meta",
+            mett_entry("application/octet-stream"),
+            np.full(num_targets, 8, np.int64),
+            tg_off,
+            tkhd_duration=20 * num_targets,
+            mdhd_duration=20 * num_targets,
+            **common,
+        ),
+        TrakSpec(
+            3,
+            FNAME,
+            b"meta",
+            mett_entry("text/plain"),
+            name_sizes,
+            fn_off,
+            tkhd_duration=20 * n,
+            mdhd_duration=20 * n,
+            **common,
+        ),
+        TrakSpec(
+            4,
+            THUMB,
+            b"vide",
+            thumb_entry,
+            thumb_sizes,
+            thumb_offsets,
+            tkhd_flags=3,
+            tkhd_duration=20 * n,
+            mdhd_duration=20 * n,
+            width_fixed=(cw << 16) | cw,
+            height_fixed=(ch << 16) | ch,
+            **common,
+        ),
     ]
     return box(b"moov", mvhd(1, 20 * n, 5, volume=0), *(build_trak(s) for s in specs))
