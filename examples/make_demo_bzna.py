@@ -54,9 +54,11 @@ def main():
 
     with bzna_tf.open_bzna(args.output) as f:
         s = f.sample(0)
-        print(f"read back: {len(f)} samples, {f.num_labelled} labelled; sample 0 is "
-              f"{s.input.size[0]}x{s.input.size[1]} in a {s.input.coded_size[0]}x{s.input.coded_size[1]} "
-              f"frame, {len(s.thumb.annexb())} bytes of Annex-B H.265 for its thumbnail")
+        print(
+            f"read back: {len(f)} samples, {f.num_labelled} labelled; sample 0 is "
+            f"{s.input.size[0]}x{s.input.size[1]} in a {s.input.coded_size[0]}x{s.input.coded_size[1]} "
+            f"frame, {len(s.thumb.annexb())} bytes of Annex-B H.265 for its thumbnail"
+        )
 
 
 if __name__ == "__main__":

@@ -218,3 +218,16 @@ def test_index_errors_are_not_format_errors(small_file):
         with pytest.raises(IndexError):
             f.sample(3)
         assert f.filename(-1) == "c.jpg"
+
+
+def test_huge_co64_offset_is_refused(tmp_path):
+    path = tmp_path / "x.bzna"
+    with BznaWriter(path, force_co64=True) as w:
+        w.append(_pic(5, (300, 200), (512, 512)), target=3, filename="a.jpg")
+        w.append(_pic(6, (300, 200), (512, 512)), target=4, filename="b.jpg")
+    data, _ = _patch(path.read_bytes(), b"co64", 8 + 8, 0xFFFFFFFFFFFFFFF0, fmt=">Q")
+    with BznaFile(io.BytesIO(data), name="fuzzed.bzna") as f:
+        for get in (lambda: f.tracks["bzna_input"].offsets, lambda: f.sample(1)):
+            with pytest.raises(BznaFormatError, match="past the end") as e:
+                get()
+            assert e.value.sample == 1 and "18446744073709551600" in str(e.value)

@@ -143,8 +143,23 @@ def test_console_script_runs(original_path):
 def test_demo_example_makes_a_readable_file(tmp_path):
     out = tmp_path / "demo.bzna"
     script = __import__("pathlib").Path(__file__).parent.parent / "examples" / "make_demo_bzna.py"
-    subprocess.run([sys.executable, str(script), str(out), "--images", "5", "--unlabelled", "2",
-                    "--classes", "3", "--preset", "ultrafast"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(out),
+            "--images",
+            "5",
+            "--unlabelled",
+            "2",
+            "--classes",
+            "3",
+            "--preset",
+            "ultrafast",
+        ],
+        check=True,
+        capture_output=True,
+    )
     with BznaFile(out) as f:
         assert f.targets.tolist() == [0, 1, 2, -1, -1]
         assert f.filenames() == [f"demo_{i:05d}.png" for i in range(5)]

@@ -135,15 +135,11 @@ class Trak:
     @functools.cached_property
     def offsets(self) -> np.ndarray:
         """Every sample offset, as int64, each checked to fit the data with its size."""
-        off = self._offsets_be.astype(np.int64)
-        if off.size and (off.max() >= 1 << 62):
-            bad = int(np.argmax(off >= 1 << 62))
-            self._range_error(bad, int(self._offsets_be[bad]), self.size(bad))
-        ends = off + self.sizes
-        bad = np.flatnonzero(ends > self._limit)
+        off = self._offsets_be.astype(np.int64)  # co64 values >= 2**63 turn negative
+        bad = np.flatnonzero((off < 0) | (off + self.sizes > self._limit))
         if bad.size:
             i = int(bad[0])
-            self._range_error(i, int(off[i]), self.size(i))
+            self._range_error(i, int(self._offsets_be[i]), self.size(i))
         return off
 
     def _range_error(self, i, off, size):
