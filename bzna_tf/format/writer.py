@@ -249,42 +249,24 @@ def build_moov(
     # original tools put the integer in both halves of the 16.16 value
     # (512 + 512/65536); readers use the integer part.
     cw, ch = struct.unpack_from(">HH", thumb_entry, 8 + 24)
-    common = dict(force_co64=force_co64, tkhd_version=1, mdhd_version=1)
+
+    def spec(track_id, name, handler, entry, sizes, offsets, **kw):
+        d = 20 * len(sizes)  # one sample every 20 ticks of a 20 Hz timescale
+        return TrakSpec(track_id, name, handler, entry, sizes, offsets, tkhd_duration=d,
+                        mdhd_duration=d, force_co64=force_co64, **kw)  # fmt: skip
+
     specs = [
-        TrakSpec(
-            1,
-            INPUT,
-            b"meta",
-            mett_entry("video/mp4"),
-            input_sizes,
-            input_offsets,
-            tkhd_duration=20 * n,
-            mdhd_duration=20 * n,
-            **common,
-        ),
-        TrakSpec(
+        spec(1, INPUT, b"meta", mett_entry("video/mp4"), input_sizes, input_offsets),
+        spec(
             2,
             TARGET,
             b"meta",
             mett_entry("application/octet-stream"),
             np.full(num_targets, 8, np.int64),
             tg_off,
-            tkhd_duration=20 * num_targets,
-            mdhd_duration=20 * num_targets,
-            **common,
         ),
-        TrakSpec(
-            3,
-            FNAME,
-            b"meta",
-            mett_entry("text/plain"),
-            name_sizes,
-            fn_off,
-            tkhd_duration=20 * n,
-            mdhd_duration=20 * n,
-            **common,
-        ),
-        TrakSpec(
+        spec(3, FNAME, b"meta", mett_entry("text/plain"), name_sizes, fn_off),
+        spec(
             4,
             THUMB,
             b"vide",
@@ -292,11 +274,8 @@ def build_moov(
             thumb_sizes,
             thumb_offsets,
             tkhd_flags=3,
-            tkhd_duration=20 * n,
-            mdhd_duration=20 * n,
             width_fixed=(cw << 16) | cw,
             height_fixed=(ch << 16) | ch,
-            **common,
         ),
     ]
     return box(b"moov", mvhd(1, 20 * n, 5, volume=0), *(build_trak(s) for s in specs))
