@@ -25,7 +25,7 @@ import numpy as np
 
 from bzna_tf.format.errors import BznaFormatError
 
-__all__ = ["Box", "Where", "FieldReader", "box", "full_box", "parse_boxes"]
+__all__ = ["Box", "Where", "FieldReader", "box", "full_box", "parse_boxes", "read_header"]
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -220,44 +220,57 @@ def parse_boxes(
     off = start
     mv = memoryview(data)
     while off < end:
-        left = end - off
-        if left < 8:
-            raise where.error(
-                f"truncated box header: {left} bytes left in {parent or 'the file'}, need 8",
-                offset=base + off,
-                box=parent or None,
-            )
-        size = _U32.unpack_from(mv, off)[0]
-        btype = bytes(mv[off + 4 : off + 8]).decode("latin-1")
-        header = 8
-        if size == 1:
-            if left < 16:
-                raise where.error(
-                    f"box '{btype}' has a 64-bit size but only {left} bytes remain",
-                    offset=base + off,
-                    box=_join(parent, btype),
-                )
-            size = _U64.unpack_from(mv, off + 8)[0]
-            header = 16
-        elif size == 0:
-            size = left
-        path = _join(parent, btype)
-        if size < header:
-            raise where.error(
-                f"box size {size} is smaller than its {header}-byte header",
-                offset=base + off,
-                box=path,
-            )
-        if size > left:
-            raise where.error(
-                f"box size {size} runs past the end of its parent "
-                f"({left} bytes remain in {parent or 'the file'})",
-                offset=base + off,
-                box=path,
-            )
-        boxes.append(Box(mv, off, base, btype, header, size, path, where))
+        btype, header, size = read_header(mv, off, end - off, base=base, parent=parent, where=where)
+        boxes.append(Box(mv, off, base, btype, header, size, _join(parent, btype), where))
         off += size
     return boxes
+
+
+def read_header(
+    buf, pos: int, left: int, *, base: int = 0, parent: str = "", where: Where = Where()
+) -> tuple[str, int, int]:
+    """Decode and check the box header at ``buf[pos:]``.
+
+    Args:
+      buf: bytes holding at least ``min(left, 16)`` bytes from ``pos``.
+      pos: index of the header in ``buf``.
+      left: bytes from the header to the end of the enclosing range (the parent
+        box or the file); the box must fit in them.
+      base, parent, where: absolute offset of ``buf[0]``, enclosing box path and
+        file/sample, for messages.
+
+    Returns:
+      (type, header_size, size); size 0 ("to the end") is resolved to ``left``.
+    """
+    at = base + pos
+    if left < 8:
+        raise where.error(
+            f"truncated box header: {left} bytes left in {parent or 'the file'}, need 8",
+            offset=at,
+            box=parent or None,
+        )
+    size = _U32.unpack_from(buf, pos)[0]
+    btype = bytes(buf[pos + 4 : pos + 8]).decode("latin-1")
+    path = _join(parent, btype)
+    header = 8
+    if size == 1:
+        if left < 16:
+            raise where.error(
+                f"box '{btype}' has a 64-bit size but only {left} bytes remain", offset=at, box=path
+            )
+        size = _U64.unpack_from(buf, pos + 8)[0]
+        header = 16
+    elif size == 0:
+        size = left
+    if size < header:
+        raise where.error(f"box size {size} is smaller than its {header}-byte header", offset=at, box=path)
+    if size > left:
+        raise where.error(
+            f"box size {size} runs past the end of {parent or 'the file'} ({left} bytes remain)",
+            offset=at,
+            box=path,
+        )
+    return btype, header, size
 
 
 def _join(parent: str, child: str) -> str:

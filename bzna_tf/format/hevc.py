@@ -353,9 +353,8 @@ def annexb_to_picture_parts(data) -> tuple[bytes, HvcC]:
     first_vcl = next((i for i, n in enumerate(nals) if nal_type(n) < 32), None)
     if first_vcl is None:
         raise ValueError("the encoder output holds no picture (no VCL NAL unit)")
-    head, body = nals[:first_vcl], nals[first_vcl:]
-    body = [n for n in body if nal_type(n) not in (NAL_VPS, NAL_SPS, NAL_PPS)]
+    params = (NAL_VPS, NAL_SPS, NAL_PPS)
+    rest = nals[first_vcl:]
+    body = [n for n in rest if nal_type(n) not in params]
     sample = b"".join(len(n).to_bytes(4, "big") + n for n in body)
-    return sample, hvcc_from_nals(
-        head + [n for n in nals[first_vcl:] if nal_type(n) in (NAL_VPS, NAL_SPS, NAL_PPS)]
-    )
+    return sample, hvcc_from_nals(nals[:first_vcl] + [n for n in rest if nal_type(n) in params])

@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from bzna_tf.format.boxes import Where, parse_boxes
+from bzna_tf.format.boxes import Where, parse_boxes, read_header
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.sample import FNAME, INPUT, TARGET, THUMB, ImageMp4, decode_name, parse_image_mp4
 from bzna_tf.format.tracks import Trak, parse_trak
@@ -301,33 +301,9 @@ def _top_level(src: Source) -> list[tuple[str, int, int, int]]:
     boxes = []
     off = 0
     while off < src.size:
-        head = src.read(off, min(16, src.size - off), box="file")
-        if len(head) < 8:
-            raise src.where.error(
-                f"truncated box header: {len(head)} bytes at the end of the file", offset=off
-            )
-        size = int.from_bytes(head[:4], "big")
-        btype = head[4:8].decode("latin-1")
-        header = 8
-        if size == 1:
-            if len(head) < 16:
-                raise src.where.error(
-                    f"box '{btype}' has a 64-bit size but the file ends", offset=off, box=btype
-                )
-            size = int.from_bytes(head[8:16], "big")
-            header = 16
-        elif size == 0:
-            size = src.size - off
-        if size < header:
-            raise src.where.error(
-                f"box size {size} is smaller than its {header}-byte header", offset=off, box=btype
-            )
-        if off + size > src.size:
-            raise src.where.error(
-                f"box size {size} runs past the end of the file ({src.size - off} bytes remain)",
-                offset=off,
-                box=btype,
-            )
+        left = src.size - off
+        head = src.read(off, min(16, left), box="file")
+        btype, header, size = read_header(head, 0, left, base=off, where=src.where)
         if off == 0 and btype != "ftyp":
             raise src.where.error(f"expected an 'ftyp' box first, found {btype!r}", offset=0)
         boxes.append((btype, off, header, size))
