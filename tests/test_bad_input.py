@@ -111,21 +111,29 @@ def test_flipped_bytes(small_file, flips):
     _expect_format_error(bytes(b))
 
 
+def _overwrite_u32(data: bytes, pos: int, value: int) -> bytes:
+    b = bytearray(data)
+    b[pos : pos + 4] = struct.pack(">I", value)
+    return bytes(b)
+
+
+@pytest.fixture(scope="module")
+def small_boxes(small_file):
+    return box_offsets(small_file)
+
+
 @FUZZ
 @given(st.data())
-def test_bogus_box_sizes(small_file, data):
-    boxes = box_offsets(small_file)
-    off, size = data.draw(st.sampled_from(boxes))
+def test_bogus_box_sizes(small_file, small_boxes, data):
+    off, size = data.draw(st.sampled_from(small_boxes))
     new = data.draw(
         st.one_of(
             st.sampled_from([0, 1, 2, 7, 8, 9, 0xFFFFFFFF, 0x7FFFFFFF]),
             st.integers(size - 16, size + 16).filter(lambda v: v >= 0 and v < 1 << 32),
-            st.integers(0, 1 << 32 - 1),
+            st.integers(0, (1 << 32) - 1),
         )
     )
-    b = bytearray(small_file)
-    b[off : off + 4] = struct.pack(">I", new)
-    _expect_format_error(bytes(b))
+    _expect_format_error(_overwrite_u32(small_file, off, new))
 
 
 @FUZZ
@@ -137,20 +145,15 @@ def test_bogus_counts_and_fields(small_file, data):
     val = data.draw(
         st.one_of(st.sampled_from([0, 1, 0xFFFFFFFF, 0x80000000, 1 << 20]), st.integers(0, (1 << 32) - 1))
     )
-    b = bytearray(small_file)
-    b[pos : pos + 4] = struct.pack(">I", val)
-    _expect_format_error(bytes(b))
+    _expect_format_error(_overwrite_u32(small_file, pos, val))
 
 
 @FUZZ
 @given(st.data())
-def test_child_larger_than_parent(small_file, data):
-    boxes = box_offsets(small_file)
-    off, size = data.draw(st.sampled_from(boxes))
+def test_child_larger_than_parent(small_file, small_boxes, data):
+    off, size = data.draw(st.sampled_from(small_boxes))
     grow = data.draw(st.integers(1, 1 << 16))
-    b = bytearray(small_file)
-    b[off : off + 4] = struct.pack(">I", size + grow)
-    _expect_format_error(bytes(b))
+    _expect_format_error(_overwrite_u32(small_file, off, size + grow))
 
 
 # Exact messages for the common cases.
