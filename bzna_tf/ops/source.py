@@ -1,0 +1,125 @@
+"""``BznaDataset``: the tf.data source of .bzna pictures (the C++ ``BznaDataset`` op)."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.data.ops import dataset_ops
+
+from bzna_tf.ops._load import load_library
+
+__all__ = ["BznaDataset", "num_samples"]
+
+TRACKS = ("thumb", "input")
+
+
+def _filenames(filenames) -> tf.Tensor:
+    if isinstance(filenames, (str, bytes)) or hasattr(filenames, "__fspath__"):
+        filenames = [filenames]
+    if isinstance(filenames, (list, tuple)):
+        filenames = [f.__fspath__() if hasattr(f, "__fspath__") else f for f in filenames]
+    t = tf.convert_to_tensor(filenames, dtype=tf.string)
+    if t.shape.rank == 0:
+        t = tf.reshape(t, [1])
+    elif t.shape.rank is not None and t.shape.rank != 1:
+        raise ValueError(f"Expected one filename or a list of them. Received: filenames with shape {t.shape}")
+    return t
+
+
+def num_samples(filenames) -> tuple[np.ndarray, np.ndarray]:
+    """(samples, labelled samples) of each .bzna file, read through TensorFlow's filesystems.
+
+    Args:
+      filenames: a path or a list of paths (``gs://...`` and other registered
+        filesystems work).
+
+    Returns:
+      Two int64 arrays with one count per file.
+    """
+    n, labelled = load_library().bzna_num_samples(_filenames(filenames))
+    return n.numpy(), labelled.numpy()
+
+
+class BznaDataset(dataset_ops.DatasetSource):
+    """The samples of one or more .bzna files as ``tf.data`` elements, in a given order.
+
+    Each element is a dict of scalars:
+
+    - ``"data"``: tf.string, the picture as H.265 Annex-B (parameter sets from
+      the sample's own hvcC, then its NAL units): what FFmpeg's or NVDEC's
+      HEVC decoder takes.
+    - ``"width"``, ``"height"``: tf.int32, the picture's size from its track's
+      ``tkhd``. The decoded frame is larger (coded sizes are multiples of 512,
+      padded right and bottom): the image is ``frame[:height, :width]``.
+    - ``"index"``: tf.int64, the global sample index.
+    - ``"target"``: tf.int64, the class, or -1 for an unlabelled sample.
+    - ``"filename"``: tf.string, only with ``with_filename=True``.
+
+    Several files are concatenated: the first sample of the second file has
+    global index ``len(first file)``. The files are read with TensorFlow's
+    filesystem layer (local paths, ``gs://``, ...), two positioned reads per
+    sample, and their indices are parsed once per process and shared. The
+    dataset has a known cardinality (``len(indices)``), its iterators can be
+    checkpointed, and it serialises to a graph (tf.data service ships it).
+
+    Malformed files raise ``tf.errors.DataLossError`` naming the file, the
+    sample (index within that file), the box and the byte offset.
+
+    Args:
+      filenames: a path or a list of paths.
+      indices: the global sample indices to read, in order (any integer
+        vector: a shuffled epoch, a split, a shard). Default: every sample in
+        file order.
+      track: ``"thumb"`` (default) for the ``bzna_thumb`` picture, at most
+        512x512 (the full picture when the image needs no thumbnail), or
+        ``"input"`` for the full-size picture.
+      with_filename: add the stored basename as ``"filename"``.
+
+    Raises:
+      ValueError: bad ``track`` or argument shapes.
+      tf.errors.InvalidArgumentError: an index out of range.
+      tf.errors.DataLossError: a file that is not a readable .bzna.
+
+    Example:
+
+    >>> ds = BznaDataset("demo.bzna")                      # doctest: +SKIP
+    >>> next(iter(ds))["data"][:4].numpy()                 # doctest: +SKIP
+    b'\\x00\\x00\\x00\\x01'
+    """
+
+    def __init__(self, filenames, indices=None, *, track: str = "thumb", with_filename: bool = False):
+        if track not in TRACKS:
+            raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")
+        lib = load_library()
+        self._filenames = _filenames(filenames)
+        if indices is None:
+            total = tf.reduce_sum(lib.bzna_num_samples(self._filenames)[0])
+            indices = tf.range(total, dtype=tf.int64)
+        else:
+            indices = tf.convert_to_tensor(indices)
+            if not indices.dtype.is_integer:
+                raise TypeError(f"Expected integer indices. Received: indices of dtype {indices.dtype.name}")
+            indices = tf.cast(indices, tf.int64)
+            if indices.shape.rank is not None and indices.shape.rank != 1:
+                raise ValueError(
+                    f"Expected indices as a vector. Received: indices with shape {indices.shape}"
+                )
+        self._indices = indices
+        self._track = track
+        self._with_filename = bool(with_filename)
+        spec = {
+            "data": tf.TensorSpec([], tf.string),
+            "height": tf.TensorSpec([], tf.int32),
+            "index": tf.TensorSpec([], tf.int64),
+            "target": tf.TensorSpec([], tf.int64),
+            "width": tf.TensorSpec([], tf.int32),
+        }
+        if self._with_filename:
+            spec["filename"] = tf.TensorSpec([], tf.string)
+        self._spec = spec
+        variant = lib.bzna_dataset(self._filenames, indices, track=track, with_filename=self._with_filename)
+        super().__init__(variant)
+
+    @property
+    def element_spec(self):
+        return self._spec

@@ -1,0 +1,391 @@
+// The .bzna source dataset (BznaDataset) and BznaNumSamples: thin adapters
+// from lib/bzna_format to TensorFlow's filesystem layer and tf.data.
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "lib/bzna_format.h"
+#include "ops/dataset_ops.h"
+#include "tensorflow/core/framework/dataset.h"
+#include "tensorflow/core/framework/model.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/platform/env.h"
+
+namespace bzna_tf {
+namespace {
+
+using ::tensorflow::data::DatasetBase;
+using ::tensorflow::data::DatasetContext;
+using ::tensorflow::data::DatasetIterator;
+using ::tensorflow::DataTypeVector;
+using ::tensorflow::data::IteratorContext;
+using ::tensorflow::data::IteratorStateReader;
+using ::tensorflow::data::IteratorStateWriter;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::PartialTensorShape;
+using ::tensorflow::data::SerializationContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::tstring;
+
+constexpr char kNextKey[] = "next";  // position in `indices` of the next element
+
+// One file through TensorFlow's filesystem layer (local, gs://, s3://, ...).
+class TfFile : public ByteSource {
+ public:
+  static absl::Status Open(const std::string& name, uint64_t size, std::unique_ptr<TfFile>* out) {
+    std::unique_ptr<tensorflow::RandomAccessFile> file;
+    TF_RETURN_IF_ERROR(tensorflow::Env::Default()->NewRandomAccessFile(name, &file));
+    out->reset(new TfFile(name, size, std::move(file)));
+    return absl::OkStatus();
+  }
+
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override { return size_; }
+
+  absl::Status Read(uint64_t offset, size_t n, std::string* out) const override {
+    if (offset > size_ || n > size_ - offset) {
+      return FormatError(name_, -1, "", static_cast<int64_t>(offset),
+                         absl::StrCat("needs bytes [", offset, ", ", offset + n, ") but the file has ", size_,
+                                      " bytes"));
+    }
+    out->resize(n);
+    absl::string_view got;
+    absl::Status s = file_->Read(offset, n, &got, out->data());
+    if (!s.ok() && !absl::IsOutOfRange(s)) return s;
+    if (got.size() != n) {
+      return FormatError(name_, -1, "", static_cast<int64_t>(offset),
+                         absl::StrCat("short read: ", got.size(), " of ", n,
+                                      " bytes (file truncated while open?)"));
+    }
+    // Some filesystems answer from their own cache instead of the scratch buffer.
+    if (got.data() != out->data()) std::memmove(out->data(), got.data(), n);
+    return absl::OkStatus();
+  }
+
+ private:
+  TfFile(std::string name, uint64_t size, std::unique_ptr<tensorflow::RandomAccessFile> file)
+      : name_(std::move(name)), size_(size), file_(std::move(file)) {}
+
+  const std::string name_;
+  const uint64_t size_;
+  const std::unique_ptr<tensorflow::RandomAccessFile> file_;
+};
+
+// An open file and its parsed index, shared by every dataset that reads it.
+struct OpenFile {
+  std::unique_ptr<TfFile> file;
+  BznaIndex index;
+};
+
+// Opens `name`, reusing the index parsed by a live dataset when the file's
+// size and modification time are unchanged (a pipeline rebuilt every epoch
+// must not re-read a 45 MB moov each time).
+absl::Status OpenBzna(const std::string& name, std::shared_ptr<const OpenFile>* out) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* cache = new std::map<std::string, std::weak_ptr<const OpenFile>>();
+  tensorflow::FileStatistics stat;
+  TF_RETURN_IF_ERROR(tensorflow::Env::Default()->Stat(name, &stat));
+  if (stat.is_directory) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " is a directory, expected a .bzna file"));
+  }
+  const std::string key = absl::StrCat(name, "\n", stat.length, "\n", stat.mtime_nsec);
+  absl::MutexLock lock(&mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) {
+    if ((*out = it->second.lock())) return absl::OkStatus();
+  }
+  auto file = std::make_shared<OpenFile>();
+  TF_RETURN_IF_ERROR(TfFile::Open(name, stat.length, &file->file));
+  TF_RETURN_IF_ERROR(ReadBznaIndex(*file->file, &file->index));
+  for (auto e = cache->begin(); e != cache->end();) {  // forget files no dataset holds
+    e = e->second.expired() ? cache->erase(e) : std::next(e);
+  }
+  (*cache)[key] = file;
+  *out = std::move(file);
+  return absl::OkStatus();
+}
+
+absl::Status OpenAll(const Tensor& names, std::vector<std::string>* filenames,
+                     std::vector<std::shared_ptr<const OpenFile>>* files) {
+  if (names.dims() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected filenames as a scalar or a vector. Received: shape ", names.shape().DebugString()));
+  }
+  auto flat = names.flat<tstring>();
+  if (flat.size() == 0) {
+    return absl::InvalidArgumentError("expected at least one .bzna file. Received: filenames=[]");
+  }
+  for (int64_t k = 0; k < flat.size(); ++k) {
+    filenames->emplace_back(flat(k));
+    std::shared_ptr<const OpenFile> f;
+    TF_RETURN_IF_ERROR(OpenBzna(filenames->back(), &f));
+    files->push_back(std::move(f));
+  }
+  return absl::OkStatus();
+}
+
+// Hands out positions 0 .. n-1 in `indices`, for tf.data service's
+// "distributed_epoch" mode: the dispatcher owns one of these and each worker's
+// iterator asks it for the next position, so every sample is read once.
+class PositionSplitProvider : public tensorflow::data::SplitProvider {
+ public:
+  explicit PositionSplitProvider(int64_t n) : n_(n) {}
+
+  absl::Status GetNext(Tensor* split, bool* end_of_splits) override {
+    absl::MutexLock lock(&mu_);
+    *end_of_splits = next_ >= n_;
+    if (!*end_of_splits) *split = Tensor(int64_t{next_++});
+    return absl::OkStatus();
+  }
+  absl::Status Reset() override {
+    absl::MutexLock lock(&mu_);
+    next_ = 0;
+    return absl::OkStatus();
+  }
+  absl::Status Save(std::function<std::string(std::string)> full_name, IteratorStateWriter* writer) override {
+    absl::MutexLock lock(&mu_);
+    return writer->WriteScalar(full_name(kNextKey), next_);
+  }
+  absl::Status Restore(std::function<std::string(std::string)> full_name, IteratorStateReader* reader) override {
+    absl::MutexLock lock(&mu_);
+    TF_RETURN_IF_ERROR(reader->ReadScalar(full_name(kNextKey), &next_));
+    if (next_ < 0 || next_ > n_) {
+      return absl::DataLossError(absl::StrCat("restoring BznaDataset splits: saved position ", next_,
+                                              " is outside [0, ", n_, "]"));
+    }
+    return absl::OkStatus();
+  }
+  int64_t Cardinality() const override { return n_; }
+
+ private:
+  absl::Mutex mu_;
+  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  const int64_t n_;
+};
+
+class Dataset : public DatasetBase {
+ public:
+  Dataset(OpKernelContext* ctx, std::vector<std::string> filenames, std::vector<std::shared_ptr<const OpenFile>> files,
+          Tensor indices, std::string track, bool with_filename)
+      : DatasetBase(DatasetContext(ctx)),
+        filenames_(std::move(filenames)),
+        files_(std::move(files)),
+        indices_(std::move(indices)),
+        track_(std::move(track)),
+        with_filename_(with_filename) {
+    int64_t start = 0;
+    for (const auto& f : files_) {
+      starts_.push_back(start);
+      start += f->index.num_samples();
+    }
+    dtypes_.push_back(tensorflow::DT_STRING);  // data
+    if (with_filename_) dtypes_.push_back(tensorflow::DT_STRING);
+    for (auto t : {tensorflow::DT_INT32, tensorflow::DT_INT64, tensorflow::DT_INT64, tensorflow::DT_INT32}) {
+      dtypes_.push_back(t);  // height, index, target, width
+    }
+    shapes_.assign(dtypes_.size(), PartialTensorShape({}));
+  }
+
+  std::unique_ptr<tensorflow::data::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override {
+    return std::make_unique<Iterator>(Iterator::Params{this, absl::StrCat(prefix, "::Bzna")});
+  }
+  const DataTypeVector& output_dtypes() const override { return dtypes_; }
+  const std::vector<PartialTensorShape>& output_shapes() const override { return shapes_; }
+  std::string DebugString() const override { return "BznaDatasetOp::Dataset"; }
+  int64_t CardinalityInternal(tensorflow::data::CardinalityOptions) const override { return indices_.NumElements(); }
+  absl::Status InputDatasets(std::vector<const DatasetBase*>*) const override { return absl::OkStatus(); }
+  absl::Status MakeSplitProviders(
+      std::vector<std::unique_ptr<tensorflow::data::SplitProvider>>* split_providers) const override {
+    split_providers->push_back(std::make_unique<PositionSplitProvider>(indices_.NumElements()));
+    return absl::OkStatus();
+  }
+  absl::Status CheckExternalState() const override { return absl::OkStatus(); }
+
+  // One element, for global sample `global`.
+  absl::Status Produce(int64_t global, std::vector<Tensor>* out) const {
+    const size_t k = std::upper_bound(starts_.begin(), starts_.end(), global) - starts_.begin() - 1;
+    const int64_t local = global - starts_[k];
+    const OpenFile& f = *files_[k];
+    Picture pic;
+    TF_RETURN_IF_ERROR(ReadPicture(*f.file, f.index, local,
+                                   track_ == "input" ? PictureTrack::kInput : PictureTrack::kThumb, &pic));
+    out->emplace_back(tstring(std::move(pic.annexb)));
+    if (with_filename_) {
+      std::string name;
+      TF_RETURN_IF_ERROR(ReadFilename(*f.file, f.index, local, &name));
+      out->emplace_back(tstring(std::move(name)));
+    }
+    out->emplace_back(static_cast<int32_t>(pic.height));
+    out->emplace_back(static_cast<int64_t>(global));
+    out->emplace_back(static_cast<int64_t>(f.index.target(local)));
+    out->emplace_back(static_cast<int32_t>(pic.width));
+    return absl::OkStatus();
+  }
+
+ protected:
+  absl::Status AsGraphDefInternal(SerializationContext* ctx, DatasetGraphDefBuilder* b,
+                                  tensorflow::Node** output) const override {
+    tensorflow::Node* filenames = nullptr;
+    tensorflow::Node* indices = nullptr;
+    TF_RETURN_IF_ERROR(b->AddVector(filenames_, &filenames));
+    TF_RETURN_IF_ERROR(b->AddTensor(indices_, &indices));
+    tensorflow::AttrValue track, with_filename;
+    b->BuildAttrValue(track_, &track);
+    b->BuildAttrValue(with_filename_, &with_filename);
+    return b->AddDataset(this, {filenames, indices}, {{kTrackAttr, track}, {kWithFilenameAttr, with_filename}},
+                         output);
+  }
+
+ private:
+  class Iterator : public DatasetIterator<Dataset> {
+   public:
+    explicit Iterator(const Params& params) : DatasetIterator<Dataset>(params) {}
+
+    absl::Status Initialize(IteratorContext* ctx) override {
+      const auto& providers = ctx->split_providers();
+      if (providers.size() > 1) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("BznaDataset takes one split provider, got ", providers.size()));
+      }
+      if (!providers.empty()) split_provider_ = providers[0];
+      return absl::OkStatus();
+    }
+
+    absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out_tensors,
+                                 bool* end_of_sequence) override {
+      absl::MutexLock lock(&mu_);
+      const auto indices = dataset()->indices_.flat<int64_t>();
+      int64_t position;
+      if (split_provider_) {
+        Tensor split;
+        TF_RETURN_IF_ERROR(split_provider_->GetNext(&split, end_of_sequence));
+        if (*end_of_sequence) return absl::OkStatus();
+        position = split.scalar<int64_t>()();
+        if (position < 0 || position >= indices.size()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("split ", position, " is outside the ", indices.size(), " positions of BznaDataset"));
+        }
+      } else {
+        *end_of_sequence = next_ >= indices.size();
+        if (*end_of_sequence) return absl::OkStatus();
+        // Advance first: after an error the next call moves on (ignore_errors()).
+        position = next_++;
+      }
+      return dataset()->Produce(indices(position), out_tensors);
+    }
+
+   protected:
+    std::shared_ptr<tensorflow::data::model::Node> CreateNode(IteratorContext*,
+                                                        tensorflow::data::model::Node::Args args) const override {
+      return tensorflow::data::model::MakeSourceNode(std::move(args));
+    }
+
+    absl::Status SaveInternal(SerializationContext*, IteratorStateWriter* writer) override {
+      absl::MutexLock lock(&mu_);
+      if (split_provider_) {
+        TF_RETURN_IF_ERROR(
+            split_provider_->Save([this](const std::string& key) { return full_name(key); }, writer));
+      }
+      return writer->WriteScalar(prefix(), kNextKey, next_);
+    }
+
+    absl::Status RestoreInternal(IteratorContext*, IteratorStateReader* reader) override {
+      absl::MutexLock lock(&mu_);
+      if (split_provider_) {
+        TF_RETURN_IF_ERROR(
+            split_provider_->Restore([this](const std::string& key) { return full_name(key); }, reader));
+      }
+      int64_t next = 0;
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), kNextKey, &next));
+      const int64_t n = dataset()->indices_.NumElements();
+      if (next < 0 || next > n) {
+        return absl::DataLossError(
+            absl::StrCat("restoring a BznaDataset iterator: saved position ", next, " is outside [0, ", n, "]"));
+      }
+      next_ = next;
+      return absl::OkStatus();
+    }
+
+   private:
+    absl::Mutex mu_;
+    int64_t next_ ABSL_GUARDED_BY(mu_) = 0;  // used without a split provider
+    std::shared_ptr<tensorflow::data::SplitProvider> split_provider_;
+  };
+
+  const std::vector<std::string> filenames_;
+  const std::vector<std::shared_ptr<const OpenFile>> files_;
+  const Tensor indices_;
+  const std::string track_;
+  const bool with_filename_;
+  std::vector<int64_t> starts_;  // global index of each file's first sample
+  DataTypeVector dtypes_;
+  std::vector<PartialTensorShape> shapes_;
+};
+
+class BznaDatasetOp : public tensorflow::data::DatasetOpKernel {
+ public:
+  explicit BznaDatasetOp(tensorflow::OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrackAttr, &track_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kWithFilenameAttr, &with_filename_));
+  }
+
+ protected:
+  void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
+    std::vector<std::string> filenames;
+    std::vector<std::shared_ptr<const OpenFile>> files;
+    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), &filenames, &files));
+    const Tensor& indices = ctx->input(1);
+    OP_REQUIRES(ctx, indices.dims() == 1,
+                absl::InvalidArgumentError(absl::StrCat("expected indices as a vector. Received: shape ",
+                                                        indices.shape().DebugString())));
+    int64_t total = 0;
+    for (const auto& f : files) total += f->index.num_samples();
+    const auto flat = indices.flat<int64_t>();
+    for (int64_t k = 0; k < flat.size(); ++k) {
+      OP_REQUIRES(ctx, flat(k) >= 0 && flat(k) < total,
+                  absl::InvalidArgumentError(absl::StrCat("indices[", k, "] = ", flat(k), " is out of range: ",
+                                                          filenames.size() == 1 ? filenames[0] : "the files",
+                                                          " hold ", total, " samples")));
+    }
+    *output = new Dataset(ctx, std::move(filenames), std::move(files), indices, track_, with_filename_);
+  }
+
+ private:
+  std::string track_;
+  bool with_filename_ = false;
+};
+
+class BznaNumSamplesOp : public tensorflow::OpKernel {
+ public:
+  explicit BznaNumSamplesOp(tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    std::vector<std::string> filenames;
+    std::vector<std::shared_ptr<const OpenFile>> files;
+    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), &filenames, &files));
+    const int64_t n = static_cast<int64_t>(files.size());
+    Tensor* samples = nullptr;
+    Tensor* labelled = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {n}, &samples));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {n}, &labelled));
+    for (int64_t k = 0; k < n; ++k) {
+      samples->vec<int64_t>()(k) = files[k]->index.num_samples();
+      labelled->vec<int64_t>()(k) = static_cast<int64_t>(files[k]->index.targets.size());
+    }
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("BznaDataset").Device(tensorflow::DEVICE_CPU), BznaDatasetOp);
+REGISTER_KERNEL_BUILDER(Name("BznaNumSamples").Device(tensorflow::DEVICE_CPU), BznaNumSamplesOp);
+
+}  // namespace
+}  // namespace bzna_tf

@@ -1,0 +1,655 @@
+#include "lib/bzna_format.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace bzna_tf {
+namespace {
+
+constexpr char kInput[] = "bzna_input";
+constexpr char kTarget[] = "bzna_target";
+constexpr char kFname[] = "bzna_fname";
+constexpr char kThumb[] = "bzna_thumb";
+
+// The outer moov of ImageNet (1.43 M samples, co64) is about 45 MB; a moov
+// larger than this is not a .bzna index and is refused before allocating.
+constexpr uint64_t kMaxMoovBytes = uint64_t{2} << 30;
+// hvc1 is a VisualSampleEntry: 78 bytes of fields before its child boxes.
+constexpr size_t kVisualSampleEntryBytes = 78;
+constexpr char kStartCode[4] = {0, 0, 0, 1};
+
+uint16_t Be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
+uint32_t Be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+uint64_t Be64(const uint8_t* p) { return (uint64_t{Be32(p)} << 32) | Be32(p + 4); }
+
+// A box type for messages: printable characters as they are, others escaped.
+std::string TypeName(const uint8_t* p) {
+  std::string s;
+  for (int k = 0; k < 4; ++k) {
+    if (p[k] >= 0x20 && p[k] < 0x7f) {
+      s.push_back(static_cast<char>(p[k]));
+    } else {
+      absl::StrAppend(&s, "\\x", absl::Hex(p[k], absl::kZeroPad2));
+    }
+  }
+  return s;
+}
+
+// Where a buffer being parsed lies: its file, sample, and the absolute file
+// offset of its first byte.
+struct Where {
+  const std::string* file;
+  int64_t sample;
+  uint64_t base;
+};
+
+// A box inside a buffer: [begin, end) with its payload from `body`.
+struct Box {
+  std::string type;
+  std::string path;  // e.g. moov/trak[bzna_input]/mdia/minf/stbl/stsz
+  size_t begin = 0;
+  size_t body = 0;
+  size_t end = 0;
+};
+
+absl::Status Err(const Where& w, const std::string& box, uint64_t pos, const std::string& what) {
+  return FormatError(*w.file, w.sample, box, static_cast<int64_t>(w.base + pos), what);
+}
+
+// Decodes one box header from `avail` bytes at p, `left` bytes from p to the
+// end of the parent (size 0 means "to the end of the parent").
+absl::Status ParseHeader(const uint8_t* p, uint64_t avail, uint64_t left, std::string* type,
+                         uint64_t* header, uint64_t* size, std::string* why) {
+  if (left < 8 || avail < 8) {
+    *why = absl::StrCat("truncated box header: ", left, " bytes left, need 8");
+    return absl::DataLossError("");
+  }
+  *type = TypeName(p + 4);
+  uint64_t s = Be32(p);
+  *header = 8;
+  if (s == 1) {
+    if (left < 16 || avail < 16) {
+      *why = absl::StrCat("truncated 64-bit box size of '", *type, "': ", left, " bytes left, need 16");
+      return absl::DataLossError("");
+    }
+    s = Be64(p + 8);
+    *header = 16;
+  } else if (s == 0) {
+    s = left;
+  }
+  if (s < *header) {
+    *why = absl::StrCat("box '", *type, "' has size ", s, ", smaller than its ", *header, "-byte header");
+    return absl::DataLossError("");
+  }
+  if (s > left) {
+    *why = absl::StrCat("box '", *type, "' of ", s, " bytes runs past the end of its parent (", left,
+                        " bytes left)");
+    return absl::DataLossError("");
+  }
+  *size = s;
+  return absl::OkStatus();
+}
+
+// The children of `parent` that start at or after `from`, in order.
+absl::Status Children(const uint8_t* buf, const Box& parent, size_t from, const Where& w,
+                      std::vector<Box>* out) {
+  out->clear();
+  size_t pos = from;
+  while (pos < parent.end) {
+    Box b;
+    uint64_t header, size;
+    std::string why;
+    if (!ParseHeader(buf + pos, parent.end - pos, parent.end - pos, &b.type, &header, &size, &why).ok()) {
+      return Err(w, parent.path, pos, why);
+    }
+    b.path = absl::StrCat(parent.path, "/", b.type);
+    b.begin = pos;
+    b.body = pos + header;
+    b.end = pos + size;
+    out->push_back(std::move(b));
+    pos += size;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Child(const uint8_t* buf, const Box& parent, const std::string& type, const Where& w,
+                   Box* out) {
+  std::vector<Box> kids;
+  absl::Status s = Children(buf, parent, parent.body, w, &kids);
+  if (!s.ok()) return s;
+  std::string seen;
+  for (Box& b : kids) {
+    if (b.type == type) {
+      *out = std::move(b);
+      return absl::OkStatus();
+    }
+    absl::StrAppend(&seen, seen.empty() ? "" : ", ", b.type);
+  }
+  return Err(w, parent.path, parent.begin, absl::StrCat("no '", type, "' box in '", parent.type,
+                                                         "' (found: ", seen.empty() ? "nothing" : seen, ")"));
+}
+
+// Bounds-checked big-endian fields of one box's payload.
+class Fields {
+ public:
+  Fields(const uint8_t* buf, const Box& box, const Where& w) : buf_(buf), box_(box), w_(w), pos_(box.body) {}
+
+  absl::Status Need(uint64_t n, const char* field) const {
+    if (n > left()) {
+      return Err(w_, box_.path, pos_, absl::StrCat("truncated '", box_.type, "': ", field, " needs ", n,
+                                                   " bytes, ", left(), " left"));
+    }
+    return absl::OkStatus();
+  }
+  template <typename T>
+  absl::Status Get(T* v, const char* field) {
+    absl::Status s = Need(sizeof(T), field);
+    if (!s.ok()) return s;
+    const uint8_t* p = buf_ + pos_;
+    if (sizeof(T) == 1) *v = static_cast<T>(p[0]);
+    if (sizeof(T) == 2) *v = static_cast<T>(Be16(p));
+    if (sizeof(T) == 4) *v = static_cast<T>(Be32(p));
+    if (sizeof(T) == 8) *v = static_cast<T>(Be64(p));
+    pos_ += sizeof(T);
+    return absl::OkStatus();
+  }
+  absl::Status Skip(uint64_t n, const char* field) {
+    absl::Status s = Need(n, field);
+    if (s.ok()) pos_ += n;
+    return s;
+  }
+  const uint8_t* here() const { return buf_ + pos_; }
+  size_t pos() const { return pos_; }
+  uint64_t left() const { return box_.end - pos_; }
+  absl::Status Error(const std::string& what) const { return Err(w_, box_.path, pos_, what); }
+
+ private:
+  const uint8_t* buf_;
+  const Box& box_;
+  const Where& w_;
+  size_t pos_;
+};
+
+#define BZNA_RETURN_IF_ERROR(expr)     \
+  do {                                 \
+    absl::Status _status = (expr);     \
+    if (!_status.ok()) return _status; \
+  } while (0)
+
+// What one trak yields.
+struct Trak {
+  Box box;
+  std::string name;
+  int32_t width = 0;
+  int32_t height = 0;
+  Box stbl;
+  SampleTable table;  // offsets in the coordinates of `limit` (see ParseTrak)
+};
+
+absl::Status ParseHdlrName(const uint8_t* buf, const Box& hdlr, const Where& w, std::string* name) {
+  Fields f(buf, hdlr, w);
+  BZNA_RETURN_IF_ERROR(f.Skip(4 + 4 + 4 + 12, "version/flags, pre_defined, handler_type, reserved"));
+  name->assign(reinterpret_cast<const char*>(f.here()), f.left());
+  if (!name->empty() && name->back() == '\0') name->pop_back();
+  return absl::OkStatus();
+}
+
+absl::Status ParseTkhdSize(const uint8_t* buf, const Box& tkhd, const Where& w, int32_t* width,
+                           int32_t* height) {
+  Fields f(buf, tkhd, w);
+  uint8_t version;
+  BZNA_RETURN_IF_ERROR(f.Get(&version, "version"));
+  if (version > 1) return f.Error(absl::StrCat("tkhd version ", version, ", expected 0 or 1"));
+  BZNA_RETURN_IF_ERROR(f.Skip(3 + (version == 1 ? 32 : 20) + 52, "times, ids, duration, matrix"));
+  uint32_t w16, h16;
+  BZNA_RETURN_IF_ERROR(f.Get(&w16, "width"));
+  BZNA_RETURN_IF_ERROR(f.Get(&h16, "height"));
+  *width = static_cast<int32_t>(w16 >> 16);
+  *height = static_cast<int32_t>(h16 >> 16);
+  return absl::OkStatus();
+}
+
+// stsz + stco/co64 + stsc -> per-sample offsets and sizes. Counts are checked
+// against the bytes their boxes hold (or, for a constant sample size, against
+// `limit`) before anything is allocated, and every sample must end by `limit`.
+absl::Status ParseSampleTable(const uint8_t* buf, const Box& stbl, const std::string& track, const Where& w,
+                              uint64_t limit, SampleTable* t) {
+  Box stsz, stco, stsc;
+  BZNA_RETURN_IF_ERROR(Child(buf, stbl, "stsz", w, &stsz));
+  BZNA_RETURN_IF_ERROR(Child(buf, stbl, "stsc", w, &stsc));
+  bool co64 = !Child(buf, stbl, "stco", w, &stco).ok();
+  if (co64) {
+    absl::Status s = Child(buf, stbl, "co64", w, &stco);
+    if (!s.ok()) return Err(w, stbl.path, stbl.begin, "no 'stco' or 'co64' box in 'stbl'");
+  }
+
+  Fields fz(buf, stsz, w);
+  uint32_t constant, count;
+  BZNA_RETURN_IF_ERROR(fz.Skip(4, "version/flags"));
+  BZNA_RETURN_IF_ERROR(fz.Get(&constant, "sample_size"));
+  BZNA_RETURN_IF_ERROR(fz.Get(&count, "sample_count"));
+  if (constant == 0) {
+    BZNA_RETURN_IF_ERROR(fz.Need(uint64_t{count} * 4, "the sample size table"));
+  } else if (uint64_t{count} * constant > limit) {
+    return fz.Error(absl::StrCat(count, " samples of ", constant, " bytes cannot fit in ", limit, " bytes"));
+  }
+  Fields fo(buf, stco, w);
+  uint32_t chunks;
+  BZNA_RETURN_IF_ERROR(fo.Skip(4, "version/flags"));
+  BZNA_RETURN_IF_ERROR(fo.Get(&chunks, "entry_count"));
+  BZNA_RETURN_IF_ERROR(fo.Need(uint64_t{chunks} * (co64 ? 8 : 4), "the chunk offset table"));
+  Fields fc(buf, stsc, w);
+  uint32_t runs;
+  BZNA_RETURN_IF_ERROR(fc.Skip(4, "version/flags"));
+  BZNA_RETURN_IF_ERROR(fc.Get(&runs, "entry_count"));
+  BZNA_RETURN_IF_ERROR(fc.Need(uint64_t{runs} * 12, "the sample-to-chunk table"));
+
+  t->offsets.assign(count, 0);
+  t->sizes.assign(count, constant);
+  const uint8_t* sizes = fz.here();
+  if (constant == 0) {
+    for (uint32_t s = 0; s < count; ++s) t->sizes[s] = Be32(sizes + 4 * s);
+  }
+  const uint8_t* offs = fo.here();
+  const uint8_t* table = fc.here();
+  uint64_t s = 0;
+  for (uint32_t r = 0; r < runs && s < count; ++r) {
+    uint32_t first = Be32(table + 12 * r), per_chunk = Be32(table + 12 * r + 4);
+    uint64_t next = r + 1 < runs ? Be32(table + 12 * (r + 1)) : uint64_t{chunks} + 1;
+    if (first == 0 || first > chunks || next <= first || (r == 0 && first != 1)) {
+      return Err(w, stsc.path, fc.pos() + 12 * r,
+                 absl::StrCat("stsc entry ", r, " starts at chunk ", first, " (", chunks,
+                              " chunks; entries must start at 1 and increase)"));
+    }
+    for (uint64_t c = first; c < next && c <= chunks && s < count; ++c) {
+      uint64_t off = co64 ? Be64(offs + 8 * (c - 1)) : Be32(offs + 4 * (c - 1));
+      for (uint32_t k = 0; k < per_chunk && s < count; ++k, ++s) {
+        t->offsets[s] = off;
+        off += t->sizes[s];
+      }
+    }
+  }
+  if (s != count) {
+    return Err(w, stsc.path, stsc.begin,
+               absl::StrCat("stsc and stco place ", s, " of the ", count, " samples of track '", track, "'"));
+  }
+  for (uint32_t k = 0; k < count; ++k) {
+    if (t->offsets[k] > limit || t->sizes[k] > limit - t->offsets[k]) {
+      return FormatError(*w.file, w.sample < 0 ? k : w.sample, stco.path, static_cast<int64_t>(w.base + stco.begin),
+                         absl::StrCat("track '", track, "' sample ", k, " at offset ", t->offsets[k], " of ",
+                                      t->sizes[k], " bytes ends past the ", limit, " bytes available"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One trak: name (from hdlr), tkhd size, and optionally its sample table.
+absl::Status ParseTrak(const uint8_t* buf, Box trak, const Where& w, uint64_t limit, bool with_table,
+                       Trak* out) {
+  Box mdia, hdlr, tkhd, minf;
+  BZNA_RETURN_IF_ERROR(Child(buf, trak, "mdia", w, &mdia));
+  BZNA_RETURN_IF_ERROR(Child(buf, mdia, "hdlr", w, &hdlr));
+  BZNA_RETURN_IF_ERROR(ParseHdlrName(buf, hdlr, w, &out->name));
+  // Name the track in every later path, as the Python reader does.
+  std::string prefix = trak.path;
+  trak.path = absl::StrCat(trak.path, "[", out->name, "]");
+  auto rename = [&](Box* b) { b->path = trak.path + b->path.substr(prefix.size()); };
+  BZNA_RETURN_IF_ERROR(Child(buf, trak, "tkhd", w, &tkhd));
+  BZNA_RETURN_IF_ERROR(ParseTkhdSize(buf, tkhd, w, &out->width, &out->height));
+  rename(&mdia);
+  BZNA_RETURN_IF_ERROR(Child(buf, mdia, "minf", w, &minf));
+  BZNA_RETURN_IF_ERROR(Child(buf, minf, "stbl", w, &out->stbl));
+  out->box = trak;
+  if (with_table) {
+    BZNA_RETURN_IF_ERROR(ParseSampleTable(buf, out->stbl, out->name, w, limit, &out->table));
+  }
+  return absl::OkStatus();
+}
+
+// The traks of a moov, by name (the first of each name wins for per-image
+// mp4s; the outer index refuses duplicates).
+absl::Status Traks(const uint8_t* buf, const Box& moov, const Where& w, std::vector<Box>* traks) {
+  std::vector<Box> kids;
+  BZNA_RETURN_IF_ERROR(Children(buf, moov, moov.body, w, &kids));
+  traks->clear();
+  for (Box& b : kids) {
+    if (b.type == "trak") traks->push_back(std::move(b));
+  }
+  return absl::OkStatus();
+}
+
+// Parameter sets (VPS, SPS, PPS, in that order) and the NAL length size.
+absl::Status ParseHvcc(const uint8_t* buf, const Box& hvcc, const Where& w,
+                       std::vector<std::pair<const uint8_t*, size_t>>* sets, int* length_size) {
+  Fields f(buf, hvcc, w);
+  BZNA_RETURN_IF_ERROR(f.Skip(21, "configuration fields"));
+  uint8_t lsm1, arrays;
+  BZNA_RETURN_IF_ERROR(f.Get(&lsm1, "lengthSizeMinusOne"));
+  BZNA_RETURN_IF_ERROR(f.Get(&arrays, "numOfArrays"));
+  *length_size = (lsm1 & 3) + 1;
+  std::vector<std::pair<const uint8_t*, size_t>> by_type[3];
+  for (int a = 0; a < arrays; ++a) {
+    uint8_t type;
+    uint16_t n;
+    BZNA_RETURN_IF_ERROR(f.Get(&type, "NAL_unit_type"));
+    BZNA_RETURN_IF_ERROR(f.Get(&n, "numNalus"));
+    type &= 0x3f;
+    for (int k = 0; k < n; ++k) {
+      uint16_t len;
+      BZNA_RETURN_IF_ERROR(f.Get(&len, "nalUnitLength"));
+      BZNA_RETURN_IF_ERROR(f.Need(len, "a parameter set NAL unit"));
+      if (type >= 32 && type <= 34) by_type[type - 32].emplace_back(f.here(), len);
+      BZNA_RETURN_IF_ERROR(f.Skip(len, "a parameter set NAL unit"));
+    }
+  }
+  sets->clear();
+  for (auto& v : by_type) sets->insert(sets->end(), v.begin(), v.end());
+  return absl::OkStatus();
+}
+
+// The cached bytes [begin, end) of one per-image mp4 (offsets relative to it).
+class Window {
+ public:
+  Window(const ByteSource& src, uint64_t base, uint64_t size) : src_(src), base_(base), size_(size) {}
+
+  absl::Status Load(uint64_t b, uint64_t e) {
+    e = std::min(e, size_);
+    BZNA_RETURN_IF_ERROR(src_.Read(base_ + b, e - b, &data_));
+    begin_ = b;
+    return absl::OkStatus();
+  }
+  bool Covers(uint64_t pos, uint64_t n) const { return pos >= begin_ && pos + n <= begin_ + data_.size(); }
+  const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(data_.data()); }
+  uint64_t begin() const { return begin_; }
+  uint64_t end() const { return begin_ + data_.size(); }
+
+ private:
+  const ByteSource& src_;
+  uint64_t base_, size_;
+  uint64_t begin_ = 0;
+  std::string data_;
+};
+
+absl::Status AppendNals(const uint8_t* p, size_t n, int length_size, const Where& w, uint64_t at,
+                        std::string* out) {
+  size_t pos = 0;
+  while (pos < n) {
+    if (n - pos < static_cast<size_t>(length_size)) {
+      return Err(w, "mdat", at + pos, absl::StrCat("truncated NAL length prefix: ", n - pos, " bytes left, need ",
+                                                   length_size));
+    }
+    uint64_t len = 0;
+    for (int k = 0; k < length_size; ++k) len = (len << 8) | p[pos + k];
+    pos += length_size;
+    if (len == 0 || len > n - pos) {
+      return Err(w, "mdat", at + pos - length_size,
+                 absl::StrCat("NAL unit length ", len, " is zero or runs past the end of the sample (", n - pos,
+                              " bytes left)"));
+    }
+    out->append(kStartCode, 4);
+    out->append(reinterpret_cast<const char*>(p + pos), len);
+    pos += len;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FormatError(const std::string& file, int64_t sample, const std::string& box, int64_t offset,
+                         const std::string& what) {
+  std::string where = file;
+  if (sample >= 0) absl::StrAppend(&where, ", sample ", sample);
+  if (!box.empty()) absl::StrAppend(&where, ", box ", box);
+  if (offset >= 0) absl::StrAppend(&where, ", byte offset ", offset);
+  return absl::DataLossError(absl::StrCat(where, ": ", what));
+}
+
+absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index) {
+  const uint64_t size = src.size();
+  index->name = src.name();
+  index->file_size = size;
+  Where top{&index->name, -1, 0};
+
+  // Top-level boxes, from their headers alone.
+  uint64_t moov_off = 0, moov_size = 0, moov_header = 0;
+  std::string seen, head;
+  for (uint64_t off = 0; off < size;) {
+    BZNA_RETURN_IF_ERROR(src.Read(off, std::min<uint64_t>(16, size - off), &head));
+    std::string type, why;
+    uint64_t header, box_size;
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(head.data());
+    if (!ParseHeader(p, head.size(), size - off, &type, &header, &box_size, &why).ok()) {
+      return Err(top, "file", off, why);
+    }
+    if (off == 0 && type != "ftyp") {
+      return Err(top, "", 0, absl::StrCat("expected an 'ftyp' box first, found '", type, "'"));
+    }
+    if (type == "moov" && moov_size == 0) {
+      moov_off = off;
+      moov_size = box_size;
+      moov_header = header;
+    }
+    absl::StrAppend(&seen, seen.empty() ? "" : ", ", type);
+    off += box_size;
+  }
+  if (size == 0) return Err(top, "", 0, "expected an 'ftyp' box first, found an empty file");
+  if (moov_size == 0) return Err(top, "", -1, absl::StrCat("no 'moov' box among the top-level boxes (", seen, ")"));
+  if (moov_size > kMaxMoovBytes) {
+    return Err(top, "moov", moov_off,
+               absl::StrCat("moov of ", moov_size, " bytes is larger than any .bzna index (limit ", kMaxMoovBytes, ")"));
+  }
+
+  std::string moov_bytes;
+  BZNA_RETURN_IF_ERROR(src.Read(moov_off, moov_size, &moov_bytes));
+  const uint8_t* buf = reinterpret_cast<const uint8_t*>(moov_bytes.data());
+  Where w{&index->name, -1, moov_off};
+  Box moov{"moov", "moov", 0, static_cast<size_t>(moov_header), static_cast<size_t>(moov_size)};
+  std::vector<Box> traks;
+  BZNA_RETURN_IF_ERROR(Traks(buf, moov, w, &traks));
+  std::map<std::string, Trak> by_name;
+  for (Box& b : traks) {
+    Trak t;
+    BZNA_RETURN_IF_ERROR(ParseTrak(buf, b, w, size, false, &t));
+    if (by_name.count(t.name)) return Err(w, t.box.path, b.begin, absl::StrCat("a second track named '", t.name, "'"));
+    bool known = t.name == kInput || t.name == kTarget || t.name == kFname || t.name == kThumb;
+    if (known) BZNA_RETURN_IF_ERROR(ParseSampleTable(buf, t.stbl, t.name, w, size, &t.table));
+    by_name.emplace(t.name, std::move(t));
+  }
+  auto input = by_name.find(kInput);
+  if (input == by_name.end()) {
+    std::string names;
+    for (auto& kv : by_name) absl::StrAppend(&names, names.empty() ? "" : ", ", kv.first);
+    return Err(w, "moov", 0, absl::StrCat("no '", kInput, "' track (found: ", names.empty() ? "none" : names, ")"));
+  }
+  index->input = std::move(input->second.table);
+  const int64_t n = index->input.count();
+  for (const char* name : {kFname, kThumb}) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) continue;
+    if (it->second.table.count() != n) {
+      return Err(w, it->second.box.path, it->second.box.begin,
+                 absl::StrCat("track '", name, "' has ", it->second.table.count(), " samples, '", kInput, "' has ", n));
+    }
+    if (name == kFname) {
+      index->fname = std::move(it->second.table);
+      index->has_fname = true;
+    } else {
+      index->thumb = std::move(it->second.table);
+      index->has_thumb = true;
+    }
+  }
+  index->targets.clear();
+  auto target = by_name.find(kTarget);
+  if (target != by_name.end()) {
+    const SampleTable& t = target->second.table;
+    if (t.count() > n) {
+      return Err(w, target->second.box.path, target->second.box.begin,
+                 absl::StrCat("track '", kTarget, "' has ", t.count(), " samples, more than the ", n, " inputs"));
+    }
+    bool contiguous = true;
+    for (int64_t k = 0; k < t.count(); ++k) {
+      if (t.sizes[k] != 8) {
+        return FormatError(index->name, k, absl::StrCat("trak[", kTarget, "]"), static_cast<int64_t>(t.offsets[k]),
+                           absl::StrCat("target sample is ", t.sizes[k], " bytes, expected 8"));
+      }
+      if (k && t.offsets[k] != t.offsets[k - 1] + 8) contiguous = false;
+    }
+    index->targets.resize(t.count());
+    std::string bytes;
+    auto decode = [](const char* p) {
+      uint64_t v = 0;
+      for (int b = 7; b >= 0; --b) v = (v << 8) | static_cast<uint8_t>(p[b]);
+      return static_cast<int64_t>(v);
+    };
+    if (contiguous && t.count()) {
+      BZNA_RETURN_IF_ERROR(src.Read(t.offsets[0], 8 * t.count(), &bytes));
+      for (int64_t k = 0; k < t.count(); ++k) index->targets[k] = decode(bytes.data() + 8 * k);
+    } else {
+      for (int64_t k = 0; k < t.count(); ++k) {
+        BZNA_RETURN_IF_ERROR(src.Read(t.offsets[k], 8, &bytes));
+        index->targets[k] = decode(bytes.data());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t i, PictureTrack track,
+                         Picture* out) {
+  const uint64_t base = index.input.offsets[i];
+  const uint64_t size = index.input.sizes[i];
+  // Where the wanted picture starts, if the outer index says (it lets one read
+  // fetch the picture together with the moov that follows it).
+  uint64_t hint = size;
+  if (track == PictureTrack::kThumb && index.has_thumb) {
+    uint64_t t = index.thumb.offsets[i];
+    if (t >= base && t < base + size) hint = t - base;
+  } else if (track == PictureTrack::kInput) {
+    hint = 0;
+  }
+  Window win(src, base, size);
+  BZNA_RETURN_IF_ERROR(win.Load(0, std::min<uint64_t>(size, 64)));
+
+  Where w{&index.name, i, base};
+  uint64_t moov_begin = 0, moov_header = 0, moov_end = 0;
+  for (uint64_t pos = 0; pos < size;) {
+    uint64_t want = std::min<uint64_t>(16, size - pos);
+    if (!win.Covers(pos, want)) {
+      BZNA_RETURN_IF_ERROR(hint <= pos ? win.Load(hint, size) : win.Load(pos, std::min(size, pos + 4096)));
+    }
+    std::string type, why;
+    uint64_t header, box_size;
+    const uint8_t* p = win.data() + (pos - win.begin());
+    if (!ParseHeader(p, win.end() - pos, size - pos, &type, &header, &box_size, &why).ok()) {
+      return Err(w, "", pos, why);
+    }
+    if (pos == 0 && type != "ftyp") {
+      return Err(w, "", 0, absl::StrCat("expected the per-image mp4 to start with 'ftyp', found '", type, "'"));
+    }
+    if (type == "moov") {
+      moov_begin = pos;
+      moov_header = header;
+      moov_end = pos + box_size;
+      break;
+    }
+    pos += box_size;
+  }
+  if (moov_end == 0) return Err(w, "", 0, "the per-image mp4 has no 'moov' box");
+  if (!win.Covers(moov_begin, moov_end - moov_begin)) {
+    BZNA_RETURN_IF_ERROR(win.Load(std::min(hint, moov_begin), moov_end));
+  }
+
+  // Parse the moov where it lies in the window.
+  const uint8_t* buf = win.data();
+  Where ww{&index.name, i, base + win.begin()};
+  auto local = [&](uint64_t pos) { return static_cast<size_t>(pos - win.begin()); };
+  Box moov{"moov", "moov", local(moov_begin), local(moov_begin + moov_header), local(moov_end)};
+  std::vector<Box> traks;
+  BZNA_RETURN_IF_ERROR(Traks(buf, moov, ww, &traks));
+  const std::string wanted = track == PictureTrack::kThumb ? kThumb : kInput;
+  Trak chosen;
+  bool found_wanted = false, found_input = false;
+  std::string names;
+  for (const Box& b : traks) {
+    Trak t;
+    BZNA_RETURN_IF_ERROR(ParseTrak(buf, b, ww, size, false, &t));
+    absl::StrAppend(&names, names.empty() ? "" : ", ", t.name);
+    if (t.name == wanted && !found_wanted) {
+      chosen = std::move(t);
+      found_wanted = true;
+    } else if (t.name == kInput && !found_input && !found_wanted) {
+      chosen = std::move(t);  // a file without thumbnails: the input is the thumbnail
+      found_input = true;
+    }
+  }
+  if (!found_wanted && !(found_input && track == PictureTrack::kThumb)) {
+    return Err(ww, "moov", moov.begin,
+               absl::StrCat("the per-image mp4 has no '", wanted, "' track (found: ", names.empty() ? "none" : names, ")"));
+  }
+  BZNA_RETURN_IF_ERROR(ParseSampleTable(buf, chosen.stbl, chosen.name, ww, size, &chosen.table));
+  if (chosen.table.count() < 1) {
+    return Err(ww, chosen.stbl.path, chosen.stbl.begin, absl::StrCat("track '", chosen.name, "' has no sample"));
+  }
+  if (chosen.width <= 0 || chosen.height <= 0) {
+    return Err(ww, chosen.box.path, chosen.box.begin,
+               absl::StrCat("track '", chosen.name, "' has tkhd size ", chosen.width, "x", chosen.height));
+  }
+  Box stsd, entry, hvcc;
+  BZNA_RETURN_IF_ERROR(Child(buf, chosen.stbl, "stsd", ww, &stsd));
+  std::vector<Box> entries;
+  if (stsd.end - stsd.body < 8) return Err(ww, stsd.path, stsd.begin, "truncated 'stsd': no sample entry");
+  BZNA_RETURN_IF_ERROR(Children(buf, stsd, stsd.body + 8, ww, &entries));
+  if (entries.empty()) return Err(ww, stsd.path, stsd.begin, "'stsd' has no sample entry");
+  entry = entries[0];
+  if (entry.type != "hvc1" && entry.type != "hev1") {
+    return Err(ww, entry.path, entry.begin, absl::StrCat("sample entry is '", entry.type, "', expected 'hvc1'"));
+  }
+  if (entry.end - entry.body < kVisualSampleEntryBytes) {
+    return Err(ww, entry.path, entry.begin, "truncated 'hvc1': shorter than a VisualSampleEntry");
+  }
+  std::vector<Box> kids;
+  BZNA_RETURN_IF_ERROR(Children(buf, entry, entry.body + kVisualSampleEntryBytes, ww, &kids));
+  auto it = std::find_if(kids.begin(), kids.end(), [](const Box& b) { return b.type == "hvcC"; });
+  if (it == kids.end()) return Err(ww, entry.path, entry.begin, "no 'hvcC' box in the sample entry");
+  hvcc = *it;
+  std::vector<std::pair<const uint8_t*, size_t>> sets;
+  int length_size;
+  BZNA_RETURN_IF_ERROR(ParseHvcc(buf, hvcc, ww, &sets, &length_size));
+
+  const uint64_t off = chosen.table.offsets[0], n = chosen.table.sizes[0];
+  out->annexb.clear();
+  out->annexb.reserve(n + 64 + 4096);
+  for (const auto& s : sets) {
+    out->annexb.append(kStartCode, 4);
+    out->annexb.append(reinterpret_cast<const char*>(s.first), s.second);
+  }
+  if (win.Covers(off, n)) {
+    BZNA_RETURN_IF_ERROR(AppendNals(buf + local(off), n, length_size, w, off, &out->annexb));
+  } else {
+    std::string bytes;
+    BZNA_RETURN_IF_ERROR(src.Read(base + off, n, &bytes));
+    BZNA_RETURN_IF_ERROR(AppendNals(reinterpret_cast<const uint8_t*>(bytes.data()), n, length_size, w, off,
+                                    &out->annexb));
+  }
+  out->width = chosen.width;
+  out->height = chosen.height;
+  return absl::OkStatus();
+}
+
+absl::Status ReadFilename(const ByteSource& src, const BznaIndex& index, int64_t i, std::string* out) {
+  if (!index.has_fname) {
+    out->clear();
+    return absl::OkStatus();
+  }
+  BZNA_RETURN_IF_ERROR(src.Read(index.fname.offsets[i], index.fname.sizes[i], out));
+  if (!out->empty() && out->back() == '\0') out->pop_back();
+  return absl::OkStatus();
+}
+
+}  // namespace bzna_tf

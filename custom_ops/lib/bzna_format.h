@@ -1,0 +1,94 @@
+// Reading .bzna files without TensorFlow: the outer index and one picture.
+//
+//   ftyp | mdat [per-image mp4 0 .. N-1][targets int64 LE][names + NUL] | moov
+//
+// The outer moov has four tracks found by hdlr name: bzna_input (each sample
+// is one whole per-image mp4), bzna_target, bzna_fname and bzna_thumb (its
+// samples point inside the per-image mp4s, at each thumbnail). A per-image mp4
+// is ftyp | mdat | moov again, with nested bzna_input / bzna_thumb video
+// tracks carrying tkhd sizes and an hvc1/hvcC sample entry.
+//
+// This is the C++ twin of bzna_tf/format (the Python reader is the
+// reference): every length and offset is checked against its box, the per-image
+// mp4 and the file before use, and every error names the file, the sample, the
+// box and the byte offset. Nothing here includes TensorFlow; the kernels adapt
+// ByteSource to TensorFlow's filesystem layer.
+
+#ifndef BZNA_TF_LIB_BZNA_FORMAT_H_
+#define BZNA_TF_LIB_BZNA_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace bzna_tf {
+
+// Positioned reads of one file. Implementations must be safe to call from
+// several threads at once.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual const std::string& name() const = 0;
+  virtual uint64_t size() const = 0;
+  // Exactly `n` bytes at `offset` into `*out` (resized to n), or an error.
+  virtual absl::Status Read(uint64_t offset, size_t n, std::string* out) const = 0;
+};
+
+// One track's samples: offsets (absolute in the .bzna) and sizes.
+struct SampleTable {
+  std::vector<uint64_t> offsets;
+  std::vector<uint32_t> sizes;
+  int64_t count() const { return static_cast<int64_t>(offsets.size()); }
+};
+
+// What a reader needs of the outer moov.
+struct BznaIndex {
+  std::string name;
+  uint64_t file_size = 0;
+  SampleTable input;         // one per-image mp4 per sample
+  SampleTable thumb;         // empty when has_thumb is false
+  SampleTable fname;         // empty when has_fname is false
+  bool has_thumb = false;
+  bool has_fname = false;
+  std::vector<int64_t> targets;  // the labelled prefix; later samples have none
+
+  int64_t num_samples() const { return input.count(); }
+  int64_t target(int64_t i) const {
+    return i < static_cast<int64_t>(targets.size()) ? targets[i] : -1;
+  }
+};
+
+// Reads the top-level box headers, the moov, and the target samples.
+absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index);
+
+// Which picture of a sample to read.
+enum class PictureTrack { kThumb, kInput };
+
+struct Picture {
+  std::string annexb;  // start code + VPS, SPS, PPS from hvcC, then every NAL
+  int32_t width = 0;   // the track's tkhd size (integer part of 16.16)
+  int32_t height = 0;
+};
+
+// Sample `i` (0-based within this file) as an Annex-B H.265 picture. Reads
+// the per-image mp4's header and then, in one read, everything from the
+// picture to the end of its moov; never the other picture's bytes when the
+// thumbnail is separate.
+absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t i,
+                         PictureTrack track, Picture* out);
+
+// The stored basename of sample `i` (one trailing NUL stripped).
+absl::Status ReadFilename(const ByteSource& src, const BznaIndex& index, int64_t i,
+                          std::string* out);
+
+// The error every malformed-file problem becomes:
+// "<file>, sample <i>, box <box>, byte offset <o>: <what>" (parts omitted when
+// unknown: sample < 0, empty box, offset < 0), as absl::DataLossError.
+absl::Status FormatError(const std::string& file, int64_t sample, const std::string& box,
+                         int64_t offset, const std::string& what);
+
+}  // namespace bzna_tf
+
+#endif  // BZNA_TF_LIB_BZNA_FORMAT_H_

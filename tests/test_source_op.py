@@ -1,0 +1,126 @@
+"""The C++ source op (BznaDataset) against the Python reader, checkpoints, tf.data service."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bzna_tf import BznaFile, BznaWriter
+from bzna_tf.ops import BznaDataset, num_samples
+
+
+def _elements(ds):
+    return [{k: v.numpy() for k, v in e.items()} for e in ds]
+
+
+@pytest.mark.parametrize("track", ["thumb", "input"])
+def test_every_element_matches_the_python_reader(original_path, manifest, track):
+    ds = BznaDataset(str(original_path), track=track, with_filename=True)
+    assert ds.cardinality().numpy() == 12
+    assert set(ds.element_spec) == {"data", "filename", "height", "index", "target", "width"}
+    got = _elements(ds)
+    with BznaFile(original_path) as f:
+        for i, e in enumerate(got):
+            s = f.sample(i)
+            pic = s.thumb if track == "thumb" else s.input
+            m = manifest["samples"][i]
+            assert e["index"] == i
+            assert e["data"] == pic.annexb()
+            assert (e["width"], e["height"]) == tuple(m["thumb_size" if track == "thumb" else "image_size"])
+            assert e["target"] == f.target(i) == (-1 if m["target"] is None else m["target"])
+            assert e["filename"].decode() == m["filename"]
+
+
+def test_order_and_subsets_follow_indices(original_path):
+    order = [11, 3, 3, 0, 7]
+    got = _elements(BznaDataset(original_path, np.array(order, np.int32)))
+    assert [e["index"] for e in got] == order
+    assert "filename" not in got[0]
+    assert got[1]["data"] == got[2]["data"]
+    assert _elements(BznaDataset(original_path, tf.constant([], tf.int64))) == []
+
+
+def test_several_files_are_concatenated(original_path, pictures, tmp_path):
+    second = tmp_path / "b.bzna"
+    with BznaWriter(second) as w:
+        for k, (inp, thumb) in enumerate(pictures):
+            w.append(inp, thumb=thumb, target=100 + k if k < 2 else None, filename=f"p{k}.png")
+    n, labelled = num_samples([original_path, second])
+    assert n.tolist() == [12, 3] and labelled.tolist() == [9, 2]
+    got = _elements(BznaDataset([original_path, second], [13, 12, 14, 0], with_filename=True))
+    assert [e["index"] for e in got] == [13, 12, 14, 0]
+    assert [e["target"] for e in got] == [101, 100, -1, 1]
+    assert [e["filename"] for e in got] == [b"p1.png", b"p0.png", b"p2.png", b"n02100735_7054.JPEG"]
+    with BznaFile(second) as f:
+        assert got[0]["data"] == f.sample(1).thumb.annexb()
+        assert (got[0]["width"], got[0]["height"]) == f.sample(1).thumb.size
+    # Default indices: every sample of every file, in order.
+    assert [e["index"] for e in _elements(BznaDataset([original_path, second]))] == list(range(15))
+
+
+def test_argument_errors(original_path, tmp_path):
+    with pytest.raises(ValueError, match="track"):
+        BznaDataset(original_path, track="full")
+    with pytest.raises(TypeError, match="integer indices"):
+        BznaDataset(original_path, [0.5])
+    with pytest.raises(ValueError, match="vector"):
+        BznaDataset(original_path, [[0]])
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"indices\[1\] = 12 is out of range.* 12 samples"
+    ):
+        BznaDataset(original_path, [0, 12])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="out of range"):
+        BznaDataset(original_path, [-1])
+    with pytest.raises(tf.errors.NotFoundError):
+        BznaDataset(tmp_path / "missing.bzna")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="at least one"):
+        BznaDataset([])
+
+
+def test_checkpoint_mid_epoch_then_restore_in_a_fresh_pipeline(original_path, tmp_path):
+    order = np.random.default_rng(3).permutation(12)
+
+    def pipeline():
+        return BznaDataset(original_path, order).map(lambda e: (e["index"], tf.strings.length(e["data"])))
+
+    whole = [(int(i), int(n)) for i, n in pipeline()]
+    it = iter(pipeline())
+    first = [(int(i), int(n)) for i, n in (next(it) for _ in range(5))]
+    path = tf.train.Checkpoint(iterator=it).save(str(tmp_path / "ckpt"))
+    next(it)  # moving on after the save must not matter
+
+    fresh = iter(pipeline())
+    tf.train.Checkpoint(iterator=fresh).restore(path).assert_consumed()
+    rest = [(int(i), int(n)) for i, n in fresh]
+    assert first + rest == whole
+    assert [i for i, _ in whole] == order.tolist()
+
+
+def test_save_and_load_the_dataset_graph(original_path, tmp_path):
+    ds = BznaDataset(original_path, [5, 1], track="input", with_filename=True)
+    tf.data.Dataset.save(ds, str(tmp_path / "saved"))
+    back = tf.data.Dataset.load(str(tmp_path / "saved"))
+    assert [e["index"] for e in _elements(back)] == [5, 1]
+    # The graph itself serialises (what tf.data service ships to workers).
+    graph = ds._as_serialized_graph().numpy()
+    assert b"BznaDataset" in graph
+
+
+def test_tf_data_service_distributed_epoch_delivers_every_sample_once(original_path):
+    dispatcher = tf.data.experimental.service.DispatchServer()
+    address = dispatcher.target.split("://")[1]
+    workers = [
+        tf.data.experimental.service.WorkerServer(
+            tf.data.experimental.service.WorkerConfig(dispatcher_address=address)
+        )
+        for _ in range(2)
+    ]
+    order = np.random.default_rng(5).permutation(12)
+    ds = BznaDataset(original_path, order).map(lambda e: e["index"])
+    ds = ds.apply(
+        tf.data.experimental.service.distribute(
+            processing_mode="distributed_epoch", service=dispatcher.target
+        )
+    )
+    got = [int(i) for i in ds]
+    assert sorted(got) == list(range(12))
+    del workers
