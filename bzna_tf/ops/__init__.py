@@ -1,0 +1,13 @@
+"""The native TensorFlow ops: the .bzna source dataset and the fused warp.
+
+The C++ under ``custom_ops/`` is compiled for the installed TensorFlow on first
+use (or with ``python -m bzna_tf.ops build``) and cached; see
+:mod:`bzna_tf.ops._build`. Importing this module imports TensorFlow but does
+not build or load anything.
+"""
+
+from bzna_tf.ops._build import BuildError, build
+from bzna_tf.ops._load import load_library
+from bzna_tf.ops.source import BznaDataset, num_samples
+
+__all__ = ["BuildError", "BznaDataset", "build", "load_library", "num_samples"]
