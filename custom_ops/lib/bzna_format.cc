@@ -118,19 +118,30 @@ absl::Status Children(const uint8_t* buf, const Box& parent, size_t from, const 
   return absl::OkStatus();
 }
 
-absl::Status Child(const uint8_t* buf, const Box& parent, const std::string& type, const Where& w,
-                   Box* out) {
+// The first child of `parent` of a type; *found says whether there is one.
+absl::Status FindChild(const uint8_t* buf, const Box& parent, const std::string& type, const Where& w, Box* out,
+                       bool* found, std::string* seen = nullptr) {
   std::vector<Box> kids;
   absl::Status s = Children(buf, parent, parent.body, w, &kids);
   if (!s.ok()) return s;
-  std::string seen;
+  *found = false;
   for (Box& b : kids) {
     if (b.type == type) {
       *out = std::move(b);
+      *found = true;
       return absl::OkStatus();
     }
-    absl::StrAppend(&seen, seen.empty() ? "" : ", ", b.type);
+    if (seen) absl::StrAppend(seen, seen->empty() ? "" : ", ", b.type);
   }
+  return absl::OkStatus();
+}
+
+// The first child of `parent` of a type, which must exist.
+absl::Status Child(const uint8_t* buf, const Box& parent, const std::string& type, const Where& w, Box* out) {
+  bool found;
+  std::string seen;
+  absl::Status s = FindChild(buf, parent, type, w, out, &found, &seen);
+  if (!s.ok() || found) return s;
   return Err(w, parent.path, parent.begin, absl::StrCat("no '", type, "' box in '", parent.type,
                                                          "' (found: ", seen.empty() ? "nothing" : seen, ")"));
 }
@@ -221,12 +232,13 @@ absl::Status ParseTkhdSize(const uint8_t* buf, const Box& tkhd, const Where& w, 
 absl::Status ParseSampleTable(const uint8_t* buf, const Box& stbl, const std::string& track, const Where& w,
                               uint64_t limit, SampleTable* t) {
   Box stsz, stco, stsc;
+  bool found_stco, co64 = false, has_stsc;
   BZNA_RETURN_IF_ERROR(Child(buf, stbl, "stsz", w, &stsz));
-  BZNA_RETURN_IF_ERROR(Child(buf, stbl, "stsc", w, &stsc));
-  bool co64 = !Child(buf, stbl, "stco", w, &stco).ok();
-  if (co64) {
-    absl::Status s = Child(buf, stbl, "co64", w, &stco);
-    if (!s.ok()) return Err(w, stbl.path, stbl.begin, "no 'stco' or 'co64' box in 'stbl'");
+  BZNA_RETURN_IF_ERROR(FindChild(buf, stbl, "stsc", w, &stsc, &has_stsc));
+  BZNA_RETURN_IF_ERROR(FindChild(buf, stbl, "stco", w, &stco, &found_stco));
+  if (!found_stco) {
+    BZNA_RETURN_IF_ERROR(FindChild(buf, stbl, "co64", w, &stco, &co64));
+    if (!co64) return Err(w, stbl.path, stbl.begin, "no 'stco' or 'co64' box in 'stbl'");
   }
 
   Fields fz(buf, stsz, w);
@@ -235,7 +247,9 @@ absl::Status ParseSampleTable(const uint8_t* buf, const Box& stbl, const std::st
   BZNA_RETURN_IF_ERROR(fz.Get(&constant, "sample_size"));
   BZNA_RETURN_IF_ERROR(fz.Get(&count, "sample_count"));
   if (constant == 0) {
-    BZNA_RETURN_IF_ERROR(fz.Need(uint64_t{count} * 4, "the sample size table"));
+    if (uint64_t{count} * 4 > fz.left()) {
+      return fz.Error(absl::StrCat("sample_count says ", count, " entries but the box holds ", fz.left() / 4));
+    }
   } else if (uint64_t{count} * constant > limit) {
     return fz.Error(absl::StrCat(count, " samples of ", constant, " bytes cannot fit in ", limit, " bytes"));
   }
@@ -244,12 +258,24 @@ absl::Status ParseSampleTable(const uint8_t* buf, const Box& stbl, const std::st
   BZNA_RETURN_IF_ERROR(fo.Skip(4, "version/flags"));
   BZNA_RETURN_IF_ERROR(fo.Get(&chunks, "entry_count"));
   BZNA_RETURN_IF_ERROR(fo.Need(uint64_t{chunks} * (co64 ? 8 : 4), "the chunk offset table"));
-  Fields fc(buf, stsc, w);
-  uint32_t runs;
-  BZNA_RETURN_IF_ERROR(fc.Skip(4, "version/flags"));
-  BZNA_RETURN_IF_ERROR(fc.Get(&runs, "entry_count"));
-  BZNA_RETURN_IF_ERROR(fc.Need(uint64_t{runs} * 12, "the sample-to-chunk table"));
-
+  // No stsc, or one sample in every chunk: offsets are the chunk offsets.
+  uint32_t runs = 0;
+  const uint8_t* table = nullptr;
+  size_t table_pos = 0;
+  if (has_stsc) {
+    Fields fc(buf, stsc, w);
+    BZNA_RETURN_IF_ERROR(fc.Skip(4, "version/flags"));
+    BZNA_RETURN_IF_ERROR(fc.Get(&runs, "entry_count"));
+    BZNA_RETURN_IF_ERROR(fc.Need(uint64_t{runs} * 12, "the sample-to-chunk table"));
+    table = fc.here();
+    table_pos = fc.pos();
+  }
+  bool one_per_chunk = true;
+  for (uint32_t r = 0; r < runs; ++r) one_per_chunk = one_per_chunk && Be32(table + 12 * r + 4) == 1;
+  if (one_per_chunk && chunks != count) {
+    return Err(w, stco.path, stco.begin,
+               absl::StrCat(chunks, " chunk offsets for ", count, " samples (stsz), with one sample per chunk"));
+  }
   t->offsets.assign(count, 0);
   t->sizes.assign(count, constant);
   const uint8_t* sizes = fz.here();
@@ -257,13 +283,15 @@ absl::Status ParseSampleTable(const uint8_t* buf, const Box& stbl, const std::st
     for (uint32_t s = 0; s < count; ++s) t->sizes[s] = Be32(sizes + 4 * s);
   }
   const uint8_t* offs = fo.here();
-  const uint8_t* table = fc.here();
   uint64_t s = 0;
+  if (one_per_chunk) {
+    for (; s < count; ++s) t->offsets[s] = co64 ? Be64(offs + 8 * s) : Be32(offs + 4 * s);
+  }
   for (uint32_t r = 0; r < runs && s < count; ++r) {
     uint32_t first = Be32(table + 12 * r), per_chunk = Be32(table + 12 * r + 4);
     uint64_t next = r + 1 < runs ? Be32(table + 12 * (r + 1)) : uint64_t{chunks} + 1;
     if (first == 0 || first > chunks || next <= first || (r == 0 && first != 1)) {
-      return Err(w, stsc.path, fc.pos() + 12 * r,
+      return Err(w, stsc.path, table_pos + 12 * r,
                  absl::StrCat("stsc entry ", r, " starts at chunk ", first, " (", chunks,
                               " chunks; entries must start at 1 and increase)"));
     }
@@ -399,15 +427,29 @@ absl::Status AppendNals(const uint8_t* p, size_t n, int length_size, const Where
   return absl::OkStatus();
 }
 
+// `s` with every byte outside printable ASCII escaped: messages quote names
+// read from the file, and Python must be able to decode the message.
+std::string Printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status FormatError(const std::string& file, int64_t sample, const std::string& box, int64_t offset,
                          const std::string& what) {
   std::string where = file;
   if (sample >= 0) absl::StrAppend(&where, ", sample ", sample);
-  if (!box.empty()) absl::StrAppend(&where, ", box ", box);
+  if (!box.empty()) absl::StrAppend(&where, ", box ", Printable(box));
   if (offset >= 0) absl::StrAppend(&where, ", byte offset ", offset);
-  return absl::DataLossError(absl::StrCat(where, ": ", what));
+  return absl::DataLossError(absl::StrCat(where, ": ", Printable(what)));
 }
 
 absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index) {

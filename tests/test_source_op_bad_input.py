@@ -1,0 +1,146 @@
+"""Malformed files through the C++ source op: DataLossError naming the file, never a crash.
+
+The same mutations as test_bad_input.py (which checks the Python reader), and a
+parity check: whatever the Python reader reads in full, the op reads to the
+same bytes.
+"""
+
+import io
+import itertools
+import struct
+
+import pytest
+import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_bad_input import _patch, box_offsets, read_everything, small_file  # noqa: F401 (fixture)
+
+from bzna_tf.format import BznaFile, BznaFormatError
+from bzna_tf.ops import BznaDataset
+
+FUZZ = settings(
+    max_examples=120, deadline=5000, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def fuzz_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("op_fuzz")
+
+
+def _op_read(path):
+    out = []
+    for track in ("thumb", "input"):
+        for e in BznaDataset(str(path), track=track, with_filename=True):
+            out.append((track, int(e["index"]), e["data"].numpy(), int(e["width"]), int(e["height"])))
+    return out
+
+
+def _python_read(data):
+    try:
+        read_everything(data)
+    except BznaFormatError:
+        return None
+    with BznaFile(io.BytesIO(data)) as f:
+        return [
+            (
+                t,
+                i,
+                (s.thumb if t == "thumb" else s.input).annexb(),
+                *(s.thumb if t == "thumb" else s.input).size,
+            )
+            for t in ("thumb", "input")
+            for i, s in ((i, f.sample(i)) for i in range(len(f)))
+        ]
+
+
+def _check(fuzz_dir, data):
+    """The op raises DataLossError naming the file, or reads what the Python reader reads."""
+    path = fuzz_dir / f"fuzzed{next(_names)}.bzna"  # a new name: no cached index can answer
+    path.write_bytes(data)
+    expected = _python_read(data)
+    try:
+        got = _op_read(path)
+    except tf.errors.DataLossError as e:
+        assert path.name in e.message
+        # The op reads less than the Python reader touches, so it may accept
+        # files the reader refuses, but never refuse one the reader accepts.
+        assert expected is None, e.message
+        return
+    if expected is not None:
+        assert got == expected
+    path.unlink()
+
+
+def test_valid_file_reads_the_same(small_file, fuzz_dir):  # noqa: F811
+    _check(fuzz_dir, small_file)
+
+
+@FUZZ
+@given(st.data())
+def test_truncations(small_file, fuzz_dir, data):  # noqa: F811
+    _check(fuzz_dir, small_file[: data.draw(st.integers(0, len(small_file) - 1))])
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(0, 255)), min_size=1, max_size=8))
+def test_flipped_bytes(small_file, fuzz_dir, flips):  # noqa: F811
+    b = bytearray(small_file)
+    for pos, val in flips:
+        b[pos % len(b)] = val
+    _check(fuzz_dir, bytes(b))
+
+
+@FUZZ
+@given(st.data())
+def test_bogus_box_sizes_and_fields(small_file, fuzz_dir, data):  # noqa: F811
+    boxes = box_offsets(small_file)
+    off, size = data.draw(st.sampled_from(boxes))
+    pos = data.draw(st.one_of(st.just(off), st.integers(off, off + size - 4)))
+    val = data.draw(
+        st.one_of(
+            st.sampled_from([0, 1, 2, 7, 8, 9, 0xFFFFFFFF, 0x7FFFFFFF, 0x80000000, size + 1]),
+            st.integers(0, (1 << 32) - 1),
+        )
+    )
+    b = bytearray(small_file)
+    b[pos : pos + 4] = struct.pack(">I", val)
+    _check(fuzz_dir, bytes(b))
+
+
+def _op_error(fuzz_dir, data):
+    path = fuzz_dir / f"case{next(_names)}.bzna"
+    path.write_bytes(data)
+    with pytest.raises(tf.errors.DataLossError) as e:
+        _op_read(path)
+    assert str(path) in e.value.message
+    return e.value.message
+
+
+def test_huge_stsz_count_is_refused(small_file, fuzz_dir):  # noqa: F811
+    data, at = _patch(small_file, b"stsz", 8, 0x7FFFFFFF)
+    msg = _op_error(fuzz_dir, data)
+    assert "trak[bzna_input]/mdia/minf/stbl/stsz" in msg and "2147483647" in msg
+
+
+def test_offset_past_the_end_names_the_sample(small_file, fuzz_dir):  # noqa: F811
+    data, _ = _patch(small_file, b"stco", 8 + 4, 0xFFFFFF00)
+    msg = _op_error(fuzz_dir, data)
+    assert "sample 1" in msg and "ends past the" in msg
+
+
+def test_bad_nal_length_names_sample_and_offset(small_file, fuzz_dir):  # noqa: F811
+    with BznaFile(io.BytesIO(small_file)) as f:
+        off = f.sample(2).input.sample_offset
+    b = bytearray(small_file)
+    b[off : off + 4] = struct.pack(">I", 10_000)
+    msg = _op_error(fuzz_dir, bytes(b))
+    assert f"sample 2, box mdat, byte offset {off}: NAL unit length 10000" in msg
+
+
+def test_not_a_bzna_and_missing_moov(small_file, fuzz_dir):  # noqa: F811
+    assert "expected an 'ftyp' box first" in _op_error(fuzz_dir, b"\x00\x00\x00\x10junkjunkjunkjunk")
+    assert "empty file" in _op_error(fuzz_dir, b"")
+    moov = small_file.rindex(b"moov") - 4
+    assert "no 'moov' box" in _op_error(fuzz_dir, small_file[:moov])
