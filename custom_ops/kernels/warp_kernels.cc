@@ -1,0 +1,282 @@
+// CPU kernels of BznaWarpYuv420 and BznaWarpRgb (registered in
+// ops/warp_ops.cc). They validate the inputs and spread output rows over the
+// CPU worker threads; the per-pixel math is lib/warp.h.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/warp.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.h"
+#include "tensorflow/core/platform/threadpool.h"
+
+namespace bzna_tf {
+namespace {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+
+// Approximate CPU cycles per output pixel, for ParallelFor's sharding: the 3x3
+// transform and its divide (~20), three bilinear samples of four loads and ~10
+// flops each (~75), colour conversion, rounding, normalisation and three
+// scattered stores (~55).
+constexpr int64_t kCostPerPixel = 150;
+
+// Largest image side: every pixel index must be exact in float32 (2^24).
+constexpr int64_t kMaxSide = int64_t{1} << 24;
+
+// What both ops read from the inputs that follow their images.
+struct WarpArgs {
+  const float* matrices = nullptr;  // [count, 3, 3]
+  // count is 1: the same matrix for every sample.
+  bool broadcast_matrix = false;
+  int64_t out_height = 0;
+  int64_t out_width = 0;
+  warp::ColorTransform color;
+};
+
+absl::Status CheckSide(const char* what, int64_t size) {
+  if (size > kMaxSide) {
+    return absl::InvalidArgumentError(absl::StrCat("expected ", what,
+                                                   " of at most ", kMaxSide,
+                                                   " pixels. Received ", size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadChannelVector(const Tensor& t, const char* name,
+                               float out[3]) {
+  if (t.dims() != 1 || t.dim_size(0) != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected ", name,
+        " of shape [3] (one value per RGB channel). Received shape ",
+        t.shape().DebugString()));
+  }
+  const auto values = t.flat<float>();
+  for (int c = 0; c < 3; ++c) out[c] = values(c);
+  return absl::OkStatus();
+}
+
+// Validates matrices, output_shape, bias, norm and oob_color, the five
+// consecutive inputs from `first`, for a batch of `batch` samples.
+absl::Status ReadWarpArgs(OpKernelContext* ctx, int first, int64_t batch,
+                          WarpArgs* args) {
+  const Tensor& matrices = ctx->input(first);
+  if (matrices.dims() != 3 || matrices.dim_size(1) != 3 ||
+      matrices.dim_size(2) != 3 ||
+      (matrices.dim_size(0) != batch && matrices.dim_size(0) != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected matrices of shape [N, 3, 3] or [1, 3, 3] with N = ", batch,
+        " (the batch size). Received shape ", matrices.shape().DebugString()));
+  }
+  args->matrices = matrices.flat<float>().data();
+  args->broadcast_matrix = matrices.dim_size(0) == 1;
+
+  const Tensor& output_shape = ctx->input(first + 1);
+  if (output_shape.dims() != 1 || output_shape.dim_size(0) != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected output_shape of shape [2], (height, width). Received shape ",
+        output_shape.shape().DebugString()));
+  }
+  const auto size = output_shape.vec<int32_t>();
+  if (size(0) <= 0 || size(1) <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected a positive output_shape (height, width). Received [", size(0),
+        ", ", size(1), "]"));
+  }
+  args->out_height = size(0);
+  args->out_width = size(1);
+  TF_RETURN_IF_ERROR(CheckSide("an output height", args->out_height));
+  TF_RETURN_IF_ERROR(CheckSide("an output width", args->out_width));
+
+  TF_RETURN_IF_ERROR(
+      ReadChannelVector(ctx->input(first + 2), "bias", args->color.bias));
+  TF_RETURN_IF_ERROR(
+      ReadChannelVector(ctx->input(first + 3), "norm", args->color.norm));
+  TF_RETURN_IF_ERROR(
+      ReadChannelVector(ctx->input(first + 4), "oob_color", args->color.oob));
+  return absl::OkStatus();
+}
+
+// Runs row(n, y) for every sample n and output row y on the CPU worker threads.
+void ForEachOutputRow(OpKernelContext* ctx, int64_t batch, const WarpArgs& args,
+                      const std::function<void(int64_t, int64_t)>& row) {
+  const int64_t height = args.out_height;
+  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  // One unit is one output row: out_width pixels at kCostPerPixel cycles each.
+  // This ParallelFor is in every TensorFlow bzna_tf supports (>= 2.16); 2.21
+  // deprecates it in favour of SchedulingParams::Adaptive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  workers->ParallelFor(batch * height, args.out_width * kCostPerPixel,
+                       [&](int64_t begin, int64_t end) {
+                         for (int64_t i = begin; i < end; ++i) {
+                           row(i / height, i % height);
+                         }
+                       });
+#pragma GCC diagnostic pop
+}
+
+// State shared by both kernels: the output layout attribute.
+class WarpOpBase : public OpKernel {
+ public:
+  explicit WarpOpBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string data_format;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(warp::kDataFormatAttr, &data_format));
+    channels_first_ = data_format == warp::kChannelsFirst;
+  }
+
+ protected:
+  absl::Status AllocateWarpOutput(OpKernelContext* ctx, int64_t batch,
+                                  const WarpArgs& args, Tensor** output) const {
+    TensorShape shape;
+    if (channels_first_) {
+      TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape(
+          {batch, 3, args.out_height, args.out_width}, &shape));
+    } else {
+      TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape(
+          {batch, args.out_height, args.out_width, 3}, &shape));
+    }
+    return ctx->allocate_output(0, shape, output);
+  }
+
+  warp::OutputLayout Layout(const WarpArgs& args) const {
+    warp::OutputLayout layout;
+    layout.height = args.out_height;
+    layout.width = args.out_width;
+    layout.channels_first = channels_first_;
+    return layout;
+  }
+
+ private:
+  bool channels_first_ = false;
+};
+
+class WarpYuv420Op : public WarpOpBase {
+ public:
+  explicit WarpYuv420Op(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& y = ctx->input(0);
+    const Tensor& cb = ctx->input(1);
+    const Tensor& cr = ctx->input(2);
+    OP_REQUIRES(ctx, y.dims() == 3,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "expected y of shape [N, H, W]. Received shape ",
+                    y.shape().DebugString())));
+    const int64_t batch = y.dim_size(0);
+    const int64_t height = y.dim_size(1);
+    const int64_t width = y.dim_size(2);
+    OP_REQUIRES_OK(ctx, CheckSide("a y plane height", height));
+    OP_REQUIRES_OK(ctx, CheckSide("a y plane width", width));
+    // 4:2:0 chroma planes cover odd luma sizes with a last, half-used texel.
+    const int64_t chroma_height = (height + 1) / 2;
+    const int64_t chroma_width = (width + 1) / 2;
+    for (const auto& [name, plane] :
+         {std::make_pair("cb", &cb), std::make_pair("cr", &cr)}) {
+      OP_REQUIRES(
+          ctx,
+          plane->dims() == 3 && plane->dim_size(0) == batch &&
+              plane->dim_size(1) == chroma_height &&
+              plane->dim_size(2) == chroma_width,
+          absl::InvalidArgumentError(absl::StrCat(
+              "expected ", name, " of shape [", batch, ", ", chroma_height,
+              ", ", chroma_width, "], [N, (H+1)/2, (W+1)/2] for y of shape ",
+              y.shape().DebugString(), ". Received shape ",
+              plane->shape().DebugString())));
+    }
+    WarpArgs args;
+    OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 3, batch, &args));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateWarpOutput(ctx, batch, args, &output));
+    if (output->NumElements() == 0) return;
+
+    const uint8_t* y_data = y.flat<uint8_t>().data();
+    const uint8_t* cb_data = cb.flat<uint8_t>().data();
+    const uint8_t* cr_data = cr.flat<uint8_t>().data();
+    const int64_t luma_size = height * width;
+    const int64_t chroma_size = chroma_height * chroma_width;
+    const warp::OutputLayout layout = Layout(args);
+    float* out = output->flat<float>().data();
+    ForEachOutputRow(ctx, batch, args, [&](int64_t n, int64_t row) {
+      const warp::Plane<uint8_t> luma = {y_data + n * luma_size,
+                                         static_cast<int>(width),
+                                         static_cast<int>(height), width, 1};
+      const warp::Plane<uint8_t> blue = {
+          cb_data + n * chroma_size, static_cast<int>(chroma_width),
+          static_cast<int>(chroma_height), chroma_width, 1};
+      const warp::Plane<uint8_t> red = {
+          cr_data + n * chroma_size, static_cast<int>(chroma_width),
+          static_cast<int>(chroma_height), chroma_width, 1};
+      const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
+      for (int64_t x = 0; x < args.out_width; ++x) {
+        warp::WarpYuv420Pixel(luma, blue, red, m, args.color, layout, n, row, x,
+                              out);
+      }
+    });
+  }
+};
+
+template <typename T>
+class WarpRgbOp : public WarpOpBase {
+ public:
+  explicit WarpRgbOp(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& images = ctx->input(0);
+    OP_REQUIRES(ctx, images.dims() == 4 && images.dim_size(3) == 3,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "expected images of shape [N, H, W, 3]. Received shape ",
+                    images.shape().DebugString())));
+    const int64_t batch = images.dim_size(0);
+    const int64_t height = images.dim_size(1);
+    const int64_t width = images.dim_size(2);
+    OP_REQUIRES_OK(ctx, CheckSide("an image height", height));
+    OP_REQUIRES_OK(ctx, CheckSide("an image width", width));
+    WarpArgs args;
+    OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 1, batch, &args));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateWarpOutput(ctx, batch, args, &output));
+    if (output->NumElements() == 0) return;
+
+    const T* data = images.flat<T>().data();
+    const int64_t image_size = height * width * 3;
+    const warp::OutputLayout layout = Layout(args);
+    float* out = output->flat<float>().data();
+    ForEachOutputRow(ctx, batch, args, [&](int64_t n, int64_t row) {
+      warp::Plane<T> channels[3];
+      for (int c = 0; c < 3; ++c) {
+        channels[c] = {data + n * image_size + c, static_cast<int>(width),
+                       static_cast<int>(height), width * 3, 3};
+      }
+      const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
+      for (int64_t x = 0; x < args.out_width; ++x) {
+        warp::WarpRgbPixel(channels, m, args.color, layout, n, row, x, out);
+      }
+    });
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("BznaWarpYuv420").Device(DEVICE_CPU),
+                        WarpYuv420Op);
+REGISTER_KERNEL_BUILDER(Name("BznaWarpRgb")
+                            .Device(DEVICE_CPU)
+                            .TypeConstraint<uint8_t>(warp::kTypeAttr),
+                        WarpRgbOp<uint8_t>);
+REGISTER_KERNEL_BUILDER(Name("BznaWarpRgb")
+                            .Device(DEVICE_CPU)
+                            .TypeConstraint<float>(warp::kTypeAttr),
+                        WarpRgbOp<float>);
+
+}  // namespace
+}  // namespace bzna_tf

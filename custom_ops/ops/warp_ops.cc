@@ -1,0 +1,172 @@
+// Registrations of the fused warp ops: BznaWarpYuv420 (decoded 4:2:0 frames)
+// and BznaWarpRgb (RGB images). The per-pixel math is in lib/warp.h and is
+// specified in SPEC.md section 4.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/warp.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace bzna_tf {
+namespace {
+
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+// A dimension of `size` elements, checking it when it is statically known.
+absl::Status CheckDim(InferenceContext* c, ShapeHandle shape, int index,
+                      int64_t size) {
+  DimensionHandle unused;
+  return c->WithValue(c->Dim(shape, index), size, &unused);
+}
+
+// (d + 1) / 2, the chroma size for luma size d, or unknown.
+DimensionHandle HalfRoundedUp(InferenceContext* c, DimensionHandle d) {
+  if (!c->ValueKnown(d)) return c->UnknownDim();
+  return c->MakeDim((c->Value(d) + 1) / 2);
+}
+
+// Checks the inputs every warp op shares (matrices, output_shape, bias, norm,
+// oob_color, consecutive from input `first`) and sets output 0 from `batch`,
+// the constant value of output_shape when it is known, and data_format.
+absl::Status SetWarpOutput(InferenceContext* c, DimensionHandle batch,
+                           int first) {
+  ShapeHandle matrices;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first), 3, &matrices));
+  TF_RETURN_IF_ERROR(CheckDim(c, matrices, 1, 3));
+  TF_RETURN_IF_ERROR(CheckDim(c, matrices, 2, 3));
+  // One matrix per sample, or a single one broadcast to the batch.
+  DimensionHandle count = c->Dim(matrices, 0);
+  if (c->ValueKnown(count) && c->Value(count) != 1) {
+    TF_RETURN_IF_ERROR(c->Merge(batch, count, &batch));
+  }
+
+  ShapeHandle vector;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(first + 1), 1, &vector));
+  TF_RETURN_IF_ERROR(CheckDim(c, vector, 0, 2));
+  for (int i = first + 2; i < first + 5; ++i) {
+    TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 1, &vector));
+    TF_RETURN_IF_ERROR(CheckDim(c, vector, 0, 3));
+  }
+
+  // (height, width), each dimension known when output_shape is a constant.
+  ShapeHandle size;
+  TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(first + 1, &size));
+  std::string data_format;
+  TF_RETURN_IF_ERROR(c->GetAttr(warp::kDataFormatAttr, &data_format));
+  DimensionHandle height = c->Dim(size, 0);
+  DimensionHandle width = c->Dim(size, 1);
+  if (data_format == warp::kChannelsFirst) {
+    c->set_output(0, c->MakeShape({batch, 3, height, width}));
+  } else {
+    c->set_output(0, c->MakeShape({batch, height, width, 3}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WarpYuv420Shape(InferenceContext* c) {
+  ShapeHandle y, cb, cr;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &y));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &cb));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 3, &cr));
+  TF_RETURN_IF_ERROR(c->Merge(cb, cr, &cb));
+  DimensionHandle batch, unused;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(y, 0), c->Dim(cb, 0), &batch));
+  TF_RETURN_IF_ERROR(
+      c->Merge(c->Dim(cb, 1), HalfRoundedUp(c, c->Dim(y, 1)), &unused));
+  TF_RETURN_IF_ERROR(
+      c->Merge(c->Dim(cb, 2), HalfRoundedUp(c, c->Dim(y, 2)), &unused));
+  return SetWarpOutput(c, batch, 3);
+}
+
+absl::Status WarpRgbShape(InferenceContext* c) {
+  ShapeHandle images;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &images));
+  TF_RETURN_IF_ERROR(CheckDim(c, images, 3, 3));
+  return SetWarpOutput(c, c->Dim(images, 0), 1);
+}
+
+std::string DataFormatAttr() {
+  return absl::StrCat(warp::kDataFormatAttr, ": {'NHWC', 'NCHW'} = 'NHWC'");
+}
+
+}  // namespace
+
+REGISTER_OP("BznaWarpYuv420")
+    .Input("y: uint8")
+    .Input("cb: uint8")
+    .Input("cr: uint8")
+    .Input("matrices: float")
+    .Input("output_shape: int32")
+    .Input("bias: float")
+    .Input("norm: float")
+    .Input("oob_color: float")
+    .Output("output: float")
+    .Attr(DataFormatAttr())
+    .SetShapeFn(WarpYuv420Shape)
+    .Doc(R"doc(
+Warps decoded full-range BT.601 YUV 4:2:0 frames into normalised RGB float32.
+
+For every output pixel (x, y), integer indices with pixel centres on integers:
+(X', Y', W') = M (x, y, 1) and (X, Y) = (X'/W', Y'/W'); M maps OUTPUT pixel
+indices to SOURCE pixel indices. If X or Y is NaN, X < 0, X > W - 1, Y < 0 or
+Y > H - 1 ((W, H) being the Y plane's coded size) the pixel is oob_color, raw.
+Otherwise luma is sampled bilinearly at (X, Y) and chroma at
+(X/2 - 0.25, Y/2 - 0.25), fetches clamped to each plane; then
+R = Y + 1.402 (Cr-128), G = Y - 0.344136 (Cb-128) - 0.714136 (Cr-128),
+B = Y + 1.772 (Cb-128), each rounded half away from zero and clamped to
+[0, 255]; and out[c] = (rgb[c] - bias[c]) * norm[c]. For torchvision-style
+mean/std in [0, 1] units, bias = 255 mean and norm = 1 / (255 std).
+
+y: [N, H, W] luma planes.
+cb: [N, (H+1)/2, (W+1)/2] blue-difference planes.
+cr: [N, (H+1)/2, (W+1)/2] red-difference planes.
+matrices: [N, 3, 3] row-major output->source matrices, or [1, 3, 3] for all
+  samples.
+output_shape: [2] int32, the output (height, width), both positive.
+bias: [3] subtracted from each RGB channel (0 to 255 units).
+norm: [3] multiplies each channel after the bias.
+oob_color: [3] written as is where the source point is out of bounds.
+output: [N, height, width, 3] float32, or [N, 3, height, width] with NCHW.
+data_format: layout of `output`.
+)doc");
+
+REGISTER_OP("BznaWarpRgb")
+    .Input("images: T")
+    .Input("matrices: float")
+    .Input("output_shape: int32")
+    .Input("bias: float")
+    .Input("norm: float")
+    .Input("oob_color: float")
+    .Output("output: float")
+    .Attr(absl::StrCat(warp::kTypeAttr, ": {uint8, float}"))
+    .Attr(DataFormatAttr())
+    .SetShapeFn(WarpRgbShape)
+    .Doc(R"doc(
+Warps RGB images into normalised RGB float32.
+
+For every output pixel (x, y), integer indices with pixel centres on integers:
+(X', Y', W') = M (x, y, 1) and (X, Y) = (X'/W', Y'/W'); M maps OUTPUT pixel
+indices to SOURCE pixel indices. If X or Y is NaN, X < 0, X > W - 1, Y < 0 or
+Y > H - 1 the pixel is oob_color, raw. Otherwise each channel is sampled
+bilinearly at (X, Y), fetches clamped to the image; uint8 images are then
+rounded half away from zero and clamped to [0, 255] (float images are not);
+and out[c] = (rgb[c] - bias[c]) * norm[c]. For torchvision-style mean/std in
+[0, 1] units, bias = 255 mean and norm = 1 / (255 std).
+
+images: [N, H, W, 3] uint8 or float32.
+matrices: [N, 3, 3] row-major output->source matrices, or [1, 3, 3] for all
+  samples.
+output_shape: [2] int32, the output (height, width), both positive.
+bias: [3] subtracted from each channel.
+norm: [3] multiplies each channel after the bias.
+oob_color: [3] written as is where the source point is out of bounds.
+output: [N, height, width, 3] float32, or [N, 3, height, width] with NCHW.
+data_format: layout of `output`.
+)doc");
+
+}  // namespace bzna_tf
