@@ -1,8 +1,9 @@
 """CPU decoding of .bzna pictures: FFmpeg's HEVC decoder through PyAV.
 
+:func:`decode_annexb` decodes in Python (NumPy planes); :func:`decode` is the
+TensorFlow op, the same FFmpeg called from C++ (``custom_ops/lib/hevc_decoder``).
 Each thread keeps one decoder context and reuses it for every picture (opening
-a context costs more than decoding a thumbnail). PyAV releases the GIL inside
-FFmpeg, so a ``tf.data`` map with ``num_parallel_calls`` decodes on every core.
+a context costs more than decoding a thumbnail).
 
 FFmpeg's HEVC decoder holds a picture back until it sees the next one (or the
 end of the stream), and .bzna pictures are independent one-picture streams:
@@ -75,20 +76,26 @@ def decode_annexb(data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def decode(data, name: str | None = None):
-    """TensorFlow op version of :func:`decode_annexb` for one scalar string.
+    """TensorFlow op: decode one Annex-B H.265 picture to its planes (FFmpeg, in C++).
 
-    Runs FFmpeg through ``tf.numpy_function``: use it inside ``Dataset.map``
-    with ``num_parallel_calls`` (it scales with cores); a pipeline holding it
-    cannot be serialised for tf.data service workers in other processes.
+    The native op (``BznaDecodeYuv420``) runs FFmpeg's HEVC decoder with no
+    Python in the way: it scales with ``num_parallel_calls`` and pipelines
+    holding it serialise (tf.data service). It gives the same planes as
+    :func:`decode_annexb`. To decode and warp in one pass, use
+    :func:`bzna_tf.ops.decode_warp`.
+
+    Args:
+      data: a scalar tf.string.
 
     Returns:
-      ``(y, cb, cr)`` uint8 tensors of shapes ``(H, W)``, ``(H/2, W/2)``, ``(H/2, W/2)``.
+      ``(y, cb, cr)`` uint8 tensors of shapes ``(H, W)``, ``((H+1)/2, (W+1)/2)``, ``((H+1)/2, (W+1)/2)``.
+
+    Raises:
+      tf.errors.InvalidArgumentError: the bytes are not a decodable 8-bit 4:2:0 H.265 picture.
     """
     import tensorflow as tf
 
-    y, cb, cr = tf.numpy_function(
-        decode_annexb, [data], [tf.uint8, tf.uint8, tf.uint8], stateful=False, name=name or "bzna_decode"
-    )
-    for t in (y, cb, cr):
-        t.set_shape([None, None])
-    return y, cb, cr
+    from bzna_tf.ops._load import load_library
+
+    with tf.name_scope(name or "bzna_decode"):
+        return tuple(load_library().bzna_decode_yuv420(data))

@@ -1,4 +1,4 @@
-"""CPU decoding (FFmpeg's HEVC decoder through PyAV) of what the source op emits.
+"""CPU decoding (FFmpeg's HEVC decoder: PyAV, and the same libavcodec from C++) of what the source op emits.
 
 Measured on the original-tools fixture (12 images, this decoder):
   every decoded frame's MD5 equals the one ffmpeg 5.1 gave the fixture's authors;
@@ -89,3 +89,47 @@ def test_undecodable_bytes_raise_a_clear_error(original_path):
     # The thread decodes again afterwards (a failed decoder is replaced).
     good = next(iter(BznaDataset(original_path, [11])))["data"].numpy()
     assert decode_annexb(good)[0].shape == (512, 512)
+
+
+def test_native_decoder_matches_pyav_and_is_loaded(original_path, decoded):
+    from bzna_tf.ops import ffmpeg_error, load_library
+
+    load_library()
+    assert ffmpeg_error() is None
+    for e in BznaDataset(original_path, [0, 2], track="input"):
+        planes = decode(e["data"])
+        for got, want in zip(planes, decoded["input", int(e["index"])][0], strict=True):
+            np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_decode_warp_equals_decode_then_warp(original_path):
+    from bzna_tf.ops import decode_warp, warp_yuv420
+
+    rng = np.random.default_rng(7)
+    es = list(BznaDataset(original_path, [1, 9, 11]))
+    data = tf.stack([e["data"] for e in es])
+    m = np.tile(np.eye(3, dtype=np.float32), (3, 1, 1))
+    m[:, :2, :2] = rng.uniform(-2.5, 2.5, (3, 2, 2))
+    m[:, :2, 2] = rng.uniform(-50, 500, (3, 2))
+    m[2, 2, :2] = [1e-4, -2e-4]  # a perspective term
+    kw = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), oob_color=(-9, 0, 9))
+    for fmt in ("NHWC", "NCHW"):
+        got = decode_warp(data, m, (96, 160), data_format=fmt, **kw).numpy()
+        for k, e in enumerate(es):
+            y, cb, cr = decode(e["data"])
+            want = warp_yuv420(y, cb, cr, m[k], (96, 160), data_format=fmt, **kw).numpy()
+            np.testing.assert_array_equal(got[k], want)
+    one = decode_warp(es[0]["data"], m[0], (8, 8))
+    assert one.shape == (8, 8, 3)
+
+
+def test_decode_warp_names_the_bad_sample(original_path):
+    from bzna_tf.ops import decode_warp
+
+    good = next(iter(BznaDataset(original_path, [3])))["data"]
+    data = tf.stack([good, tf.constant(b"\x00\x00\x00\x01garbage!"), good])
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="sample 1 of the batch: could not decode the 12-byte"
+    ):
+        decode_warp(data, np.eye(3, dtype=np.float32), (4, 4))
+    assert decode_warp(data[:0], np.eye(3, dtype=np.float32), (4, 4)).shape == (0, 4, 4, 3)

@@ -7,8 +7,18 @@ not build or load anything.
 """
 
 from bzna_tf.ops._build import BuildError, build
-from bzna_tf.ops._load import load_library
+from bzna_tf.ops._load import ffmpeg_error, load_library
 from bzna_tf.ops.source import BznaDataset, num_samples
-from bzna_tf.ops.warp import warp_rgb, warp_yuv420
+from bzna_tf.ops.warp import decode_warp, warp_rgb, warp_yuv420
 
-__all__ = ["BuildError", "BznaDataset", "build", "load_library", "num_samples", "warp_rgb", "warp_yuv420"]
+__all__ = [
+    "BuildError",
+    "BznaDataset",
+    "build",
+    "decode_warp",
+    "ffmpeg_error",
+    "load_library",
+    "num_samples",
+    "warp_rgb",
+    "warp_yuv420",
+]

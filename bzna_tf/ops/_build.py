@@ -121,7 +121,7 @@ def plan() -> Build:
     cxx = _compiler()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
     cflags = [*tf.sysconfig.get_compile_flags(), *EXTRA_FLAGS, f"-I{root}"]
-    lflags = list(tf.sysconfig.get_link_flags())
+    lflags = [*tf.sysconfig.get_link_flags(), "-ldl"]  # dlopen of FFmpeg (in libc since glibc 2.34)
     h = hashlib.sha256()
     for part in (tf.__version__, tf.sysconfig.get_lib(), cxx, *version, *cflags, *lflags):
         h.update(part.encode() + b"\0")

@@ -2,15 +2,66 @@
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import json
+import os
 import threading
 
 from bzna_tf.ops._build import BuildError, build, plan
 
-__all__ = ["load_library"]
+__all__ = ["load_library", "ffmpeg_libraries", "ffmpeg_error"]
 
 _lock = threading.Lock()
 _module = None
+_ffmpeg_error = None
+
+
+def ffmpeg_libraries() -> tuple[str, str] | None:
+    """(libavutil, libavcodec) paths for the native decoder, or None.
+
+    ``$BZNA_TF_LIBAVUTIL`` and ``$BZNA_TF_LIBAVCODEC`` win; otherwise the
+    copies PyAV's wheel ships (``av.libs/``), which the ``av`` module itself
+    uses, so the process holds one FFmpeg.
+    """
+    if os.environ.get("BZNA_TF_LIBAVCODEC") and os.environ.get("BZNA_TF_LIBAVUTIL"):
+        return os.environ["BZNA_TF_LIBAVUTIL"], os.environ["BZNA_TF_LIBAVCODEC"]
+    try:
+        import av
+    except ImportError:
+        return None
+    site = os.path.dirname(os.path.dirname(av.__file__))
+    for libs in (os.path.join(site, "av.libs"), os.path.join(os.path.dirname(av.__file__), ".dylibs")):
+        util = sorted(
+            glob.glob(os.path.join(libs, "libavutil*.so*"))
+            + glob.glob(os.path.join(libs, "libavutil*.dylib"))
+        )
+        codec = sorted(
+            glob.glob(os.path.join(libs, "libavcodec*.so*"))
+            + glob.glob(os.path.join(libs, "libavcodec*.dylib"))
+        )
+        if util and codec:
+            return util[0], codec[0]
+    return None
+
+
+def ffmpeg_error() -> str | None:
+    """Why the native HEVC decoder is unavailable, or None when it works (after load_library())."""
+    return _ffmpeg_error
+
+
+def _load_ffmpeg(path) -> str | None:
+    libs = ffmpeg_libraries()
+    if libs is None:
+        return (
+            "found no libavcodec: install PyAV (pip install av), or set $BZNA_TF_LIBAVUTIL and "
+            "$BZNA_TF_LIBAVCODEC to an FFmpeg 4.4 to 8 build"
+        )
+    lib = ctypes.CDLL(str(path))
+    lib.bzna_tf_load_ffmpeg.restype = ctypes.c_char_p
+    lib.bzna_tf_load_ffmpeg.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    err = lib.bzna_tf_load_ffmpeg(libs[0].encode(), libs[1].encode())
+    return None if err is None else err.decode(errors="replace")
 
 
 def load_library():
@@ -36,4 +87,6 @@ def load_library():
                     f"TensorFlow {tf.__version__} could not load {path} (built for TensorFlow {built_for}): "
                     f"{e}. Rebuild it with: python -m bzna_tf.ops build --force (key {plan().key})"
                 ) from e
+            global _ffmpeg_error
+            _ffmpeg_error = _load_ffmpeg(path)
         return _module

@@ -21,13 +21,13 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["warp_rgb", "warp_yuv420"]
+__all__ = ["decode_warp", "warp_rgb", "warp_yuv420"]
 
 DATA_FORMATS = ("NHWC", "NCHW")
 
 # The warps sample integer images at data-dependent points: nothing to
 # differentiate. Registering twice (a module reload) raises KeyError.
-for _op_type in ("BznaWarpYuv420", "BznaWarpRgb"):
+for _op_type in ("BznaWarpYuv420", "BznaWarpRgb", "BznaDecodeWarp", "BznaDecodeYuv420"):
     try:
         tf.no_gradient(_op_type)
     except KeyError:
@@ -301,4 +301,59 @@ def warp_rgb(
             images = images[tf.newaxis]
         args = _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_format, images.shape[0])
         out = _ops().bzna_warp_rgb(images, *args, data_format=data_format)
+        return out[0] if single else out
+
+
+def decode_warp(
+    data,
+    matrices,
+    output_shape,
+    *,
+    bias=None,
+    norm=None,
+    mean=None,
+    std=None,
+    oob_color=(0, 0, 0),
+    data_format="NHWC",
+    name=None,
+):
+    """Decodes H.265 pictures on the CPU and warps them, fused: no plane is copied.
+
+    Each picture (Annex-B bytes, ``BznaDataset``'s ``"data"``) is decoded by
+    FFmpeg's HEVC decoder (the libavcodec PyAV ships, loaded at run time) and
+    warped exactly as :func:`warp_yuv420` warps decoded planes: ``M`` maps
+    OUTPUT pixel indices to SOURCE pixel indices of the coded frame, and the
+    out-of-bounds test uses the coded size (the image itself is the top-left
+    ``width x height`` of it). A batch is spread over TensorFlow's CPU threads,
+    one picture per thread at a time. Everything is a TensorFlow op, so
+    pipelines holding it checkpoint and serialise (tf.data service).
+
+    Args:
+      data: tf.string pictures, shape (N,), or a scalar for one picture.
+      matrices, output_shape, bias, norm, mean, std, oob_color, data_format: as
+        for :func:`warp_yuv420` (``mean``/``std`` in [0, 1] units give
+        ``bias = 255 * mean``, ``norm = 1 / (255 * std)``).
+      name: name scope of the op.
+
+    Returns:
+      A float32 tensor (N, height, width, 3), or (N, 3, height, width) for NCHW; without N for a scalar.
+
+    Raises:
+      ValueError, TypeError: as for :func:`warp_yuv420`.
+      tf.errors.InvalidArgumentError: a picture FFmpeg cannot decode (the message names its position
+        in the batch), or shapes that do not fit together.
+      tf.errors.FailedPreconditionError: no usable libavcodec (see ``bzna_tf.ops.ffmpeg_error()``).
+    """
+    with tf.name_scope(name or "decode_warp"):
+        data = tf.convert_to_tensor(data)
+        _require_dtype(data, "data", (tf.string,))
+        if data.shape.rank not in (0, 1):
+            raise ValueError(
+                f"Expected `data` as a scalar or a vector of pictures. Received: data.shape={data.shape}"
+            )
+        single = data.shape.rank == 0
+        if single:
+            data = data[tf.newaxis]
+        args = _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_format, data.shape[0])
+        out = _ops().bzna_decode_warp(data, *args, data_format=data_format)
         return out[0] if single else out

@@ -3,12 +3,15 @@
 // CPU worker threads; the per-pixel math is lib/warp.h.
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 #include <functional>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "lib/hevc_decoder.h"
 #include "lib/warp.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -267,6 +270,94 @@ class WarpRgbOp : public WarpOpBase {
   }
 };
 
+// Approximate CPU cycles to decode one picture: a 512x512 intra H.265 frame
+// takes about 10 ms on one core. Each shard is then at least one sample.
+constexpr int64_t kCostPerDecode = 20'000'000;
+
+// The planes of a decoded picture as the warp reads them.
+void FramePlanes(const DecodedPicture& pic, warp::Plane<uint8_t> planes[3]) {
+  const int w = pic.width(), h = pic.height();
+  planes[0] = {pic.plane(0), w, h, pic.stride(0), 1};
+  planes[1] = {pic.plane(1), (w + 1) / 2, (h + 1) / 2, pic.stride(1), 1};
+  planes[2] = {pic.plane(2), (w + 1) / 2, (h + 1) / 2, pic.stride(2), 1};
+}
+
+class DecodeWarpOp : public WarpOpBase {
+ public:
+  explicit DecodeWarpOp(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& data = ctx->input(0);
+    OP_REQUIRES(ctx, data.dims() == 1,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "expected data of shape [N] (one picture each). Received shape ",
+                    data.shape().DebugString())));
+    const int64_t batch = data.dim_size(0);
+    WarpArgs args;
+    OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 1, batch, &args));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, AllocateWarpOutput(ctx, batch, args, &output));
+    if (output->NumElements() == 0) return;
+
+    const auto pictures = data.flat<tensorflow::tstring>();
+    const warp::OutputLayout layout = Layout(args);
+    float* out = output->flat<float>().data();
+    std::vector<absl::Status> status(batch);
+    auto one = [&](int64_t n) -> absl::Status {
+      DecodedPicture pic;
+      TF_RETURN_IF_ERROR(DecodeHevc(pictures(n), &pic));
+      TF_RETURN_IF_ERROR(CheckSide("a decoded frame height", pic.height()));
+      TF_RETURN_IF_ERROR(CheckSide("a decoded frame width", pic.width()));
+      warp::Plane<uint8_t> p[3];
+      FramePlanes(pic, p);
+      const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
+      for (int64_t row = 0; row < args.out_height; ++row) {
+        for (int64_t x = 0; x < args.out_width; ++x) {
+          warp::WarpYuv420Pixel(p[0], p[1], p[2], m, args.color, layout, n, row, x, out);
+        }
+      }
+      return absl::OkStatus();
+    };
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    workers->ParallelFor(batch, kCostPerDecode, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) status[n] = one(n);
+    });
+#pragma GCC diagnostic pop
+    for (int64_t n = 0; n < batch; ++n) {
+      OP_REQUIRES(ctx, status[n].ok(),
+                  absl::Status(status[n].code(), absl::StrCat("sample ", n, " of the batch: ", status[n].message())));
+    }
+  }
+};
+
+class DecodeYuv420Op : public OpKernel {
+ public:
+  explicit DecodeYuv420Op(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& data = ctx->input(0);
+    OP_REQUIRES(ctx, data.dims() == 0,
+                absl::InvalidArgumentError(absl::StrCat("expected one picture (a scalar string). Received shape ",
+                                                        data.shape().DebugString())));
+    DecodedPicture pic;
+    OP_REQUIRES_OK(ctx, DecodeHevc(data.scalar<tensorflow::tstring>()(), &pic));
+    warp::Plane<uint8_t> p[3];
+    FramePlanes(pic, p);
+    for (int i = 0; i < 3; ++i) {
+      Tensor* plane = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, TensorShape({p[i].height, p[i].width}), &plane));
+      uint8_t* dst = plane->flat<uint8_t>().data();
+      for (int r = 0; r < p[i].height; ++r) {
+        std::memcpy(dst + int64_t{r} * p[i].width, p[i].data + r * p[i].row_stride, p[i].width);
+      }
+    }
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("BznaDecodeWarp").Device(DEVICE_CPU), DecodeWarpOp);
+REGISTER_KERNEL_BUILDER(Name("BznaDecodeYuv420").Device(DEVICE_CPU), DecodeYuv420Op);
 REGISTER_KERNEL_BUILDER(Name("BznaWarpYuv420").Device(DEVICE_CPU),
                         WarpYuv420Op);
 REGISTER_KERNEL_BUILDER(Name("BznaWarpRgb")

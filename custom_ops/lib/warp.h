@@ -112,42 +112,62 @@ BZNA_HOST_DEVICE int ClampIndex(int i, int size) {
   return i < 0 ? 0 : (i >= size ? size - 1 : i);
 }
 
-// Bilinear sample with fetches clamped to the plane. (x, y) must be finite
-// and within a few texels of the plane (true after OutOfBounds), so the
-// float -> int conversions cannot overflow.
-template <typename T>
-BZNA_HOST_DEVICE float SampleBilinear(const Plane<T>& plane, float x, float y) {
-  const float x0f = floorf(x);
-  const float y0f = floorf(y);
-  const float a = x - x0f;
-  const float b = y - y0f;
-  const int x0 = static_cast<int>(x0f);
-  const int y0 = static_cast<int>(y0f);
-  const int64_t xa = ClampIndex(x0, plane.width) * plane.col_stride;
-  const int64_t xb = ClampIndex(x0 + 1, plane.width) * plane.col_stride;
-  const T* row0 = plane.data + ClampIndex(y0, plane.height) * plane.row_stride;
-  const T* row1 =
-      plane.data + ClampIndex(y0 + 1, plane.height) * plane.row_stride;
-  const float top = (1.0f - a) * static_cast<float>(row0[xa]) +
-                    a * static_cast<float>(row0[xb]);
-  const float bottom = (1.0f - a) * static_cast<float>(row1[xa]) +
-                       a * static_cast<float>(row1[xb]);
-  return (1.0f - b) * top + b * bottom;
+// floor(v) as an int. Callers pass coordinates within a few texels of a
+// plane (true after OutOfBounds), so the conversion cannot overflow; cheaper
+// than floorf on CPUs without SSE4.1 rounding, and the same value.
+BZNA_HOST_DEVICE int FloorToInt(float v) {
+  const int i = static_cast<int>(v);  // truncates toward zero
+  return static_cast<float>(i) > v ? i - 1 : i;
 }
 
-// roundf semantics without relying on it: v - truncf(v) is exact, so this
-// does not misround 0.49999997f the way floorf(v + 0.5f) does.
-BZNA_HOST_DEVICE float RoundHalfAwayFromZero(float v) {
-  const float t = truncf(v);
-  if (fabsf(v - t) >= 0.5f) {
-    return v < 0.0f ? t - 1.0f : t + 1.0f;
-  }
+// Where a bilinear sample at (x, y) reads and how it weighs the texels; the
+// same for every plane of one size, so the two chroma planes share it.
+struct BilinearTaps {
+  int64_t x0, x1;  // column offsets (already times col_stride)
+  int64_t y0, y1;  // row offsets (already times row_stride)
+  float a, b;      // weights of x1 and y1
+};
+
+template <typename T>
+BZNA_HOST_DEVICE BilinearTaps Taps(const Plane<T>& plane, float x, float y) {
+  const int x0 = FloorToInt(x);
+  const int y0 = FloorToInt(y);
+  BilinearTaps t;
+  t.a = x - static_cast<float>(x0);  // exact: x0 == floorf(x) < 2^24
+  t.b = y - static_cast<float>(y0);
+  t.x0 = ClampIndex(x0, plane.width) * plane.col_stride;
+  t.x1 = ClampIndex(x0 + 1, plane.width) * plane.col_stride;
+  t.y0 = ClampIndex(y0, plane.height) * plane.row_stride;
+  t.y1 = ClampIndex(y0 + 1, plane.height) * plane.row_stride;
   return t;
 }
 
+// Bilinear sample with fetches clamped to the plane: (1 - a) v0 + a v1 along
+// x on both rows, then the same along y, in float32.
+template <typename T>
+BZNA_HOST_DEVICE float Sample(const T* data, const BilinearTaps& t) {
+  const float top = (1.0f - t.a) * static_cast<float>(data[t.y0 + t.x0]) +
+                    t.a * static_cast<float>(data[t.y0 + t.x1]);
+  const float bottom = (1.0f - t.a) * static_cast<float>(data[t.y1 + t.x0]) +
+                       t.a * static_cast<float>(data[t.y1 + t.x1]);
+  return (1.0f - t.b) * top + t.b * bottom;
+}
+
+template <typename T>
+BZNA_HOST_DEVICE float SampleBilinear(const Plane<T>& plane, float x, float y) {
+  return Sample(plane.data, Taps(plane, x, y));
+}
+
+// Round half away from zero, then clamp to [0, 255]. Rounding is monotonic
+// and 0 and 255 are integers, so clamping first gives the same result and
+// leaves a non-negative value whose truncation is its floor. v - t is exact,
+// so 0.49999997f does not round up the way floorf(v + 0.5f) would. No
+// branches: the round-up test is a coin toss per pixel and would mispredict.
 BZNA_HOST_DEVICE float RoundAndClamp(float v) {
-  const float r = RoundHalfAwayFromZero(v);
-  return r < 0.0f ? 0.0f : (r > 255.0f ? 255.0f : r);
+  v = v > 0.0f ? v : 0.0f;  // not fmaxf/fminf: those are libm calls on CPUs
+  v = v < 255.0f ? v : 255.0f;
+  const float t = static_cast<float>(static_cast<int>(v));
+  return t + (v - t >= 0.5f ? 1.0f : 0.0f);
 }
 
 // The RGB op's treatment of an interpolated value: uint8 sources are
@@ -194,8 +214,9 @@ BZNA_HOST_DEVICE void WarpYuv420Pixel(const Plane<uint8_t>& luma,
   const float xc = p.x / 2.0f - 0.25f;
   const float yc = p.y / 2.0f - 0.25f;
   const float lum = SampleBilinear(luma, p.x, p.y);
-  const float cb_c = SampleBilinear(cb, xc, yc) - kChromaOffset;
-  const float cr_c = SampleBilinear(cr, xc, yc) - kChromaOffset;
+  const BilinearTaps chroma = Taps(cb, xc, yc);  // Cr has Cb's size
+  const float cb_c = Sample(cb.data, chroma) - kChromaOffset;
+  const float cr_c = Sample(cr.data, chroma) - kChromaOffset;
   float rgb[3];
   rgb[0] = RoundAndClamp(lum + kCrToR * cr_c);
   rgb[1] = RoundAndClamp(lum - kCbToG * cb_c - kCrToG * cr_c);

@@ -169,4 +169,58 @@ output: [N, height, width, 3] float32, or [N, 3, height, width] with NCHW.
 data_format: layout of `output`.
 )doc");
 
+REGISTER_OP("BznaDecodeWarp")
+    .Input("data: string")
+    .Input("matrices: float")
+    .Input("output_shape: int32")
+    .Input("bias: float")
+    .Input("norm: float")
+    .Input("oob_color: float")
+    .Output("output: float")
+    .Attr(DataFormatAttr())
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle data;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &data));
+      return SetWarpOutput(c, c->Dim(data, 0), 1);
+    })
+    .Doc(R"doc(
+Decodes H.265 pictures with FFmpeg and warps them, in one pass per picture.
+
+Each element of `data` is one Annex-B H.265 picture (BznaDataset's "data"),
+decoded on the CPU by FFmpeg's HEVC decoder to 8-bit 4:2:0 and warped exactly
+as BznaWarpYuv420 warps its planes (SPEC.md section 4: M maps OUTPUT pixel
+indices to SOURCE pixel indices of the coded frame; out-of-bounds is tested
+against the coded size). Samples are spread over the CPU worker threads, one
+decoder per sample at a time; no plane is copied.
+
+data: [N] string, one picture each.
+matrices: [N, 3, 3] row-major output->source matrices, or [1, 3, 3].
+output_shape: [2] int32, the output (height, width), both positive.
+bias: [3] subtracted from each RGB channel (0 to 255 units).
+norm: [3] multiplies each channel after the bias.
+oob_color: [3] written as is where the source point is out of bounds.
+output: [N, height, width, 3] float32, or [N, 3, height, width] with NCHW.
+data_format: layout of `output`.
+)doc");
+
+REGISTER_OP("BznaDecodeYuv420")
+    .Input("data: string")
+    .Output("y: uint8")
+    .Output("cb: uint8")
+    .Output("cr: uint8")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+      for (int i = 0; i < 3; ++i) c->set_output(i, c->Matrix(c->UnknownDim(), c->UnknownDim()));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Decodes one Annex-B H.265 picture with FFmpeg's HEVC decoder to its planes.
+
+data: scalar string.
+y: [H, W] luma of the coded frame.
+cb: [(H+1)/2, (W+1)/2] blue-difference chroma.
+cr: [(H+1)/2, (W+1)/2] red-difference chroma.
+)doc");
+
 }  // namespace bzna_tf

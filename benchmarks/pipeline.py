@@ -1,0 +1,171 @@
+"""Throughput of the CPU pipeline: read + decode + warp to 224x224 + batch 64.
+
+Three figures, measured in one run on the same images and the same number of
+threads (all cores by default):
+
+- ``pipeline_img_s``: ``BznaDataset`` -> map(``decode_warp``: FFmpeg HEVC
+  decode of the thumbnail fused with the warp to 224x224, mean/std
+  normalised) -> batch(64) -> prefetch.
+- ``decode_limit_img_s``: the raw decoder limit, a decode-only loop over the
+  same Annex-B payloads held in memory: the same libavcodec (PyAV's, through
+  ``bzna_tf.decode.decode_annexb``, which releases the GIL while FFmpeg works)
+  called from as many Python threads.
+- ``jpeg_img_s``: the tf.data JPEG baseline, tf.io.decode_jpeg + the same
+  crop/resize with tf.image (bilinear resize to 224x224) + batch(64), on the
+  source JPEGs of the same images.
+
+The images are the original-tools fixture (real ImageNet photos encoded by
+Benzina's own tools, ``../shared/fixtures/benzina-original``), cycled to
+``--samples`` entries: the .bzna repeats their per-image mp4s, the JPEG list
+repeats their files.
+
+    python benchmarks/pipeline.py [--samples N] [--threads T] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+FIXTURE = ROOT.parent / "shared" / "fixtures" / "benzina-original"
+
+
+def make_inputs(directory: Path, samples: int, fixture: Path):
+    """(.bzna path, list of JPEG bytes, list of Annex-B thumbnails), all `samples` long."""
+    from bzna_tf import BznaFile, BznaWriter
+
+    src = BznaFile(fixture / "benzina_original_mini.bzna")
+    names = src.filenames()
+    mp4s = [src.sample_bytes(i) for i in range(len(src))]
+    thumbs = [src.sample(i).thumb.annexb() for i in range(len(src))]
+    jpegs = [(fixture / "sources" / n).read_bytes() for n in names]
+    path = directory / "bench.bzna"
+    with BznaWriter(path) as w:
+        for k in range(samples):
+            w.append_mp4(mp4s[k % len(mp4s)], target=k % 1000, filename=f"{k}_{names[k % len(names)]}")
+    cyc = lambda xs: [xs[k % len(xs)] for k in range(samples)]  # noqa: E731
+    return path, cyc(jpegs), cyc(thumbs)
+
+
+def resize_matrix(width, height, out_h, out_w):
+    """Output -> source matrix of a plain resize of the image rectangle (half-pixel centres)."""
+    import tensorflow as tf
+
+    sx = tf.cast(width, tf.float32) / out_w
+    sy = tf.cast(height, tf.float32) / out_h
+    return tf.stack([[sx, 0.0, 0.5 * sx - 0.5], [0.0, sy, 0.5 * sy - 0.5], [0.0, 0.0, 1.0]])
+
+
+def bzna_pipeline(path, batch, size, threads):
+
+    from bzna_tf.ops import BznaDataset, decode_warp
+
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+    def load(e):
+        m = resize_matrix(e["width"], e["height"], size, size)
+        return decode_warp(e["data"], m, (size, size), mean=mean, std=std), e["target"]
+
+    ds = BznaDataset(str(path)).map(load, num_parallel_calls=threads, deterministic=False)
+    return _options(ds.batch(batch).prefetch(2), threads)
+
+
+def jpeg_pipeline(jpegs, batch, size, threads):
+    import tensorflow as tf
+
+    mean = tf.constant([0.485, 0.456, 0.406]) * 255
+    std = tf.constant([0.229, 0.224, 0.225]) * 255
+
+    def load(data):
+        img = tf.io.decode_jpeg(data, channels=3)
+        img = tf.image.resize(img, (size, size), method="bilinear")
+        return (img - mean) / std
+
+    ds = tf.data.Dataset.from_tensor_slices(jpegs).map(load, num_parallel_calls=threads, deterministic=False)
+    return _options(ds.batch(batch).prefetch(2), threads)
+
+
+def _options(ds, threads):
+    import tensorflow as tf
+
+    opt = tf.data.Options()
+    opt.threading.private_threadpool_size = threads
+    return ds.with_options(opt)
+
+
+def time_dataset(ds, samples: int) -> float:
+    """Images per second over one pass, after the first batch (warm-up)."""
+    it = iter(ds)
+    first = next(it)
+    n = int(first[0].shape[0]) if isinstance(first, tuple) else int(first.shape[0])
+    t = time.perf_counter()
+    done = 0
+    for b in it:
+        done += int(b[0].shape[0]) if isinstance(b, tuple) else int(b.shape[0])
+    dt = time.perf_counter() - t
+    assert n + done == samples, (n, done, samples)
+    return done / dt
+
+
+def decode_limit(thumbs, threads: int) -> float:
+    from bzna_tf.decode import decode_annexb
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        list(pool.map(decode_annexb, thumbs[: threads * 2]))  # each thread opens its decoder
+        t = time.perf_counter()
+        for _ in pool.map(decode_annexb, thumbs):
+            pass
+        return len(thumbs) / (time.perf_counter() - t)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--samples", type=int, default=768, help="images per pass (default 768)")
+    p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads (default: all cores)")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--repeats", type=int, default=3, help="passes of each; the best is reported")
+    p.add_argument("--fixture", type=Path, default=FIXTURE, help="the original-tools fixture folder")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    a = p.parse_args(argv)
+    if not (a.fixture / "benzina_original_mini.bzna").exists():
+        p.error(f"the fixture is not at {a.fixture} (give --fixture)")
+    import tensorflow as tf
+
+    from bzna_tf.ops import load_library
+
+    load_library()  # build outside the timings
+    with tempfile.TemporaryDirectory() as tmp:
+        path, jpegs, thumbs = make_inputs(Path(tmp), a.samples, a.fixture)
+        jpeg_t = tf.constant(jpegs)
+        runs = {"pipeline_img_s": [], "decode_limit_img_s": [], "jpeg_img_s": []}
+        for _ in range(a.repeats):  # interleaved, so drifting machine load hits all three alike
+            runs["decode_limit_img_s"].append(decode_limit(thumbs, a.threads))
+            runs["pipeline_img_s"].append(
+                time_dataset(bzna_pipeline(path, a.batch, a.size, a.threads), a.samples)
+            )
+            runs["jpeg_img_s"].append(
+                time_dataset(jpeg_pipeline(jpeg_t, a.batch, a.size, a.threads), a.samples)
+            )
+    out = {k: round(max(v), 1) for k, v in runs.items()}
+    out["pipeline_over_decode_limit"] = round(out["pipeline_img_s"] / out["decode_limit_img_s"], 3)
+    out["pipeline_over_jpeg"] = round(out["pipeline_img_s"] / out["jpeg_img_s"], 3)
+    out.update(samples=a.samples, threads=a.threads, batch=a.batch, size=a.size, tensorflow=tf.__version__)
+    if a.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:28s} {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
