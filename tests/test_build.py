@@ -1,0 +1,55 @@
+"""Building the native ops: cache layout, the explicit command, a missing compiler."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from bzna_tf.ops import _build
+from bzna_tf.ops._build import BuildError
+
+
+def test_build_is_cached_per_tensorflow_version_and_sources():
+    path = _build.build()
+    assert path.name == "libbzna_tf_ops.so" and path.exists()
+    assert path.parent.name.startswith(f"ops-tf{tf.__version__}-")
+    assert _build.build() == path  # cached: same library, no rebuild
+    info = json.loads((path.parent / "build.json").read_text())
+    assert info["tensorflow"] == tf.__version__
+    assert "lib/bzna_format.cc" in info["sources"] and not any(s.endswith(".cu.cc") for s in info["sources"])
+
+
+def test_python_m_bzna_tf_ops_build_prints_the_library():
+    out = subprocess.run(
+        [sys.executable, "-m", "bzna_tf.ops", "build"], capture_output=True, text=True, env=os.environ.copy()
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(_build.build())
+
+
+def test_a_missing_compiler_gives_one_clear_message(monkeypatch, tmp_path):
+    monkeypatch.setenv("CXX", "no-such-c++")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("BZNA_TF_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(
+        BuildError, match=r"needs a C\+\+17 compiler .* found none \(tried no-such-c\+\+, g\+\+, c\+\+\)"
+    ):
+        _build.build()
+    out = subprocess.run(
+        [sys.executable, "-m", "bzna_tf.ops", "build"], capture_output=True, text=True, env=os.environ.copy()
+    )
+    assert out.returncode == 1 and "apt install g++" in out.stderr
+
+
+def test_sources_hash_changes_the_cache_key(monkeypatch, tmp_path):
+    import shutil
+
+    copy = tmp_path / "custom_ops"
+    shutil.copytree(_build.source_dir(), copy)
+    monkeypatch.setattr(_build, "source_dir", lambda: copy)
+    before = _build.plan().key
+    (copy / "lib" / "warp.h").write_text((copy / "lib" / "warp.h").read_text() + "\n// changed\n")
+    assert _build.plan().key != before
