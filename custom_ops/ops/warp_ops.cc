@@ -90,6 +90,17 @@ absl::Status WarpRgbShape(InferenceContext* c) {
   return SetWarpOutput(c, c->Dim(images, 0), 1);
 }
 
+// The arguments every warp op documents alike.
+constexpr char kWarpArgsDoc[] = R"doc(matrices: [N, 3, 3] row-major output->source matrices, or [1, 3, 3] for all
+  samples.
+output_shape: [2] int32, the output (height, width), both positive.
+bias: [3] subtracted from each RGB channel (0 to 255 units).
+norm: [3] multiplies each channel after the bias.
+oob_color: [3] written as is where the source point is out of bounds.
+output: [N, height, width, 3] float32, or [N, 3, height, width] with NCHW.
+data_format: layout of `output`.
+)doc";
+
 std::string DataFormatAttr() {
   return absl::StrCat(warp::kDataFormatAttr, ": {'NHWC', 'NCHW'} = 'NHWC'");
 }
@@ -108,7 +119,7 @@ REGISTER_OP("BznaWarpYuv420")
     .Output("output: float")
     .Attr(DataFormatAttr())
     .SetShapeFn(WarpYuv420Shape)
-    .Doc(R"doc(
+    .Doc(absl::StrCat(R"doc(
 Warps decoded full-range BT.601 YUV 4:2:0 frames into normalised RGB float32.
 
 For every output pixel (x, y), integer indices with pixel centres on integers:
@@ -125,15 +136,7 @@ mean/std in [0, 1] units, bias = 255 mean and norm = 1 / (255 std).
 y: [N, H, W] luma planes.
 cb: [N, (H+1)/2, (W+1)/2] blue-difference planes.
 cr: [N, (H+1)/2, (W+1)/2] red-difference planes.
-matrices: [N, 3, 3] row-major output->source matrices, or [1, 3, 3] for all
-  samples.
-output_shape: [2] int32, the output (height, width), both positive.
-bias: [3] subtracted from each RGB channel (0 to 255 units).
-norm: [3] multiplies each channel after the bias.
-oob_color: [3] written as is where the source point is out of bounds.
-output: [N, height, width, 3] float32, or [N, 3, height, width] with NCHW.
-data_format: layout of `output`.
-)doc");
+)doc", kWarpArgsDoc));
 
 REGISTER_OP("BznaWarpRgb")
     .Input("images: T")
@@ -146,7 +149,7 @@ REGISTER_OP("BznaWarpRgb")
     .Attr(absl::StrCat(warp::kTypeAttr, ": {uint8, float}"))
     .Attr(DataFormatAttr())
     .SetShapeFn(WarpRgbShape)
-    .Doc(R"doc(
+    .Doc(absl::StrCat(R"doc(
 Warps RGB images into normalised RGB float32.
 
 For every output pixel (x, y), integer indices with pixel centres on integers:
@@ -159,15 +162,7 @@ and out[c] = (rgb[c] - bias[c]) * norm[c]. For torchvision-style mean/std in
 [0, 1] units, bias = 255 mean and norm = 1 / (255 std).
 
 images: [N, H, W, 3] uint8 or float32.
-matrices: [N, 3, 3] row-major output->source matrices, or [1, 3, 3] for all
-  samples.
-output_shape: [2] int32, the output (height, width), both positive.
-bias: [3] subtracted from each channel.
-norm: [3] multiplies each channel after the bias.
-oob_color: [3] written as is where the source point is out of bounds.
-output: [N, height, width, 3] float32, or [N, 3, height, width] with NCHW.
-data_format: layout of `output`.
-)doc");
+)doc", kWarpArgsDoc));
 
 REGISTER_OP("BznaDecodeWarp")
     .Input("data: string")
@@ -183,7 +178,7 @@ REGISTER_OP("BznaDecodeWarp")
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &data));
       return SetWarpOutput(c, c->Dim(data, 0), 1);
     })
-    .Doc(R"doc(
+    .Doc(absl::StrCat(R"doc(
 Decodes H.265 pictures with FFmpeg and warps them, in one pass per picture.
 
 Each element of `data` is one Annex-B H.265 picture (BznaDataset's "data"),
@@ -194,14 +189,7 @@ against the coded size). Samples are spread over the CPU worker threads, one
 decoder per sample at a time; no plane is copied.
 
 data: [N] string, one picture each.
-matrices: [N, 3, 3] row-major output->source matrices, or [1, 3, 3].
-output_shape: [2] int32, the output (height, width), both positive.
-bias: [3] subtracted from each RGB channel (0 to 255 units).
-norm: [3] multiplies each channel after the bias.
-oob_color: [3] written as is where the source point is out of bounds.
-output: [N, height, width, 3] float32, or [N, 3, height, width] with NCHW.
-data_format: layout of `output`.
-)doc");
+)doc", kWarpArgsDoc));
 
 REGISTER_OP("BznaDecodeYuv420")
     .Input("data: string")
