@@ -48,7 +48,7 @@ def decode_annexb(data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Raises:
       DecodeError: the bytes are not a decodable 8-bit 4:2:0 H.265 picture.
     """
-    if isinstance(data, np.ndarray):  # a 0-d array when called by tf.numpy_function
+    if isinstance(data, np.ndarray):  # a 0-d array, e.g. from tf.numpy_function
         data = data.item()
     data = bytes(data)
     ctx = _context()

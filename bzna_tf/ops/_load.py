@@ -32,17 +32,17 @@ def ffmpeg_libraries() -> tuple[str, str] | None:
         return None
     site = os.path.dirname(os.path.dirname(av.__file__))
     for libs in (os.path.join(site, "av.libs"), os.path.join(os.path.dirname(av.__file__), ".dylibs")):
-        util = sorted(
-            glob.glob(os.path.join(libs, "libavutil*.so*"))
-            + glob.glob(os.path.join(libs, "libavutil*.dylib"))
-        )
-        codec = sorted(
-            glob.glob(os.path.join(libs, "libavcodec*.so*"))
-            + glob.glob(os.path.join(libs, "libavcodec*.dylib"))
-        )
+        util, codec = (_first_library(libs, name) for name in ("libavutil", "libavcodec"))
         if util and codec:
-            return util[0], codec[0]
+            return util, codec
     return None
+
+
+def _first_library(folder: str, name: str) -> str | None:
+    found = sorted(
+        glob.glob(os.path.join(folder, f"{name}*.so*")) + glob.glob(os.path.join(folder, f"{name}*.dylib"))
+    )
+    return found[0] if found else None
 
 
 def ffmpeg_error() -> str | None:

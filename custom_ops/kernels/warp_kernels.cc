@@ -111,23 +111,30 @@ absl::Status ReadWarpArgs(OpKernelContext* ctx, int first, int64_t batch,
   return absl::OkStatus();
 }
 
+// Runs fn(begin, end) over [0, total) on the CPU worker threads, in shards of
+// at least `cost_per_unit` cycles per unit. This ParallelFor is in every
+// TensorFlow bzna_tf supports (>= 2.16); 2.21 deprecates it in favour of
+// SchedulingParams::Adaptive.
+void ParallelFor(OpKernelContext* ctx, int64_t total, int64_t cost_per_unit,
+                 const std::function<void(int64_t, int64_t)>& fn) {
+  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  workers->ParallelFor(total, cost_per_unit, fn);
+#pragma GCC diagnostic pop
+}
+
 // Runs row(n, y) for every sample n and output row y on the CPU worker threads.
 void ForEachOutputRow(OpKernelContext* ctx, int64_t batch, const WarpArgs& args,
                       const std::function<void(int64_t, int64_t)>& row) {
   const int64_t height = args.out_height;
-  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
   // One unit is one output row: out_width pixels at kCostPerPixel cycles each.
-  // This ParallelFor is in every TensorFlow bzna_tf supports (>= 2.16); 2.21
-  // deprecates it in favour of SchedulingParams::Adaptive.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  workers->ParallelFor(batch * height, args.out_width * kCostPerPixel,
-                       [&](int64_t begin, int64_t end) {
-                         for (int64_t i = begin; i < end; ++i) {
-                           row(i / height, i % height);
-                         }
-                       });
-#pragma GCC diagnostic pop
+  ParallelFor(ctx, batch * height, args.out_width * kCostPerPixel,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i) {
+                  row(i / height, i % height);
+                }
+              });
 }
 
 // State shared by both kernels: the output layout attribute.
@@ -318,13 +325,9 @@ class DecodeWarpOp : public WarpOpBase {
       }
       return absl::OkStatus();
     };
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    workers->ParallelFor(batch, kCostPerDecode, [&](int64_t begin, int64_t end) {
+    ParallelFor(ctx, batch, kCostPerDecode, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) status[n] = one(n);
     });
-#pragma GCC diagnostic pop
     for (int64_t n = 0; n < batch; ++n) {
       OP_REQUIRES(ctx, status[n].ok(),
                   absl::Status(status[n].code(), absl::StrCat("sample ", n, " of the batch: ", status[n].message())));

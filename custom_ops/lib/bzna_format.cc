@@ -28,19 +28,6 @@ uint32_t Be32(const uint8_t* p) {
 }
 uint64_t Be64(const uint8_t* p) { return (uint64_t{Be32(p)} << 32) | Be32(p + 4); }
 
-// A box type for messages: printable characters as they are, others escaped.
-std::string TypeName(const uint8_t* p) {
-  std::string s;
-  for (int k = 0; k < 4; ++k) {
-    if (p[k] >= 0x20 && p[k] < 0x7f) {
-      s.push_back(static_cast<char>(p[k]));
-    } else {
-      absl::StrAppend(&s, "\\x", absl::Hex(p[k], absl::kZeroPad2));
-    }
-  }
-  return s;
-}
-
 // Where a buffer being parsed lies: its file, sample, and the absolute file
 // offset of its first byte.
 struct Where {
@@ -70,7 +57,8 @@ absl::Status ParseHeader(const uint8_t* p, uint64_t avail, uint64_t left, std::s
     *why = absl::StrCat("truncated box header: ", left, " bytes left, need 8");
     return absl::DataLossError("");
   }
-  *type = TypeName(p + 4);
+  // Raw bytes: FormatError escapes whatever is not printable when it quotes one.
+  type->assign(reinterpret_cast<const char*>(p + 4), 4);
   uint64_t s = Be32(p);
   *header = 8;
   if (s == 1) {
