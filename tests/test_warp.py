@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from bzna_tf.ops import warp as warp_module
 from bzna_tf.ops.warp import warp_rgb, warp_yuv420
+from bzna_tf.transforms.constant import bias_norm
 
 F = np.float32
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -326,16 +327,16 @@ def test_rgb_agrees_with_image_projective_transform(kind):
 
 
 def test_mean_std_become_bias_and_inverse_norm():
-    bias, norm = warp_module._bias_norm(None, None, IMAGENET_MEAN, IMAGENET_STD)
+    bias, norm = bias_norm(None, None, IMAGENET_MEAN, IMAGENET_STD)
     np.testing.assert_allclose(bias.numpy(), np.asarray(IMAGENET_MEAN) * 255, rtol=1e-6)
     np.testing.assert_allclose(norm.numpy(), 1 / (np.asarray(IMAGENET_STD) * 255), rtol=1e-6)
-    bias, norm = warp_module._bias_norm(None, None, 0.5, None)
+    bias, norm = bias_norm(None, None, 0.5, None)
     np.testing.assert_allclose(bias.numpy(), [127.5] * 3)
     np.testing.assert_allclose(norm.numpy(), [1 / 255] * 3, rtol=1e-6)
-    bias, norm = warp_module._bias_norm(None, 2.0, None, None)
+    bias, norm = bias_norm(None, 2.0, None, None)
     np.testing.assert_array_equal(bias.numpy(), [0, 0, 0])
     np.testing.assert_array_equal(norm.numpy(), [2, 2, 2])
-    bias, norm = warp_module._bias_norm(tf.constant(IMAGENET_MEAN), tf.constant(0.5), None, None)
+    bias, norm = bias_norm(tf.constant(IMAGENET_MEAN), tf.constant(0.5), None, None)
     np.testing.assert_allclose(bias.numpy(), IMAGENET_MEAN)
     np.testing.assert_array_equal(norm.numpy(), [0.5] * 3)
 

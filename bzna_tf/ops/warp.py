@@ -18,8 +18,9 @@ units) and the wrappers compute ``bias = 255 * mean`` and
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
+
+from bzna_tf.transforms.constant import bias_norm, per_channel
 
 __all__ = ["decode_warp", "warp_rgb", "warp_yuv420"]
 
@@ -38,47 +39,6 @@ def _ops():
     from bzna_tf.ops._load import load_library
 
     return load_library()
-
-
-def _per_channel(value, arg):
-    """A scalar or 3 values, as a float64 NumPy array (3,) or a float32 tensor (3,)."""
-    if isinstance(value, (tf.Tensor, tf.Variable)):
-        t = tf.cast(value, tf.float32)
-        if t.shape.rank == 0:
-            return tf.broadcast_to(t, [3])
-        if t.shape.rank != 1 or t.shape[0] not in (None, 3):
-            raise ValueError(
-                f"Expected `{arg}` to be a scalar or 3 values (R, G, B). Received: {arg}={value!r}"
-            )
-        return t
-    try:
-        a = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"Expected `{arg}` to be a number or 3 numbers. Received: {arg}={value!r}") from e
-    if a.ndim == 0:
-        return np.full(3, a, dtype=np.float64)
-    if a.shape != (3,):
-        raise ValueError(f"Expected `{arg}` to be a scalar or 3 values (R, G, B). Received: {arg}={value!r}")
-    return a
-
-
-def _bias_norm(bias, norm, mean, std):
-    """(bias, norm) as float32 tensors (3,), from bias/norm or from mean/std."""
-    if (mean is not None or std is not None) and (bias is not None or norm is not None):
-        raise ValueError(
-            "Expected either `mean`/`std` (in [0, 1] units) or `bias`/`norm` (in [0, 255] units), not both. "
-            f"Received: mean={mean!r}, std={std!r}, bias={bias!r}, norm={norm!r}"
-        )
-    if mean is not None or std is not None:
-        mean = _per_channel(0.0 if mean is None else mean, "mean")
-        std = _per_channel(1.0 if std is None else std, "std")
-        if isinstance(std, np.ndarray) and not np.all(std != 0):
-            raise ValueError(f"Expected a nonzero `std` for every channel. Received: std={std.tolist()}")
-        bias, norm = mean * 255.0, 1.0 / (std * 255.0)
-    else:
-        bias = _per_channel(0.0 if bias is None else bias, "bias")
-        norm = _per_channel(1.0 if norm is None else norm, "norm")
-    return tf.cast(bias, tf.float32), tf.cast(norm, tf.float32)
 
 
 def _matrices(matrices):
@@ -141,8 +101,8 @@ def _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_forma
             f"Expected one matrix per image ({batch}) or a single matrix. Received: {count} matrices "
             f"(matrices.shape={m.shape})"
         )
-    bias, norm = _bias_norm(bias, norm, mean, std)
-    oob = tf.cast(_per_channel(oob_color, "oob_color"), tf.float32)
+    bias, norm = bias_norm(bias, norm, mean, std)
+    oob = tf.cast(per_channel(oob_color, "oob_color"), tf.float32)
     return m, _output_shape(output_shape), bias, norm, oob
 
 
