@@ -1,8 +1,13 @@
 """bzna_tf: Benzina datasets (.bzna) for TensorFlow and Keras.
 
 This module holds the public surface only; it imports no TensorFlow and never
-loads the native library.
+loads the native library. The TensorFlow parts are submodules, imported on
+first use: ``bzna_tf.layers`` (Keras layers), ``bzna_tf.transforms`` (the
+affine math and samplers), ``bzna_tf.ops`` (the native ops) and
+``bzna_tf.decode``.
 """
+
+import importlib
 
 from bzna_tf.format import (
     IMAGENET_SPLITS,
@@ -19,6 +24,21 @@ from bzna_tf.format import (
 )
 
 __version__ = "0.1.0"
+
+# Submodules that import TensorFlow: loaded when first touched, so that
+# `import bzna_tf` stays light and `bzna_tf.layers.RandomResizedCrop` works.
+_LAZY_SUBMODULES = ("decode", "layers", "ops", "transforms")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"bzna_tf.{name}")
+    raise AttributeError(f"module 'bzna_tf' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
+
 
 __all__ = [
     "IMAGENET_SPLITS",

@@ -1,0 +1,15 @@
+"""Keras 3 preprocessing layers for Benzina's transforms.
+
+``SimilarityTransform``, ``RandomResizedCrop`` and ``CenterResizedCrop`` warp
+a batch of images through the fused warp op (one pass: crop, resize, rotate,
+flip); ``Normalize`` applies per-channel mean/std. They work in a model and in
+``tf.data.Dataset.map``, save to ``.keras`` files, and the warp layers give
+``as_dataset`` the per-sample matrices of the fused decode-warp path.
+"""
+
+from bzna_tf.layers.center_resized_crop import CenterResizedCrop
+from bzna_tf.layers.normalize import Normalize
+from bzna_tf.layers.random_resized_crop import RandomResizedCrop
+from bzna_tf.layers.similarity_transform import SimilarityTransform
+
+__all__ = ["CenterResizedCrop", "Normalize", "RandomResizedCrop", "SimilarityTransform"]

@@ -1,0 +1,157 @@
+"""The base of the warp layers: a transform's matrices applied by the warp op."""
+
+from __future__ import annotations
+
+import random as _random
+
+import keras
+import tensorflow as tf
+
+from bzna_tf.ops.warp import warp_rgb
+
+DATA_FORMATS = ("channels_last", "channels_first")
+
+
+def _positive_int(value, arg):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"Expected `{arg}` as a positive integer. Received: {arg}={value!r}")
+    return value
+
+
+class WarpLayer(keras.layers.Layer):
+    """Warps a batch of images through a :class:`bzna_tf.transforms.WarpTransform`.
+
+    Subclasses build ``self.transform`` and list their constructor arguments in
+    ``get_config``. The random part of a call is one 62-bit key drawn from the
+    layer's ``SeedGenerator``; the transform turns (key, position in the batch)
+    into each image's matrix, and ``bzna_tf.ops.warp_rgb`` applies them all in
+    one op. A deterministic layer (``random=False``) has no generator, so it
+    holds no variable and can be made anywhere, a ``tf.data`` function included.
+    """
+
+    def __init__(
+        self, height, width, transform, *, random=True, fill_value=0.0, seed=None, data_format=None, **kwargs
+    ):
+        super().__init__(**kwargs)
+        self.height = _positive_int(height, "height")
+        self.width = _positive_int(width, "width")
+        self.transform = transform
+        if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
+            raise ValueError(f"Expected `fill_value` as a number. Received: fill_value={fill_value!r}")
+        self.fill_value = fill_value
+        self.data_format = keras.backend.image_data_format() if data_format is None else data_format
+        if self.data_format not in DATA_FORMATS:
+            raise ValueError(
+                f"Expected `data_format` in {DATA_FORMATS}. Received: data_format={data_format!r}"
+            )
+        # Like Keras' own layers: without a seed, a random one that get_config records.
+        self.seed = seed if seed is not None or not random else _random.randint(1, 2**31 - 1)
+        self.generator = keras.random.SeedGenerator(self.seed) if random else None
+        self.supports_jit = False
+
+    # ------------------------------------------------------------------ the per-sample matrices
+
+    def matrices(self, in_shapes, *, seed, epoch=0, indices=None, training=True, backend="tensorflow"):
+        """Each sample's output->source matrix onto this layer's (height, width).
+
+        What ``as_dataset`` feeds the fused decode-warp op: sample ``index``'s
+        matrix depends on (seed, epoch, index) only. Arguments as for
+        :meth:`bzna_tf.transforms.WarpTransform.matrices` (``in_shapes`` as
+        (height, width)).
+
+        Returns:
+          (N, 3, 3): float32 tensors, or float64 NumPy arrays with ``backend="numpy"``.
+        """
+        return self.transform.matrices(
+            in_shapes,
+            (self.height, self.width),
+            seed=seed,
+            epoch=epoch,
+            indices=indices,
+            training=training,
+            backend=backend,
+        )
+
+    def _draw_key(self):
+        halves = keras.random.randint((2,), 0, 2**31 - 1, dtype="int32", seed=self.generator)
+        halves = tf.cast(halves, tf.int64)
+        return halves[0] * 2**31 + halves[1]
+
+    def _nhwc(self, images):
+        images = tf.convert_to_tensor(images)
+        if images.shape.rank not in (3, 4):
+            raise ValueError(
+                "Expected images of shape (N, H, W, C) or (H, W, C) (channels first: (N, C, H, W) or "
+                f"(C, H, W)). Received: images.shape={images.shape}"
+            )
+        if self.data_format == "channels_first":
+            images = tf.transpose(images, [1, 2, 0] if images.shape.rank == 3 else [0, 2, 3, 1])
+        if images.shape[-1] not in (None, 3):
+            raise ValueError(
+                f"Expected RGB images (3 channels) in {self.data_format} layout. Received: images.shape="
+                f"{images.shape}"
+            )
+        if images.dtype not in (tf.uint8, tf.float32):
+            images = tf.cast(images, tf.float32)
+        return images
+
+    # ------------------------------------------------------------------ Keras' split: decide, then do
+
+    def get_random_transformation(self, data, training=True, seed=None):
+        """The matrices for a batch: ``{"matrices": (N, 3, 3)}`` (N = 1 for one image).
+
+        Args:
+          data: the images, or a dict holding them under ``"images"``.
+          training: False for the deterministic behaviour.
+          seed: an integer key; default a fresh one from the layer's ``SeedGenerator``.
+        """
+        images = data["images"] if isinstance(data, dict) else data
+        images = self._nhwc(images)
+        shape = tf.shape(images, out_type=tf.int64)
+        count = shape[0] if images.shape.rank == 4 else tf.constant(1, tf.int64)
+        if training and seed is None and self.generator is not None:
+            seed = self._draw_key()
+        in_shapes = tf.broadcast_to(shape[-3:-1], tf.stack([count, 2]))
+        return {
+            "matrices": self.matrices(
+                in_shapes, seed=0 if seed is None else seed, indices=tf.range(count), training=training
+            )
+        }
+
+    def transform_images(self, images, transformation, training=True):
+        images = self._nhwc(images)
+        out = warp_rgb(
+            images,
+            transformation["matrices"],
+            (self.height, self.width),
+            oob_color=self.fill_value,
+            data_format="NCHW" if self.data_format == "channels_first" else "NHWC",
+        )
+        return out if self.compute_dtype == "float32" else tf.cast(out, self.compute_dtype)
+
+    def call(self, images, training=True):
+        transformation = self.get_random_transformation(images, training=training)
+        return self.transform_images(images, transformation, training=training)
+
+    def compute_output_shape(self, input_shape):
+        shape = list(input_shape)
+        if len(shape) not in (3, 4):
+            raise ValueError(f"Expected a rank-3 or rank-4 input shape. Received: input_shape={input_shape}")
+        if self.data_format == "channels_first":
+            shape[-2], shape[-1] = self.height, self.width
+        else:
+            shape[-3], shape[-2] = self.height, self.width
+        return tuple(shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "height": self.height,
+                "width": self.width,
+                "fill_value": self.fill_value,
+                "seed": self.seed,
+                "data_format": self.data_format,
+            }
+        )
+        return config

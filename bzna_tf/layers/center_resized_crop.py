@@ -1,0 +1,55 @@
+"""Keras layer: CenterResizedCrop (a centred crop resized onto the output; ImageNet evaluation)."""
+
+from __future__ import annotations
+
+import keras
+
+from bzna_tf import transforms
+from bzna_tf.layers._warp_layer import WarpLayer
+
+
+@keras.saving.register_keras_serializable(package="bzna_tf")
+class CenterResizedCrop(WarpLayer):
+    """Crops the centre of each image, ``scale`` times its sides, and resizes it onto (height, width).
+
+    With ``keep_ratio`` (the default) both axes get one scale, chosen so the
+    crop covers the output: ``CenterResizedCrop(224, 224, scale=224 / 256)``
+    is ImageNet's evaluation recipe (resize the short side to 256, keep the
+    centre 224 x 224). Without it, the crop is stretched onto the output.
+
+    Training vs inference: the same (the layer is deterministic).
+
+    Input shape: (N, H, W, 3) or (H, W, 3) (channels first: (N, 3, H, W) or
+    (3, H, W)), uint8 or float. Shapes are (height, width).
+
+    Output shape: (N, height, width, 3) (or channels first), float32, values
+    in the input's range.
+
+    Args:
+      height: the output height.
+      width: the output width.
+      scale: the crop's side as a fraction of the image's side (> 0; above 1 zooms out). Default 1.
+      keep_ratio: one scale for both axes (default), so nothing is distorted.
+      fill_value: the value of output pixels whose source point is outside the image.
+      data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
+      **kwargs: base layer arguments (``name``, ``dtype``).
+
+    Example:
+
+    ```python
+    evaluate = bzna_tf.layers.CenterResizedCrop(224, 224, scale=224 / 256)
+    batch = evaluate(images)  # (N, 224, 224, 3) float32
+    ```
+    """
+
+    def __init__(self, height, width, scale=1.0, keep_ratio=True, fill_value=0.0, data_format=None, **kwargs):
+        transform = transforms.CenterResizedCrop(scale=scale, keep_ratio=keep_ratio)
+        super().__init__(
+            height, width, transform, random=False, fill_value=fill_value, data_format=data_format, **kwargs
+        )
+        self.scale, self.keep_ratio = scale, keep_ratio
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"scale": self.scale, "keep_ratio": self.keep_ratio})
+        return config

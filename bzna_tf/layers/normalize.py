@@ -1,0 +1,99 @@
+"""Keras layer: Normalize (per-channel mean/std, or Benzina's bias/norm)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bzna_tf.layers._warp_layer import DATA_FORMATS
+from bzna_tf.transforms.constant import bias_norm
+
+
+def _as_list(value, arg):
+    if value is None:
+        return None
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        raise TypeError(
+            f"Expected `{arg}` as Python or NumPy numbers (it is saved in the config). Received: "
+            f"{arg}={value!r}"
+        )
+    a = np.asarray(value, dtype=np.float64)
+    return a.tolist()
+
+
+@keras.saving.register_keras_serializable(package="bzna_tf")
+class Normalize(keras.layers.Layer):
+    """Normalises RGB images in [0, 255] per channel: ``(x - bias) * norm``.
+
+    Give ``mean`` and ``std`` in [0, 1] units, as torchvision and Keras users
+    know them (ImageNet: ``mean=(0.485, 0.456, 0.406)``,
+    ``std=(0.229, 0.224, 0.225)``): the layer computes ``bias = 255 * mean``
+    and ``norm = 1 / (255 * std)``, so the output is ``(x / 255 - mean) / std``.
+    Benzina users may give ``bias`` and ``norm`` directly, in the warp kernel's
+    units; note that Benzina's documented ``norm = std * 255`` multiplies where
+    it should divide. ``as_dataset`` takes the same four arguments and fuses
+    them into the decode-warp op.
+
+    Training vs inference: the same.
+
+    Input shape: any shape whose channel axis (last, or axis 1 / 0 for
+    channels first) has 3 entries, (N, H, W, 3) typically; any real dtype.
+
+    Output shape: the input shape, in the layer's compute dtype (float32).
+
+    Args:
+      mean: per-channel mean in [0, 1] units, a number or 3 values; excludes ``bias``/``norm``.
+      std: per-channel standard deviation in [0, 1] units; excludes ``bias``/``norm``.
+      bias: subtracted, in [0, 255] units; a number or 3 values. Default 0.
+      norm: multiplied after the bias; a number or 3 values. Default 1.
+      data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
+      **kwargs: base layer arguments (``name``, ``dtype``).
+
+    Raises:
+      ValueError: both mean/std and bias/norm, values that are not 1 or 3 per channel, or a zero std.
+
+    Example:
+
+    ```python
+    normalize = bzna_tf.layers.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    ```
+    """
+
+    def __init__(self, mean=None, std=None, bias=None, norm=None, data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        self.mean, self.std = _as_list(mean, "mean"), _as_list(std, "std")
+        self.bias, self.norm = _as_list(bias, "bias"), _as_list(norm, "norm")
+        b, n = bias_norm(self.bias, self.norm, self.mean, self.std)
+        self._bias, self._norm = np.asarray(b), np.asarray(n)
+        self.data_format = keras.backend.image_data_format() if data_format is None else data_format
+        if self.data_format not in DATA_FORMATS:
+            raise ValueError(
+                f"Expected `data_format` in {DATA_FORMATS}. Received: data_format={data_format!r}"
+            )
+
+    def _channel_shape(self, rank):
+        return [3] if self.data_format == "channels_last" or rank < 3 else [3, 1, 1]
+
+    def call(self, inputs):
+        x = tf.cast(inputs, self.compute_dtype)
+        shape = self._channel_shape(x.shape.rank)
+        bias = tf.reshape(tf.constant(self._bias, self.compute_dtype), shape)
+        norm = tf.reshape(tf.constant(self._norm, self.compute_dtype), shape)
+        return (x - bias) * norm
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "mean": self.mean,
+                "std": self.std,
+                "bias": self.bias,
+                "norm": self.norm,
+                "data_format": self.data_format,
+            }
+        )
+        return config

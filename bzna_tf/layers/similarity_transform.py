@@ -1,0 +1,127 @@
+"""Keras layer: Benzina's SimilarityTransform (crop, resize, rotate, translate, flip)."""
+
+from __future__ import annotations
+
+import keras
+
+from bzna_tf import transforms
+from bzna_tf.layers._warp_layer import WarpLayer
+
+
+@keras.saving.register_keras_serializable(package="bzna_tf")
+class SimilarityTransform(WarpLayer):
+    """Randomly crops, resizes, rotates, translates and flips a batch of images, in one warp.
+
+    Each image gets its own random parameters (SPEC.md section 5, see
+    :class:`bzna_tf.transforms.SimilarityTransform` for the sampling): an area
+    fraction in ``scale`` and an aspect ratio in ``ratio`` choose the crop
+    (with ``resize``), ``random_crop`` moves it, then an angle in ``degrees``,
+    a translation within +-``translate`` of the output size and flips with
+    probabilities ``flip_h``/``flip_v``. The image is sampled bilinearly by
+    the fused warp op (``bzna_tf.ops.warp_rgb``); points outside the image get
+    ``fill_value``. With the defaults it is a centre crop of the output size.
+
+    Training vs inference: with ``training=True`` (``model.fit``, or a direct
+    call) every call draws new parameters from ``seed``. With
+    ``training=False`` (``predict``/``evaluate``) the layer is deterministic:
+    the area fraction closest to 1, the aspect ratio closest to the image's
+    own (fitted in the image), the angle closest to 0, a centred crop, no
+    translation, and flips only where their probability is 1.
+
+    Input shape: (N, H, W, 3) or (H, W, 3) (channels first: (N, 3, H, W) or
+    (3, H, W)), uint8 or float; the images in a batch share their size, and
+    H and W may differ between calls. Shapes and pairs are (height, width).
+
+    Output shape: (N, height, width, 3) (or channels first), float32 (the
+    layer's compute dtype), values in the input's range ([0, 255] for uint8),
+    not normalised (see :class:`bzna_tf.layers.Normalize`).
+
+    The same object gives ``as_dataset`` its per-sample matrices
+    (:meth:`matrices`), where the random parameters of sample ``index`` depend
+    on (seed, epoch, index) only and the fused decode-warp op applies them.
+    Needs the TensorFlow backend; not XLA-compilable (``supports_jit=False``).
+
+    Args:
+      height: the output height.
+      width: the output width.
+      scale: the area fraction range (low, high); a number s means (min(s, 1/s), max(s, 1/s)).
+      ratio: the aspect-ratio (width / height) range, or None; a number r means (r, 1/r) sorted.
+      degrees: the rotation range in degrees; a number d means (-d, d).
+      translate: the largest translations as fractions of the output (height, width); a number means
+        both.
+      flip_h: the probability of a left-right mirror.
+      flip_v: the probability of a top-bottom mirror.
+      resize: whether the crop is scaled onto the output (forced on by ``scale`` or ``ratio``).
+      keep_ratio: with ``resize``, one scale for both axes, so the output is not distorted.
+      random_crop: whether the crop's centre is random.
+      area_sampling: ``"uniform"`` (default, torchvision's) or ``"log"`` (Benzina's).
+      fill_value: the value of output pixels whose source point is outside the image.
+      seed: an integer seed; default a random one (recorded in ``get_config``).
+      data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
+      **kwargs: base layer arguments (``name``, ``dtype``).
+
+    Example:
+
+    ```python
+    augment = bzna_tf.layers.SimilarityTransform(
+        224, 224, scale=(0.5, 1), ratio=(3 / 4, 4 / 3), degrees=10, flip_h=0.5, random_crop=True, seed=1)
+    batch = augment(images)  # (N, 224, 224, 3) float32
+    ```
+    """
+
+    def __init__(
+        self,
+        height,
+        width,
+        scale=(1.0, 1.0),
+        ratio=None,
+        degrees=0.0,
+        translate=0.0,
+        flip_h=0.0,
+        flip_v=0.0,
+        resize=False,
+        keep_ratio=False,
+        random_crop=False,
+        area_sampling="uniform",
+        fill_value=0.0,
+        seed=None,
+        data_format=None,
+        **kwargs,
+    ):
+        transform = transforms.SimilarityTransform(
+            scale=scale,
+            ratio=ratio,
+            degrees=degrees,
+            translate=translate,
+            flip_h=flip_h,
+            flip_v=flip_v,
+            resize=resize,
+            keep_ratio=keep_ratio,
+            random_crop=random_crop,
+            area_sampling=area_sampling,
+        )
+        super().__init__(
+            height, width, transform, fill_value=fill_value, seed=seed, data_format=data_format, **kwargs
+        )
+        self.scale, self.ratio, self.degrees, self.translate = scale, ratio, degrees, translate
+        self.flip_h, self.flip_v = flip_h, flip_v
+        self.resize, self.keep_ratio, self.random_crop = resize, keep_ratio, random_crop
+        self.area_sampling = area_sampling
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "scale": self.scale,
+                "ratio": self.ratio,
+                "degrees": self.degrees,
+                "translate": self.translate,
+                "flip_h": self.flip_h,
+                "flip_v": self.flip_v,
+                "resize": self.resize,
+                "keep_ratio": self.keep_ratio,
+                "random_crop": self.random_crop,
+                "area_sampling": self.area_sampling,
+            }
+        )
+        return config

@@ -1,0 +1,264 @@
+"""bzna_tf.layers: Keras 3 layers over the warp op and the transforms."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bzna_tf import transforms
+from bzna_tf.layers import CenterResizedCrop, Normalize, RandomResizedCrop, SimilarityTransform
+from bzna_tf.ops.warp import warp_rgb
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+
+
+@pytest.fixture
+def images():
+    """Smooth-ish uint8 photos: 4 of 60 x 80 (height x width)."""
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:60, 0:80]
+    base = np.stack([(x * 3) % 256, (y * 4) % 256, (x + y) % 256], axis=-1)
+    noise = rng.integers(0, 30, (4, 60, 80, 3))
+    return np.clip(base[None] + noise, 0, 255).astype(np.uint8)
+
+
+def all_layers():
+    return [
+        SimilarityTransform(
+            32,
+            48,
+            scale=(0.5, 1),
+            ratio=(0.8, 1.25),
+            degrees=15,
+            translate=(0.05, 0.1),
+            flip_h=0.5,
+            flip_v=0.2,
+            random_crop=True,
+            area_sampling="log",
+            fill_value=7,
+            seed=3,
+        ),
+        RandomResizedCrop(32, 48, flip_h=0.5, seed=4),
+        CenterResizedCrop(32, 48, scale=0.875),
+        Normalize(mean=MEAN, std=STD),
+    ]
+
+
+# --------------------------------------------------------------------------- what the layers compute
+
+
+def test_layer_output_is_the_warp_of_its_transform_matrices(images):
+    layer = SimilarityTransform(
+        32, 48, scale=(0.3, 1), ratio=(0.5, 2), degrees=20, flip_h=0.5, random_crop=True, fill_value=9, seed=1
+    )
+    params = layer.get_random_transformation(images, training=True, seed=1234)
+    out = layer.transform_images(images, params)
+    m = transforms.SimilarityTransform(
+        scale=(0.3, 1), ratio=(0.5, 2), degrees=20, flip_h=0.5, random_crop=True
+    ).matrices([[60, 80]] * 4, (32, 48), seed=1234)
+    np.testing.assert_array_equal(params["matrices"].numpy(), m.numpy())
+    np.testing.assert_array_equal(out.numpy(), warp_rgb(images, m, (32, 48), oob_color=9).numpy())
+    # The layer's own matrices, as as_dataset will ask for them, are the transform's.
+    np.testing.assert_array_equal(
+        layer.matrices([[60, 80]] * 4, seed=1234, indices=tf.range(4, dtype=tf.int64)).numpy(), m.numpy()
+    )
+
+
+def test_center_resized_crop_is_resize_then_centre_crop(images):
+    # 48 x 64, scale 0.75: the 36 x 48 centre onto 18 x 24 = resize to 24 x 32, keep [3:21, 4:28].
+    x = images[:, :48, :64]
+    ours = CenterResizedCrop(18, 24, scale=0.75)(x).numpy()
+    ref = tf.image.resize(x.astype(np.float32), (24, 32), method="bilinear", antialias=False).numpy()
+    ref = ref[:, 3:21, 4:28]
+    assert np.abs(ours - ref).max() <= 0.5 + 1e-3  # ours is rounded to integers, as uint8 input is
+
+
+def test_random_resized_crop_at_inference_is_a_plain_resize(images):
+    x = images[:, :45, :60]  # aspect 4/3: inside the default ratio range, so the whole image
+    layer = RandomResizedCrop(20, 30, flip_h=0.5, seed=2)
+    ours = layer(x, training=False).numpy()
+    ref = tf.image.resize(x.astype(np.float32), (20, 30), method="bilinear", antialias=False).numpy()
+    assert np.abs(ours - ref).max() <= 0.5 + 1e-3
+    np.testing.assert_array_equal(layer(x, training=False).numpy(), ours)
+
+
+def test_out_of_bounds_pixels_get_fill_value(images):
+    # Rotating the whole image by 45 degrees leaves the corners outside it.
+    layer = SimilarityTransform(60, 80, degrees=(45, 45), resize=True, fill_value=123, seed=0)
+    out = layer(images, training=True).numpy()
+    np.testing.assert_array_equal(out[:, 0, 0], np.full((4, 3), 123.0))
+    np.testing.assert_array_equal(out[:, -1, -1], np.full((4, 3), 123.0))
+
+
+def test_training_draws_new_parameters_inference_does_not(images):
+    layer = RandomResizedCrop(32, 48, flip_h=0.5, seed=5)
+    a, b = layer(images, training=True).numpy(), layer(images, training=True).numpy()
+    assert not np.array_equal(a, b)
+    # Images of one batch get different crops.
+    assert not np.array_equal(a[0], a[1])
+    c, d = layer(images, training=False).numpy(), layer(images, training=False).numpy()
+    np.testing.assert_array_equal(c, d)
+    # Same seed, same sequence of crops.
+    twin = RandomResizedCrop(32, 48, flip_h=0.5, seed=5)
+    np.testing.assert_array_equal(twin(images, training=True).numpy(), a)
+    np.testing.assert_array_equal(twin(images, training=True).numpy(), b)
+
+
+def test_non_square_output_shapes_and_layouts(images):
+    layer = SimilarityTransform(32, 48, scale=(0.5, 1), seed=8)
+    out = layer(images)
+    assert out.shape == (4, 32, 48, 3) and out.dtype == tf.float32
+    assert layer.compute_output_shape((None, None, None, 3)) == (None, 32, 48, 3)
+    assert layer(images[0]).shape == (32, 48, 3)
+    first = SimilarityTransform(32, 48, scale=(0.5, 1), seed=8, data_format="channels_first")
+    out_cf = first(np.transpose(images, (0, 3, 1, 2)))
+    assert out_cf.shape == (4, 3, 32, 48)
+    assert first.compute_output_shape((None, 3, None, None)) == (None, 3, 32, 48)
+    np.testing.assert_array_equal(np.transpose(out_cf.numpy(), (0, 2, 3, 1)), out.numpy())
+
+
+def test_input_dtypes(images):
+    layer = CenterResizedCrop(30, 40)
+    from_uint8 = layer(images).numpy()
+    # float32 images are interpolated without rounding: within half a grey level.
+    assert np.abs(layer(images.astype(np.float32)).numpy() - from_uint8).max() <= 0.5 + 1e-3
+    assert np.abs(layer(images.astype(np.float64)).numpy() - from_uint8).max() <= 0.5 + 1e-3
+    assert np.abs(layer(images.astype(np.int32)).numpy() - from_uint8).max() <= 0.5 + 1e-3
+    half = CenterResizedCrop(30, 40, dtype="float16")(images)
+    assert half.dtype == tf.float16
+
+
+# --------------------------------------------------------------------------- Keras plumbing
+
+
+@pytest.mark.parametrize("layer", all_layers(), ids=lambda layer: type(layer).__name__)
+def test_config_round_trip(layer):
+    config = layer.get_config()
+    json.dumps(config)
+    clone = type(layer).from_config(config)
+    assert clone.get_config() == config
+    serialized = keras.saving.serialize_keras_object(layer)
+    assert serialized["registered_name"] == f"bzna_tf>{type(layer).__name__}"
+    assert type(keras.saving.deserialize_keras_object(serialized)) is type(layer)
+
+
+def test_saved_model_reloads_with_identical_outputs(images, tmp_path):
+    def build():
+        return keras.Sequential(
+            [keras.Input((None, None, 3), dtype="uint8"), *all_layers()[:2], all_layers()[3]]
+        )
+
+    model = build()
+    path = tmp_path / "augment.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    for training in (True, False):
+        np.testing.assert_array_equal(
+            loaded(images, training=training).numpy(), model(images, training=training).numpy()
+        )
+    # A model built again from the same seeds agrees too.
+    np.testing.assert_array_equal(
+        build()(images, training=True).numpy(), keras.models.load_model(path)(images, training=True).numpy()
+    )
+
+
+def test_layers_in_tf_data_map(images):
+    layer = RandomResizedCrop(32, 48, flip_h=0.5, seed=6)
+    normalize = Normalize(mean=MEAN, std=STD)
+    ds = tf.data.Dataset.from_tensor_slices(images).batch(2).map(lambda x: normalize(layer(x)))
+    assert ds.element_spec.shape.as_list() == [None, 32, 48, 3]
+    first, second = [np.concatenate(list(ds.as_numpy_iterator())) for _ in range(2)]
+    assert first.shape == (4, 32, 48, 3) and np.isfinite(first).all()
+    assert not np.array_equal(first, second)  # a new epoch, new crops
+    # Unbatched elements of different sizes.
+    ragged = tf.data.Dataset.from_generator(
+        lambda: (images[0, : 30 + 10 * i, : 40 + 5 * i] for i in range(3)),
+        output_signature=tf.TensorSpec((None, None, 3), tf.uint8),
+    ).map(lambda x: CenterResizedCrop(16, 16)(x))
+    assert [e.shape for e in ragged.as_numpy_iterator()] == [(16, 16, 3)] * 3
+
+
+def test_model_fit_with_augmentation_layers(images):
+    labels = np.array([0, 1, 0, 1])
+    model = keras.Sequential(
+        [
+            keras.Input((None, None, 3), dtype="uint8"),
+            RandomResizedCrop(24, 24, scale=(0.5, 1), flip_h=0.5, seed=1),
+            Normalize(mean=MEAN, std=STD),
+            keras.layers.Conv2D(4, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(2),
+        ]
+    )
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).batch(2)
+    history = model.fit(ds, epochs=2, verbose=0, shuffle=False)
+    assert np.isfinite(history.history["loss"]).all()
+    assert np.isfinite(model.evaluate(ds, verbose=0))
+    assert model.predict(ds, verbose=0).shape == (4, 2)
+
+
+# --------------------------------------------------------------------------- Normalize
+
+
+def test_normalize_mean_std_and_bias_norm(images):
+    x = images.astype(np.float32)
+    want = (x / 255 - np.asarray(MEAN)) / np.asarray(STD)
+    np.testing.assert_allclose(Normalize(mean=MEAN, std=STD)(images).numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(Normalize(bias=10, norm=(1, 2, 3))(x).numpy(), (x - 10) * [1, 2, 3])
+    cf = Normalize(mean=MEAN, std=STD, data_format="channels_first")(np.transpose(images, (0, 3, 1, 2)))
+    np.testing.assert_allclose(np.transpose(cf.numpy(), (0, 2, 3, 1)), want, rtol=1e-5, atol=1e-5)
+    assert Normalize().compute_output_shape((None, 5, 6, 3)) == (None, 5, 6, 3)
+
+
+def test_normalize_errors():
+    with pytest.raises(ValueError, match="not both"):
+        Normalize(mean=MEAN, bias=1)
+    with pytest.raises(ValueError, match="nonzero"):
+        Normalize(std=0)
+    with pytest.raises(TypeError, match="saved in the config"):
+        Normalize(mean=tf.constant(MEAN))
+    with pytest.raises(ValueError, match="data_format"):
+        Normalize(data_format="NHWC")
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda: RandomResizedCrop(0, 10), "height"),
+        (lambda: RandomResizedCrop(10, 2.5), "width"),
+        (lambda: RandomResizedCrop(10, 10, data_format="NCHW"), "data_format"),
+        (lambda: RandomResizedCrop(10, 10, scale=(1, 0.5)), "scale"),
+        (lambda: SimilarityTransform(10, 10, fill_value="black"), "fill_value"),
+        (lambda: CenterResizedCrop(10, 10, scale=0), "scale"),
+    ],
+)
+def test_layer_argument_errors(make, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        make()
+
+
+def test_layer_input_errors(images):
+    layer = CenterResizedCrop(8, 8)
+    with pytest.raises(ValueError, match="3 channels"):
+        layer(images[..., :1])
+    with pytest.raises(ValueError, match="rank-3 or rank-4|shape"):
+        layer(images[0, :, :, 0])
+
+
+def test_layers_reachable_from_the_package_without_a_heavy_import():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, bzna_tf; light = 'tensorflow' not in sys.modules; "
+        "layer = bzna_tf.layers.RandomResizedCrop(8, 8, seed=1); "
+        "print(light, type(bzna_tf.transforms.CenterResizedCrop()).__name__, 'layers' in dir(bzna_tf))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["True", "CenterResizedCrop", "True"]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = __import__("bzna_tf").nope
