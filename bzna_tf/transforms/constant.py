@@ -114,6 +114,9 @@ def bias_norm(bias=None, norm=None, mean=None, std=None):
 class ConstantWarpTransform(WarpTransform):
     """The same output->source matrix for every sample (Benzina's ConstantWarpTransform).
 
+    :meth:`matrices` takes shapes as (height, width), like every transform, and
+    ignores them: the matrix is used as given.
+
     Args:
       matrix: 9 values (row-major 3x3) or a (3, 3) array, mapping OUTPUT pixel indices (x, y, 1) to
         SOURCE pixel indices; default the identity (a top-left crop of the output's size).
