@@ -21,11 +21,12 @@ def _positive_int(value, arg):
 class WarpLayer(keras.layers.Layer):
     """Warps a batch of images through a :class:`bzna_tf.transforms.WarpTransform`.
 
-    Subclasses build ``self.transform`` and list their constructor arguments in
-    ``get_config``. The random part of a call is one 62-bit key drawn from the
-    layer's ``SeedGenerator``; the transform turns (key, position in the batch)
-    into each image's matrix, and ``bzna_tf.ops.warp_rgb`` applies them all in
-    one op. A deterministic layer (``random=False``) has no generator, so it
+    Subclasses build ``self.transform`` and pass their own constructor
+    arguments to :meth:`_remember`, which keeps them for ``get_config``. The
+    random part of a call is one 62-bit key drawn from the layer's
+    ``SeedGenerator``; the transform turns (key, position in the batch) into
+    each image's matrix, and ``bzna_tf.ops.warp_rgb`` applies them all in one
+    op. A deterministic layer (``random=False``) has no generator, so it
     holds no variable and can be made anywhere, a ``tf.data`` function included.
     """
 
@@ -48,6 +49,12 @@ class WarpLayer(keras.layers.Layer):
         self.seed = seed if seed is not None or not random else _random.randint(1, 2**31 - 1)
         self.generator = keras.random.SeedGenerator(self.seed) if random else None
         self.supports_jit = False
+
+    def _remember(self, **arguments):
+        """Keeps constructor arguments, as given, as attributes and in ``get_config``."""
+        for name, value in arguments.items():
+            setattr(self, name, value)
+        self._config_names = (*getattr(self, "_config_names", ()), *arguments)
 
     # ------------------------------------------------------------------ the per-sample matrices
 
@@ -152,6 +159,7 @@ class WarpLayer(keras.layers.Layer):
                 "fill_value": self.fill_value,
                 "seed": self.seed,
                 "data_format": self.data_format,
+                **{name: getattr(self, name) for name in getattr(self, "_config_names", ())},
             }
         )
         return config

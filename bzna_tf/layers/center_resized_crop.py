@@ -43,13 +43,14 @@ class CenterResizedCrop(WarpLayer):
     """
 
     def __init__(self, height, width, scale=1.0, keep_ratio=True, fill_value=0.0, data_format=None, **kwargs):
-        transform = transforms.CenterResizedCrop(scale=scale, keep_ratio=keep_ratio)
+        arguments = dict(scale=scale, keep_ratio=keep_ratio)
         super().__init__(
-            height, width, transform, random=False, fill_value=fill_value, data_format=data_format, **kwargs
+            height,
+            width,
+            transforms.CenterResizedCrop(**arguments),
+            random=False,
+            fill_value=fill_value,
+            data_format=data_format,
+            **kwargs,
         )
-        self.scale, self.keep_ratio = scale, keep_ratio
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"scale": self.scale, "keep_ratio": self.keep_ratio})
-        return config
+        self._remember(**arguments)

@@ -79,7 +79,7 @@ class RandomResizedCrop(WarpLayer):
         data_format=None,
         **kwargs,
     ):
-        transform = transforms.RandomResizedCrop(
+        arguments = dict(
             scale=scale,
             ratio=ratio,
             degrees=degrees,
@@ -89,22 +89,12 @@ class RandomResizedCrop(WarpLayer):
             area_sampling=area_sampling,
         )
         super().__init__(
-            height, width, transform, fill_value=fill_value, seed=seed, data_format=data_format, **kwargs
+            height,
+            width,
+            transforms.RandomResizedCrop(**arguments),
+            fill_value=fill_value,
+            seed=seed,
+            data_format=data_format,
+            **kwargs,
         )
-        self.scale, self.ratio, self.degrees, self.translate = scale, ratio, degrees, translate
-        self.flip_h, self.flip_v, self.area_sampling = flip_h, flip_v, area_sampling
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "scale": self.scale,
-                "ratio": self.ratio,
-                "degrees": self.degrees,
-                "translate": self.translate,
-                "flip_h": self.flip_h,
-                "flip_v": self.flip_v,
-                "area_sampling": self.area_sampling,
-            }
-        )
-        return config
+        self._remember(**arguments)

@@ -88,7 +88,7 @@ class SimilarityTransform(WarpLayer):
         data_format=None,
         **kwargs,
     ):
-        transform = transforms.SimilarityTransform(
+        arguments = dict(
             scale=scale,
             ratio=ratio,
             degrees=degrees,
@@ -101,27 +101,12 @@ class SimilarityTransform(WarpLayer):
             area_sampling=area_sampling,
         )
         super().__init__(
-            height, width, transform, fill_value=fill_value, seed=seed, data_format=data_format, **kwargs
+            height,
+            width,
+            transforms.SimilarityTransform(**arguments),
+            fill_value=fill_value,
+            seed=seed,
+            data_format=data_format,
+            **kwargs,
         )
-        self.scale, self.ratio, self.degrees, self.translate = scale, ratio, degrees, translate
-        self.flip_h, self.flip_v = flip_h, flip_v
-        self.resize, self.keep_ratio, self.random_crop = resize, keep_ratio, random_crop
-        self.area_sampling = area_sampling
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "scale": self.scale,
-                "ratio": self.ratio,
-                "degrees": self.degrees,
-                "translate": self.translate,
-                "flip_h": self.flip_h,
-                "flip_v": self.flip_v,
-                "resize": self.resize,
-                "keep_ratio": self.keep_ratio,
-                "random_crop": self.random_crop,
-                "area_sampling": self.area_sampling,
-            }
-        )
-        return config
+        self._remember(**arguments)
