@@ -18,10 +18,23 @@ import numpy as np
 from bzna_tf.format.hevc import annexb_to_picture_parts
 from bzna_tf.format.sample import Picture
 
-__all__ = ["coded_size_for", "encode_image", "encode_picture", "rgb_to_yuv420", "thumbnail_size"]
+__all__ = [
+    "DEFAULT_CRF",
+    "DEFAULT_PRESET",
+    "coded_size_for",
+    "encode_image",
+    "encode_image_with",
+    "encode_picture",
+    "resize_rgb",
+    "rgb_to_yuv420",
+    "thumbnail_size",
+]
 
 TILE = 512
 THUMB_MAX = 512
+# Benzina's own tools encoded ImageNet with CRF 10 and x265's "medium" preset.
+DEFAULT_CRF = 10
+DEFAULT_PRESET = "medium"
 
 
 def coded_size_for(size, tile: int = TILE) -> tuple[int, int]:
@@ -65,15 +78,24 @@ def rgb_to_yuv420(rgb: np.ndarray, coded_size) -> np.ndarray:
     return np.concatenate([u8(y), u8(sub(cb)).reshape(ch // 4, cw), u8(sub(cr)).reshape(ch // 4, cw)])
 
 
-def encode_picture(rgb: np.ndarray, *, coded_size=None, crf: int = 10, preset: str = "medium") -> Picture:
+def encode_picture(
+    rgb: np.ndarray,
+    *,
+    coded_size=None,
+    crf: float = DEFAULT_CRF,
+    preset: str = DEFAULT_PRESET,
+    threads: int | None = None,
+) -> Picture:
     """Encode one RGB image as a single H.265 picture.
 
     Args:
       rgb: (H, W, 3) uint8.
       coded_size: (width, height) of the coded frame; default
         :func:`coded_size_for` the image.
-      crf: x265 constant rate factor (Benzina's tools use 10).
+      crf: x265 constant rate factor, 0 (lossless-ish) to 51 (Benzina's tools use 10).
       preset: x265 preset ('ultrafast' ... 'placebo'; Benzina uses 'medium').
+      threads: x265 worker threads; default x265's own choice (all cores).
+        Parallel converters give each process one.
 
     Returns:
       A :class:`~bzna_tf.format.Picture`.
@@ -100,34 +122,66 @@ def encode_picture(rgb: np.ndarray, *, coded_size=None, crf: int = 10, preset: s
     ctx = av.CodecContext.create("libx265", "w")
     ctx.width, ctx.height, ctx.pix_fmt = cw, ch, "yuvj420p"
     ctx.time_base = Fraction(1, 1)
-    ctx.options = {
-        "crf": str(crf),
-        "preset": preset,
-        "x265-params": "log-level=error:range=full:colormatrix=bt470bg:chromaloc=1",
-    }
+    params = "log-level=error:range=full:colormatrix=bt470bg:chromaloc=1"
+    if threads is not None:
+        params += f":pools={int(threads)}:frame-threads=1"
+    ctx.options = {"crf": str(crf), "preset": preset, "x265-params": params}
     packets = ctx.encode(frame) + ctx.encode(None)
     sample, hvcc = annexb_to_picture_parts(b"".join(bytes(p) for p in packets))
     return Picture(sample, hvcc, (w, h), (cw, ch))
 
 
-def encode_image(rgb: np.ndarray, *, crf: int = 10, preset: str = "medium"):
+def resize_rgb(rgb: np.ndarray, size) -> np.ndarray:
+    """An RGB image resized to ``size`` = (width, height), bicubic (FFmpeg's swscale)."""
+    import av
+
+    frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+    return frame.reformat(width=size[0], height=size[1], interpolation="BICUBIC").to_ndarray()
+
+
+def encode_image(
+    rgb: np.ndarray,
+    *,
+    crf: float = DEFAULT_CRF,
+    preset: str = DEFAULT_PRESET,
+    threads: int | None = None,
+    thumbnails_only: bool = False,
+):
     """Encode an image and, when it exceeds 512x512, its thumbnail.
+
+    Args:
+      rgb: (H, W, 3) uint8.
+      crf, preset, threads: as for :func:`encode_picture`.
+      thumbnails_only: store only the thumbnail (the image itself when it fits
+        512x512): the input track then holds the thumbnail-size picture, a much
+        smaller file for training at up to 512 pixels.
 
     Returns:
       (input, thumb): two :class:`~bzna_tf.format.Picture`; ``thumb`` is None
-      when the image fits 512x512 (the thumbnail track then points at the input).
+      when the image fits 512x512 (the thumbnail track then points at the input),
+      and always with ``thumbnails_only``.
     """
-    import av
 
+    def encode(image, coded_size=None):
+        return encode_picture(image, coded_size=coded_size, crf=crf, preset=preset, threads=threads)
+
+    return encode_image_with(encode, rgb, thumbnails_only=thumbnails_only)
+
+
+def encode_image_with(encode, rgb: np.ndarray, *, thumbnails_only: bool = False):
+    """(input, thumb) pictures of an image, each made by ``encode(rgb, coded_size=None)``.
+
+    The thumbnail (SPEC.md section 2: at most 512 on a side, sizes truncated)
+    is resized bicubically and coded in a 512x512 frame; none when the image
+    fits, or with ``thumbnails_only`` (the input is then the thumbnail).
+    """
     rgb = np.ascontiguousarray(rgb)
     h, w = rgb.shape[:2]
-    inp = encode_picture(rgb, crf=crf, preset=preset)
     tsize = thumbnail_size((w, h))
-    if tsize is None:
+    small = None if tsize is None else resize_rgb(rgb, tsize)
+    if thumbnails_only:
+        return encode(rgb if small is None else small), None
+    inp = encode(rgb)
+    if small is None:
         return inp, None
-    small = (
-        av.VideoFrame.from_ndarray(rgb, format="rgb24")
-        .reformat(width=tsize[0], height=tsize[1], interpolation="BICUBIC")
-        .to_ndarray()
-    )
-    return inp, encode_picture(small, coded_size=(THUMB_MAX, THUMB_MAX), crf=crf, preset=preset)
+    return inp, encode(small, coded_size=(THUMB_MAX, THUMB_MAX))
