@@ -32,7 +32,8 @@ def _check(f, pictures, targets, names):
         assert s.thumb.sample == exp_th.sample
         assert s.thumb.size == exp_th.size and s.thumb.coded_size == exp_th.coded_size
         assert s.has_separate_thumb == (th is not None)
-        assert s.input.children == ["hvcC", "pasp", "clap"]
+        # The original tools' muxer's layout.
+        assert s.input.children == ["hvcC", "fiel", "pasp", "clap", "btrt"]
         c = s.input.clap
         assert (c.width_n, c.height_n) == inp.size
         assert (c.horiz_off_n, c.horiz_off_d) == (inp.size[0] - inp.coded_size[0], 2)

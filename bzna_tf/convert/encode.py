@@ -128,7 +128,7 @@ def encode_picture(
     ctx.options = {"crf": str(crf), "preset": preset, "x265-params": params}
     packets = ctx.encode(frame) + ctx.encode(None)
     sample, hvcc = annexb_to_picture_parts(b"".join(bytes(p) for p in packets))
-    return Picture(sample, hvcc, (w, h), (cw, ch))
+    return Picture(sample, hvcc, (w, h), (cw, ch), compressor=f"bzna_tf libx265 crf {crf:g}")
 
 
 def resize_rgb(rgb: np.ndarray, size) -> np.ndarray:

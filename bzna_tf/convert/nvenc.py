@@ -75,7 +75,7 @@ def encode_picture_nvenc(rgb: np.ndarray, *, coded_size=None, qp: float = 10, gp
     stream = bytes(bytearray(encoder.Encode(np.ascontiguousarray(planes))))
     stream += bytes(bytearray(encoder.EndEncode()))
     sample, hvcc = annexb_to_picture_parts(stream)
-    return Picture(sample, hvcc, (w, h), (cw, ch))
+    return Picture(sample, hvcc, (w, h), (cw, ch), compressor=f"bzna_tf nvenc qp {int(round(qp))}")
 
 
 def encode_image_nvenc(rgb: np.ndarray, *, qp: float = 10, thumbnails_only: bool = False, gpu_id: int = 0):

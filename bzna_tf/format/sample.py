@@ -95,7 +95,8 @@ class Picture:
       sample_entry: optionally, a complete ``hvc1`` box from the encoder's
         muxer. It is kept as it is (with ``clap``, and ``pasp`` if missing, added),
         which preserves what the muxer recorded. Without it, the writer builds
-        one from ``hvcc`` and ``coded_size``.
+        one from ``hvcc`` and ``coded_size``, laid out as the original tools'.
+      compressor: the encoder's name for a built entry (e.g. "libx265"), at most 31 bytes.
     """
 
     sample: bytes
@@ -103,6 +104,7 @@ class Picture:
     size: tuple[int, int]
     coded_size: tuple[int, int]
     sample_entry: bytes | None = None
+    compressor: str = ""
 
     def __post_init__(self):
         self.size = tuple(int(v) for v in self.size)
@@ -294,8 +296,15 @@ def decode_name(raw: bytes, where: Where, offset: int) -> str:
 # Building.
 
 
-def build_hvc1(hvcc: bytes, coded_size, compressor: str = "") -> bytes:
-    """A minimal ``hvc1`` sample entry: VisualSampleEntry + hvcC."""
+def build_hvc1(hvcc: bytes, coded_size, compressor: str = "", sample_size: int | None = None) -> bytes:
+    """An ``hvc1`` sample entry: VisualSampleEntry + hvcC + fiel (+ btrt).
+
+    With ``sample_size`` (the one picture's bytes), the entry is laid out as
+    the original tools' muxer did: ``hvcC``, ``fiel`` (progressive), and a
+    ``btrt`` whose max and average bitrates are the picture's size in bits
+    per second of its one-second sample (:func:`video_entry` adds ``pasp``
+    and ``clap`` between them).
+    """
     name = compressor.encode()[:31]
     body = struct.pack(
         ">6xH2xH12xHHIIIH32sHh",
@@ -312,7 +321,16 @@ def build_hvc1(hvcc: bytes, coded_size, compressor: str = "") -> bytes:
         -1,
     )
     assert len(body) == VISUAL_ENTRY_BODY
-    return box(b"hvc1", body, box(b"hvcC", hvcc))
+    if sample_size is None:
+        return box(b"hvc1", body, box(b"hvcC", hvcc))
+    bits = min(sample_size * 8, 0xFFFFFFFF)
+    return box(
+        b"hvc1",
+        body,
+        box(b"hvcC", hvcc),
+        box(b"fiel", b"\x01\x00"),
+        box(b"btrt", struct.pack(">III", 0, bits, bits)),
+    )
 
 
 def _entry_children(entry: bytes) -> tuple[bytes, list[tuple[str, bytes]]]:
@@ -331,7 +349,7 @@ def video_entry(p: Picture) -> bytes:
     added as 1:1. They go after ``hvcC`` and any ``fiel``, before the rest, which
     is where the original tools leave them (``hvcC, fiel, pasp, clap, btrt``).
     """
-    entry = p.sample_entry or build_hvc1(p.hvcc_bytes, p.coded_size)
+    entry = p.sample_entry or build_hvc1(p.hvcc_bytes, p.coded_size, p.compressor, len(p.sample))
     body, kids = _entry_children(entry)
     kids = [k for k in kids if k[0] != "clap"]
     if not any(t == "pasp" for t, _ in kids):
