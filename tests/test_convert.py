@@ -555,3 +555,15 @@ def test_cli_convert_folder(tmp_path, small_images):
     )
     assert bad.returncode != 0 and "no TFRecord file matches" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_tfrecord_example_script(tmp_path):
+    script = __import__("pathlib").Path(__file__).parent.parent / "examples" / "tfrecord_to_bzna.py"
+    out = tmp_path / "demo.bzna"
+    r = subprocess.run(
+        [sys.executable, str(script), "--demo", str(out), "--workers", "2"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    assert "40 images" in r.stdout and "targets 0..9" in r.stdout
+    with BznaFile(out) as f:
+        assert len(f) == 40 and f.targets.tolist() == [i % 10 for i in range(40)]
