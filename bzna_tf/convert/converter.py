@@ -255,11 +255,16 @@ def convert(
         summary.images += 1
 
     with BznaWriter(output) as writer:
+
+        def finish(item, result):
+            write(writer, item, result)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(skipped=len(summary.skipped), refresh=False)
+
         if workers == 0:
             for item in source:
-                write(writer, item, encode_item(item, options))
-                if bar is not None:
-                    bar.update(1)
+                finish(item, encode_item(item, options))
         else:
             context = multiprocessing.get_context("spawn")
             with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
@@ -269,15 +274,10 @@ def convert(
                         queue.append((item, pool.submit(encode_item, item, options)))
                         while len(queue) >= workers * _IN_FLIGHT_PER_WORKER or (queue and queue[0][1].done()):
                             done_item, future = queue.popleft()
-                            write(writer, done_item, future.result())
-                            if bar is not None:
-                                bar.update(1)
-                                bar.set_postfix(skipped=len(summary.skipped), refresh=False)
+                            finish(done_item, future.result())
                     while queue:
                         done_item, future = queue.popleft()
-                        write(writer, done_item, future.result())
-                        if bar is not None:
-                            bar.update(1)
+                        finish(done_item, future.result())
                 except BaseException:
                     for _, future in queue:
                         future.cancel()
