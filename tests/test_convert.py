@@ -443,6 +443,12 @@ def test_undecodable_images_are_skipped_or_fatal(tmp_path, small_images):
     assert "skipped 1 undecodable images" in str(summary) and "the broken one" in str(summary)
     with BznaFile(out) as f:
         assert f.filenames() == ["0.jpg", "1.jpg", "2.jpg"]
+    import io
+
+    log = io.StringIO()
+    convert(items, tmp_path / "bar.bzna", workers=0, progress=True, log=log)
+    assert "skipped the broken one: FFmpeg cannot decode it" in log.getvalue() and "4/4" in log.getvalue()
+    (tmp_path / "bar.bzna").unlink()
     with pytest.raises(ConversionError, match="the broken one"):
         convert(items, tmp_path / "strict.bzna", workers=0, strict=True, progress=False, log=None)
     assert not (tmp_path / "strict.bzna").exists()

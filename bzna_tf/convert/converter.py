@@ -224,36 +224,52 @@ def convert(
         from tqdm import tqdm
 
         bar = tqdm(total=total, unit="img", file=log, dynamic_ncols=True, smoothing=0.05)
-    pending_unlabelled = []
+    first_unlabelled = None  # origin of the first unlabelled image written
     low = high = None
 
     def write(writer, item, result):
-        nonlocal low, high
+        nonlocal low, high, first_unlabelled
         if result[0] == "skip":
             summary.skipped.append((item.origin or item.filename, result[1]))
             if strict:
                 raise ConversionError(f"{item.origin or item.filename}: {result[1]}")
-            if log is not None and bar is None:
-                print(f"skipped {item.origin or item.filename}: {result[1]}", file=log)
+            message = f"skipped {item.origin or item.filename}: {result[1]}"
+            if bar is not None:
+                bar.write(message, file=log)
+            elif log is not None:
+                print(message, file=log)
             return
         _, inp, thumb = result
         target = item.target
         if target is None and missing_label is not None:
             target = missing_label
-        if target is not None and pending_unlabelled:
+        if target is not None and first_unlabelled is not None:
             raise ValueError(
-                f"{item.origin}: a labelled image after unlabelled ones ({pending_unlabelled[0]} first); the "
+                f"{item.origin}: a labelled image after unlabelled ones ({first_unlabelled} first); the "
                 "format stores targets for a prefix of the samples: put unlabelled images last, or pass "
                 "missing_label (e.g. -1) to store a target for them"
             )
         if target is None:
-            pending_unlabelled.append(item.origin or item.filename)
+            first_unlabelled = first_unlabelled or item.origin or item.filename
         else:
             low = target if low is None else min(low, target)
             high = target if high is None else max(high, target)
         writer.append(inp, thumb=thumb, target=target, filename=item.filename)
         summary.images += 1
 
+    try:
+        _run(source, output, workers, options, write, bar, summary)
+    finally:
+        if bar is not None:
+            bar.close()
+    summary.seconds = time.perf_counter() - start
+    summary.bytes = os.path.getsize(output)
+    summary.targets = None if low is None else (low, high)
+    return summary
+
+
+def _run(source, output, workers, options, write, bar, summary):
+    """Reads, encodes (in workers) and writes, in input order."""
     with BznaWriter(output) as writer:
 
         def finish(item, result):
@@ -284,9 +300,3 @@ def convert(
                     raise
         if summary.images == 0:
             raise ConversionError(f"no image could be converted ({len(summary.skipped)} skipped)")
-    if bar is not None:
-        bar.close()
-    summary.seconds = time.perf_counter() - start
-    summary.bytes = os.path.getsize(output)
-    summary.targets = None if low is None else (low, high)
-    return summary
