@@ -134,7 +134,7 @@ def encode_item(item: Item, options: EncodeOptions):
     return ("ok", inp, thumb)
 
 
-def _check_options(workers, crf, preset, encoder, missing_label):
+def _check_options(workers, crf, encoder, missing_label):
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
         raise ValueError(f"Expected `workers` as an integer >= 0. Received: workers={workers!r}")
     if not 0 <= crf <= 51:
@@ -203,7 +203,7 @@ def convert(
       ValueError: bad arguments, or an unlabelled image followed by a labelled one without
         ``missing_label``.
     """
-    _check_options(workers, crf, preset, encoder, missing_label)
+    _check_options(workers, crf, encoder, missing_label)
     workers = default_workers() if workers is None else workers
     options = EncodeOptions(
         crf=crf,

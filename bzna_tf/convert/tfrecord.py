@@ -86,6 +86,25 @@ def _open(path, compression):
     return _ZlibReader(f) if compression == "ZLIB" else f
 
 
+def _record_length(header, where, offset, size):
+    """The data length of the record whose 12-byte header is ``header``, checked.
+
+    ``size``: the file's size when known (uncompressed), so a length running
+    past the end is refused before anything is read or allocated.
+    """
+    if len(header) < 12:
+        raise TFRecordError(f"{where}: truncated header ({len(header)} of 12 bytes)")
+    length, length_crc = struct.unpack("<QI", header)
+    if masked_crc32c(header[:8]) != length_crc:
+        raise TFRecordError(
+            f"{where}: the length's checksum does not match (not a TFRecord file, "
+            "a compressed one read without `compression`, or corrupted)"
+        )
+    if size is not None and offset + 16 + length > size:
+        raise TFRecordError(f"{where}: {length} bytes of data announced, {size - offset - 12} left")
+    return length
+
+
 def iter_records(path, compression=None):
     """Yields ``(record_index, byte_offset, data)`` for every record of a TFRecord file.
 
@@ -102,16 +121,7 @@ def iter_records(path, compression=None):
             if not header:
                 return
             where = f"{path}: record {index} at byte {offset}"
-            if len(header) < 12:
-                raise TFRecordError(f"{where}: truncated header ({len(header)} of 12 bytes)")
-            length, length_crc = struct.unpack("<QI", header)
-            if masked_crc32c(header[:8]) != length_crc:
-                raise TFRecordError(
-                    f"{where}: the length's checksum does not match (not a TFRecord file, "
-                    "a compressed one read without `compression`, or corrupted)"
-                )
-            if size is not None and offset + 16 + length > size:
-                raise TFRecordError(f"{where}: {length} bytes of data announced, {size - offset - 12} left")
+            length = _record_length(header, where, offset, size)
             data = f.read(length)
             footer = f.read(4)
             if len(data) < length or len(footer) < 4:
@@ -133,16 +143,9 @@ def count_records(path, compression=None) -> int:
     with open(path, "rb") as f:
         while offset < size:
             f.seek(offset)
-            header = f.read(12)
-            where = f"{path}: record {count} at byte {offset}"
-            if len(header) < 12:
-                raise TFRecordError(f"{where}: truncated header ({len(header)} of 12 bytes)")
-            length, length_crc = struct.unpack("<QI", header)
-            if masked_crc32c(header[:8]) != length_crc:
-                raise TFRecordError(f"{where}: the length's checksum does not match")
-            offset += 16 + length
-            if offset > size:
-                raise TFRecordError(f"{where}: truncated data ({length} bytes announced)")
+            offset += 16 + _record_length(
+                f.read(12), f"{path}: record {count} at byte {offset}", offset, size
+            )
             count += 1
     return count
 

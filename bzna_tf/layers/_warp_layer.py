@@ -12,6 +12,14 @@ from bzna_tf.ops.warp import warp_rgb
 DATA_FORMATS = ("channels_last", "channels_first")
 
 
+def standardize_data_format(data_format):
+    """``data_format``, or Keras' ``image_data_format()`` for None, checked."""
+    value = keras.backend.image_data_format() if data_format is None else data_format
+    if value not in DATA_FORMATS:
+        raise ValueError(f"Expected `data_format` in {DATA_FORMATS}. Received: data_format={data_format!r}")
+    return value
+
+
 def _positive_int(value, arg):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"Expected `{arg}` as a positive integer. Received: {arg}={value!r}")
@@ -40,11 +48,7 @@ class WarpLayer(keras.layers.Layer):
         if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
             raise ValueError(f"Expected `fill_value` as a number. Received: fill_value={fill_value!r}")
         self.fill_value = fill_value
-        self.data_format = keras.backend.image_data_format() if data_format is None else data_format
-        if self.data_format not in DATA_FORMATS:
-            raise ValueError(
-                f"Expected `data_format` in {DATA_FORMATS}. Received: data_format={data_format!r}"
-            )
+        self.data_format = standardize_data_format(data_format)
         # Like Keras' own layers: without a seed, a random one that get_config records.
         self.seed = seed if seed is not None or not random else _random.randint(1, 2**31 - 1)
         self.generator = keras.random.SeedGenerator(self.seed) if random else None
@@ -84,20 +88,27 @@ class WarpLayer(keras.layers.Layer):
         halves = tf.cast(halves, tf.int64)
         return halves[0] * 2**31 + halves[1]
 
-    def _nhwc(self, images):
+    def _checked(self, images):
+        """The images as a tensor of rank 3 or 4 with 3 channels, in the layer's layout."""
         images = tf.convert_to_tensor(images)
         if images.shape.rank not in (3, 4):
             raise ValueError(
                 "Expected images of shape (N, H, W, C) or (H, W, C) (channels first: (N, C, H, W) or "
                 f"(C, H, W)). Received: images.shape={images.shape}"
             )
-        if self.data_format == "channels_first":
-            images = tf.transpose(images, [1, 2, 0] if images.shape.rank == 3 else [0, 2, 3, 1])
-        if images.shape[-1] not in (None, 3):
+        channels = images.shape[-3] if self.data_format == "channels_first" else images.shape[-1]
+        if channels not in (None, 3):
             raise ValueError(
                 f"Expected RGB images (3 channels) in {self.data_format} layout. Received: images.shape="
                 f"{images.shape}"
             )
+        return images
+
+    def _nhwc(self, images):
+        """Checked images, channels last, uint8 or float32: what the warp op takes."""
+        images = self._checked(images)
+        if self.data_format == "channels_first":
+            images = tf.transpose(images, [1, 2, 0] if images.shape.rank == 3 else [0, 2, 3, 1])
         if images.dtype not in (tf.uint8, tf.float32):
             images = tf.cast(images, tf.float32)
         return images
@@ -112,13 +123,13 @@ class WarpLayer(keras.layers.Layer):
           training: False for the deterministic behaviour.
           seed: an integer key; default a fresh one from the layer's ``SeedGenerator``.
         """
-        images = data["images"] if isinstance(data, dict) else data
-        images = self._nhwc(images)
+        images = self._checked(data["images"] if isinstance(data, dict) else data)
         shape = tf.shape(images, out_type=tf.int64)
         count = shape[0] if images.shape.rank == 4 else tf.constant(1, tf.int64)
         if training and seed is None and self.generator is not None:
             seed = self._draw_key()
-        in_shapes = tf.broadcast_to(shape[-3:-1], tf.stack([count, 2]))
+        height_width = shape[-2:] if self.data_format == "channels_first" else shape[-3:-1]
+        in_shapes = tf.broadcast_to(height_width, tf.stack([count, 2]))
         return {
             "matrices": self.matrices(
                 in_shapes, seed=0 if seed is None else seed, indices=tf.range(count), training=training

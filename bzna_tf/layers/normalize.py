@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bzna_tf.layers._warp_layer import DATA_FORMATS
+from bzna_tf.layers._warp_layer import standardize_data_format
 from bzna_tf.transforms.constant import bias_norm
 
 
@@ -66,11 +66,7 @@ class Normalize(keras.layers.Layer):
         self.bias, self.norm = _as_list(bias, "bias"), _as_list(norm, "norm")
         b, n = bias_norm(self.bias, self.norm, self.mean, self.std)
         self._bias, self._norm = np.asarray(b), np.asarray(n)
-        self.data_format = keras.backend.image_data_format() if data_format is None else data_format
-        if self.data_format not in DATA_FORMATS:
-            raise ValueError(
-                f"Expected `data_format` in {DATA_FORMATS}. Received: data_format={data_format!r}"
-            )
+        self.data_format = standardize_data_format(data_format)
 
     def _channel_shape(self, rank):
         return [3] if self.data_format == "channels_last" or rank < 3 else [3, 1, 1]

@@ -34,16 +34,11 @@ BACKENDS = ("tensorflow", "numpy")
 class NumpyOps:
     """The operations the transform math needs, on NumPy arrays."""
 
-    name = "numpy"
     pi = math.pi
 
     @staticmethod
     def f64(x):
         return np.asarray(x, dtype=np.float64)
-
-    @staticmethod
-    def is_tensor(x):
-        return False
 
     sqrt, log, exp, cos, sin = np.sqrt, np.log, np.exp, np.cos, np.sin
     abs, minimum, maximum, where = np.abs, np.minimum, np.maximum, np.where
@@ -55,10 +50,6 @@ class NumpyOps:
     @staticmethod
     def stack(values, axis=-1):
         return np.stack(np.broadcast_arrays(*values), axis=axis)
-
-    @staticmethod
-    def broadcast_to_like(x, like):
-        return np.broadcast_to(x, np.shape(like))
 
     @staticmethod
     def zeros_like(x):
@@ -129,7 +120,6 @@ class NumpyOps:
 class TensorFlowOps:
     """The same operations on TensorFlow tensors (float64 inside)."""
 
-    name = "tensorflow"
     pi = math.pi
 
     @staticmethod
@@ -137,10 +127,6 @@ class TensorFlowOps:
         return (
             tf.cast(x, tf.float64) if isinstance(x, (tf.Tensor, tf.Variable)) else tf.constant(x, tf.float64)
         )
-
-    @staticmethod
-    def is_tensor(x):
-        return isinstance(x, (tf.Tensor, tf.Variable))
 
     sqrt, log, exp, cos, sin, abs = tf.sqrt, tf.math.log, tf.exp, tf.cos, tf.sin, tf.abs
 
@@ -172,10 +158,6 @@ class TensorFlowOps:
                 target = tf.broadcast_dynamic_shape(target, tf.shape(v))
             values = [tf.broadcast_to(v, target) for v in values]
         return tf.stack(values, axis=axis)
-
-    @staticmethod
-    def broadcast_to_like(x, like):
-        return tf.broadcast_to(x, tf.shape(like))
 
     @staticmethod
     def zeros_like(x):
