@@ -1,14 +1,16 @@
 """bzna_tf: Benzina datasets (.bzna) for TensorFlow and Keras.
 
-This module holds the public surface only; it imports no TensorFlow and never
-loads the native library. The TensorFlow parts are submodules, imported on
-first use: ``bzna_tf.layers`` (Keras layers), ``bzna_tf.transforms`` (the
+``ImageNet``, ``ClassificationDataset`` and ``Dataset`` open .bzna files and
+build ``tf.data`` pipelines (``as_dataset``). This module holds the public
+surface only; it imports no TensorFlow and never loads the native library.
+The TensorFlow parts are submodules, imported on first use: ``bzna_tf.layers`` (Keras layers), ``bzna_tf.transforms`` (the
 affine math and samplers), ``bzna_tf.ops`` (the native ops) and
 ``bzna_tf.decode``.
 """
 
 import importlib
 
+from bzna_tf.datasets import ClassificationDataset, Dataset, ImageNet
 from bzna_tf.format import (
     IMAGENET_SPLITS,
     BznaFile,
@@ -46,8 +48,11 @@ __all__ = [
     "BznaFormatError",
     "BznaShards",
     "BznaWriter",
+    "ClassificationDataset",
+    "Dataset",
     "HvcC",
     "ImageMp4",
+    "ImageNet",
     "Picture",
     "__version__",
     "imagenet_split",

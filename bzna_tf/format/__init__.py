@@ -10,7 +10,7 @@ from bzna_tf.format.hevc import HvcC, NalArray, split_nals, to_annexb
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import Clap, ImageMp4, Picture, VideoTrack, parse_image_mp4
 from bzna_tf.format.shards import BznaShards, expand_paths, open_bzna
-from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_split
+from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_split, imagenet_splits, select_split
 from bzna_tf.format.tracks import Trak
 from bzna_tf.format.writer import BznaWriter
 
@@ -29,8 +29,10 @@ __all__ = [
     "VideoTrack",
     "expand_paths",
     "imagenet_split",
+    "imagenet_splits",
     "open_bzna",
     "parse_image_mp4",
+    "select_split",
     "split_nals",
     "to_annexb",
 ]

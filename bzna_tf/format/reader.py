@@ -52,7 +52,9 @@ class Source:
         elif hasattr(source, "read") and hasattr(source, "seek"):
             self.name = name or getattr(source, "name", None) or repr(source)
             self._file = source
-            self.size = source.seek(0, io.SEEK_END)
+            end = source.seek(0, io.SEEK_END)
+            # io objects return the new position; some (tf.io.gfile.GFile) return None.
+            self.size = end if end is not None else source.tell()
         else:
             raise TypeError(f"expected a path or a binary file object. Received: source={source!r}")
         self.where = Where(str(self.name))

@@ -10,9 +10,28 @@ import numpy as np
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import ImageMp4
 
-__all__ = ["BznaShards", "open_bzna", "expand_paths"]
+__all__ = ["BznaShards", "open_bzna", "open_file", "expand_paths", "is_url"]
 
 _GLOB_CHARS = frozenset("*?[")
+
+
+def is_url(path) -> bool:
+    """Whether ``path`` names a file of another filesystem (``gs://...``, ``ram://...``)."""
+    return isinstance(path, str) and "://" in path
+
+
+def _gfile():
+    # Only URLs need TensorFlow's filesystems; local paths never import it.
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def open_file(path) -> BznaFile:
+    """One .bzna file: a local path, or a URL read through TensorFlow's filesystems."""
+    if is_url(path):
+        return BznaFile(_gfile().GFile(path, "rb"), name=path)
+    return BznaFile(path)
 
 
 def expand_paths(paths) -> list[str]:
@@ -26,7 +45,12 @@ def expand_paths(paths) -> list[str]:
     out = []
     for p in paths:
         p = os.fspath(p)
-        if _GLOB_CHARS & set(p) and not os.path.exists(p):
+        if is_url(p) and _GLOB_CHARS & set(p):
+            matches = sorted(_gfile().glob(p))
+            if not matches:
+                raise FileNotFoundError(f"no file matches the pattern {p!r}")
+            out.extend(matches)
+        elif _GLOB_CHARS & set(p) and not os.path.exists(p):
             matches = sorted(glob.glob(p))
             if not matches:
                 raise FileNotFoundError(f"no file matches the pattern {p!r}")
@@ -54,7 +78,7 @@ class BznaShards:
         self.files: list[BznaFile] = []
         try:
             for p in self.paths:
-                self.files.append(BznaFile(p))
+                self.files.append(open_file(p))
         except BaseException:
             self.close()
             raise
@@ -131,11 +155,13 @@ def open_bzna(source):
     Args:
       source: a path or binary file object (-> :class:`BznaFile`), or a glob
         pattern or a list of paths and patterns (-> :class:`BznaShards`).
+        Paths may be URLs of TensorFlow's filesystems (``gs://...``): those
+        are read through ``tf.io.gfile``.
     """
     if isinstance(source, (str, os.PathLike)):
         p = os.fspath(source)
-        if not (_GLOB_CHARS & set(p)) or os.path.exists(p):
-            return BznaFile(p)
+        if not (_GLOB_CHARS & set(p)) or (not is_url(p) and os.path.exists(p)):
+            return open_file(p)
         return BznaShards([p])
     if isinstance(source, (list, tuple)):
         return BznaShards(source)

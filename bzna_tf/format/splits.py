@@ -7,7 +7,12 @@ images still splits correctly.
 
 from __future__ import annotations
 
-__all__ = ["IMAGENET_SPLITS", "imagenet_split"]
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+__all__ = ["IMAGENET_SPLITS", "imagenet_split", "imagenet_splits", "select_split"]
 
 # (split, entries counted from the end of the file): val and test have fixed sizes.
 _VAL, _TEST = 50_000, 100_000
@@ -40,3 +45,95 @@ def imagenet_split(split: str, num_samples: int) -> range:
     test0 = num_samples - _TEST
     val0 = test0 - _VAL
     return {"train": range(0, val0), "val": range(val0, test0), "test": range(test0, num_samples)}[s]
+
+
+def imagenet_splits(num_samples: int) -> dict[str, range]:
+    """Every ImageNet split name (``validation`` is ``val``; ``all`` is the whole file) -> its range."""
+    out = {s: imagenet_split(s, num_samples) for s in IMAGENET_SPLITS}
+    out["validation"] = out["val"]
+    out["all"] = range(num_samples)
+    return out
+
+
+# One part of a split spec: a name, then an optional [start:stop] slice or
+# [index]; bounds are integers or percentages (optionally fractional).
+_BOUND = r"\s*(-?\d+(?:\.\d+)?%?)?\s*"
+_PART = re.compile(rf"^\s*([A-Za-z_][\w-]*)?\s*(?:\[{_BOUND}(:{_BOUND})?\])?\s*$")
+
+
+def _bound(text: str | None, n: int, spec: str) -> int | None:
+    if text is None:
+        return None
+    if text.endswith("%"):
+        pct = float(text[:-1])
+        if not -100 <= pct <= 100:
+            raise ValueError(f"a percentage must lie in [-100%, 100%]. Received: split={spec!r}")
+        # TFDS' default rounding: the closest integer boundary.
+        return int(round(pct * n / 100))
+    if "." in text:
+        raise ValueError(f"an absolute bound must be an integer (or use %). Received: split={spec!r}")
+    return int(text)
+
+
+def select_split(spec: str, splits: Mapping[str, range], *, default: str | None = None) -> np.ndarray:
+    """The sample indices a TFDS-style split spec selects.
+
+    ``spec`` joins parts with ``+``; each part is a split name with an
+    optional slice: ``"train"``, ``"train[:10%]"``, ``"val[1000:2000]"``,
+    ``"train[-5%:]"``, ``"train[42]"``, ``"train+val"``. Slices follow Python
+    (negative bounds count from the end, out-of-range bounds are clipped);
+    a percentage ``p%`` of a split of n samples is the boundary
+    ``round(p * n / 100)``, as TFDS rounds by default. A part without a name
+    (``"[:90%]"``) refers to ``default``.
+
+    Args:
+      spec: the split spec.
+      splits: the named splits, each a range of sample indices.
+      default: the split a nameless part refers to (None: names are required).
+
+    Returns:
+      The selected indices, int64, in the order the parts give them.
+
+    Raises:
+      ValueError: a malformed spec, an unknown name, or a selection that is empty.
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"Expected the split as a string. Received: split={spec!r}")
+    parts = []
+    for text in spec.split("+"):
+        m = _PART.match(text)
+        if m is None or not text.strip():
+            raise ValueError(
+                f"Expected a split such as 'train', 'train[:10%]', 'val[1000:2000]' or 'train+val'. "
+                f"Received: split={spec!r}"
+            )
+        name, start, colon, stop = m.group(1), m.group(2), m.group(3), m.group(4)
+        name = name if name is not None else default
+        if name is None:
+            raise ValueError(
+                f"Expected a split name before '[' (one of {list(splits)}). Received: split={spec!r}"
+            )
+        if name not in splits:
+            raise ValueError(
+                f"Unknown split {name!r}: expected one of {list(splits)}. Received: split={spec!r}"
+            )
+        r = splits[name]
+        n = len(r)
+        if colon is None and start is not None:
+            # One element: train[42].
+            i = _bound(start, n, spec)
+            if start.endswith("%") or not -n <= i < n:
+                raise ValueError(
+                    f"Index {start} is not a sample of split {name!r} ({n} samples). Received: split={spec!r}"
+                )
+            parts.append(np.array([r[i]], dtype=np.int64))
+            continue
+        s = slice(_bound(start, n, spec), _bound(stop, n, spec))
+        sub = r[s]
+        parts.append(np.arange(sub.start, sub.stop, sub.step, dtype=np.int64))
+    out = np.concatenate(parts)
+    if out.size == 0:
+        raise ValueError(
+            f"The split {spec!r} selects no samples (its splits have {[len(splits[k]) for k in splits]})"
+        )
+    return out

@@ -1,0 +1,497 @@
+"""Datasets of .bzna files for ``tf.data`` and Keras: ``Dataset``, ``ClassificationDataset``, ``ImageNet``.
+
+Opening a dataset reads the files' indices (in Python, no TensorFlow);
+:meth:`Dataset.as_dataset` builds the ``tf.data`` pipeline::
+
+    epoch keys (one per epoch, new on each iteration, from the seed)
+      -> per epoch: the selection, permuted (shuffle), strided (shard)
+      -> BznaDataset (the native source: H.265 picture, size, index, target)
+      -> batch -> per batch: each sample's warp matrix from (seed, epoch key, index)
+      -> decode + warp + normalise (one fused op) -> prefetch
+
+Every stage is a TensorFlow op: iterators checkpoint and restore mid-epoch,
+and the pipeline serialises to a graph.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import random as _random
+
+import numpy as np
+
+from bzna_tf.format.shards import BznaShards, is_url
+from bzna_tf.format.splits import imagenet_splits, select_split
+
+__all__ = ["ClassificationDataset", "Dataset", "ImageNet"]
+
+# Benzina's track names, and the source op's short names.
+TRACKS = {"bzna_input": "input", "bzna_thumb": "thumb", "input": "input", "thumb": "thumb"}
+LAYOUTS = ("NHWC", "NCHW")
+DEVICES = ("auto", "cpu")
+IMAGENET_FILENAMES = ("ilsvrc2012.bzna", "ilsvrc2012.mp4")
+_SEED_MOD = 2**63
+
+
+def _track(track: str) -> str:
+    if track not in TRACKS:
+        raise ValueError(f"Expected the track to be one of {list(TRACKS)}. Received: {track!r}")
+    return TRACKS[track]
+
+
+def _positive_int(value, arg: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"Expected `{arg}` as a positive integer. Received: {arg}={value!r}")
+    return int(value)
+
+
+def _shape(shape, warp):
+    """The output (height, width): from ``shape``, or from a warp layer's (height, width)."""
+    layer_hw = (warp.height, warp.width) if _is_warp_layer(warp) else None
+    if shape is None:
+        if layer_hw is None:
+            raise ValueError(
+                "Expected `shape` = (height, width) of the output images (or a warp layer, which has one). "
+                "Received: shape=None"
+            )
+        return layer_hw
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape, shape)
+    try:
+        hw = tuple(_positive_int(v, "shape") for v in shape)
+    except TypeError as e:
+        raise ValueError(f"Expected `shape` = (height, width). Received: shape={shape!r}") from e
+    if len(hw) != 2:
+        raise ValueError(f"Expected `shape` = (height, width). Received: shape={shape!r}")
+    if layer_hw is not None and layer_hw != hw:
+        raise ValueError(
+            f"`shape` {hw} differs from the warp layer's (height, width) {layer_hw}: give one or make them agree"
+        )
+    return hw
+
+
+def _is_warp_layer(warp) -> bool:
+    return hasattr(warp, "transform") and hasattr(warp, "height") and hasattr(warp, "matrices")
+
+
+def _shard(shard, input_context):
+    """(count, index) of this pipeline's shard."""
+    if shard is not None and input_context is not None:
+        raise ValueError("Give `shard` or `input_context`, not both")
+    if input_context is not None:
+        shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if shard is None:
+        return 1, 0
+    try:
+        count, index = (int(v) for v in shard)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"Expected `shard` = (count, index). Received: shard={shard!r}") from e
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(
+            f"Expected `shard` = (count, index) with 0 <= index < count. Received: shard={shard!r}"
+        )
+    return count, index
+
+
+def _epochs(repeat):
+    """How many epochs one iteration gives: an int, or None for endless."""
+    if repeat is True:
+        return None
+    if repeat is False or repeat is None:
+        return 1
+    if isinstance(repeat, (int, np.integer)) and repeat > 0:
+        return int(repeat)
+    raise ValueError(
+        f"Expected `repeat` as True, False or a positive number of epochs. Received: repeat={repeat!r}"
+    )
+
+
+class Dataset:
+    """The pictures of one or more .bzna files, as a ``tf.data`` pipeline.
+
+    Several files (a list, or glob patterns, expanded in sorted order) read as
+    one dataset, concatenated in order: sample ``i`` of the second file is
+    global sample ``len(first) + i``. Paths may be local or URLs of
+    TensorFlow's filesystems (``gs://...``).
+
+    Args:
+      path_or_paths: a path, a glob pattern, or a list of them.
+      track: ``"bzna_input"`` (default: the full-size picture) or
+        ``"bzna_thumb"`` (the thumbnail, at most 512 x 512; the full
+        picture for images that need none). ``"input"``/``"thumb"`` also work.
+      split: a selection of the samples, TFDS style, over the whole file
+        called ``all``: ``"all[:90%]"``, ``"[90%:]"`` (a nameless slice means
+        ``all``), ``"[1000:2000]"``. Default: every sample.
+
+    Raises:
+      BznaFormatError: a file that is not a readable .bzna.
+      FileNotFoundError: a missing file, or a pattern matching nothing.
+      ValueError: an unknown track or a malformed split.
+
+    Example:
+
+    ```python
+    ds = bzna_tf.Dataset("pictures.bzna")
+    images = ds.as_dataset(batch_size=32, shape=(224, 224))  # (32, 224, 224, 3) float32 batches
+    ```
+    """
+
+    def __init__(self, path_or_paths, track: str = "bzna_input", *, split: str | None = None):
+        self.track = track
+        self._track = _track(track)
+        self._index = BznaShards(path_or_paths)
+        self.split = split
+        self._indices = self._select(split)
+        self._indices.flags.writeable = False
+
+    def _named_splits(self) -> dict[str, range]:
+        return {"all": range(len(self._index))}
+
+    def _select(self, split) -> np.ndarray:
+        if split is None:
+            return np.arange(len(self._index), dtype=np.int64)
+        try:
+            return select_split(split, self._named_splits(), default="all")
+        except ValueError as e:
+            raise ValueError(f"{e} (in {self._describe_files()})") from None
+
+    def _describe_files(self) -> str:
+        paths = self.paths
+        return paths[0] if len(paths) == 1 else f"{len(paths)} files, {paths[0]} ..."
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def paths(self) -> list[str]:
+        """The files, in order."""
+        return list(self._index.paths)
+
+    @property
+    def indices(self) -> np.ndarray:
+        """The global sample indices this dataset reads, in order (int64, read-only)."""
+        return self._indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __repr__(self):
+        split = f", split={self.split!r}" if self.split is not None else ""
+        return f"{type(self).__name__}({self._describe_files()!r}{split}, samples={len(self)})"
+
+    @property
+    def targets(self) -> np.ndarray:
+        """Each selected sample's target (int64), -1 for samples without one."""
+        return self._index.targets[self._indices]
+
+    @property
+    def filenames(self) -> list[str | None]:
+        """Each selected sample's stored filename (None where a file has no name track)."""
+        names = self._index.filenames()
+        return [names[i] for i in self._indices.tolist()]
+
+    def select(self, positions) -> Dataset:
+        """A dataset of some of these samples: ``positions`` index this dataset (0 .. len - 1).
+
+        Example: a random 10% held out for validation::
+
+            perm = np.random.default_rng(0).permutation(len(ds))
+            val, train = ds.select(perm[: len(ds) // 10]), ds.select(perm[len(ds) // 10 :])
+        """
+        p = np.asarray(positions)
+        if p.dtype == bool:
+            if p.shape != (len(self),):
+                raise ValueError(f"Expected a boolean mask of {len(self)} entries. Received: shape {p.shape}")
+            p = np.flatnonzero(p)
+        if p.ndim != 1 or not (p.size == 0 or np.issubdtype(p.dtype, np.integer)):
+            raise ValueError(
+                f"Expected a vector of integer positions. Received: {p.dtype} array of shape {p.shape}"
+            )
+        if p.size == 0:
+            raise ValueError("Expected at least one position. Received: an empty selection")
+        if p.min() < -len(self) or p.max() >= len(self):
+            raise IndexError(f"position out of range for a dataset of {len(self)} samples")
+        out = copy.copy(self)
+        out._indices = self._indices[p]
+        out._indices.flags.writeable = False
+        out.split = None
+        return out
+
+    def close(self):
+        """Closes the files' index readers (the ``tf.data`` pipelines read on their own)."""
+        self._index.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ tf.data
+
+    def _outputs(self, images, element, with_filenames):
+        return (images, element["filename"]) if with_filenames else images
+
+    def as_dataset(
+        self,
+        *,
+        batch_size: int,
+        shape=None,
+        shuffle: bool = False,
+        seed: int | None = None,
+        warp=None,
+        mean=None,
+        std=None,
+        bias=None,
+        norm=None,
+        layout: str = "NHWC",
+        drop_remainder: bool = False,
+        repeat=False,
+        with_filenames: bool = False,
+        input_context=None,
+        shard=None,
+        device: str = "auto",
+        training: bool = True,
+        fill_value=None,
+        num_parallel_calls=None,
+        prefetch=None,
+    ):
+        """A ``tf.data.Dataset`` of decoded, warped, normalised batches.
+
+        Elements are float32 images (N, height, width, 3) (``layout="NCHW"``:
+        (N, 3, height, width)); :class:`ClassificationDataset` adds the int64
+        labels (N,): ``(images, labels)``, ready for ``model.fit``.
+
+        Order: without ``shuffle``, the selection's order. With ``shuffle``,
+        each epoch is a full random permutation (not a buffer), drawn from
+        ``seed`` and the epoch: each iteration of the dataset (each Keras
+        epoch) gets a new one, and the same seed gives the same sequence of
+        batches, whatever the parallelism. Each sample's crop and flips depend
+        on (seed, epoch, sample index) only: new each epoch, reproducible, and
+        restored exactly with the iterator (``tf.train.Checkpoint``).
+
+        Args:
+          batch_size: images per batch (under ``tf.distribute``, per replica:
+            ``input_context.get_per_replica_batch_size(global_batch)``).
+          shape: the output (height, width), or one int for a square; default:
+            the warp layer's.
+          shuffle: permute the samples each epoch.
+          seed: an integer for the permutations and the random warps. None
+            draws one (then runs differ). Sharded shuffling needs one (every
+            worker must draw the same permutation).
+          warp: a ``bzna_tf.layers`` warp layer (``RandomResizedCrop(224, 224,
+            flip_h=0.5)``, ``CenterResizedCrop(224, 224, 224 / 256)``, ...)
+            or a ``bzna_tf.transforms`` transform. The layer's own seed is not
+            used: ``seed`` is. Default: ``CenterResizedCrop(scale=1)``, the
+            image scaled to cover ``shape`` and its centre kept.
+          mean, std: normalisation in [0, 1] units, torchvision style
+            (``(0.485, 0.456, 0.406)``, ``(0.229, 0.224, 0.225)``): images
+            become ``(rgb / 255 - mean) / std``. Or:
+          bias, norm: the kernel's own terms, ``(rgb - bias) * norm`` with rgb
+            in [0, 255]. With none of the four, images are RGB in [0, 255].
+          layout: ``"NHWC"`` (default) or ``"NCHW"``.
+          drop_remainder: drop the last batch of an epoch when it is short, so
+            the batch dimension is static. (Endless datasets always have it.)
+          repeat: False (one epoch per iteration), True (endless: pass
+            ``steps_per_epoch`` to ``model.fit``), or a number of epochs.
+            Batches run across epoch boundaries.
+          with_filenames: add each sample's stored filename (tf.string) as the
+            last element of the tuple. (Not for ``model.fit``, which would
+            take a third element as sample weights.)
+          input_context: a ``tf.distribute.InputContext``: read shard
+            ``input_pipeline_id`` of ``num_input_pipelines``.
+          shard: ``(count, index)``: read only shard ``index`` of ``count``.
+            Shards are disjoint, together hold every sample once per epoch,
+            and differ in size by at most one. With ``shuffle`` they are drawn
+            from each epoch's permutation (so they change every epoch).
+          device: ``"auto"`` (the best available decoder: in this version the
+            CPU path, FFmpeg's HEVC decoder plus the fused warp kernel) or
+            ``"cpu"``.
+          training: False makes the warp deterministic (its centre values:
+            use it to evaluate with a training warp).
+          fill_value: the raw value of pixels that fall outside the picture
+            (a scalar or 3 values); default: the warp layer's, or 0.
+          num_parallel_calls: batches decoded at once (default ``AUTOTUNE``;
+            each batch is also spread over TensorFlow's CPU threads).
+          prefetch: batches to prefetch (default ``AUTOTUNE``).
+
+        Returns:
+          A ``tf.data.Dataset``; its cardinality is known unless ``repeat=True``.
+
+        Raises:
+          ValueError: bad arguments (each names the argument).
+        """
+        import tensorflow as tf
+
+        from bzna_tf.ops.source import BznaDataset
+        from bzna_tf.ops.warp import decode_warp
+        from bzna_tf.transforms import CenterResizedCrop, WarpTransform
+        from bzna_tf.transforms.constant import bias_norm, per_channel
+
+        batch_size = _positive_int(batch_size, "batch_size")
+        if warp is None:
+            warp = CenterResizedCrop(scale=1.0)
+        if not (_is_warp_layer(warp) or isinstance(warp, WarpTransform)):
+            raise TypeError(
+                "Expected `warp` to be a bzna_tf.layers warp layer or a bzna_tf.transforms transform. "
+                f"Received: warp={warp!r}"
+            )
+        out_hw = _shape(shape, warp)
+        if layout not in LAYOUTS:
+            raise ValueError(f"Expected `layout` in {LAYOUTS}. Received: layout={layout!r}")
+        if device not in DEVICES:
+            raise ValueError(f"Expected `device` in {DEVICES}. Received: device={device!r}")
+        epochs = _epochs(repeat)
+        count, index = _shard(shard, input_context)
+        if shuffle and count > 1 and seed is None:
+            raise ValueError(
+                "Sharded shuffling needs a `seed`: every shard must draw the same permutation to stay disjoint"
+            )
+        bias, norm = bias_norm(bias, norm, mean, std)
+        if fill_value is None:
+            fill_value = getattr(warp, "fill_value", 0.0)
+        oob = per_channel(fill_value, "fill_value")
+        transform = warp.transform if _is_warp_layer(warp) else warp
+        if seed is None:
+            seed = _random.SystemRandom().randrange(_SEED_MOD)
+        seed = int(seed) % _SEED_MOD
+        autotune = tf.data.AUTOTUNE
+        num_parallel_calls = autotune if num_parallel_calls is None else num_parallel_calls
+        prefetch = autotune if prefetch is None else prefetch
+
+        sel = self._indices
+        n = len(sel)
+        per_epoch = len(range(index, n, count))
+        if per_epoch == 0:
+            raise ValueError(f"Shard {index} of {count} of {n} samples is empty")
+        contiguous = bool(sel[-1] - sel[0] == n - 1 and (n == 1 or (np.diff(sel) == 1).all()))
+        first = int(sel[0])
+        files = self.paths
+        track = self._track
+        shuffle_salt = seed % 2**31
+
+        def one_epoch(key):
+            idx = tf.range(first, first + n, dtype=tf.int64) if contiguous else tf.constant(sel)
+            if shuffle:
+                idx = tf.random.experimental.stateless_shuffle(
+                    idx, seed=tf.stack([key, tf.constant(shuffle_salt, tf.int64)])
+                )
+            if count > 1:
+                idx = idx[index::count]
+            source = BznaDataset(files, idx, track=track, with_filename=with_filenames)
+            return source.map(lambda el: {**el, "epoch": key})
+
+        def decode(el):
+            in_shapes = tf.stack([el["height"], el["width"]], axis=-1)
+            m = transform.matrices(
+                in_shapes, out_hw, seed=seed, epoch=el["epoch"], indices=el["index"], training=training
+            )
+            images = decode_warp(
+                el["data"], m, out_hw, bias=bias, norm=norm, oob_color=oob, data_format=layout
+            )
+            return self._outputs(images, el, with_filenames)
+
+        keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+        keys = keys.take(-1 if epochs is None else epochs)
+        ds = keys.flat_map(one_epoch)
+        ds = ds.batch(batch_size, drop_remainder=drop_remainder or epochs is None)
+        ds = ds.map(decode, num_parallel_calls=num_parallel_calls, deterministic=True)
+        if epochs is not None:
+            total = epochs * per_epoch
+            batches = total // batch_size if drop_remainder else math.ceil(total / batch_size)
+            ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
+        return ds.prefetch(prefetch)
+
+
+class ClassificationDataset(Dataset):
+    """A labelled .bzna dataset: ``as_dataset`` yields ``(images, labels)``.
+
+    Labels are the file's int64 targets; samples without one (the unlabelled
+    tail, e.g. ImageNet's test split) get -1.
+
+    Args:
+      path_or_paths: a path, a glob pattern, or a list of them (URLs of
+        TensorFlow's filesystems work).
+      input_label: the picture track, ``"bzna_thumb"`` (default: at most
+        512 x 512, what ImageNet training uses) or ``"bzna_input"``.
+      split: a TFDS-style selection, as for :class:`Dataset`.
+    """
+
+    def __init__(self, path_or_paths, input_label: str = "bzna_thumb", *, split: str | None = None):
+        super().__init__(path_or_paths, track=input_label, split=split)
+        self.input_label = input_label
+
+    @property
+    def num_classes(self) -> int:
+        """1 + the largest target in the files (0 when nothing is labelled)."""
+        t = self._index.targets
+        return int(t.max()) + 1 if t.size and t.max() >= 0 else 0
+
+    def _outputs(self, images, element, with_filenames):
+        if with_filenames:
+            return images, element["target"], element["filename"]
+        return images, element["target"]
+
+
+class ImageNet(ClassificationDataset):
+    """ImageNet 2012 in Benzina's layout: train (1,281,167), val (50,000), test (100,000), in that order.
+
+    The split ranges are counted from the end of the file (SPEC section 3),
+    so a file missing a few training images still splits right. Targets are
+    the class numbers 0..999; the test split has none (labels -1).
+
+    Args:
+      root: the ``.bzna`` file, or a directory holding ``ilsvrc2012.bzna``
+        (or ``ilsvrc2012.mp4``, the original tools' name); a list of paths or
+        patterns reads several files as one.
+      split: None (every sample), ``"train"``, ``"val"`` (``"validation"``),
+        ``"test"``, ``"all"``, TFDS slices and sums of them:
+        ``"train[:10%]"``, ``"val[1000:2000]"``, ``"train[-5%:]"``,
+        ``"train+val"``. A percentage p of a split of n samples is the
+        boundary ``round(p * n / 100)``, as TFDS rounds.
+      input_label: ``"bzna_thumb"`` (default) or ``"bzna_input"``.
+
+    Raises:
+      FileNotFoundError: no such file, or a directory without ilsvrc2012.bzna/.mp4.
+      ValueError: a malformed split, or a file too small to hold val and test
+        (150,000 entries) when a named split is asked for.
+
+    Example:
+
+    ```python
+    train = bzna_tf.ImageNet("data/ilsvrc2012.bzna", split="train").as_dataset(
+        batch_size=256, shape=(224, 224), shuffle=True, seed=1234,
+        warp=bzna_tf.layers.RandomResizedCrop(224, 224, flip_h=0.5),
+        mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    ```
+    """
+
+    num_classes = 1000
+
+    def __init__(self, root, split: str | None = None, input_label: str = "bzna_thumb"):
+        super().__init__(_imagenet_path(root), input_label=input_label, split=split)
+
+    def _named_splits(self) -> dict[str, range]:
+        return imagenet_splits(len(self._index))
+
+
+def _imagenet_path(root):
+    if isinstance(root, (list, tuple)):
+        return list(root)
+    root = os.fspath(root)
+    if is_url(root):
+        import tensorflow as tf
+
+        is_dir = tf.io.gfile.isdir(root)
+        exists = tf.io.gfile.exists
+    else:
+        is_dir = os.path.isdir(root)
+        exists = os.path.exists
+    if not is_dir:
+        return root
+    for name in IMAGENET_FILENAMES:
+        path = root.rstrip("/") + "/" + name if is_url(root) else os.path.join(root, name)
+        if exists(path):
+            return path
+    raise FileNotFoundError(f"{root} is a directory without {' or '.join(IMAGENET_FILENAMES)}")
