@@ -3,9 +3,9 @@
 ``ImageNet``, ``ClassificationDataset`` and ``Dataset`` open .bzna files and
 build ``tf.data`` pipelines (``as_dataset``). This module holds the public
 surface only; it imports no TensorFlow and never loads the native library.
-The TensorFlow parts are submodules, imported on first use: ``bzna_tf.layers`` (Keras layers), ``bzna_tf.transforms`` (the
-affine math and samplers), ``bzna_tf.ops`` (the native ops) and
-``bzna_tf.decode``.
+The TensorFlow parts are submodules, imported on first use:
+``bzna_tf.layers`` (Keras layers), ``bzna_tf.transforms`` (the affine math
+and samplers), ``bzna_tf.ops`` (the native ops) and ``bzna_tf.decode``.
 """
 
 import importlib

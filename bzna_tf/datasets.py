@@ -67,7 +67,8 @@ def _shape(shape, warp):
         raise ValueError(f"Expected `shape` = (height, width). Received: shape={shape!r}")
     if layer_hw is not None and layer_hw != hw:
         raise ValueError(
-            f"`shape` {hw} differs from the warp layer's (height, width) {layer_hw}: give one or make them agree"
+            f"`shape` {hw} differs from the warp layer's (height, width) {layer_hw}: "
+            "give one, or make them agree"
         )
     return hw
 
@@ -346,7 +347,8 @@ class Dataset:
         count, index = _shard(shard, input_context)
         if shuffle and count > 1 and seed is None:
             raise ValueError(
-                "Sharded shuffling needs a `seed`: every shard must draw the same permutation to stay disjoint"
+                "Sharded shuffling needs a `seed`: every shard must draw the same permutation "
+                "for the shards to stay disjoint"
             )
         bias, norm = bias_norm(bias, norm, mean, std)
         if fill_value is None:
