@@ -19,11 +19,12 @@ import copy
 import math
 import os
 import random as _random
+import re
 
 import numpy as np
 
 from bzna_tf.format.shards import BznaShards, is_url
-from bzna_tf.format.splits import imagenet_splits, select_split
+from bzna_tf.format.splits import imagenet_split, imagenet_splits, select_split
 
 __all__ = ["ClassificationDataset", "Dataset", "ImageNet"]
 
@@ -318,7 +319,7 @@ class Dataset:
           prefetch: batches to prefetch (default ``AUTOTUNE``).
 
         Returns:
-          A ``tf.data.Dataset``; its cardinality is known unless ``repeat=True``.
+          A ``tf.data.Dataset`` of known cardinality (infinite with ``repeat=True``).
 
         Raises:
           ValueError: bad arguments (each names the argument).
@@ -399,10 +400,13 @@ class Dataset:
         ds = keys.flat_map(one_epoch)
         ds = ds.batch(batch_size, drop_remainder=drop_remainder or epochs is None)
         ds = ds.map(decode, num_parallel_calls=num_parallel_calls, deterministic=True)
-        if epochs is not None:
+        if epochs is None:
+            batches = tf.data.INFINITE_CARDINALITY
+        else:
             total = epochs * per_epoch
             batches = total // batch_size if drop_remainder else math.ceil(total / batch_size)
-            ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
+        # flat_map hides the count: state it (Keras then knows the steps per epoch).
+        ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
         return ds.prefetch(prefetch)
 
 
@@ -476,6 +480,16 @@ class ImageNet(ClassificationDataset):
 
     def _named_splits(self) -> dict[str, range]:
         return imagenet_splits(len(self._index))
+
+    def _select(self, split) -> np.ndarray:
+        names = set(re.findall(r"[A-Za-z_][\w-]*", split or ""))
+        if names - {"all"} and "train" not in self._named_splits():
+            # A named split of a file too small to hold them: say why it has none.
+            try:
+                imagenet_split("train", len(self._index))
+            except ValueError as e:
+                raise ValueError(f"{e} (in {self._describe_files()})") from None
+        return super()._select(split)
 
 
 def _imagenet_path(root):

@@ -1,13 +1,22 @@
 """Several files as one dataset, the ImageNet split ranges, and `bzna-tf info`."""
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
 from bzna_tf.cli import main
-from bzna_tf.format import BznaFile, BznaShards, BznaWriter, imagenet_split, open_bzna
+from bzna_tf.format import (
+    BznaFile,
+    BznaShards,
+    BznaWriter,
+    imagenet_split,
+    imagenet_splits,
+    open_bzna,
+    select_split,
+)
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +176,46 @@ def test_demo_example_makes_a_readable_file(tmp_path):
             s = f.sample(i)
             assert s.has_separate_thumb == (max(s.input.size) > 512)
             assert max(s.thumb.size) <= 512
+
+
+def test_split_specs_slice_like_tfds():
+    sp = imagenet_splits(1_431_167)
+    sel = lambda spec: select_split(spec, sp)  # noqa: E731
+    assert len(sel("train[:10%]")) == 128_117  # round(128,116.7): TFDS' "closest" rounding
+    assert sel("val[1000:2000]").tolist() == list(range(1_282_167, 1_283_167))
+    assert len(sel("train+val")) == 1_331_167 and len(sel("all")) == 1_431_167
+    assert sel("validation[:3]").tolist() == sel("val[:3]").tolist() == [1_281_167, 1_281_168, 1_281_169]
+    assert sel("test[-2:]").tolist() == [1_431_165, 1_431_166] and sel(" test [ -1 ] ").tolist() == [
+        1_431_166
+    ]
+    assert sel("val[:-49998]").tolist() == [1_281_167, 1_281_168]
+    assert len(sel("val[0.5%:1.5%]")) == 500 and len(sel("val[:200000]")) == 50_000  # bounds clip
+    assert sel("val[:1]+val[:1]").tolist() == [1_281_167] * 2  # parts concatenate as given
+    # Nameless parts refer to the default split.
+    assert select_split("[:50%]", {"all": range(23)}, default="all").tolist() == list(range(12))
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ("dev", "Unknown split 'dev'"),
+        ("train[", "Expected a split such as"),
+        ("train[1.5:]", "integer"),
+        ("train[101%:]", "percentage"),
+        ("val[50000]", "not a sample of split 'val'"),
+        ("val[10%]", "not a sample"),
+        ("val[10:5]", "selects no samples"),
+        ("train++val", "Expected a split such as"),
+        ("[:5]", "split name"),
+        ("", "Expected a split such as"),
+    ],
+)
+def test_split_spec_errors(spec, match):
+    with pytest.raises(ValueError, match=re.escape(match) if "'" in match else match):
+        select_split(spec, imagenet_splits(1_431_167))
+    with pytest.raises(TypeError, match="string"):
+        select_split(3, imagenet_splits(1_431_167))
+
+
+def test_small_files_have_only_the_all_split():
+    assert imagenet_splits(12) == {"all": range(12)}

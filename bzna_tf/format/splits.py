@@ -48,7 +48,12 @@ def imagenet_split(split: str, num_samples: int) -> range:
 
 
 def imagenet_splits(num_samples: int) -> dict[str, range]:
-    """Every ImageNet split name (``validation`` is ``val``; ``all`` is the whole file) -> its range."""
+    """Every ImageNet split name (``validation`` is ``val``; ``all`` is the whole file) -> its range.
+
+    A file too small to hold val and test has only ``all``.
+    """
+    if num_samples < _VAL + _TEST:
+        return {"all": range(num_samples)}
     out = {s: imagenet_split(s, num_samples) for s in IMAGENET_SPLITS}
     out["validation"] = out["val"]
     out["all"] = range(num_samples)
