@@ -66,9 +66,9 @@ def source_dir() -> Path:
 
 
 def _sources(root: Path) -> tuple[list[Path], list[Path]]:
-    """(translation units, headers) that go into the CPU library, sorted."""
-    units = sorted(p for p in root.rglob("*.cc") if not p.name.endswith(".cu.cc"))
-    headers = sorted(root.rglob("*.h"))
+    """(translation units, headers) that go into the CPU library, sorted (gpu/ is the GPU library's)."""
+    units = sorted(p for p in root.rglob("*.cc") if p.relative_to(root).parts[0] != "gpu")
+    headers = sorted(p for p in root.rglob("*.h") if p.relative_to(root).parts[0] != "gpu")
     return units, headers
 
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/warp_common.h"
 #include "lib/hevc_decoder.h"
 #include "lib/warp.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -23,93 +24,12 @@ namespace bzna_tf {
 namespace {
 
 using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
 
 // Approximate CPU cycles per output pixel, for ParallelFor's sharding: the 3x3
 // transform and its divide (~20), three bilinear samples of four loads and ~10
 // flops each (~75), colour conversion, rounding, normalisation and three
 // scattered stores (~55).
 constexpr int64_t kCostPerPixel = 150;
-
-// Largest image side: every pixel index must be exact in float32 (2^24).
-constexpr int64_t kMaxSide = int64_t{1} << 24;
-
-// What both ops read from the inputs that follow their images.
-struct WarpArgs {
-  const float* matrices = nullptr;  // [count, 3, 3]
-  // count is 1: the same matrix for every sample.
-  bool broadcast_matrix = false;
-  int64_t out_height = 0;
-  int64_t out_width = 0;
-  warp::ColorTransform color;
-};
-
-absl::Status CheckSide(const char* what, int64_t size) {
-  if (size > kMaxSide) {
-    return absl::InvalidArgumentError(absl::StrCat("expected ", what,
-                                                   " of at most ", kMaxSide,
-                                                   " pixels. Received ", size));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReadChannelVector(const Tensor& t, const char* name,
-                               float out[3]) {
-  if (t.dims() != 1 || t.dim_size(0) != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected ", name,
-        " of shape [3] (one value per RGB channel). Received shape ",
-        t.shape().DebugString()));
-  }
-  const auto values = t.flat<float>();
-  for (int c = 0; c < 3; ++c) out[c] = values(c);
-  return absl::OkStatus();
-}
-
-// Validates matrices, output_shape, bias, norm and oob_color, the five
-// consecutive inputs from `first`, for a batch of `batch` samples.
-absl::Status ReadWarpArgs(OpKernelContext* ctx, int first, int64_t batch,
-                          WarpArgs* args) {
-  const Tensor& matrices = ctx->input(first);
-  if (matrices.dims() != 3 || matrices.dim_size(1) != 3 ||
-      matrices.dim_size(2) != 3 ||
-      (matrices.dim_size(0) != batch && matrices.dim_size(0) != 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected matrices of shape [N, 3, 3] or [1, 3, 3] with N = ", batch,
-        " (the batch size). Received shape ", matrices.shape().DebugString()));
-  }
-  args->matrices = matrices.flat<float>().data();
-  args->broadcast_matrix = matrices.dim_size(0) == 1;
-
-  const Tensor& output_shape = ctx->input(first + 1);
-  if (output_shape.dims() != 1 || output_shape.dim_size(0) != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected output_shape of shape [2], (height, width). Received shape ",
-        output_shape.shape().DebugString()));
-  }
-  const auto size = output_shape.vec<int32_t>();
-  if (size(0) <= 0 || size(1) <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected a positive output_shape (height, width). Received [", size(0),
-        ", ", size(1), "]"));
-  }
-  args->out_height = size(0);
-  args->out_width = size(1);
-  TF_RETURN_IF_ERROR(CheckSide("an output height", args->out_height));
-  TF_RETURN_IF_ERROR(CheckSide("an output width", args->out_width));
-
-  TF_RETURN_IF_ERROR(
-      ReadChannelVector(ctx->input(first + 2), "bias", args->color.bias));
-  TF_RETURN_IF_ERROR(
-      ReadChannelVector(ctx->input(first + 3), "norm", args->color.norm));
-  TF_RETURN_IF_ERROR(
-      ReadChannelVector(ctx->input(first + 4), "oob_color", args->color.oob));
-  return absl::OkStatus();
-}
 
 // Runs fn(begin, end) over [0, total) on the CPU worker threads, in shards of
 // at least `cost_per_unit` cycles per unit. This ParallelFor is in every
@@ -137,41 +57,6 @@ void ForEachOutputRow(OpKernelContext* ctx, int64_t batch, const WarpArgs& args,
               });
 }
 
-// State shared by both kernels: the output layout attribute.
-class WarpOpBase : public OpKernel {
- public:
-  explicit WarpOpBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string data_format;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr(warp::kDataFormatAttr, &data_format));
-    channels_first_ = data_format == warp::kChannelsFirst;
-  }
-
- protected:
-  absl::Status AllocateWarpOutput(OpKernelContext* ctx, int64_t batch,
-                                  const WarpArgs& args, Tensor** output) const {
-    TensorShape shape;
-    if (channels_first_) {
-      TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape(
-          {batch, 3, args.out_height, args.out_width}, &shape));
-    } else {
-      TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape(
-          {batch, args.out_height, args.out_width, 3}, &shape));
-    }
-    return ctx->allocate_output(0, shape, output);
-  }
-
-  warp::OutputLayout Layout(const WarpArgs& args) const {
-    warp::OutputLayout layout;
-    layout.height = args.out_height;
-    layout.width = args.out_width;
-    layout.channels_first = channels_first_;
-    return layout;
-  }
-
- private:
-  bool channels_first_ = false;
-};
-
 class WarpYuv420Op : public WarpOpBase {
  public:
   explicit WarpYuv420Op(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
@@ -180,31 +65,12 @@ class WarpYuv420Op : public WarpOpBase {
     const Tensor& y = ctx->input(0);
     const Tensor& cb = ctx->input(1);
     const Tensor& cr = ctx->input(2);
-    OP_REQUIRES(ctx, y.dims() == 3,
-                absl::InvalidArgumentError(absl::StrCat(
-                    "expected y of shape [N, H, W]. Received shape ",
-                    y.shape().DebugString())));
+    OP_REQUIRES_OK(ctx, CheckYuvPlanes(y, cb, cr));
     const int64_t batch = y.dim_size(0);
     const int64_t height = y.dim_size(1);
     const int64_t width = y.dim_size(2);
-    OP_REQUIRES_OK(ctx, CheckSide("a y plane height", height));
-    OP_REQUIRES_OK(ctx, CheckSide("a y plane width", width));
-    // 4:2:0 chroma planes cover odd luma sizes with a last, half-used texel.
     const int64_t chroma_height = (height + 1) / 2;
     const int64_t chroma_width = (width + 1) / 2;
-    for (const auto& [name, plane] :
-         {std::make_pair("cb", &cb), std::make_pair("cr", &cr)}) {
-      OP_REQUIRES(
-          ctx,
-          plane->dims() == 3 && plane->dim_size(0) == batch &&
-              plane->dim_size(1) == chroma_height &&
-              plane->dim_size(2) == chroma_width,
-          absl::InvalidArgumentError(absl::StrCat(
-              "expected ", name, " of shape [", batch, ", ", chroma_height,
-              ", ", chroma_width, "], [N, (H+1)/2, (W+1)/2] for y of shape ",
-              y.shape().DebugString(), ". Received shape ",
-              plane->shape().DebugString())));
-    }
     WarpArgs args;
     OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 3, batch, &args));
     Tensor* output = nullptr;
@@ -244,15 +110,10 @@ class WarpRgbOp : public WarpOpBase {
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& images = ctx->input(0);
-    OP_REQUIRES(ctx, images.dims() == 4 && images.dim_size(3) == 3,
-                absl::InvalidArgumentError(absl::StrCat(
-                    "expected images of shape [N, H, W, 3]. Received shape ",
-                    images.shape().DebugString())));
+    OP_REQUIRES_OK(ctx, CheckRgbImages(images));
     const int64_t batch = images.dim_size(0);
     const int64_t height = images.dim_size(1);
     const int64_t width = images.dim_size(2);
-    OP_REQUIRES_OK(ctx, CheckSide("an image height", height));
-    OP_REQUIRES_OK(ctx, CheckSide("an image width", width));
     WarpArgs args;
     OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 1, batch, &args));
     Tensor* output = nullptr;
@@ -295,10 +156,7 @@ class DecodeWarpOp : public WarpOpBase {
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& data = ctx->input(0);
-    OP_REQUIRES(ctx, data.dims() == 1,
-                absl::InvalidArgumentError(absl::StrCat(
-                    "expected data of shape [N] (one picture each). Received shape ",
-                    data.shape().DebugString())));
+    OP_REQUIRES_OK(ctx, CheckPictures(data));
     const int64_t batch = data.dim_size(0);
     WarpArgs args;
     OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 1, batch, &args));
