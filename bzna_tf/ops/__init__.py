@@ -6,8 +6,8 @@ use (or with ``python -m bzna_tf.ops build``) and cached; see
 not build or load anything.
 """
 
-from bzna_tf.ops._build import BuildError, build
-from bzna_tf.ops._load import ffmpeg_error, load_library
+from bzna_tf.ops._build import BuildError, build, build_gpu, gpu_toolchain_error
+from bzna_tf.ops._load import ffmpeg_error, gpu_error, load_gpu_library, load_library
 from bzna_tf.ops.source import BznaDataset, num_samples
 from bzna_tf.ops.warp import decode_warp, warp_rgb, warp_yuv420
 
@@ -15,8 +15,12 @@ __all__ = [
     "BuildError",
     "BznaDataset",
     "build",
+    "build_gpu",
     "decode_warp",
     "ffmpeg_error",
+    "gpu_error",
+    "gpu_toolchain_error",
+    "load_gpu_library",
     "load_library",
     "num_samples",
     "warp_rgb",

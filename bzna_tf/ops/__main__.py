@@ -1,11 +1,15 @@
-"""``python -m bzna_tf.ops build [--force] [--verbose]``: compile the native ops now."""
+"""``python -m bzna_tf.ops build [--gpu] [--force] [--verbose]``: compile the native ops now.
+
+``--gpu`` also compiles the GPU kernels (needs nvcc and nv-codec-headers, no
+GPU) and prints their library's path on a second line.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from bzna_tf.ops._build import BuildError, build
+from bzna_tf.ops._build import BuildError, build, build_gpu
 
 
 def main(argv=None) -> int:
@@ -14,13 +18,15 @@ def main(argv=None) -> int:
     b = sub.add_parser("build", help="compile the ops for the installed TensorFlow (cached)")
     b.add_argument("--force", action="store_true", help="rebuild even if a cached library exists")
     b.add_argument("--verbose", "-v", action="store_true", help="print the compiler commands")
+    b.add_argument("--gpu", action="store_true", help="also build the GPU kernels (CUDA warp + NVDEC)")
     args = p.parse_args(argv)
     try:
-        path = build(force=args.force, verbose=args.verbose)
+        print(build(force=args.force, verbose=args.verbose))
+        if args.gpu:
+            print(build_gpu(force=args.force, verbose=args.verbose))
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(path)
     return 0
 
 

@@ -7,14 +7,16 @@ import glob
 import json
 import os
 import threading
+import warnings
 
-from bzna_tf.ops._build import BuildError, build, plan
+from bzna_tf.ops._build import BuildError, build, build_gpu, plan
 
-__all__ = ["load_library", "ffmpeg_libraries", "ffmpeg_error"]
+__all__ = ["load_library", "load_gpu_library", "ffmpeg_libraries", "ffmpeg_error", "gpu_error"]
 
 _lock = threading.Lock()
 _module = None
 _ffmpeg_error = None
+_gpu_state = None  # None: not tried; else (library path or None, error or None)
 
 
 def ffmpeg_libraries() -> tuple[str, str] | None:
@@ -89,4 +91,62 @@ def load_library():
                 ) from e
             global _ffmpeg_error
             _ffmpeg_error = _load_ffmpeg(path)
-        return _module
+    if _gpu_wanted():
+        load_gpu_library()
+    return _module
+
+
+def _gpu_wanted() -> bool:
+    """$BZNA_TF_GPU=1/0 forces the GPU kernels on/off; by default, on when TensorFlow sees a GPU."""
+    flag = os.environ.get("BZNA_TF_GPU", "").strip().lower()
+    if flag in ("0", "false", "no", "off"):
+        return False
+    if flag in ("1", "true", "yes", "on"):
+        return True
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def load_gpu_library():
+    """Builds (cached) and loads the GPU kernels; returns their library path, or None with gpu_error() set.
+
+    ``load_library()`` calls it when TensorFlow sees a GPU. Without nvcc or
+    nv-codec-headers the GPU kernels are left out (the ops then run on the
+    CPU) and :func:`gpu_error` says what is missing; a warning says so once.
+    """
+    global _gpu_state
+    with _lock:
+        if _gpu_state is not None:
+            return _gpu_state[0]
+        import tensorflow as tf
+
+        try:
+            path = build_gpu()
+            tf.load_library(str(path))
+        except BuildError as e:
+            _gpu_state = (None, str(e))
+        except Exception as e:  # TensorFlow's load error (NotFoundError with the dlerror text)
+            _gpu_state = (None, f"TensorFlow could not load bzna_tf's GPU kernels: {e}")
+        else:
+            _gpu_state = (path, _probe(path))
+        if _gpu_state[1] is not None and tf.config.list_physical_devices("GPU"):
+            warnings.warn(f"bzna_tf decodes on the CPU: {_gpu_state[1]}", RuntimeWarning, stacklevel=2)
+        return _gpu_state[0]
+
+
+def _probe(path) -> str | None:
+    lib = ctypes.CDLL(str(path))
+    lib.bzna_tf_gpu_probe.restype = ctypes.c_char_p
+    err = lib.bzna_tf_gpu_probe()
+    return None if err is None else err.decode(errors="replace")
+
+
+def gpu_error() -> str | None:
+    """Why the GPU kernels (NVDEC decode + CUDA warp) cannot run here, or None when they can.
+
+    Tries :func:`load_gpu_library` first if nothing has.
+    """
+    if _gpu_state is None:
+        load_gpu_library()
+    return _gpu_state[1]

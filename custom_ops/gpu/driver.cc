@@ -37,8 +37,9 @@ absl::StatusOr<const Driver*> LoadDriver() {
   if (init != CUDA_SUCCESS) {
     const char* name = nullptr;
     d->cu->cuGetErrorName(init, &name);
-    return absl::FailedPreconditionError(
-        absl::StrCat("cuInit failed: ", name ? name : "unknown error", " (", static_cast<int>(init), ")"));
+    return absl::FailedPreconditionError(absl::StrCat("the NVIDIA driver did not initialise (cuInit: ",
+                                                      name ? name : "unknown error", ", ",
+                                                      static_cast<int>(init), "): no usable GPU"));
   }
   if (cuvid_load_functions(&d->cuvid, nullptr) != 0 || d->cuvid == nullptr) {
     d->cuvid = nullptr;
@@ -161,3 +162,15 @@ template absl::Status LaunchWarpRgb<float>(const Driver&, const Kernels&, CUstre
 
 }  // namespace gpu
 }  // namespace bzna_tf
+
+// For Python (ctypes): why the GPU kernels cannot run on this machine, or
+// null when the driver and NVDEC both load. Safe to call without a GPU.
+extern "C" const char* bzna_tf_gpu_probe() {
+  static const std::string* const message = [] {
+    auto driver = bzna_tf::gpu::GetDriver();
+    if (!driver.ok()) return new std::string(driver.status().message());
+    if ((*driver)->cuvid == nullptr) return new std::string((*driver)->cuvid_error);
+    return static_cast<std::string*>(nullptr);
+  }();
+  return message == nullptr ? nullptr : message->c_str();
+}

@@ -13,6 +13,9 @@
 #include <cstdint>
 #include <string>
 
+// The loader reports failures through these; bzna_tf returns its own errors.
+#define FFNV_LOG_FUNC(logctx, msg, ...)
+#define FFNV_DEBUG_LOG_FUNC(logctx, msg, ...)
 #include <ffnvcodec/dynlink_loader.h>
 
 #include "absl/status/status.h"
