@@ -31,7 +31,7 @@ __all__ = ["ClassificationDataset", "Dataset", "ImageNet"]
 # Benzina's track names, and the source op's short names.
 TRACKS = {"bzna_input": "input", "bzna_thumb": "thumb", "input": "input", "thumb": "thumb"}
 LAYOUTS = ("NHWC", "NCHW")
-DEVICES = ("auto", "cpu")
+DEVICES = ("auto", "cpu", "gpu")
 IMAGENET_FILENAMES = ("ilsvrc2012.bzna", "ilsvrc2012.mp4")
 _SEED_MOD = 2**63
 
@@ -235,6 +235,18 @@ class Dataset:
     def _outputs(self, images, element, with_filenames):
         return (images, element["filename"]) if with_filenames else images
 
+    def _payload_mode(self, device, kwargs):
+        """True for device="gpu" (the model decodes); checks that tf.data was asked for no image options."""
+        if device != "gpu":
+            return False
+        given = [k for k, v in kwargs.items() if v is not None]
+        if given:
+            raise ValueError(
+                f"With device='gpu' the images are made by the model's first layer, "
+                f"bzna_tf.layers.DecodeWarp: pass {', '.join(given)} to it, not to as_dataset"
+            )
+        return True
+
     def as_dataset(
         self,
         *,
@@ -307,9 +319,15 @@ class Dataset:
             Shards are disjoint, together hold every sample once per epoch,
             and differ in size by at most one. With ``shuffle`` they are drawn
             from each epoch's permutation (so they change every epoch).
-          device: ``"auto"`` (the best available decoder: in this version the
-            CPU path, FFmpeg's HEVC decoder plus the fused warp kernel) or
-            ``"cpu"``.
+          device: where pictures are decoded and warped. ``"cpu"``: in
+            ``tf.data`` (FFmpeg's HEVC decoder fused with the warp), elements
+            are images. ``"gpu"``: in the model, whose first layer is
+            :class:`bzna_tf.layers.DecodeWarp` (NVDEC + the CUDA warp when the
+            model runs on a GPU); elements are ``{"data", "matrices"}``
+            (pictures and each sample's matrix, still reproducible from the
+            seed) instead of images, and mean/std/bias/norm/fill_value/layout
+            belong to that layer. ``"auto"`` (default) is ``"cpu"``: the GPU
+            path changes what the dataset yields, so it is asked for by name.
           training: False makes the warp deterministic (its centre values:
             use it to evaluate with a training warp).
           fill_value: the raw value of pixels that fall outside the picture
@@ -344,6 +362,17 @@ class Dataset:
             raise ValueError(f"Expected `layout` in {LAYOUTS}. Received: layout={layout!r}")
         if device not in DEVICES:
             raise ValueError(f"Expected `device` in {DEVICES}. Received: device={device!r}")
+        payloads = self._payload_mode(
+            device,
+            dict(
+                mean=mean,
+                std=std,
+                bias=bias,
+                norm=norm,
+                fill_value=fill_value,
+                layout=None if layout == "NHWC" else layout,
+            ),
+        )
         epochs = _epochs(repeat)
         count, index = _shard(shard, input_context)
         if shuffle and count > 1 and seed is None:
@@ -390,6 +419,8 @@ class Dataset:
             m = transform.matrices(
                 in_shapes, out_hw, seed=seed, epoch=el["epoch"], indices=el["index"], training=training
             )
+            if payloads:
+                return self._outputs({"data": el["data"], "matrices": m}, el, with_filenames)
             images = decode_warp(
                 el["data"], m, out_hw, bias=bias, norm=norm, oob_color=oob, data_format=layout
             )

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -53,3 +54,21 @@ def test_sources_hash_changes_the_cache_key(monkeypatch, tmp_path):
     before = _build.plan().key
     (copy / "lib" / "warp.h").write_text((copy / "lib" / "warp.h").read_text() + "\n// changed\n")
     assert _build.plan().key != before
+
+
+def test_the_wheel_carries_every_native_source():
+    """pyproject's package-data patterns cover every file the builds compile or include."""
+    tomllib = pytest.importorskip("tomllib")
+    import fnmatch
+
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["bzna_tf.custom_ops"]
+    sources = [
+        p.relative_to(root / "custom_ops").as_posix()
+        for p in (root / "custom_ops").rglob("*")
+        if p.suffix in (".h", ".cc", ".cu")
+    ]
+    assert sources
+    missing = [s for s in sources if not any(fnmatch.fnmatch(s, pat) for pat in patterns)]
+    assert not missing, f"add these to [tool.setuptools.package-data]: {missing}"

@@ -8,8 +8,9 @@ flip); ``Normalize`` applies per-channel mean/std. They work in a model and in
 """
 
 from bzna_tf.layers.center_resized_crop import CenterResizedCrop
+from bzna_tf.layers.decode_warp import DecodeWarp
 from bzna_tf.layers.normalize import Normalize
 from bzna_tf.layers.random_resized_crop import RandomResizedCrop
 from bzna_tf.layers.similarity_transform import SimilarityTransform
 
-__all__ = ["CenterResizedCrop", "Normalize", "RandomResizedCrop", "SimilarityTransform"]
+__all__ = ["CenterResizedCrop", "DecodeWarp", "Normalize", "RandomResizedCrop", "SimilarityTransform"]

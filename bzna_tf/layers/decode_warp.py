@@ -1,0 +1,113 @@
+"""Keras layer: DecodeWarp, the fused H.265 decode + warp as a model's first layer (the GPU path)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bzna_tf.layers._warp_layer import _positive_int, standardize_data_format
+from bzna_tf.layers.normalize import _as_list
+from bzna_tf.ops.warp import decode_warp
+from bzna_tf.transforms.constant import bias_norm, per_channel
+
+
+@keras.saving.register_keras_serializable(package="bzna_tf")
+class DecodeWarp(keras.layers.Layer):
+    """Decodes H.265 pictures and warps them, in the model: where the model runs (NVDEC + CUDA on a GPU).
+
+    ``as_dataset(device="gpu")`` yields ``{"data", "matrices"}`` batches (the
+    pictures' bytes and each sample's warp matrix, reproducible from the seed,
+    computed in ``tf.data`` on the CPU); this layer turns them into images
+    with the fused ``decode_warp`` op. Placed first in a model, it runs on
+    the model's device: on a GPU, NVDEC decodes each picture into GPU memory
+    and the CUDA warp kernel writes the normalised image there, so no pixel
+    crosses the PCIe bus and the CPU only reads bytes. On a CPU it runs the
+    CPU kernels (FFmpeg), with identical results to ``device="cpu"``.
+
+    Input: a dict ``{"data": tf.string (N,), "matrices": float32 (N, 3, 3)}``.
+
+    Output: float32 images (N, height, width, 3), or (N, 3, height, width)
+    with ``data_format="channels_first"``.
+
+    Args:
+      height, width: the output size (the warp's).
+      mean, std: normalisation in [0, 1] units (``(rgb / 255 - mean) / std``); exclude ``bias``/``norm``.
+      bias, norm: the kernel's own terms, ``(rgb - bias) * norm`` with rgb in [0, 255].
+      fill_value: the raw value of output pixels outside the picture (a number or 3).
+      data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
+      **kwargs: base layer arguments (``name``).
+
+    Example:
+
+    ```python
+    train = ds.as_dataset(batch_size=256, device="gpu", warp=RandomResizedCrop(224, 224), seed=0)
+    inputs = {"data": keras.Input((), dtype="string", name="data"),
+              "matrices": keras.Input((3, 3), name="matrices")}
+    x = bzna_tf.layers.DecodeWarp(224, 224, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))(inputs)
+    model = keras.Model(inputs, backbone(x))
+    model.fit(train, epochs=90)
+    ```
+    """
+
+    def __init__(
+        self,
+        height,
+        width,
+        mean=None,
+        std=None,
+        bias=None,
+        norm=None,
+        fill_value=0.0,
+        data_format=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.height = _positive_int(height, "height")
+        self.width = _positive_int(width, "width")
+        self.mean, self.std = _as_list(mean, "mean"), _as_list(std, "std")
+        self.bias, self.norm = _as_list(bias, "bias"), _as_list(norm, "norm")
+        b, n = bias_norm(self.bias, self.norm, self.mean, self.std)
+        self._bias, self._norm = np.asarray(b), np.asarray(n)
+        if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, list, tuple)):
+            raise ValueError(f"Expected `fill_value` as a number or 3. Received: fill_value={fill_value!r}")
+        self.fill_value = fill_value
+        self._fill = per_channel(fill_value, "fill_value")
+        self.data_format = standardize_data_format(data_format)
+        self.supports_jit = False
+
+    def call(self, inputs):
+        if not isinstance(inputs, dict) or set(inputs) < {"data", "matrices"}:
+            raise ValueError(
+                "Expected a dict with 'data' (tf.string pictures) and 'matrices' (N, 3, 3), as "
+                f"as_dataset(device='gpu') yields. Received: {inputs!r}"
+            )
+        return decode_warp(
+            inputs["data"],
+            tf.cast(inputs["matrices"], tf.float32),
+            (self.height, self.width),
+            bias=self._bias,
+            norm=self._norm,
+            oob_color=self._fill,
+            data_format="NCHW" if self.data_format == "channels_first" else "NHWC",
+        )
+
+    def compute_output_shape(self, input_shape):
+        batch = input_shape["data"][0] if isinstance(input_shape, dict) else None
+        if self.data_format == "channels_first":
+            return (batch, 3, self.height, self.width)
+        return (batch, self.height, self.width, 3)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            height=self.height,
+            width=self.width,
+            mean=self.mean,
+            std=self.std,
+            bias=self.bias,
+            norm=self.norm,
+            fill_value=self.fill_value,
+            data_format=self.data_format,
+        )
+        return config

@@ -1,0 +1,256 @@
+"""The GPU path: the GPU library's build and DecodeWarp (everywhere), NVDEC + CUDA (on a GPU).
+
+Without an NVIDIA GPU, the tests that need one are skipped with the reason
+(``bzna_tf.ops.gpu_error()``); the build and load tests run everywhere: they
+need nvcc (the pinned pip wheels of the ``test`` extra) and nv-codec-headers
+(installed, or fetched here with ``apt-get download``).
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bzna_tf
+from bzna_tf.ops import _build
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+
+@pytest.fixture(scope="session")
+def ffnvcodec(tmp_path_factory):
+    """An include folder holding ffnvcodec/ (installed, or Debian's package unpacked here)."""
+    found = _build.ffnvcodec_include()
+    if found:
+        return found
+    if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
+        pytest.skip("nv-codec-headers are not installed and apt-get is not available to fetch them")
+    folder = tmp_path_factory.mktemp("ffnvcodec")
+    r = subprocess.run(
+        ["apt-get", "download", "libffmpeg-nvenc-dev"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    debs = list(folder.glob("*.deb"))
+    if r.returncode or not debs:
+        pytest.skip(
+            f"could not fetch nv-codec-headers (apt-get download libffmpeg-nvenc-dev): {r.stderr[-500:]}"
+        )
+    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(folder / "root")], check=True)
+    return str(folder / "root" / "usr" / "include")
+
+
+@pytest.fixture(scope="session")
+def gpu_library(ffnvcodec):
+    if _build.nvcc() is None:
+        pytest.skip("no nvcc: pip install 'bzna-tf[gpu-build]' (CI installs it with the test extra)")
+    old = os.environ.get("BZNA_TF_FFNVCODEC_INCLUDE")
+    os.environ["BZNA_TF_FFNVCODEC_INCLUDE"] = ffnvcodec
+    try:
+        yield _build.build_gpu()
+    finally:
+        if old is None:
+            os.environ.pop("BZNA_TF_FFNVCODEC_INCLUDE", None)
+        else:
+            os.environ["BZNA_TF_FFNVCODEC_INCLUDE"] = old
+
+
+def test_gpu_library_builds_links_no_cuda_and_loads(gpu_library):
+    """CUDA kernels compiled to a fatbin for every architecture nvcc offers, nothing of CUDA linked."""
+    import json
+
+    info = json.loads((Path(gpu_library).parent / "build.json").read_text())
+    assert "sm_75" in info["archs"] and "gpu/warp_kernels.cu" in info["sources"]
+    needed = subprocess.run(["readelf", "-d", str(gpu_library)], capture_output=True, text=True).stdout
+    libs = [line.split("[")[1].rstrip("]") for line in needed.splitlines() if "(NEEDED)" in line]
+    assert libs and not [x for x in libs if "cuda" in x or "cuvid" in x or "nvidia" in x], libs
+    assert b"bzna_warp_yuv" in Path(gpu_library).read_bytes()  # the embedded kernels
+    bzna_tf.ops.load_library()
+    tf.load_library(str(gpu_library))
+    from tensorflow.python.framework import kernels
+
+    for op in ("BznaDecodeWarp", "BznaWarpYuv420", "BznaWarpRgb"):
+        devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
+        assert devices == {"CPU", "GPU"}, (op, devices)
+
+
+def test_gpu_probe_explains_a_missing_driver(gpu_library):
+    import ctypes
+
+    lib = ctypes.CDLL(str(gpu_library))
+    lib.bzna_tf_gpu_probe.restype = ctypes.c_char_p
+    message = lib.bzna_tf_gpu_probe()
+    if tf.config.list_physical_devices("GPU"):
+        assert message is None or b"libnvcuvid" in message
+    else:
+        assert message is not None and (b"libcuda.so.1" in message or b"cuInit" in message), message
+
+
+def test_missing_toolchain_is_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("BZNA_TF_FFNVCODEC_INCLUDE", str(tmp_path))
+    monkeypatch.setattr(_build, "ffnvcodec_include", lambda: None)
+    with pytest.raises(_build.BuildError, match="nv-codec-headers"):
+        _build.plan_gpu()
+    monkeypatch.setattr(_build, "nvcc", lambda: None)
+    assert "nvcc" in _build.gpu_toolchain_error() and "libffmpeg-nvenc-dev" in _build.gpu_toolchain_error()
+
+
+# ------------------------------------------------------------------------------------ DecodeWarp, anywhere
+
+
+def decode_model(height, width, **kwargs):
+    inputs = {
+        "data": keras.Input((), dtype="string", name="data"),
+        "matrices": keras.Input((3, 3), name="matrices"),
+    }
+    return keras.Model(inputs, bzna_tf.layers.DecodeWarp(height, width, **kwargs)(inputs))
+
+
+def test_decode_warp_layer_equals_the_cpu_path(original_path):
+    d = bzna_tf.ClassificationDataset(original_path)
+    warp = bzna_tf.layers.RandomResizedCrop(24, 40, flip_h=0.5)
+    norm = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    images = d.as_dataset(batch_size=5, warp=warp, seed=3, fill_value=9.0, **norm)
+    payloads = d.as_dataset(batch_size=5, warp=warp, seed=3, device="gpu")
+    spec = payloads.element_spec[0]
+    assert spec["data"].dtype == tf.string and spec["matrices"].shape.as_list() == [None, 3, 3]
+    model = decode_model(24, 40, fill_value=9.0, **norm)
+    batches = 0
+    for (x, y), (p, q) in zip(images, payloads, strict=True):
+        np.testing.assert_array_equal(model(p).numpy(), x.numpy())
+        np.testing.assert_array_equal(y.numpy(), q.numpy())
+        batches += 1
+    assert batches == 3
+    nchw = decode_model(24, 40, data_format="channels_first")(next(iter(payloads))[0])
+    assert nchw.shape == (5, 3, 24, 40)
+
+
+def test_decode_warp_layer_trains_and_saves(original_path, tmp_path):
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(16, 16), seed=1, device="gpu")
+    inputs = {
+        "data": keras.Input((), dtype="string", name="data"),
+        "matrices": keras.Input((3, 3), name="matrices"),
+    }
+    x = bzna_tf.layers.DecodeWarp(16, 16, mean=0.5, std=0.25)(inputs)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(inputs, keras.layers.Dense(3)(x))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(ds, epochs=2, verbose=0, shuffle=False)
+    assert np.isfinite(history.history["loss"]).all()
+    model.save(tmp_path / "m.keras")
+    again = keras.models.load_model(tmp_path / "m.keras")
+    batch = next(iter(ds))[0]
+    np.testing.assert_array_equal(again(batch).numpy(), model(batch).numpy())
+
+
+def test_gpu_datasets_leave_the_images_to_the_layer(original_path):
+    d = bzna_tf.ClassificationDataset(original_path)
+    warp = bzna_tf.layers.CenterResizedCrop(8, 8)
+    with pytest.raises(ValueError, match="pass mean, std to it"):
+        d.as_dataset(batch_size=2, warp=warp, device="gpu", mean=0.5, std=0.2)
+    with pytest.raises(ValueError, match="layout"):
+        d.as_dataset(batch_size=2, warp=warp, device="gpu", layout="NCHW")
+    with pytest.raises(ValueError, match="Expected a dict"):
+        bzna_tf.layers.DecodeWarp(8, 8)(tf.zeros([1, 8, 8, 3]))
+    # "auto" keeps images in tf.data.
+    assert d.as_dataset(batch_size=2, warp=warp).element_spec[0].dtype == tf.float32
+
+
+# ------------------------------------------------------------------------------------ on an NVIDIA GPU
+
+
+def _need_gpu():
+    if not tf.config.list_physical_devices("GPU"):
+        pytest.skip("no GPU visible to TensorFlow (the NVDEC + CUDA path needs an NVIDIA GPU and driver)")
+    bzna_tf.ops.load_library()
+    reason = bzna_tf.ops.gpu_error()
+    if reason:
+        pytest.skip(f"bzna_tf's GPU kernels are unavailable: {reason}")
+
+
+def _payloads(original_path, size=(96, 128), track="thumb"):
+    with bzna_tf.BznaFile(original_path) as f:
+        data = [getattr(f.sample(i), track).annexb() for i in range(len(f))]
+        sizes = [getattr(f.sample(i), track).size for i in range(len(f))]
+    warp = bzna_tf.transforms.RandomResizedCrop(degrees=10, flip_h=0.5)
+    hw = np.array([[h, w] for w, h in sizes])
+    return data, warp.matrices(hw, size, seed=5, indices=np.arange(len(data)))
+
+
+@pytest.mark.parametrize("track", ["thumb", "input"])
+def test_gpu_decode_warp_matches_the_cpu_op(original_path, track):
+    _need_gpu()
+    data, m = _payloads(original_path, track=track)
+    kwargs = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    with tf.device("/CPU:0"):
+        cpu = bzna_tf.ops.decode_warp(data, m, (96, 128), **kwargs).numpy()
+    with tf.device("/GPU:0"):
+        gpu_out = bzna_tf.ops.decode_warp(data, m, (96, 128), **kwargs)
+    assert "GPU" in gpu_out.device
+    # One grey level, in normalised units: 1 / (255 * std).
+    np.testing.assert_allclose(gpu_out.numpy(), cpu, atol=1.0 / (255 * 0.224) + 1e-5)
+
+
+def test_gpu_warps_match_the_cpu_ops():
+    _need_gpu()
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 256, (3, 61, 75), dtype=np.uint8)
+    cb, cr = (rng.integers(0, 256, (3, 31, 38), dtype=np.uint8) for _ in range(2))
+    rgb = rng.integers(0, 256, (3, 61, 75, 3), dtype=np.uint8)
+    m = bzna_tf.transforms.RandomResizedCrop(degrees=30).matrices([[61, 75]] * 3, (40, 50), seed=1)
+    for fn, args in ((bzna_tf.ops.warp_yuv420, (y, cb, cr)), (bzna_tf.ops.warp_rgb, (rgb,))):
+        for cast in (None, np.float32) if fn is bzna_tf.ops.warp_rgb else (None,):
+            inputs = tuple(a.astype(cast) for a in args) if cast else args
+            with tf.device("/CPU:0"):
+                cpu = fn(*inputs, m, (40, 50), data_format="NCHW").numpy()
+            with tf.device("/GPU:0"):
+                gpu_out = fn(*inputs, m, (40, 50), data_format="NCHW").numpy()
+            # The same float32 operations in the same order (nvcc --fmad=false): equal but for
+            # a rounding case of the division on the GPU.
+            assert np.mean(gpu_out == cpu) > 0.999 and np.abs(gpu_out - cpu).max() <= 1.0
+
+
+def test_nvdec_pictures_equal_ffmpeg_decodes(original_path, tmp_path):
+    """An independent NVDEC decoder (NVIDIA's PyNvVideoCodec) against FFmpeg's, on the same picture.
+
+    The per-image mp4 of a sample is a whole mp4 file: PyNvVideoCodec's
+    SimpleDecoder reads its first video track (the full-size picture).
+    """
+    _need_gpu()
+    try:
+        import PyNvVideoCodec as nvc
+    except (ImportError, RuntimeError) as e:  # RuntimeError: no driver
+        pytest.skip(f"PyNvVideoCodec unavailable: {e}")
+    from bzna_tf.decode import decode_annexb
+
+    with bzna_tf.BznaFile(original_path) as f:
+        (tmp_path / "sample.mp4").write_bytes(f.sample_bytes(0))
+        y, cb, cr = decode_annexb(f.sample(0).input.annexb())
+    decoder = nvc.SimpleDecoder(
+        str(tmp_path / "sample.mp4"),
+        gpu_id=0,
+        use_device_memory=False,
+        output_color_type=nvc.OutputColorType.NATIVE,
+    )
+    nv12 = np.asarray(np.from_dlpack(decoder[0])).reshape(-1)
+    h, w = y.shape
+    np.testing.assert_array_equal(nv12[: h * w].reshape(h, w), y)
+    uv = nv12[h * w : h * w + h * w // 2].reshape(h // 2, w // 2, 2)
+    np.testing.assert_array_equal(uv[..., 0], cb)
+    np.testing.assert_array_equal(uv[..., 1], cr)
+
+
+def test_model_fit_decodes_on_the_gpu(original_path):
+    _need_gpu()
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="gpu")
+    model = decode_model(32, 32, mean=0.5, std=0.25)
+    x = model(next(iter(ds))[0])
+    assert "GPU" in x.device
