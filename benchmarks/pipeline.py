@@ -24,7 +24,16 @@ Benzina's own tools, ``../shared/fixtures/benzina-original``), cycled to
 ``--samples`` entries: the .bzna repeats their per-image mp4s, the JPEG list
 repeats their files.
 
-    python benchmarks/pipeline.py [--samples N] [--threads T] [--json]
+With ``--device gpu`` (an NVIDIA GPU and bzna_tf's GPU kernels needed), a
+fifth figure and the CPU use of each:
+
+- ``gpu_img_s``: ``as_dataset(device="gpu")`` (pictures and matrices from
+  tf.data) -> ``bzna_tf.layers.DecodeWarp`` on the GPU (NVDEC decode + the
+  CUDA warp, normalised, into GPU memory), same crops and sizes;
+- ``*_cpu_cores``: process CPU time / wall time during each pass (how many
+  cores the input pipeline keeps busy).
+
+    python benchmarks/pipeline.py [--samples N] [--threads T] [--device cpu|gpu] [--json]
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -121,18 +131,59 @@ def _options(ds, threads):
     return ds.with_options(opt)
 
 
-def time_dataset(ds, samples: int) -> float:
-    """Images per second over one pass, after the first batch (warm-up)."""
+def _cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def time_dataset(ds, samples: int, step=None) -> float:
+    """Images per second over one pass, after the first batch (warm-up); `step` consumes each batch."""
+    global _last_cpu_cores
     it = iter(ds)
     first = next(it)
-    n = int(first[0].shape[0]) if isinstance(first, tuple) else int(first.shape[0])
-    t = time.perf_counter()
+    if step is not None:
+        step(first[0]).numpy()
+    n = int(first[1].shape[0]) if isinstance(first, tuple) else int(first.shape[0])
+    t, cpu = time.perf_counter(), _cpu_seconds()
     done = 0
+    last = None
     for b in it:
-        done += int(b[0].shape[0]) if isinstance(b, tuple) else int(b.shape[0])
+        done += int(b[1].shape[0]) if isinstance(b, tuple) else int(b.shape[0])
+        if step is not None:
+            last = step(b[0])
+    if last is not None:
+        last.numpy()  # waits for the GPU
     dt = time.perf_counter() - t
+    _last_cpu_cores = (_cpu_seconds() - cpu) / dt
     assert n + done == samples, (n, done, samples)
     return done / dt
+
+
+_last_cpu_cores = 0.0
+
+
+def gpu_pipeline(path, batch, size, threads):
+    """(payload dataset, step): DecodeWarp on the GPU, reduced to one number per batch."""
+    import tensorflow as tf
+
+    import bzna_tf
+
+    ds = bzna_tf.ClassificationDataset(str(path)).as_dataset(
+        batch_size=batch,
+        shuffle=True,
+        seed=0,
+        warp=bzna_tf.transforms.RandomResizedCrop(flip_h=0.5),
+        shape=(size, size),
+        device="gpu",
+    )
+    layer = bzna_tf.layers.DecodeWarp(size, size, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+
+    @tf.function
+    def step(payload):
+        with tf.device("/GPU:0"):
+            return tf.reduce_sum(layer(payload))
+
+    return _options(ds, threads), step
 
 
 def decode_limit(thumbs, threads: int) -> float:
@@ -154,6 +205,7 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--repeats", type=int, default=3, help="passes of each; the best is reported")
     p.add_argument("--fixture", type=Path, default=FIXTURE, help="the original-tools fixture folder")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: add the NVDEC + CUDA path")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
     if not (a.fixture / "benzina_original_mini.bzna").exists():
@@ -163,11 +215,19 @@ def main(argv=None) -> int:
     from bzna_tf.ops import load_library
 
     load_library()  # build outside the timings
+    if a.device == "gpu":
+        from bzna_tf.ops import gpu_error
+
+        if not tf.config.list_physical_devices("GPU") or gpu_error():
+            p.error(f"--device gpu needs an NVIDIA GPU and bzna_tf's GPU kernels: {gpu_error() or 'no GPU'}")
     with tempfile.TemporaryDirectory() as tmp:
         path, jpegs, thumbs = make_inputs(Path(tmp), a.samples, a.fixture)
         jpeg_t = tf.constant(jpegs)
         runs = {"pipeline_img_s": [], "as_dataset_img_s": [], "decode_limit_img_s": [], "jpeg_img_s": []}
-        for _ in range(a.repeats):  # interleaved, so drifting machine load hits all three alike
+        cores = {}
+        if a.device == "gpu":
+            runs["gpu_img_s"] = []
+        for _ in range(a.repeats):  # interleaved, so drifting machine load hits them all alike
             runs["decode_limit_img_s"].append(decode_limit(thumbs, a.threads))
             runs["pipeline_img_s"].append(
                 time_dataset(bzna_pipeline(path, a.batch, a.size, a.threads), a.samples)
@@ -175,13 +235,26 @@ def main(argv=None) -> int:
             runs["as_dataset_img_s"].append(
                 time_dataset(as_dataset_pipeline(path, a.batch, a.size, a.threads), a.samples)
             )
+            cores["as_dataset_cpu_cores"] = round(_last_cpu_cores, 2)
             runs["jpeg_img_s"].append(
                 time_dataset(jpeg_pipeline(jpeg_t, a.batch, a.size, a.threads), a.samples)
             )
+            cores["jpeg_cpu_cores"] = round(_last_cpu_cores, 2)
+            if a.device == "gpu":
+                ds, step = gpu_pipeline(path, a.batch, a.size, a.threads)
+                runs["gpu_img_s"].append(time_dataset(ds, a.samples, step))
+                cores["gpu_cpu_cores"] = round(_last_cpu_cores, 2)
     out = {k: round(max(v), 1) for k, v in runs.items()}
     out["pipeline_over_decode_limit"] = round(out["pipeline_img_s"] / out["decode_limit_img_s"], 3)
     out["pipeline_over_jpeg"] = round(out["pipeline_img_s"] / out["jpeg_img_s"], 3)
     out["as_dataset_over_pipeline"] = round(out["as_dataset_img_s"] / out["pipeline_img_s"], 3)
+    if a.device == "gpu":
+        out["gpu_over_as_dataset"] = round(out["gpu_img_s"] / out["as_dataset_img_s"], 3)
+        out["gpu_over_jpeg"] = round(out["gpu_img_s"] / out["jpeg_img_s"], 3)
+        out["gpu"] = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
+            "device_name", "GPU"
+        )
+    out.update(cores)
     out.update(samples=a.samples, threads=a.threads, batch=a.batch, size=a.size, tensorflow=tf.__version__)
     if a.json:
         print(json.dumps(out))
