@@ -93,17 +93,22 @@ def bzna_pipeline(path, batch, size, threads):
     return _options(ds.batch(batch).prefetch(2), threads)
 
 
-def as_dataset_pipeline(path, batch, size, threads):
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def as_dataset_pipeline(path, batch, size, threads, **kwargs):
+    """The user story: shuffled random resized crops; normalised images, or payloads for the GPU."""
     import bzna_tf
 
+    if kwargs.get("device") != "gpu":
+        kwargs.update(mean=MEAN, std=STD)
     ds = bzna_tf.ClassificationDataset(str(path)).as_dataset(
         batch_size=batch,
         shuffle=True,
         seed=0,
         warp=bzna_tf.transforms.RandomResizedCrop(flip_h=0.5),
         shape=(size, size),
-        mean=(0.485, 0.456, 0.406),
-        std=(0.229, 0.224, 0.225),
+        **kwargs,
     )
     return _options(ds, threads)
 
@@ -168,22 +173,14 @@ def gpu_pipeline(path, batch, size, threads):
 
     import bzna_tf
 
-    ds = bzna_tf.ClassificationDataset(str(path)).as_dataset(
-        batch_size=batch,
-        shuffle=True,
-        seed=0,
-        warp=bzna_tf.transforms.RandomResizedCrop(flip_h=0.5),
-        shape=(size, size),
-        device="gpu",
-    )
-    layer = bzna_tf.layers.DecodeWarp(size, size, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    layer = bzna_tf.layers.DecodeWarp(size, size, mean=MEAN, std=STD)
 
     @tf.function
     def step(payload):
         with tf.device("/GPU:0"):
             return tf.reduce_sum(layer(payload))
 
-    return _options(ds, threads), step
+    return as_dataset_pipeline(path, batch, size, threads, device="gpu"), step
 
 
 def decode_limit(thumbs, threads: int) -> float:

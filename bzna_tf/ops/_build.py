@@ -255,19 +255,12 @@ def cuda_archs(nvcc_path: str) -> list[int]:
 
 
 @dataclass(frozen=True)
-class GpuBuild:
-    """One planned build of the GPU library."""
+class GpuBuild(Build):
+    """One planned build of the GPU library: a Build plus nvcc and its targets."""
 
-    directory: Path
-    compiler: str
-    nvcc: str
-    archs: tuple[int, ...]
-    units: tuple[Path, ...]
-    kernels: Path
-    compile_flags: tuple[str, ...]
-    link_flags: tuple[str, ...]
-    tf_version: str
-    key: str
+    nvcc: str = ""
+    archs: tuple[int, ...] = ()
+    kernels: Path = Path()
 
     @property
     def library(self) -> Path:
@@ -330,16 +323,16 @@ def plan_gpu() -> GpuBuild:
     key = h.hexdigest()[:16]
     directory = cache_root() / f"gpu-tf{tf.__version__}-{key}"
     return GpuBuild(
-        directory,
-        cxx,
-        nv,
-        tuple(archs),
-        tuple(units),
-        kernels,
-        tuple(cflags),
-        tuple(lflags),
-        tf.__version__,
-        key,
+        directory=directory,
+        compiler=cxx,
+        units=tuple(units),
+        compile_flags=tuple(cflags),
+        link_flags=tuple(lflags),
+        tf_version=tf.__version__,
+        key=key,
+        nvcc=nv,
+        archs=tuple(archs),
+        kernels=kernels,
     )
 
 

@@ -83,10 +83,8 @@ class WarpYuv420GpuOp : public WarpOpBase {
     const int64_t batch = y.dim_size(0), height = y.dim_size(1), width = y.dim_size(2);
     const int64_t chroma_height = (height + 1) / 2, chroma_width = (width + 1) / 2;
     WarpArgs args;
-    OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 3, batch, &args));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, AllocateWarpOutput(ctx, batch, args, &output));
-    if (output->NumElements() == 0) return;
+    if (!PrepareWarp(ctx, 3, batch, &args, &output)) return;
     gpu::YuvLaunch p = YuvArgs(args, Layout(args), output->flat<float>().data());
     p.luma = {y.flat<uint8_t>().data(), static_cast<int>(width), static_cast<int>(height), width, 1};
     p.cb = {cb.flat<uint8_t>().data(), static_cast<int>(chroma_width), static_cast<int>(chroma_height),
@@ -111,10 +109,8 @@ class WarpRgbGpuOp : public WarpOpBase {
     OP_REQUIRES_OK(ctx, CheckRgbImages(images));
     const int64_t batch = images.dim_size(0);
     WarpArgs args;
-    OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 1, batch, &args));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, AllocateWarpOutput(ctx, batch, args, &output));
-    if (output->NumElements() == 0) return;
+    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
     gpu::RgbLaunch<T> p;
     p.images = images.flat<T>().data();
     p.width = static_cast<int>(images.dim_size(2));
@@ -143,10 +139,8 @@ class DecodeWarpGpuOp : public WarpOpBase {
     OP_REQUIRES_OK(ctx, CheckPictures(data));
     const int64_t batch = data.dim_size(0);
     WarpArgs args;
-    OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 1, batch, &args));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, AllocateWarpOutput(ctx, batch, args, &output));
-    if (output->NumElements() == 0) return;
+    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
     const auto pictures = data.flat<tensorflow::tstring>();
     const gpu::YuvLaunch base = YuvArgs(args, Layout(args), output->flat<float>().data());
     OP_REQUIRES_OK(ctx, WithContext(ctx, [&](const GpuScope& g) -> absl::Status {

@@ -167,6 +167,19 @@ class WarpOpBase : public OpKernel {
     return ctx->allocate_output(0, shape, output);
   }
 
+  // Reads the inputs from `first` (matrices, output_shape, bias, norm,
+  // oob_color) for `batch` samples and allocates the output. False when the
+  // kernel has nothing left to do: an error was set, or the output is empty.
+  bool PrepareWarp(OpKernelContext* ctx, int first, int64_t batch, WarpArgs* args, Tensor** output) const {
+    absl::Status s = ReadWarpArgs(ctx, first, batch, args);
+    if (s.ok()) s = AllocateWarpOutput(ctx, batch, *args, output);
+    if (!s.ok()) {
+      ctx->SetStatus(s);
+      return false;
+    }
+    return (*output)->NumElements() > 0;
+  }
+
   warp::OutputLayout Layout(const WarpArgs& args) const {
     warp::OutputLayout layout;
     layout.height = args.out_height;

@@ -72,10 +72,8 @@ class WarpYuv420Op : public WarpOpBase {
     const int64_t chroma_height = (height + 1) / 2;
     const int64_t chroma_width = (width + 1) / 2;
     WarpArgs args;
-    OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 3, batch, &args));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, AllocateWarpOutput(ctx, batch, args, &output));
-    if (output->NumElements() == 0) return;
+    if (!PrepareWarp(ctx, 3, batch, &args, &output)) return;
 
     const uint8_t* y_data = y.flat<uint8_t>().data();
     const uint8_t* cb_data = cb.flat<uint8_t>().data();
@@ -115,10 +113,8 @@ class WarpRgbOp : public WarpOpBase {
     const int64_t height = images.dim_size(1);
     const int64_t width = images.dim_size(2);
     WarpArgs args;
-    OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 1, batch, &args));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, AllocateWarpOutput(ctx, batch, args, &output));
-    if (output->NumElements() == 0) return;
+    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
 
     const T* data = images.flat<T>().data();
     const int64_t image_size = height * width * 3;
@@ -159,10 +155,8 @@ class DecodeWarpOp : public WarpOpBase {
     OP_REQUIRES_OK(ctx, CheckPictures(data));
     const int64_t batch = data.dim_size(0);
     WarpArgs args;
-    OP_REQUIRES_OK(ctx, ReadWarpArgs(ctx, 1, batch, &args));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(ctx, AllocateWarpOutput(ctx, batch, args, &output));
-    if (output->NumElements() == 0) return;
+    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
 
     const auto pictures = data.flat<tensorflow::tstring>();
     const warp::OutputLayout layout = Layout(args);
