@@ -149,7 +149,11 @@ def build(force: bool = False, verbose: bool = False, jobs: int | None = None) -
     Raises:
       BuildError: no compiler, or the compiler failed (its output is in the message).
     """
-    b = plan()
+    return _cached(plan(), _compile, force, verbose, jobs)
+
+
+def _cached(b: Build, compile_fn, force: bool, verbose: bool, jobs: int | None) -> Path:
+    """b.library, compiled by compile_fn(b, verbose, jobs) unless it exists; one builder at a time."""
     if b.library.exists() and not force:
         return b.library
     b.directory.mkdir(parents=True, exist_ok=True)
@@ -157,7 +161,7 @@ def build(force: bool = False, verbose: bool = False, jobs: int | None = None) -
         fcntl.flock(lock, fcntl.LOCK_EX)
         if b.library.exists() and not force:
             return b.library  # another process built it while we waited
-        _compile(b, verbose, jobs or os.cpu_count() or 1)
+        compile_fn(b, verbose, jobs or os.cpu_count() or 1)
     return b.library
 
 
@@ -345,16 +349,7 @@ def build_gpu(force: bool = False, verbose: bool = False, jobs: int | None = Non
     Raises:
       BuildError: a missing tool (the message says which and how to get it), or a failed compile.
     """
-    b = plan_gpu()
-    if b.library.exists() and not force:
-        return b.library
-    b.directory.mkdir(parents=True, exist_ok=True)
-    with open(b.directory / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if b.library.exists() and not force:
-            return b.library
-        _compile_gpu(b, verbose, jobs or os.cpu_count() or 1)
-    return b.library
+    return _cached(plan_gpu(), _compile_gpu, force, verbose, jobs)
 
 
 def _embed(data: bytes, symbol: str) -> str:
