@@ -19,12 +19,11 @@ import copy
 import math
 import os
 import random as _random
-import re
 
 import numpy as np
 
 from bzna_tf.format.shards import BznaShards, is_url
-from bzna_tf.format.splits import imagenet_split, imagenet_splits, select_split
+from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_size_error, imagenet_splits, select_split
 
 __all__ = ["ClassificationDataset", "Dataset", "ImageNet"]
 
@@ -151,11 +150,17 @@ class Dataset:
     def _named_splits(self) -> dict[str, range]:
         return {"all": range(len(self._index))}
 
+    def _unavailable_splits(self) -> dict[str, str]:
+        """Split names this data lacks -> why."""
+        return {}
+
     def _select(self, split) -> np.ndarray:
         if split is None:
             return np.arange(len(self._index), dtype=np.int64)
         try:
-            return select_split(split, self._named_splits(), default="all")
+            return select_split(
+                split, self._named_splits(), default="all", unavailable=self._unavailable_splits()
+            )
         except ValueError as e:
             raise ValueError(f"{e} (in {self._describe_files()})") from None
 
@@ -397,7 +402,7 @@ class Dataset:
         per_epoch = len(range(index, n, count))
         if per_epoch == 0:
             raise ValueError(f"Shard {index} of {count} of {n} samples is empty")
-        contiguous = bool(sel[-1] - sel[0] == n - 1 and (n == 1 or (np.diff(sel) == 1).all()))
+        contiguous = bool((np.diff(sel) == 1).all())
         first = int(sel[0])
         files = self.paths
         track = self._track
@@ -512,15 +517,9 @@ class ImageNet(ClassificationDataset):
     def _named_splits(self) -> dict[str, range]:
         return imagenet_splits(len(self._index))
 
-    def _select(self, split) -> np.ndarray:
-        names = set(re.findall(r"[A-Za-z_][\w-]*", split or ""))
-        if names - {"all"} and "train" not in self._named_splits():
-            # A named split of a file too small to hold them: say why it has none.
-            try:
-                imagenet_split("train", len(self._index))
-            except ValueError as e:
-                raise ValueError(f"{e} (in {self._describe_files()})") from None
-        return super()._select(split)
+    def _unavailable_splits(self) -> dict[str, str]:
+        reason = imagenet_size_error(len(self._index))
+        return dict.fromkeys((*IMAGENET_SPLITS, "validation"), reason) if reason else {}
 
 
 def _imagenet_path(root):

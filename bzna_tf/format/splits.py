@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["IMAGENET_SPLITS", "imagenet_split", "imagenet_splits", "select_split"]
+__all__ = ["IMAGENET_SPLITS", "imagenet_size_error", "imagenet_split", "imagenet_splits", "select_split"]
 
 # (split, entries counted from the end of the file): val and test have fixed sizes.
 _VAL, _TEST = 50_000, 100_000
@@ -37,14 +37,22 @@ def imagenet_split(split: str, num_samples: int) -> range:
         raise ValueError(
             f"split must be one of {IMAGENET_SPLITS + ('validation',)}. Received: split={split!r}"
         )
-    if num_samples < _VAL + _TEST:
-        raise ValueError(
-            f"an ImageNet file holds at least {_VAL + _TEST} entries (val + test). "
-            f"Received: num_samples={num_samples}"
-        )
+    reason = imagenet_size_error(num_samples)
+    if reason:
+        raise ValueError(reason)
     test0 = num_samples - _TEST
     val0 = test0 - _VAL
     return {"train": range(0, val0), "val": range(val0, test0), "test": range(test0, num_samples)}[s]
+
+
+def imagenet_size_error(num_samples: int) -> str | None:
+    """Why a file of ``num_samples`` entries has no ImageNet splits, or None when it has them."""
+    if num_samples < _VAL + _TEST:
+        return (
+            f"an ImageNet file holds at least {_VAL + _TEST} entries (val + test). "
+            f"Received: num_samples={num_samples}"
+        )
+    return None
 
 
 def imagenet_splits(num_samples: int) -> dict[str, range]:
@@ -52,7 +60,7 @@ def imagenet_splits(num_samples: int) -> dict[str, range]:
 
     A file too small to hold val and test has only ``all``.
     """
-    if num_samples < _VAL + _TEST:
+    if imagenet_size_error(num_samples):
         return {"all": range(num_samples)}
     out = {s: imagenet_split(s, num_samples) for s in IMAGENET_SPLITS}
     out["validation"] = out["val"]
@@ -80,7 +88,13 @@ def _bound(text: str | None, n: int, spec: str) -> int | None:
     return int(text)
 
 
-def select_split(spec: str, splits: Mapping[str, range], *, default: str | None = None) -> np.ndarray:
+def select_split(
+    spec: str,
+    splits: Mapping[str, range],
+    *,
+    default: str | None = None,
+    unavailable: Mapping[str, str] | None = None,
+) -> np.ndarray:
     """The sample indices a TFDS-style split spec selects.
 
     ``spec`` joins parts with ``+``; each part is a split name with an
@@ -95,6 +109,7 @@ def select_split(spec: str, splits: Mapping[str, range], *, default: str | None 
       spec: the split spec.
       splits: the named splits, each a range of sample indices.
       default: the split a nameless part refers to (None: names are required).
+      unavailable: names this data lacks -> why (the error for a part that names one).
 
     Returns:
       The selected indices, int64, in the order the parts give them.
@@ -118,6 +133,8 @@ def select_split(spec: str, splits: Mapping[str, range], *, default: str | None 
             raise ValueError(
                 f"Expected a split name before '[' (one of {list(splits)}). Received: split={spec!r}"
             )
+        if unavailable and name in unavailable:
+            raise ValueError(unavailable[name])
         if name not in splits:
             raise ValueError(
                 f"Unknown split {name!r}: expected one of {list(splits)}. Received: split={spec!r}"

@@ -73,8 +73,10 @@ def load_library():
       BuildError: no compiler, a failed build, or a library TensorFlow refuses to load.
     """
     global _module
+    first = False
     with _lock:
         if _module is None:
+            first = True
             import tensorflow as tf
 
             path = build()
@@ -91,7 +93,7 @@ def load_library():
                 ) from e
             global _ffmpeg_error
             _ffmpeg_error = _load_ffmpeg(path)
-    if _gpu_wanted():
+    if first and _gpu_wanted():  # once: load_library() is on every op's path
         load_gpu_library()
     return _module
 

@@ -9,6 +9,19 @@
 namespace bzna_tf {
 namespace gpu {
 
+namespace {
+
+// Sets one of NVDEC's (left, top, right, bottom) rectangles of shorts.
+template <typename Rect>
+void SetRect(Rect* r, int left, int top, int width, int height) {
+  r->left = static_cast<short>(left);
+  r->top = static_cast<short>(top);
+  r->right = static_cast<short>(left + width);
+  r->bottom = static_cast<short>(top + height);
+}
+
+}  // namespace
+
 absl::StatusOr<NvdecDecoder*> NvdecDecoder::ForContext(const Driver& d, CUcontext context) {
   if (d.cuvid == nullptr) return absl::FailedPreconditionError(d.cuvid_error);
   static std::mutex mu;
@@ -62,10 +75,7 @@ int NvdecDecoder::OnSequence(CUVIDEOFORMAT* f) {
     r.ulTargetWidth = width;
     r.ulTargetHeight = height;
     r.ulNumDecodeSurfaces = surfaces_;
-    r.display_area.left = static_cast<short>(left);
-    r.display_area.top = static_cast<short>(top);
-    r.display_area.right = static_cast<short>(left + width);
-    r.display_area.bottom = static_cast<short>(top + height);
+    SetRect(&r.display_area, left, top, width, height);
     s = Check(d_, d_.cuvid->cuvidReconfigureDecoder(decoder_, &r), "cuvidReconfigureDecoder");
   } else {
     if (decoder_ != nullptr) {
@@ -88,10 +98,7 @@ int NvdecDecoder::OnSequence(CUVIDEOFORMAT* f) {
     c.ulIntraDecodeOnly = 1;  // .bzna pictures are intra pictures
     c.ulMaxWidth = max_width_;
     c.ulMaxHeight = max_height_;
-    c.display_area.left = static_cast<short>(left);
-    c.display_area.top = static_cast<short>(top);
-    c.display_area.right = static_cast<short>(left + width);
-    c.display_area.bottom = static_cast<short>(top + height);
+    SetRect(&c.display_area, left, top, width, height);
     c.OutputFormat = cudaVideoSurfaceFormat_NV12;
     c.DeinterlaceMode = cudaVideoDeinterlaceMode_Weave;
     c.ulTargetWidth = width;
