@@ -1,7 +1,9 @@
 """bzna_tf: Benzina datasets (.bzna) for TensorFlow and Keras.
 
 ``ImageNet``, ``ClassificationDataset`` and ``Dataset`` open .bzna files and
-build ``tf.data`` pipelines (``as_dataset``). This module holds the public
+build ``tf.data`` pipelines (``as_dataset``); ``SampleList`` reads and writes
+LBANN sample lists; ``blend`` mixes datasets by weight; ``preview`` draws a
+grid of augmented samples. This module holds the public
 surface only; it imports no TensorFlow and never loads the native library.
 The TensorFlow parts are submodules, imported on first use:
 ``bzna_tf.layers`` (Keras layers), ``bzna_tf.transforms`` (the affine math
@@ -10,9 +12,11 @@ and samplers), ``bzna_tf.ops`` (the native ops) and ``bzna_tf.decode``.
 
 import importlib
 
+from bzna_tf.blending import blend
 from bzna_tf.datasets import ClassificationDataset, Dataset, ImageNet
 from bzna_tf.format import (
     IMAGENET_SPLITS,
+    LIST_TYPES,
     BznaFile,
     BznaFormatError,
     BznaShards,
@@ -20,10 +24,13 @@ from bzna_tf.format import (
     HvcC,
     ImageMp4,
     Picture,
+    SampleList,
+    SampleListError,
     imagenet_split,
     open_bzna,
     to_annexb,
 )
+from bzna_tf.previews import preview
 
 __version__ = "0.1.0"
 
@@ -44,6 +51,7 @@ def __dir__():
 
 __all__ = [
     "IMAGENET_SPLITS",
+    "LIST_TYPES",
     "BznaFile",
     "BznaFormatError",
     "BznaShards",
@@ -54,8 +62,12 @@ __all__ = [
     "ImageMp4",
     "ImageNet",
     "Picture",
+    "SampleList",
+    "SampleListError",
     "__version__",
+    "blend",
     "imagenet_split",
     "open_bzna",
+    "preview",
     "to_annexb",
 ]

@@ -2,6 +2,8 @@
 
 bzna-tf info FILE... [--json]
 bzna-tf convert tfrecord|folder|gulp SRC... OUT.bzna [--workers N] [--crf C] [--preset P] ...
+bzna-tf samplelist FILE... -o LIST [--type T] [--ids indices|names] [--split S] | --check LIST [FILE...]
+bzna-tf preview FILE... -o GRID.png [--n 16] [--warp ...] [--size H W] [--seed S]
 """
 
 from __future__ import annotations
@@ -185,6 +187,151 @@ def _add_convert(sub):
     c.set_defaults(run=_convert)
 
 
+def _lines(lst) -> str:
+    return f"{len(lst.entries)} {'sample lines' if lst.type == 'SINGLE-SAMPLE' else 'file lines'}"
+
+
+def _samplelist(args) -> int:
+    from bzna_tf.datasets import Dataset
+    from bzna_tf.format.samplelist import SampleList
+
+    if args.check:
+        lst = SampleList.read(args.check)
+        ds = Dataset(args.files) if args.files else Dataset(lst.data_paths())
+        with ds:
+            used = ds.sample_list_positions(lst)
+            print(
+                f"{args.check}: {lst.type}, {_lines(lst)}, "
+                f"{len(used):,} samples used of {len(ds):,} in {len(ds.paths)} data file(s)"
+            )
+        return 0
+    if not args.files or not args.output:
+        raise ValueError("give the .bzna files and -o LIST (or --check LIST)")
+    with Dataset(args.files, split=args.split) as ds:
+        if args.labelled_only:
+            ds = ds.select(ds.targets >= 0)
+        lst = ds.to_sample_list(args.type, ids=args.ids, base=args.base)
+        lst.write(args.output, ranges=not args.no_ranges)
+    print(f"{args.output}: {lst.type}, {len(lst):,} samples, {_lines(lst)}, base {lst.base}")
+    return 0
+
+
+def _add_samplelist(sub):
+    from bzna_tf.format.samplelist import LIST_TYPES
+
+    c = sub.add_parser(
+        "samplelist",
+        help="write an LBANN sample list for .bzna files, or check one",
+        description="Write a sample list (LBANN's text format, .bzna files in place of HDF5) of every "
+        "sample of the files (or of a split), to edit by hand and pass to as_dataset(sample_list=...); "
+        "or, with --check, read a list and resolve it against its files.",
+    )
+    c.add_argument(
+        "files", nargs="*", help=".bzna files or glob patterns (--check: the data to resolve against)"
+    )
+    c.add_argument("-o", "--output", help="the list file to write")
+    c.add_argument("--type", choices=LIST_TYPES, default="CONDUIT_HDF5_INCLUSION", help="the list type")
+    c.add_argument(
+        "--ids",
+        choices=("indices", "names"),
+        default="indices",
+        help="sample ids: indices in each file (default) or the stored filenames",
+    )
+    c.add_argument("--split", default=None, help="only this split, TFDS style ('[:90%%]', 'all[1000:]')")
+    c.add_argument("--labelled-only", action="store_true", help="only samples with a target")
+    c.add_argument(
+        "--base", default=None, help="the base directory on line 3 (default: the files' common one)"
+    )
+    c.add_argument("--no-ranges", action="store_true", help="write every index, no 'a ... b' ranges")
+    c.add_argument("--check", metavar="LIST", default=None, help="read LIST and report what it selects")
+    c.set_defaults(run=_samplelist)
+
+
+def _warp(args):
+    from bzna_tf.transforms import CenterResizedCrop, RandomResizedCrop, SimilarityTransform
+
+    common = dict(degrees=args.degrees, translate=args.translate, flip_h=args.flip_h, flip_v=args.flip_v)
+    if args.warp == "center":
+        if any(v for v in common.values()) or args.scale or args.ratio:
+            raise ValueError(
+                "--warp center takes only --crop (use similarity for flips, rotation, translation)"
+            )
+        return CenterResizedCrop(args.crop)
+    if args.warp == "random-resized-crop":
+        return RandomResizedCrop(
+            scale=tuple(args.scale or (0.08, 1.0)), ratio=tuple(args.ratio or (3 / 4, 4 / 3)), **common
+        )
+    return SimilarityTransform(
+        scale=tuple(args.scale or (1.0, 1.0)),
+        ratio=tuple(args.ratio) if args.ratio else None,
+        resize=True,
+        **common,
+    )
+
+
+def _preview(args) -> int:
+    from bzna_tf.datasets import ClassificationDataset
+    from bzna_tf.previews import preview, write_png
+
+    size = args.size if len(args.size) == 2 else args.size * 2
+    with ClassificationDataset(args.files, input_label=args.track, split=args.split) as ds:
+        p = preview(
+            ds,
+            args.n,
+            shape=tuple(size),
+            warp=_warp(args),
+            seed=args.seed,
+            shuffle=not args.first,
+            training=not args.eval,
+            columns=args.columns,
+            sample_list=args.sample_list,
+        )
+    write_png(args.output, p.image)
+    print(
+        f"{args.output}: {p.image.shape[1]}x{p.image.shape[0]}, {len(p.indices)} samples "
+        f"({', '.join(f'#{i}' for i in p.indices[:8])}{' ...' if len(p.indices) > 8 else ''})"
+    )
+    return 0
+
+
+def _add_preview(sub):
+    c = sub.add_parser(
+        "preview",
+        help="a PNG grid of decoded, augmented samples with their labels",
+        description="Decode and warp samples exactly as as_dataset(seed=SEED, ...) would and write them as "
+        "one PNG grid; each tile is captioned '#<sample index> <label>' ('-': no label).",
+    )
+    c.add_argument("files", nargs="+", help=".bzna files or glob patterns")
+    c.add_argument("-o", "--output", required=True, help="the PNG to write")
+    c.add_argument("--n", type=int, default=16, help="how many samples (default 16)")
+    c.add_argument(
+        "--size", type=int, nargs="+", default=[128], metavar="H [W]", help="tile size (default 128)"
+    )
+    c.add_argument(
+        "--warp",
+        choices=("random-resized-crop", "center", "similarity"),
+        default="random-resized-crop",
+        help="the augmentation (default random-resized-crop)",
+    )
+    c.add_argument("--scale", type=float, nargs=2, metavar=("LO", "HI"), help="area fraction range")
+    c.add_argument("--ratio", type=float, nargs=2, metavar=("LO", "HI"), help="aspect ratio (w/h) range")
+    c.add_argument("--crop", type=float, default=1.0, help="center: the crop's side fraction (default 1)")
+    c.add_argument("--degrees", type=float, default=0.0, help="random rotation range, +-degrees")
+    c.add_argument("--translate", type=float, default=0.0, help="random translation, fraction of the output")
+    c.add_argument("--flip-h", type=float, default=0.0, help="horizontal flip probability")
+    c.add_argument("--flip-v", type=float, default=0.0, help="vertical flip probability")
+    c.add_argument("--seed", type=int, default=0, help="picks the samples and their warps (default 0)")
+    c.add_argument("--first", action="store_true", help="the first N samples instead of N at random")
+    c.add_argument("--eval", action="store_true", help="the warp's deterministic (training=False) values")
+    c.add_argument("--columns", type=int, default=None, help="tiles per row (default: a square grid)")
+    c.add_argument(
+        "--track", choices=("bzna_thumb", "bzna_input"), default="bzna_thumb", help="picture track"
+    )
+    c.add_argument("--split", default=None, help="only this split, TFDS style")
+    c.add_argument("--sample-list", default=None, help="only the samples of this LBANN sample list")
+    c.set_defaults(run=_preview)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="bzna-tf", description="Benzina (.bzna) datasets for TensorFlow.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -197,12 +344,14 @@ def main(argv=None) -> int:
     )
     info.set_defaults(run=_info)
     _add_convert(sub)
+    _add_samplelist(sub)
+    _add_preview(sub)
     args = p.parse_args(argv)
     if args.command == "convert" and args.label_key is None:
         args.label_key = "image/class/label" if args.kind == "tfrecord" else "label"
     try:
         return args.run(args)
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError) as e:  # BznaFormatError and SampleListError are ValueErrors
         print(f"bzna-tf {args.command}: {e}", file=sys.stderr)
         return 1
 

@@ -22,6 +22,7 @@ import random as _random
 
 import numpy as np
 
+from bzna_tf.format.samplelist import SampleList, SampleListError
 from bzna_tf.format.shards import BznaShards, is_url
 from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_size_error, imagenet_splits, select_split
 
@@ -31,6 +32,7 @@ __all__ = ["ClassificationDataset", "Dataset", "ImageNet"]
 TRACKS = {"bzna_input": "input", "bzna_thumb": "thumb", "input": "input", "thumb": "thumb"}
 LAYOUTS = ("NHWC", "NCHW")
 DEVICES = ("auto", "cpu", "gpu")
+SHARD_BY = ("samples", "files")
 IMAGENET_FILENAMES = ("ilsvrc2012.bzna", "ilsvrc2012.mp4")
 _SEED_MOD = 2**63
 
@@ -199,13 +201,19 @@ class Dataset:
         return [names[i] for i in self._indices.tolist()]
 
     def select(self, positions) -> Dataset:
-        """A dataset of some of these samples: ``positions`` index this dataset (0 .. len - 1).
+        """A dataset of some of these samples.
+
+        ``positions`` index this dataset (0 .. len - 1), or are a boolean mask
+        of ``len(self)`` entries, or a :class:`bzna_tf.SampleList` (see
+        :meth:`sample_list_positions`).
 
         Example: a random 10% held out for validation::
 
             perm = np.random.default_rng(0).permutation(len(ds))
             val, train = ds.select(perm[: len(ds) // 10]), ds.select(perm[len(ds) // 10 :])
         """
+        if isinstance(positions, SampleList):
+            positions = self.sample_list_positions(positions)
         p = np.asarray(positions)
         if p.dtype == bool:
             if p.shape != (len(self),):
@@ -225,6 +233,67 @@ class Dataset:
         out.split = None
         return out
 
+    def sample_list_positions(self, sample_list) -> np.ndarray:
+        """The positions in this dataset of the samples a sample list uses.
+
+        The list narrows the dataset: the result holds the samples that are
+        both in this dataset (its split or selection) and used by the list,
+        in the list's order (exclusion lists: file order). The list's files
+        are matched to this dataset's files by path (base + file), or, for a
+        list written on another machine, by their trailing path components.
+
+        Args:
+          sample_list: a :class:`bzna_tf.SampleList` or the path of a list file.
+
+        Raises:
+          SampleListError: a malformed list, or one that names a file, an
+            index or a filename this dataset's files lack (naming the line);
+            or no listed sample is in this dataset.
+        """
+        lst = sample_list if isinstance(sample_list, SampleList) else SampleList.read(sample_list)
+        files = self._index.files
+        wanted = lst.global_indices(self.paths, self._index.starts, lambda k: files[k].filenames())
+        sel = self._indices
+        order = np.argsort(sel, kind="stable")
+        at = np.searchsorted(sel[order], wanted).clip(max=max(len(sel) - 1, 0))
+        found = sel[order][at] == wanted
+        if not found.any():
+            raise SampleListError(
+                f"none of the {len(wanted)} listed samples is in this dataset ({self!r})", path=lst.path
+            )
+        return order[at[found]]
+
+    def to_sample_list(self, type: str = "CONDUIT_HDF5_INCLUSION", *, ids: str = "indices", base=None):
+        """This dataset's samples (its split or selection) as a :class:`bzna_tf.SampleList`.
+
+        Args:
+          type: one of ``bzna_tf.LIST_TYPES``.
+          ids: ``"indices"`` (each sample's index in its file) or ``"names"``
+            (its stored filename; refused where a name could not be read back).
+          base: line 3, the files' base directory (default: their common one).
+        """
+        files = self._index.files
+        return SampleList.from_indices(
+            self.paths,
+            self._index.starts,
+            self._indices,
+            kind=type,
+            ids=ids,
+            filenames_of=lambda k: files[k].filenames(),
+            base=base,
+        )
+
+    @classmethod
+    def from_sample_list(cls, sample_list, **kwargs) -> Dataset:
+        """Opens the files a sample list names and selects its samples.
+
+        Args:
+          sample_list: a :class:`bzna_tf.SampleList` or the path of a list file.
+          **kwargs: the class's other arguments (``track``, ``input_label``, ...).
+        """
+        lst = sample_list if isinstance(sample_list, SampleList) else SampleList.read(sample_list)
+        return cls(lst.data_paths(), **kwargs).select(lst)
+
     def close(self):
         """Closes the files' index readers (the ``tf.data`` pipelines read on their own)."""
         self._index.close()
@@ -239,6 +308,17 @@ class Dataset:
 
     def _outputs(self, images, element, with_filenames):
         return (images, element["filename"]) if with_filenames else images
+
+    def _file_shard(self, sel, count, index, training) -> np.ndarray:
+        """The samples of ``sel`` in the files of shard ``index`` (file k -> shard k % count)."""
+        num_files = len(self._index.files)
+        if num_files < count and training:
+            raise ValueError(
+                f"shard_by='files' needs at least as many files as shards: {num_files} files for "
+                f"{count} shards (use more, smaller .bzna files, or shard_by='samples')"
+            )
+        file_of = np.searchsorted(self._index.starts, sel, side="right") - 1
+        return sel[file_of % count == index]
 
     def _payload_mode(self, device, kwargs):
         """True for device="gpu" (the model decodes); checks that tf.data was asked for no image options."""
@@ -270,6 +350,8 @@ class Dataset:
         with_filenames: bool = False,
         input_context=None,
         shard=None,
+        shard_by: str = "samples",
+        sample_list=None,
         device: str = "auto",
         training: bool = True,
         fill_value=None,
@@ -320,10 +402,23 @@ class Dataset:
             take a third element as sample weights.)
           input_context: a ``tf.distribute.InputContext``: read shard
             ``input_pipeline_id`` of ``num_input_pipelines``.
-          shard: ``(count, index)``: read only shard ``index`` of ``count``.
-            Shards are disjoint, together hold every sample once per epoch,
-            and differ in size by at most one. With ``shuffle`` they are drawn
-            from each epoch's permutation (so they change every epoch).
+          shard: ``(count, index)``: read only shard ``index`` of ``count``
+            (workers, ranks). Shards are disjoint and together hold every
+            sample once per epoch.
+          shard_by: how samples go to shards. ``"samples"`` (default): every
+            ``count``-th sample of each epoch's order; shards differ in size by
+            at most one and, with ``shuffle``, are drawn from each epoch's
+            permutation (so they change every epoch; needs a ``seed``).
+            ``"files"``: whole .bzna files, file ``k`` of the dataset's files
+            to shard ``k % count`` (Megatron-Energon's way: use many more
+            files than shards); each shard reads only its own files, always
+            the same ones, shuffled within the shard (no shared seed needed).
+            Sizes follow the files'. A shard that gets no sample is an error,
+            except with ``training=False`` (validation strided across
+            workers: some may get less or nothing, and yield no batch).
+          sample_list: a :class:`bzna_tf.SampleList` or the path of an LBANN
+            sample list: only the samples it uses (and this dataset holds)
+            are read, in the list's order (see :meth:`sample_list_positions`).
           device: where pictures are decoded and warped. ``"cpu"``: in
             ``tf.data`` (FFmpeg's HEVC decoder fused with the warp), elements
             are images. ``"gpu"``: in the model, whose first layer is
@@ -380,6 +475,12 @@ class Dataset:
         )
         epochs = _epochs(repeat)
         count, index = _shard(shard, input_context)
+        if shard_by not in SHARD_BY:
+            raise ValueError(f"Expected `shard_by` in {SHARD_BY}. Received: shard_by={shard_by!r}")
+        sel = self._indices if sample_list is None else self._indices[self.sample_list_positions(sample_list)]
+        if shard_by == "files" and count > 1:
+            sel = self._file_shard(sel, count, index, training)
+            count, index = 1, 0
         if shuffle and count > 1 and seed is None:
             raise ValueError(
                 "Sharded shuffling needs a `seed`: every shard must draw the same permutation "
@@ -397,19 +498,21 @@ class Dataset:
         num_parallel_calls = autotune if num_parallel_calls is None else num_parallel_calls
         prefetch = autotune if prefetch is None else prefetch
 
-        sel = self._indices
         n = len(sel)
         per_epoch = len(range(index, n, count))
-        if per_epoch == 0:
-            raise ValueError(f"Shard {index} of {count} of {n} samples is empty")
-        contiguous = bool((np.diff(sel) == 1).all())
-        first = int(sel[0])
+        if per_epoch == 0 and (training or epochs is None):
+            raise ValueError(
+                f"Shard {index} of {count} of {n} samples is empty (training=False lets a validation "
+                "shard be empty, when it is not repeated endlessly)"
+            )
+        contiguous = n > 0 and bool((np.diff(sel) == 1).all())
+        first = int(sel[0]) if n else 0
         files = self.paths
         track = self._track
         shuffle_salt = seed % 2**31
 
         def one_epoch(key):
-            idx = tf.range(first, first + n, dtype=tf.int64) if contiguous else tf.constant(sel)
+            idx = tf.range(first, first + n, dtype=tf.int64) if contiguous else tf.constant(sel, tf.int64)
             if shuffle:
                 idx = tf.random.experimental.stateless_shuffle(
                     idx, seed=tf.stack([key, tf.constant(shuffle_salt, tf.int64)])
@@ -513,6 +616,15 @@ class ImageNet(ClassificationDataset):
 
     def __init__(self, root, split: str | None = None, input_label: str = "bzna_thumb"):
         super().__init__(_imagenet_path(root), input_label=input_label, split=split)
+
+    @classmethod
+    def from_sample_list(cls, sample_list, split: str | None = None, input_label: str = "bzna_thumb"):
+        """Opens the one ImageNet file a sample list names and selects its samples."""
+        lst = sample_list if isinstance(sample_list, SampleList) else SampleList.read(sample_list)
+        paths = lst.data_paths()
+        if len(paths) != 1:
+            raise ValueError(f"ImageNet is one file; the sample list names {len(paths)}: {paths}")
+        return cls(paths[0], split=split, input_label=input_label).select(lst)
 
     def _named_splits(self) -> dict[str, range]:
         return imagenet_splits(len(self._index))

@@ -54,3 +54,39 @@ def chdir_tmp(tmp_path):
     os.chdir(tmp_path)
     yield tmp_path
     os.chdir(old)
+
+
+SHARD_SIZES = (7, 5, 9)  # uneven: three .bzna shards of flat-coloured pictures
+
+
+def shard_colour(k, i):
+    """Picture i of shard k: a flat colour that tells which sample it is."""
+    return np.array([40 + 60 * k, 30 + 20 * i, 200 - 15 * i], dtype=np.uint8)
+
+
+def shard_sample(name) -> tuple[int, int]:
+    """(shard, index) from a stored filename "s<k>_<i>.png" (bytes or str)."""
+    name = name.decode() if isinstance(name, bytes) else name
+    return int(name[1]), int(name[3:5])
+
+
+@pytest.fixture(scope="session")
+def flat_shards(tmp_path_factory):
+    """Three .bzna shards in data/shards/: shard k's pictures have target k and names s<k>_<ii>.png."""
+    from bzna_tf import BznaWriter
+    from bzna_tf.convert import encode_image
+
+    root = tmp_path_factory.mktemp("data") / "shards"
+    root.mkdir()
+    rng = np.random.default_rng(1)
+    paths = []
+    for k, n in enumerate(SHARD_SIZES):
+        path = root / f"part-{k}.bzna"
+        with BznaWriter(path) as w:
+            for i in range(n):
+                h, w_ = (int(v) for v in rng.integers(24, 64, 2))
+                img = np.broadcast_to(shard_colour(k, i), (h, w_, 3)).copy()
+                inp, thumb = encode_image(img, preset="ultrafast")
+                w.append(inp, thumb=thumb, target=k, filename=f"s{k}_{i:02d}.png")
+        paths.append(str(path))
+    return paths

@@ -2,13 +2,14 @@
 
 Reading: :func:`open_bzna` / :class:`BznaFile` / :class:`BznaShards`. Writing:
 :class:`BznaWriter` with :class:`Picture`. Per-image mp4s: :class:`ImageMp4`.
-H.265 configuration and Annex-B: :class:`HvcC`, :func:`to_annexb`.
+LBANN sample lists: :class:`SampleList`. H.265 configuration and Annex-B: :class:`HvcC`, :func:`to_annexb`.
 """
 
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.hevc import HvcC, NalArray, split_nals, to_annexb
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import Clap, ImageMp4, Picture, VideoTrack, parse_image_mp4
+from bzna_tf.format.samplelist import LIST_TYPES, SampleList, SampleListError
 from bzna_tf.format.shards import BznaShards, expand_paths, open_bzna
 from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_split, imagenet_splits, select_split
 from bzna_tf.format.tracks import Trak
@@ -16,6 +17,7 @@ from bzna_tf.format.writer import BznaWriter
 
 __all__ = [
     "IMAGENET_SPLITS",
+    "LIST_TYPES",
     "BznaFile",
     "BznaFormatError",
     "BznaShards",
@@ -25,6 +27,8 @@ __all__ = [
     "ImageMp4",
     "NalArray",
     "Picture",
+    "SampleList",
+    "SampleListError",
     "Trak",
     "VideoTrack",
     "expand_paths",

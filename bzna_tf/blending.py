@@ -1,0 +1,123 @@
+"""Blending datasets by weight: whole batches from one source, or mixed within a batch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["blend", "MIXES"]
+
+MIXES = ("batch", "sample")
+
+
+def _weights(weights, n):
+    if weights is None:
+        return [1.0 / n] * n
+    try:
+        w = [float(v) for v in weights]
+    except (TypeError, ValueError) as e:
+        raise ValueError(
+            f"Expected `weights` as {n} non-negative numbers. Received: weights={weights!r}"
+        ) from e
+    if len(w) != n or any(not math.isfinite(v) or v < 0 for v in w) or sum(w) <= 0:
+        raise ValueError(
+            f"Expected `weights` as {n} non-negative numbers (one per dataset) with a positive sum. "
+            f"Received: weights={weights!r}"
+        )
+    total = sum(w)
+    return [v / total for v in w]
+
+
+def _batch_size(spec):
+    import tensorflow as tf
+
+    sizes = {s.shape[0] for s in tf.nest.flatten(spec) if s.shape.rank}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def blend(
+    datasets, weights=None, seed=None, *, mix: str = "batch", batch_size=None, stop_on_empty: bool = True
+):
+    """A weighted random blend of batched ``tf.data`` datasets.
+
+    Each step draws a source with probability ``weights[i]``:
+
+    - ``mix="batch"`` (default; Megatron-Energon's ``BlendDataset``): the
+      step yields that source's next whole batch. Batches stay pure, and
+      across many steps (or many workers, each blending with its own seed)
+      the share of each source follows the weights.
+    - ``mix="sample"`` (Energon's ``MixBatchDataset``): the blend is drawn per
+      sample: the sources are unbatched, blended, and batched again with
+      ``batch_size`` (default: the sources' static batch size), so every batch
+      mixes the sources in proportion.
+
+    The draws come from ``seed``: reproducible, and new on each iteration of
+    the returned dataset. Give each worker of a multi-worker job its own seed
+    (``seed + input_context.input_pipeline_id``) so that ``mix="batch"`` steps
+    differ across workers and one global batch holds the sources in
+    proportion. For training, make the sources endless
+    (``as_dataset(repeat=True)``) and pass ``steps_per_epoch`` to
+    ``model.fit``: the blend is then endless too.
+
+    Args:
+      datasets: the batched datasets (for example from ``as_dataset``), all
+        with the same element structure and dtypes.
+      weights: one non-negative weight per dataset (normalised); default equal.
+      seed: an integer, or None for a random one.
+      mix: ``"batch"`` or ``"sample"``.
+      batch_size: ``mix="sample"``: the output batch size.
+      stop_on_empty: end the blend when any source ends (default), so that
+        the proportions hold to the last batch; False carries on with the
+        remaining sources (their share grows).
+
+    Returns:
+      A ``tf.data.Dataset`` with the sources' element structure.
+
+    Raises:
+      ValueError: bad weights, mix or batch_size, or sources whose elements differ.
+    """
+    import tensorflow as tf
+
+    datasets = list(datasets)
+    if not datasets or not all(isinstance(d, tf.data.Dataset) for d in datasets):
+        raise ValueError(f"Expected a list of tf.data.Datasets. Received: {datasets!r}")
+    if mix not in MIXES:
+        raise ValueError(f"Expected `mix` in {MIXES}. Received: mix={mix!r}")
+    w = _weights(weights, len(datasets))
+    first = datasets[0].element_spec
+    for i, d in enumerate(datasets[1:], start=1):
+        spec = d.element_spec
+        try:
+            tf.nest.assert_same_structure(first, spec)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"dataset {i}'s elements {spec} differ in structure from dataset 0's {first}"
+            ) from None
+        for a, b in zip(tf.nest.flatten(first), tf.nest.flatten(spec), strict=True):
+            if a.dtype != b.dtype or not a.shape[1:].is_compatible_with(b.shape[1:]):
+                raise ValueError(f"dataset {i}'s elements {spec} differ from dataset 0's {first}")
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
+    if mix == "sample":
+        if batch_size is None:
+            batch_size = _batch_size(first)
+            if batch_size is None:
+                raise ValueError(
+                    "mix='sample' needs `batch_size`: the sources' batch size is not static "
+                    "(pass batch_size=..., or build them with drop_remainder=True)"
+                )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+            raise ValueError(
+                f"Expected `batch_size` as a positive integer. Received: batch_size={batch_size!r}"
+            )
+        datasets = [d.unbatch() for d in datasets]
+    elif batch_size is not None:
+        raise ValueError("`batch_size` is for mix='sample'; mix='batch' keeps the sources' batches")
+    out = tf.data.Dataset.sample_from_datasets(
+        datasets, weights=w, seed=seed, stop_on_empty_dataset=stop_on_empty, rerandomize_each_iteration=True
+    )
+    if mix == "sample":
+        endless = all(tf.get_static_value(d.cardinality()) == tf.data.INFINITE_CARDINALITY for d in datasets)
+        out = out.batch(int(batch_size), drop_remainder=bool(endless))
+    return out.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,673 @@
+"""LBANN sample lists (seed 003) for .bzna files: read, check, resolve, write.
+
+A sample list is a human-editable text file naming the samples a run uses.
+Its first line is the list type, the second the counts, the third the data's
+base directory, and (for some types) the fourth a label file; then one line
+per data file (one per sample for ``SINGLE-SAMPLE``). The .bzna files take
+the place of LBANN's HDF5 files; a sample id is an index in its .bzna file
+(all digits) or the filename stored for that sample.
+
+=============================  ====================  ===========  ==========================================
+type                           line 2                label line   body lines
+=============================  ====================  ===========  ==========================================
+SINGLE-SAMPLE                  samples               yes          ``FILE.bzna/ID`` (one sample per line)
+MULTI-SAMPLE_INCLUSION         included excluded     yes          ``FILE included excluded ID...`` (used)
+                               files
+MULTI-SAMPLE_EXCLUSION         included excluded     yes          ``FILE included excluded ID...`` (unused)
+                               files
+MULTI-SAMPLE_INCLUSION_V2      included files        no           ``FILE included ID...`` (used)
+CONDUIT_HDF5_INCLUSION         included excluded     no           ``FILE included excluded ID...`` (used)
+                               files
+CONDUIT_HDF5_EXCLUSION         included excluded     no           ``FILE included excluded ID...`` (unused)
+                               files
+=============================  ====================  ===========  ==========================================
+
+In inclusion lines, index ids may use LBANN's range form ``a ... b`` (a to b,
+both included). Pure Python: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bzna_tf.format.shards import is_url
+
+__all__ = ["LIST_TYPES", "SampleList", "SampleListError", "FileEntry"]
+
+SINGLE = "SINGLE-SAMPLE"
+LIST_TYPES = (
+    SINGLE,
+    "MULTI-SAMPLE_INCLUSION",
+    "MULTI-SAMPLE_EXCLUSION",
+    "MULTI-SAMPLE_INCLUSION_V2",
+    "CONDUIT_HDF5_INCLUSION",
+    "CONDUIT_HDF5_EXCLUSION",
+)
+_LABEL_LINE = {SINGLE, "MULTI-SAMPLE_INCLUSION", "MULTI-SAMPLE_EXCLUSION"}
+RANGE = "..."
+NO_LABEL_FILE = "-"  # what bzna-tf writes on the label line: labels are the .bzna targets
+_DIGITS = re.compile(r"[0-9]+")
+
+
+class SampleListError(ValueError):
+    """A malformed sample list, or one that does not fit its data.
+
+    The message starts with ``LIST, line N:``; the same facts are attributes.
+
+    Attributes:
+      path: the list's name (or None for a list built in memory).
+      line: the 1-based line number, or None when the problem is not one line's.
+      reason: what is wrong, without the location.
+    """
+
+    def __init__(self, reason: str, *, path=None, line: int | None = None):
+        self.reason, self.path, self.line = reason, path, line
+        where = [str(path) if path is not None else "sample list"]
+        if line is not None:
+            where.append(f"line {line}")
+        super().__init__(f"{', '.join(where)}: {reason}")
+
+
+def _is_exclusion(kind: str) -> bool:
+    return kind.endswith("_EXCLUSION")
+
+
+def _has_excluded_field(kind: str) -> bool:
+    return kind not in (SINGLE, "MULTI-SAMPLE_INCLUSION_V2")
+
+
+def parse_id(token: str):
+    """A sample id as written: an int (an index) when all digits, else a stored filename."""
+    return int(token) if _DIGITS.fullmatch(token) else token
+
+
+@dataclass
+class FileEntry:
+    """One body line: a data file and the ids it lists.
+
+    For ``SINGLE-SAMPLE`` lists ``file`` is the whole line (``FILE.bzna/ID``)
+    and ``ids`` is empty: the split between file and id is found against the
+    data. ``ids`` are ints (indices) or strs (filenames), ranges expanded.
+    """
+
+    file: str
+    included: int = 1
+    excluded: int = 0
+    ids: tuple = ()
+    line: int | None = None
+
+
+@dataclass
+class SampleList:
+    """A sample list: its type, base directory, label-file line and file entries.
+
+    Read one with :meth:`read` (or :meth:`parse`), make one for a dataset with
+    :meth:`from_dataset`, write it with :meth:`write`, and turn it into sample
+    indices of a set of files with :meth:`global_indices`.
+    """
+
+    type: str
+    base: str
+    entries: list[FileEntry] = field(default_factory=list)
+    label_file: str | None = None
+    path: str | None = None
+
+    def __post_init__(self):
+        if self.type not in LIST_TYPES:
+            raise ValueError(
+                f"Expected the list type to be one of {list(LIST_TYPES)}. Received: {self.type!r}"
+            )
+
+    # ---------------------------------------------------------------- facts
+
+    @property
+    def exclusion(self) -> bool:
+        return _is_exclusion(self.type)
+
+    @property
+    def num_included(self) -> int:
+        return sum(e.included for e in self.entries)
+
+    @property
+    def num_excluded(self) -> int:
+        return sum(e.excluded for e in self.entries)
+
+    def __len__(self) -> int:
+        """The number of samples the list uses."""
+        return self.num_included
+
+    def _error(self, reason, line=None):
+        return SampleListError(reason, path=self.path, line=line)
+
+    # ---------------------------------------------------------------- reading
+
+    @classmethod
+    def read(cls, path) -> SampleList:
+        """Reads and checks a list file (a path, or a URL of TensorFlow's filesystems)."""
+        path = os.fspath(path)
+        if is_url(path):
+            import tensorflow as tf
+
+            with tf.io.gfile.GFile(path, "r") as f:
+                text = f.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        return cls.parse(text, path=path)
+
+    @classmethod
+    def parse(cls, text: str, *, path=None) -> SampleList:
+        """Parses list text; ``path`` names the list in errors (and anchors a relative base)."""
+
+        def error(reason, line):
+            return SampleListError(reason, path=path, line=line)
+
+        lines = text.splitlines()
+
+        def header(number, what):
+            if number > len(lines) or not lines[number - 1].strip():
+                raise error(
+                    f"expected {what}, found {'nothing' if number > len(lines) else 'an empty line'}", number
+                )
+            return lines[number - 1].split()
+
+        kind = header(1, f"the list type (one of {', '.join(LIST_TYPES)})")[0].upper()
+        if kind not in LIST_TYPES:
+            raise error(
+                f"unknown list type {lines[0].split()[0]!r}; expected one of {', '.join(LIST_TYPES)}", 1
+            )
+        fields = ["samples"] if kind == SINGLE else ["included samples"]
+        if _has_excluded_field(kind):
+            fields.append("excluded samples")
+        if kind != SINGLE:
+            fields.append("files")
+        counts = header(2, "the counts: " + ", ".join(fields))
+        if len(counts) != len(fields) or not all(_DIGITS.fullmatch(c) for c in counts):
+            raise error(
+                f"expected {len(fields)} non-negative integer{'s' if len(fields) > 1 else ''} "
+                f"({', '.join(fields)}) for {kind}; found {lines[1].strip()!r}",
+                2,
+            )
+        counts = [int(c) for c in counts]
+        base = lines[2].strip() if len(lines) >= 3 else ""
+        if not base:
+            raise error("expected the base directory of the data files, found nothing", 3)
+        label_file = None
+        body_start = 3
+        if kind in _LABEL_LINE:
+            label_file = header(4, f"the label file line ({kind} has one; bzna-tf writes '-')")[0]
+            body_start = 4
+
+        if kind == SINGLE:
+            num_files, inc_total, exc_total = counts[0], counts[0], 0
+        elif _has_excluded_field(kind):
+            inc_total, exc_total, num_files = counts
+        else:
+            (inc_total, num_files), exc_total = counts, 0
+
+        entries = []
+        for number, raw in enumerate(lines[body_start:], start=body_start + 1):
+            tokens = raw.split()
+            if not tokens:
+                continue
+            if len(entries) == num_files:
+                raise error(
+                    f"the counts announce {num_files} {'sample' if kind == SINGLE else 'file'} lines, "
+                    f"but there are more (this is line {len(entries) + 1} of the body)",
+                    number,
+                )
+            entries.append(cls._parse_line(kind, tokens, number, error))
+        if len(entries) != num_files:
+            raise error(
+                f"the counts announce {num_files} {'sample' if kind == SINGLE else 'file'} lines, "
+                f"found {len(entries)}",
+                2,
+            )
+        out = cls(kind, base, entries, label_file, path)
+        inc = out.num_included
+        if inc != inc_total:
+            raise error(f"the counts announce {inc_total} included samples, the file lines add up to {inc}", 2)
+        if _has_excluded_field(kind) and out.num_excluded != exc_total:
+            raise error(
+                f"the counts announce {exc_total} excluded samples, the file lines add up to {out.num_excluded}",
+                2,
+            )
+        return out
+
+    @staticmethod
+    def _parse_line(kind, tokens, number, error) -> FileEntry:
+        if kind == SINGLE:
+            if len(tokens) != 1:
+                raise error(
+                    f"expected one sample per line (FILE.bzna/ID), found {len(tokens)} fields", number
+                )
+            return FileEntry(tokens[0], 1, 0, (), number)
+        n_counts = 2 if _has_excluded_field(kind) else 1
+        counts = tokens[1 : 1 + n_counts]
+        if len(counts) < n_counts or not all(_DIGITS.fullmatch(c) for c in counts):
+            what = "included and excluded counts" if n_counts == 2 else "the included count"
+            raise error(
+                f"expected FILE then {what} (non-negative integers), found {' '.join(tokens)!r}", number
+            )
+        included = int(counts[0])
+        excluded = int(counts[1]) if n_counts == 2 else 0
+        ids = _expand(tokens[1 + n_counts :], number, error)
+        listed = excluded if _is_exclusion(kind) else included
+        which = "excluded" if _is_exclusion(kind) else "included"
+        if len(ids) != listed:
+            raise error(
+                f"{tokens[0]}: the line says {listed} {which} samples but lists {len(ids)} ids", number
+            )
+        seen = set()
+        for i in ids:
+            if i in seen:
+                raise error(f"{tokens[0]}: sample {i!r} is listed twice", number)
+            seen.add(i)
+        return FileEntry(tokens[0], included, excluded, tuple(ids), number)
+
+    # ---------------------------------------------------------------- resolving
+
+    def _base(self) -> str:
+        base = self.base
+        if is_url(base) or os.path.isabs(base) or self.path is None or is_url(self.path):
+            return base
+        return os.path.join(os.path.dirname(os.path.abspath(self.path)), base)
+
+    def _join(self, rel: str) -> str:
+        base = self._base()
+        if is_url(base):
+            return base.rstrip("/") + "/" + rel
+        return os.path.join(base, rel)
+
+    def data_paths(self) -> list[str]:
+        """The data files the list names, in order of first mention (base joined).
+
+        For ``SINGLE-SAMPLE`` lists the file part of each line ends at its
+        first path component that is an existing file.
+        """
+        out = []
+        for e in self.entries:
+            p = self._single_file(e) if self.type == SINGLE else self._join(e.file)
+            if p not in out:
+                out.append(p)
+        return out
+
+    def _single_file(self, e: FileEntry) -> str:
+        full = _norm(self._join(e.file))
+        parts = full.split("/")
+        for k in range(1, len(parts)):
+            head = "/".join(parts[:k]) or "/"
+            if _isfile(head):
+                return head
+        raise self._error(f"{e.file!r}: no data file found along {full!r} (expected FILE.bzna/ID)", e.line)
+
+    def global_indices(self, paths, starts, filenames_of) -> np.ndarray:
+        """The listed samples as indices into the concatenation of ``paths``.
+
+        Args:
+          paths: the data files, in dataset order.
+          starts: each file's first global index, plus the total at the end.
+          filenames_of: ``k -> list of file k's stored filenames`` (or None),
+            called only when the list names samples by filename.
+
+        Returns:
+          int64 global indices: inclusion lists in list order, exclusion lists
+          in file order.
+
+        Raises:
+          SampleListError: a file the data lacks, an id out of range, a
+          filename not stored (or stored twice) in its file, a count that
+          disagrees with the file (each naming the line).
+        """
+        matcher = _FileMatcher(paths)
+        names = {}
+
+        def lookup(k, ident, e):
+            size = int(starts[k + 1] - starts[k])
+            if isinstance(ident, int):
+                if ident >= size:
+                    raise self._error(
+                        f"{paths[k]}: sample index {ident} out of range: the file holds {size}", e.line
+                    )
+                return ident
+            if k not in names:
+                stored = filenames_of(k)
+                table = defaultdict(list)
+                for j, name in enumerate(stored or ()):
+                    table[name].append(j)
+                names[k] = table
+            hits = names[k].get(ident, ())
+            if len(hits) != 1:
+                why = "is not a filename stored" if not hits else f"names {len(hits)} samples (use indices)"
+                raise self._error(f"{paths[k]}: {ident!r} {why} in the file", e.line)
+            return hits[0]
+
+        out, lines = [], []
+        if self.type == SINGLE:
+            for e in self.entries:
+                k, ident = self._split_single(e, matcher)
+                out.append(np.array([int(starts[k]) + lookup(k, parse_id(ident), e)], np.int64))
+                lines.append(e.line)
+            return self._unique(out, lines)
+        for e in self.entries:
+            try:
+                k = matcher.find(self._join(e.file))
+            except LookupError as err:
+                raise self._error(str(err), e.line) from None
+            if k is None:
+                raise self._error(
+                    f"{e.file} ({self._join(e.file)}) is not one of the data files ({_few(paths)})", e.line
+                )
+            size = int(starts[k + 1] - starts[k])
+            local = np.asarray([lookup(k, i, e) for i in e.ids], np.int64)
+            if self.exclusion:
+                if e.included + e.excluded != size:
+                    raise self._error(
+                        f"{e.file}: {e.included} included + {e.excluded} excluded samples, "
+                        f"but the file holds {size}",
+                        e.line,
+                    )
+                keep = np.ones(size, bool)
+                keep[local] = False
+                local = np.flatnonzero(keep)
+            out.append(int(starts[k]) + local)
+            lines.append(e.line)
+        return self._unique(out, lines)
+
+    def _unique(self, parts, lines) -> np.ndarray:
+        """The concatenated indices; a sample listed twice (on two lines) is an error naming both."""
+        g = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        vals, counts = np.unique(g, return_counts=True)
+        if (counts > 1).any():
+            dup = int(vals[counts > 1][0])
+            line_of = np.repeat(np.asarray([x or 0 for x in lines]), [len(p) for p in parts])
+            where = sorted({int(x) for x in line_of[g == dup]})
+            raise self._error(
+                f"global sample {dup} is listed more than once (lines {where})", where[-1] or None
+            )
+        return g
+
+    def _split_single(self, e: FileEntry, matcher) -> tuple[int, str]:
+        full = _norm(self._join(e.file))
+        parts = full.split("/")
+        # The id is the tail after the data file; it never reaches into the base.
+        for cut in range(len(parts) - 1, max(len(parts) - len(e.file.split("/")), 1) - 1, -1):
+            try:
+                k = matcher.find("/".join(parts[:cut]))
+            except LookupError as err:
+                raise self._error(str(err), e.line) from None
+            if k is not None:
+                return k, "/".join(parts[cut:])
+        raise self._error(
+            f"{e.file!r}: no data file found in {full!r} (expected FILE.bzna/ID under the base; "
+            f"data files: {_few(matcher.paths)})",
+            e.line,
+        )
+
+    # ---------------------------------------------------------------- writing
+
+    @classmethod
+    def from_indices(
+        cls,
+        paths,
+        starts,
+        indices,
+        *,
+        kind: str = "CONDUIT_HDF5_INCLUSION",
+        ids: str = "indices",
+        filenames_of=None,
+        base: str | None = None,
+    ) -> SampleList:
+        """The list of the samples ``indices`` (global, over ``paths``) of these files.
+
+        Args:
+          kind: the list type (default ``CONDUIT_HDF5_INCLUSION``).
+          ids: ``"indices"`` or ``"names"`` (each sample's stored filename;
+            refused where a name could not be read back: missing, all digits,
+            with spaces, or not unique in its file).
+          filenames_of: ``k -> file k's filenames``, needed for ids="names".
+          base: the base directory written on line 3; default: the files'
+            common directory.
+        """
+        if kind not in LIST_TYPES:
+            raise ValueError(f"Expected the list type to be one of {list(LIST_TYPES)}. Received: {kind!r}")
+        if ids not in ("indices", "names"):
+            raise ValueError(f"Expected `ids` to be 'indices' or 'names'. Received: ids={ids!r}")
+        indices = np.asarray(indices, np.int64)
+        starts = np.asarray(starts, np.int64)
+        if base is None:
+            base = _common_dir(paths)
+        rel = [_relative(p, base) for p in paths]
+        file_of = np.searchsorted(starts, indices, side="right") - 1
+
+        def id_strings(k, local):
+            if ids == "indices":
+                return [str(int(j)) for j in local]
+            stored = filenames_of(k) if filenames_of is not None else None
+            if stored is None:
+                raise ValueError(f"{paths[k]} stores no filenames: write ids='indices'")
+            counts = defaultdict(int)
+            for name in stored:
+                counts[name] += 1
+            out = []
+            for j in local:
+                name = stored[int(j)]
+                if (
+                    not name
+                    or _DIGITS.fullmatch(name)
+                    or name == RANGE
+                    or len(name.split()) != 1
+                    or counts[name] != 1
+                ):
+                    raise ValueError(
+                        f"{paths[k]}: sample {int(j)}'s filename {name!r} cannot serve as an id "
+                        "(empty, all digits, with spaces or not unique): write ids='indices'"
+                    )
+                out.append(name)
+            return out
+
+        entries = []
+        if kind == SINGLE:
+            for k, g in zip(file_of.tolist(), indices.tolist(), strict=True):
+                (ident,) = id_strings(k, [g - starts[k]])
+                entries.append(FileEntry(f"{rel[k]}/{ident}", 1, 0, (ident,)))
+            return cls(kind, base, entries, NO_LABEL_FILE)
+        order = []
+        per_file = defaultdict(list)
+        for k, g in zip(file_of.tolist(), indices.tolist(), strict=True):
+            if k not in per_file:
+                order.append(k)
+            per_file[k].append(g - int(starts[k]))
+        for k in order:
+            size = int(starts[k + 1] - starts[k])
+            used = per_file[k]
+            if _is_exclusion(kind):
+                mask = np.ones(size, bool)
+                mask[used] = False
+                listed = id_strings(k, np.flatnonzero(mask))
+            else:
+                listed = id_strings(k, used)
+            excluded = size - len(used)
+            entries.append(
+                FileEntry(rel[k], len(used), excluded if _has_excluded_field(kind) else 0, tuple(listed))
+            )
+        return cls(kind, base, entries, NO_LABEL_FILE if kind in _LABEL_LINE else None)
+
+    def to_text(self, *, ranges: bool = True) -> str:
+        """The list as text; ``ranges`` writes runs of >= 3 consecutive indices as ``a ... b``
+        in inclusion lines (LBANN's form)."""
+        kind = self.type
+        lines = [kind]
+        if kind == SINGLE:
+            lines.append(str(len(self.entries)))
+        elif _has_excluded_field(kind):
+            lines.append(f"{self.num_included} {self.num_excluded} {len(self.entries)}")
+        else:
+            lines.append(f"{self.num_included} {len(self.entries)}")
+        lines.append(self.base)
+        if kind in _LABEL_LINE:
+            lines.append(self.label_file or NO_LABEL_FILE)
+        for e in self.entries:
+            if kind == SINGLE:
+                lines.append(e.file)
+                continue
+            head = [e.file, str(e.included)] + ([str(e.excluded)] if _has_excluded_field(kind) else [])
+            tokens = [str(i) for i in e.ids]
+            if ranges and not self.exclusion:
+                tokens = _with_ranges(tokens)
+            lines.append(" ".join(head + tokens))
+        return "\n".join(lines) + "\n"
+
+    def write(self, path, *, ranges: bool = True) -> str:
+        """Writes the list (atomically: a temporary file renamed into place). Returns the path."""
+        path = os.fspath(path)
+        text = self.to_text(ranges=ranges)
+        tmp = f"{path}.tmp{os.getpid()}"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
+        self.path = path
+        return path
+
+
+# -------------------------------------------------------------------------------- helpers
+
+
+def _expand(tokens, number, error) -> list:
+    """Ids with ``a ... b`` ranges expanded (indices only)."""
+    out = []
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t == RANGE:
+            if (
+                not out
+                or i + 1 >= len(tokens)
+                or not isinstance(out[-1], int)
+                or not _DIGITS.fullmatch(tokens[i + 1])
+            ):
+                raise error("'...' must stand between two indices (a ... b)", number)
+            a, b = out[-1], int(tokens[i + 1])
+            if b < a:
+                raise error(f"the range {a} ... {b} runs backwards", number)
+            out.extend(range(a + 1, b + 1))
+            i += 2
+            continue
+        out.append(parse_id(t))
+        i += 1
+    return out
+
+
+def _with_ranges(tokens: list[str]) -> list[str]:
+    out = []
+    i = 0
+    while i < len(tokens):
+        j = i
+        if _DIGITS.fullmatch(tokens[i]):
+            while (
+                j + 1 < len(tokens)
+                and _DIGITS.fullmatch(tokens[j + 1])
+                and int(tokens[j + 1]) == int(tokens[j]) + 1
+            ):
+                j += 1
+        if j - i >= 2:
+            out += [tokens[i], RANGE, tokens[j]]
+        else:
+            out += tokens[i : j + 1]
+        i = j + 1
+    return out
+
+
+def _norm(p: str) -> str:
+    p = os.fspath(p)
+    if is_url(p):
+        scheme, rest = p.split("://", 1)
+        return f"{scheme}://{posixpath.normpath(rest)}"
+    return os.path.normpath(os.path.abspath(p)).replace(os.sep, "/")
+
+
+def _isfile(p: str) -> bool:
+    if is_url(p):
+        import tensorflow as tf
+
+        return tf.io.gfile.exists(p) and not tf.io.gfile.isdir(p)
+    return os.path.isfile(p)
+
+
+def _few(paths) -> str:
+    paths = list(paths)
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def _common_dir(paths) -> str:
+    if all(is_url(p) for p in paths):
+        dirs = [p.rsplit("/", 1)[0] for p in paths]
+        common = os.path.commonprefix(dirs)
+        return (
+            common
+            if all(d == common or d.startswith(common + "/") for d in dirs)
+            else common.rsplit("/", 1)[0]
+        )
+    return os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
+
+
+def _relative(p: str, base: str) -> str:
+    if is_url(p) or is_url(base):
+        prefix = base.rstrip("/") + "/"
+        if not p.startswith(prefix):
+            raise ValueError(f"{p} is not under the base {base}")
+        return p[len(prefix) :]
+    rel = os.path.relpath(os.path.abspath(p), os.path.abspath(base))
+    if rel.startswith(".."):
+        raise ValueError(f"{p} is not under the base {base}")
+    return rel.replace(os.sep, "/")
+
+
+class _FileMatcher:
+    """Finds a list's file among the data files: by full path, or, for a list
+    written elsewhere, by the longest common tail of path components (at
+    least the file name), when that is unique."""
+
+    def __init__(self, paths):
+        self.paths = list(paths)
+        self.norm = [_norm(p) for p in self.paths]
+        self.exact = {n: k for k, n in enumerate(self.norm)}
+        self.by_name = defaultdict(list)
+        for k, n in enumerate(self.norm):
+            self.by_name[n.rsplit("/", 1)[-1]].append(k)
+
+    def find(self, full: str) -> int | None:
+        """The data file's number, or None; LookupError when several fit equally well."""
+        n = _norm(full)
+        if n in self.exact:
+            return self.exact[n]
+        parts = n.split("/")
+        cands = self.by_name.get(parts[-1], [])
+        if not cands:
+            return None
+        scores = [_common_tail(parts, self.norm[k].split("/")) for k in cands]
+        best = max(scores)
+        winners = [k for k, s in zip(cands, scores, strict=True) if s == best]
+        if len(winners) > 1:
+            raise LookupError(
+                f"{full} fits several data files equally: {_few(self.paths[k] for k in winners)}"
+            )
+        return winners[0]
+
+
+def _common_tail(a, b) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n

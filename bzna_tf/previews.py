@@ -1,0 +1,176 @@
+"""A picture of what the model will see: a grid of decoded, augmented samples with their labels."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Preview", "preview", "render_text", "write_png"]
+
+PAD = 4  # pixels between tiles and around the grid
+TEXT_SCALE = 2  # each font pixel is a 2 x 2 block
+CAPTION = 5 * TEXT_SCALE + 4  # caption strip under each tile: 5-pixel glyphs + 2 pixels above and below
+BACKGROUND = 40
+TEXT = 255
+
+# A 3 x 5 pixel font for captions ("#index label"): rows top to bottom, 3 bits each.
+_FONT = {
+    "0": ("111", "101", "101", "101", "111"),
+    "1": ("010", "110", "010", "010", "111"),
+    "2": ("111", "001", "111", "100", "111"),
+    "3": ("111", "001", "111", "001", "111"),
+    "4": ("101", "101", "111", "001", "001"),
+    "5": ("111", "100", "111", "001", "111"),
+    "6": ("111", "100", "111", "101", "111"),
+    "7": ("111", "001", "010", "010", "010"),
+    "8": ("111", "101", "111", "101", "111"),
+    "9": ("111", "101", "111", "001", "111"),
+    "#": ("101", "111", "101", "111", "101"),
+    "-": ("000", "000", "111", "000", "000"),
+    ":": ("000", "010", "000", "010", "000"),
+    " ": ("000", "000", "000", "000", "000"),
+    "?": ("111", "001", "011", "000", "010"),
+}
+
+
+def render_text(text: str, scale: int = TEXT_SCALE) -> np.ndarray:
+    """``text`` as a boolean bitmap (5 * scale rows; 4 * scale columns per character).
+
+    Digits, ``#``, ``-``, ``:`` and space; anything else shows as ``?``.
+    """
+    cols = []
+    for ch in text:
+        glyph = np.array([[c == "1" for c in row] for row in _FONT.get(ch, _FONT["?"])], bool)
+        cols += [glyph, np.zeros((5, 1), bool)]
+    bitmap = np.concatenate(cols, axis=1) if cols else np.zeros((5, 0), bool)
+    return np.kron(bitmap, np.ones((scale, scale), bool)).astype(bool)
+
+
+def caption(index: int, label: int) -> str:
+    """A tile's caption: ``#<global sample index> <label>`` (``-`` for no label)."""
+    return f"#{index} {label if label >= 0 else '-'}"
+
+
+@dataclass
+class Preview:
+    """A preview grid and where each tile lies in it.
+
+    Attributes:
+      image: uint8 (H, W, 3), the grid.
+      indices: each tile's global sample index, in tile order (row by row).
+      labels: each tile's label (-1: none).
+      boxes: each tile's (y, x, height, width) in ``image`` (the picture;
+        its caption lies just below, ``CAPTION`` pixels high).
+    """
+
+    image: np.ndarray
+    indices: list[int]
+    labels: list[int]
+    boxes: list[tuple[int, int, int, int]]
+
+    def tile(self, i: int) -> np.ndarray:
+        y, x, h, w = self.boxes[i]
+        return self.image[y : y + h, x : x + w]
+
+
+def grid_size(n: int, shape, columns: int | None = None) -> tuple[int, int, int, int]:
+    """(rows, columns, height, width) of the grid for ``n`` tiles of ``shape`` = (h, w)."""
+    cols = columns or math.ceil(math.sqrt(n))
+    rows = math.ceil(n / cols)
+    h, w = shape
+    return rows, cols, rows * (h + CAPTION) + (rows + 1) * PAD, cols * w + (cols + 1) * PAD
+
+
+def preview(
+    data,
+    n: int = 16,
+    *,
+    shape=(128, 128),
+    warp=None,
+    seed: int = 0,
+    shuffle: bool = True,
+    training: bool = True,
+    columns: int | None = None,
+    track: str = "bzna_thumb",
+    sample_list=None,
+) -> Preview:
+    """``n`` samples decoded and warped exactly as ``as_dataset`` would, laid out in a grid.
+
+    Args:
+      data: a :class:`bzna_tf.Dataset` (any subclass), or paths for a
+        :class:`bzna_tf.ClassificationDataset` of ``track``.
+      n: how many samples (at most the dataset's size).
+      shape: each tile's (height, width).
+      warp: as for ``as_dataset``: a ``bzna_tf.layers`` warp layer or a
+        ``bzna_tf.transforms`` transform (default: the whole picture, centred).
+      seed: picks the samples (with ``shuffle``) and draws their warps; the
+        same seed gives the same grid, and ``as_dataset(seed=seed, ...)``
+        gives these samples the same warps in its first epoch.
+      shuffle: ``n`` samples at random; False: the first ``n``.
+      training: False shows the warp's deterministic (evaluation) values.
+      columns: tiles per row (default: a square grid).
+      track: for paths: ``"bzna_thumb"`` (default) or ``"bzna_input"``.
+      sample_list: only the samples of this LBANN sample list.
+
+    Returns:
+      A :class:`Preview`.
+    """
+    from bzna_tf.datasets import ClassificationDataset, Dataset
+
+    if not isinstance(data, Dataset):
+        data = ClassificationDataset(data, input_label=track)
+    if sample_list is not None:
+        data = data.select(sample_list)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+        raise ValueError(f"Expected `n` as a positive integer. Received: n={n!r}")
+    if columns is not None and (isinstance(columns, bool) or not isinstance(columns, int) or columns <= 0):
+        raise ValueError(f"Expected `columns` as a positive integer. Received: columns={columns!r}")
+    n = min(int(n), len(data))
+    if shuffle:
+        positions = np.random.default_rng(seed).choice(len(data), size=n, replace=False)
+    else:
+        positions = np.arange(n)
+    chosen = data.select(positions)
+    batch = next(
+        iter(
+            chosen.as_dataset(batch_size=n, shape=shape, warp=warp, seed=seed, training=training, prefetch=0)
+        )
+    )
+    images = batch[0] if isinstance(batch, tuple) else batch
+    images = np.clip(np.rint(np.asarray(images)), 0, 255).astype(np.uint8)
+    h, w = images.shape[1:3]
+    labels = chosen.targets.tolist()
+    indices = chosen.indices.tolist()
+    rows, cols, height, width = grid_size(n, (h, w), columns)
+    grid = np.full((height, width, 3), BACKGROUND, np.uint8)
+    boxes = []
+    for i in range(n):
+        r, c = divmod(i, cols)
+        y, x = PAD + r * (h + CAPTION + PAD), PAD + c * (w + PAD)
+        grid[y : y + h, x : x + w] = images[i]
+        text = render_text(caption(indices[i], labels[i]))[:, :w]
+        ty = y + h + (CAPTION - text.shape[0]) // 2
+        grid[ty : ty + text.shape[0], x : x + text.shape[1]][text] = TEXT
+        boxes.append((y, x, h, w))
+    return Preview(grid, indices, labels, boxes)
+
+
+def write_png(path, image: np.ndarray) -> str:
+    """Writes an (H, W, 3) uint8 image as PNG (atomically: a temporary file renamed into place)."""
+    import tensorflow as tf
+
+    data = tf.io.encode_png(np.ascontiguousarray(image)).numpy()
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path

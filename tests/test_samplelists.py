@@ -1,0 +1,271 @@
+"""LBANN sample lists (seed 003) over .bzna shards: every list type, inclusion, exclusion, malformed input."""
+
+import os
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import SHARD_SIZES, shard_sample
+
+from bzna_tf import LIST_TYPES, ClassificationDataset, Dataset, SampleList, SampleListError
+from bzna_tf.cli import main as cli
+
+STARTS = np.concatenate([[0], np.cumsum(SHARD_SIZES)])
+
+# The two examples of seed 003, verbatim.
+SEED_INCLUSION = """CONDUIT_HDF5_INCLUSION
+7 23 3
+/p/vast1/data
+file_1.h5 3 7 runid/002 runid/005 runid/011
+file_2.h5 2 8 runid/005 runid/006
+file_3.h5 2 8 runid/000 runid/002
+"""
+SEED_EXCLUSION = """CONDUIT_HDF5_EXCLUSION
+61 3 3
+/p/vast1/lbann/datasets/PROBIES/h5_data/
+h5out_1.h5 18 2 RUN_ID/000000003 RUN_ID/000000021
+h5out_2.h5 24 0
+h5out_3.h5 19 1 RUN_ID/000000003
+"""
+
+
+def glob_index(k, i):
+    return int(STARTS[k]) + i
+
+
+def read_names(ds):
+    """(shard, index) of every sample a ClassificationDataset pipeline yields, in order."""
+    out = []
+    for _, _, names in ds:
+        out += [shard_sample(n) for n in names.numpy()]
+    return out
+
+
+def listed(d, lst, **kw):
+    return read_names(d.as_dataset(batch_size=4, shape=8, sample_list=lst, with_filenames=True, **kw))
+
+
+def write(tmp_path, text, name="list.txt"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+
+def test_the_seed_examples_parse_and_write_back_unchanged():
+    inc = SampleList.parse(SEED_INCLUSION, path="inc.list")
+    assert inc.type == "CONDUIT_HDF5_INCLUSION" and inc.base == "/p/vast1/data" and inc.label_file is None
+    assert (inc.num_included, inc.num_excluded, len(inc.entries)) == (7, 23, 3)
+    assert inc.entries[0].file == "file_1.h5" and inc.entries[0].ids == ("runid/002", "runid/005", "runid/011")
+    assert inc.entries[2].line == 6
+    exc = SampleList.parse(SEED_EXCLUSION)
+    assert exc.exclusion and (exc.num_included, exc.num_excluded) == (61, 3)
+    assert exc.entries[1].ids == () and exc.entries[1].included == 24
+    assert inc.to_text() == SEED_INCLUSION and exc.to_text() == SEED_EXCLUSION
+
+
+def test_ranges_and_ids():
+    lst = SampleList.parse("MULTI-SAMPLE_INCLUSION_V2\n6 1\n/d\nf.bzna 6 3 ... 6 0 name.png\n")
+    assert lst.entries[0].ids == (3, 4, 5, 6, 0, "name.png")  # all digits: an index; else a filename
+    assert lst.to_text() == "MULTI-SAMPLE_INCLUSION_V2\n6 1\n/d\nf.bzna 6 3 ... 6 0 name.png\n"
+    assert "3 4 5 6" in lst.to_text(ranges=False)
+    assert SampleList.parse("multi-sample_inclusion_v2\n1 1\n/d\nf 1 0\n").type == "MULTI-SAMPLE_INCLUSION_V2"
+
+
+# ------------------------------------------------------------------------- every type, written and read
+
+
+@pytest.mark.parametrize("kind", LIST_TYPES)
+@pytest.mark.parametrize("ids", ["indices", "names"])
+def test_every_list_type_round_trips_through_as_dataset(flat_shards, tmp_path, kind, ids):
+    d = ClassificationDataset(flat_shards)
+    # a selection across the three files, in a scrambled order, leaving samples out of each file
+    pos = np.array([glob_index(2, 8), glob_index(0, 1), glob_index(2, 0), glob_index(0, 6), glob_index(1, 3)])
+    lst = d.select(pos).to_sample_list(kind, ids=ids)
+    path = lst.write(tmp_path / f"{kind}.list")
+    text = open(path).read()
+    assert text.startswith(kind + "\n")
+    again = SampleList.read(path)
+    assert again.type == kind and again.to_text() == text
+    assert again.base == os.path.dirname(flat_shards[0])
+    got = listed(d, path)
+    expected = [(2, 8), (0, 1), (2, 0), (0, 6), (1, 3)]
+    if kind == "SINGLE-SAMPLE":
+        assert got == expected  # one line per sample: the list's order
+    elif kind.endswith("INCLUSION") or kind.endswith("_V2"):
+        assert got == [(2, 8), (2, 0), (0, 1), (0, 6), (1, 3)]  # grouped by file, in first-mention order
+    else:
+        assert got == sorted(expected, key=lambda s: ({2: 0, 0: 1, 1: 2}[s[0]], s[1]))  # file order
+    assert sorted(got) == sorted(expected)
+    # the labels come with them
+    labels = np.concatenate([y.numpy() for _, y in d.as_dataset(batch_size=8, shape=8, sample_list=path)])
+    assert labels.tolist() == [k for k, _ in got]
+
+
+def test_hand_written_lists(flat_shards, tmp_path):
+    d = ClassificationDataset(flat_shards)
+    base = os.path.dirname(flat_shards[0])
+    inc = write(
+        tmp_path,
+        f"""\
+        CONDUIT_HDF5_INCLUSION
+        6 8 2
+        {base}
+        part-1.bzna 2 3 s1_04.png 0
+        part-2.bzna 4 5 1 ... 3 s2_07.png
+        """,
+    )
+    assert listed(d, inc) == [(1, 4), (1, 0), (2, 1), (2, 2), (2, 3), (2, 7)]
+    exc = write(
+        tmp_path,
+        f"""\
+        MULTI-SAMPLE_EXCLUSION
+        10 2 2
+        {base}
+        /labels/are/in/the/bzna
+        part-0.bzna 5 2 s0_03.png 6
+
+        part-1.bzna 5 0
+        """,
+        "exc.txt",
+    )
+    assert listed(d, exc) == [(0, 0), (0, 1), (0, 2), (0, 4), (0, 5)] + [(1, i) for i in range(5)]
+    single = write(
+        tmp_path,
+        f"""\
+        SINGLE-SAMPLE
+        3
+        {flat_shards[2]}
+        -
+        4
+        s2_00.png
+        8
+        """,
+        "single.txt",
+    )  # the base is the .bzna file itself: each line an id
+    assert listed(d, single) == [(2, 4), (2, 0), (2, 8)]
+    single_dir = write(tmp_path, f"SINGLE-SAMPLE\n2\n{base}\n-\npart-1.bzna/s1_02.png\npart-0.bzna/6\n", "s2.txt")
+    assert listed(d, single_dir) == [(1, 2), (0, 6)]
+
+
+def test_a_list_written_elsewhere_finds_its_files_by_their_trailing_path(flat_shards, tmp_path):
+    d = ClassificationDataset(flat_shards)
+    lst = write(tmp_path, "MULTI-SAMPLE_INCLUSION_V2\n2 1\n/p/vast1/data/shards\npart-2.bzna 2 5 6\n")
+    assert listed(d, lst) == [(2, 5), (2, 6)]
+    single = write(tmp_path, "SINGLE-SAMPLE\n1\n/p/vast1/data\n-\nshards/part-0.bzna/s0_02.png\n", "s.txt")
+    assert listed(d, single) == [(0, 2)]
+
+
+def test_a_relative_base_is_relative_to_the_list(flat_shards):
+    shards_dir = os.path.dirname(flat_shards[0])
+    lst_path = os.path.join(os.path.dirname(shards_dir), "rel.list")
+    with open(lst_path, "w") as f:
+        f.write("MULTI-SAMPLE_INCLUSION_V2\n1 1\nshards\npart-1.bzna 1 2\n")
+    assert listed(ClassificationDataset(flat_shards), lst_path) == [(1, 2)]
+
+
+def test_a_list_narrows_a_split_and_opens_its_own_files(flat_shards, tmp_path):
+    lst = write(tmp_path, f"MULTI-SAMPLE_INCLUSION_V2\n4 2\n{os.path.dirname(flat_shards[0])}\npart-0.bzna 2 0 6\n"
+                "part-2.bzna 2 0 8\n")
+    first_half = ClassificationDataset(flat_shards, split="[:50%]")  # files 0 and part of 1
+    assert listed(first_half, lst) == [(0, 0), (0, 6)]
+    with pytest.raises(SampleListError, match="none of the 4 listed samples"):
+        ClassificationDataset(flat_shards, split="[7:12]").as_dataset(batch_size=2, shape=8, sample_list=lst)
+    opened = ClassificationDataset.from_sample_list(lst)
+    assert opened.paths == [flat_shards[0], flat_shards[2]] and len(opened) == 4
+    assert [shard_sample(n) for n in opened.filenames] == [(0, 0), (0, 6), (2, 0), (2, 8)]
+    assert Dataset(flat_shards).select(SampleList.read(lst)).indices.tolist() == [0, 6, 12, 20]
+
+
+# ------------------------------------------------------------------------------------------ malformed
+
+BAD = [
+    ("", 1, "expected the list type.*found nothing"),
+    ("HDF5_LIST\n1 1\n/d\n", 1, "unknown list type 'HDF5_LIST'"),
+    ("CONDUIT_HDF5_INCLUSION\n1 1\n/d\nf 1 0 0\n", 2, r"expected 3 non-negative integers \(included samples, excl"),
+    ("CONDUIT_HDF5_INCLUSION\n1 x 1\n/d\nf 1 0 0\n", 2, "expected 3 non-negative integers"),
+    ("SINGLE-SAMPLE\n1 0 1\n/d\n-\nf/0\n", 2, r"expected 1 non-negative integer \(samples\)"),
+    ("CONDUIT_HDF5_INCLUSION\n1 0 1\n\n", 3, "base directory"),
+    ("MULTI-SAMPLE_INCLUSION\n1 0 1\n/d\n", 4, "label file line"),
+    ("CONDUIT_HDF5_INCLUSION\n1 0 1\n/d\npart-0.bzna one 0 3\n", 4, "expected FILE then included and excluded"),
+    ("CONDUIT_HDF5_INCLUSION\n2 0 1\n/d\npart-0.bzna 2 0 3\n", 4, "says 2 included samples but lists 1"),
+    ("CONDUIT_HDF5_EXCLUSION\n5 2 1\n/d\npart-0.bzna 5 2 3\n", 4, "says 2 excluded samples but lists 1"),
+    ("MULTI-SAMPLE_INCLUSION_V2\n2 1\n/d\npart-0.bzna 2 3 3\n", 4, "sample 3 is listed twice"),
+    ("MULTI-SAMPLE_INCLUSION_V2\n2 1\n/d\npart-0.bzna 2 5 ... 4\n", 4, "runs backwards"),
+    ("MULTI-SAMPLE_INCLUSION_V2\n2 1\n/d\npart-0.bzna 2 ... 4\n", 4, "must stand between two indices"),
+    ("MULTI-SAMPLE_INCLUSION_V2\n1 1\n/d\npart-0.bzna 1 3\npart-1.bzna 1 2\n", 5, "announce 1 file lines, but"),
+    ("MULTI-SAMPLE_INCLUSION_V2\n1 2\n/d\npart-0.bzna 1 3\n", 2, "announce 2 file lines, found 1"),
+    ("MULTI-SAMPLE_INCLUSION_V2\n3 1\n/d\npart-0.bzna 2 3 4\n", 2, "announce 3 included samples, the file lines"),
+    ("CONDUIT_HDF5_INCLUSION\n1 9 1\n/d\npart-0.bzna 1 6 3\n", 2, "announce 9 excluded samples"),
+    ("SINGLE-SAMPLE\n1\n/d\n-\npart-0.bzna/1 part-0.bzna/2\n", 5, "one sample per line"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), BAD)
+def test_malformed_lists_name_the_line(tmp_path, text, line, message):
+    path = write(tmp_path, text, "bad.list")
+    with pytest.raises(SampleListError, match=message) as e:
+        SampleList.read(path)
+    assert e.value.line == line and e.value.path == str(path)
+    assert str(e.value).startswith(f"{path}, line {line}: ")
+
+
+# Lists that parse but do not fit the data: the error names the line too.
+MISFIT = [
+    ("MULTI-SAMPLE_INCLUSION_V2\n1 1\n{base}\nnowhere.bzna 1 0\n", 4, "nowhere.bzna .* is not one of the data files"),
+    ("MULTI-SAMPLE_INCLUSION_V2\n1 1\n{base}\npart-1.bzna 1 5\n", 4, "sample index 5 out of range: the file holds 5"),
+    ("MULTI-SAMPLE_INCLUSION_V2\n1 1\n{base}\npart-1.bzna 1 s0_01.png\n", 4, "'s0_01.png' is not a filename stored"),
+    ("CONDUIT_HDF5_EXCLUSION\n5 1 1\n{base}\npart-0.bzna 5 1 3\n", 4, r"5 included \+ 1 excluded .* holds 7"),
+    ("MULTI-SAMPLE_INCLUSION_V2\n2 2\n{base}\npart-0.bzna 1 3\n\npart-0.bzna 1 3\n", 6,
+     r"listed more than once \(lines \[4, 6\]\)"),
+    ("SINGLE-SAMPLE\n1\n{base}\n-\npart-9.bzna/3\n", 5, "no data file found"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), MISFIT)
+def test_lists_that_do_not_fit_the_data_name_the_line(flat_shards, tmp_path, text, line, message):
+    path = write(tmp_path, text.format(base=os.path.dirname(flat_shards[0])), "misfit.list")
+    d = ClassificationDataset(flat_shards)
+    with pytest.raises(SampleListError, match=message) as e:
+        d.as_dataset(batch_size=2, shape=8, sample_list=path)
+    assert e.value.line == line and str(e.value).startswith(f"{path}, line {line}: ")
+
+
+def test_writer_refuses_names_that_would_not_read_back(tmp_path):
+    from bzna_tf import BznaWriter
+    from bzna_tf.convert import encode_image
+
+    path = tmp_path / "digits.bzna"
+    with BznaWriter(path) as w:
+        for name in ("0001", "a.png"):
+            inp, thumb = encode_image(np.full((16, 16, 3), 90, np.uint8), preset="ultrafast")
+            w.append(inp, thumb=thumb, target=0, filename=name)
+    d = Dataset(path)
+    with pytest.raises(ValueError, match="'0001' cannot serve as an id .* ids='indices'"):
+        d.to_sample_list(ids="names")
+    assert d.select([1]).to_sample_list(ids="names").entries[0].ids == ("a.png",)
+    with pytest.raises(ValueError, match="list type"):
+        d.to_sample_list("HDF5")
+
+
+# ------------------------------------------------------------------------------------------ the CLI
+
+
+def test_cli_writes_and_checks_a_list(flat_shards, tmp_path, capsys):
+    out = tmp_path / "all.list"
+    pattern = os.path.join(os.path.dirname(flat_shards[0]), "part-*.bzna")
+    assert cli(["samplelist", pattern, "-o", str(out), "--type", "CONDUIT_HDF5_EXCLUSION"]) == 0
+    assert open(out).read().splitlines()[:2] == ["CONDUIT_HDF5_EXCLUSION", "21 0 3"]
+    assert cli(["samplelist", pattern, "-o", str(out), "--split", "[:10]", "--ids", "names"]) == 0
+    text = open(out).read().splitlines()
+    assert text[1] == "10 2 2" and text[3].startswith("part-0.bzna 7 0 s0_00.png")
+    assert text[4] == "part-1.bzna 3 2 s1_00.png s1_01.png s1_02.png"
+    capsys.readouterr()
+    assert cli(["samplelist", "--check", str(out)]) == 0
+    assert "CONDUIT_HDF5_INCLUSION, 2 file lines, 10 samples used of 12 in 2 data file(s)" in capsys.readouterr().out
+    assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
+    (tmp_path / "bad.list").write_text("CONDUIT_HDF5_INCLUSION\n1 0 1\n/d\npart-0.bzna 2 0 1 2\n")
+    assert cli(["samplelist", "--check", str(tmp_path / "bad.list")]) == 1
+    assert "bad.list, line 2: the counts announce 1 included samples" in capsys.readouterr().err
