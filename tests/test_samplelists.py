@@ -58,7 +58,11 @@ def test_the_seed_examples_parse_and_write_back_unchanged():
     inc = SampleList.parse(SEED_INCLUSION, path="inc.list")
     assert inc.type == "CONDUIT_HDF5_INCLUSION" and inc.base == "/p/vast1/data" and inc.label_file is None
     assert (inc.num_included, inc.num_excluded, len(inc.entries)) == (7, 23, 3)
-    assert inc.entries[0].file == "file_1.h5" and inc.entries[0].ids == ("runid/002", "runid/005", "runid/011")
+    assert inc.entries[0].file == "file_1.h5" and inc.entries[0].ids == (
+        "runid/002",
+        "runid/005",
+        "runid/011",
+    )
     assert inc.entries[2].line == 6
     exc = SampleList.parse(SEED_EXCLUSION)
     assert exc.exclusion and (exc.num_included, exc.num_excluded) == (61, 3)
@@ -146,7 +150,9 @@ def test_hand_written_lists(flat_shards, tmp_path):
         "single.txt",
     )  # the base is the .bzna file itself: each line an id
     assert listed(d, single) == [(2, 4), (2, 0), (2, 8)]
-    single_dir = write(tmp_path, f"SINGLE-SAMPLE\n2\n{base}\n-\npart-1.bzna/s1_02.png\npart-0.bzna/6\n", "s2.txt")
+    single_dir = write(
+        tmp_path, f"SINGLE-SAMPLE\n2\n{base}\n-\npart-1.bzna/s1_02.png\npart-0.bzna/6\n", "s2.txt"
+    )
     assert listed(d, single_dir) == [(1, 2), (0, 6)]
 
 
@@ -167,8 +173,11 @@ def test_a_relative_base_is_relative_to_the_list(flat_shards):
 
 
 def test_a_list_narrows_a_split_and_opens_its_own_files(flat_shards, tmp_path):
-    lst = write(tmp_path, f"MULTI-SAMPLE_INCLUSION_V2\n4 2\n{os.path.dirname(flat_shards[0])}\npart-0.bzna 2 0 6\n"
-                "part-2.bzna 2 0 8\n")
+    lst = write(
+        tmp_path,
+        f"MULTI-SAMPLE_INCLUSION_V2\n4 2\n{os.path.dirname(flat_shards[0])}\npart-0.bzna 2 0 6\n"
+        "part-2.bzna 2 0 8\n",
+    )
     first_half = ClassificationDataset(flat_shards, split="[:50%]")  # files 0 and part of 1
     assert listed(first_half, lst) == [(0, 0), (0, 6)]
     with pytest.raises(SampleListError, match="none of the 4 listed samples"):
@@ -184,20 +193,36 @@ def test_a_list_narrows_a_split_and_opens_its_own_files(flat_shards, tmp_path):
 BAD = [
     ("", 1, "expected the list type.*found nothing"),
     ("HDF5_LIST\n1 1\n/d\n", 1, "unknown list type 'HDF5_LIST'"),
-    ("CONDUIT_HDF5_INCLUSION\n1 1\n/d\nf 1 0 0\n", 2, r"expected 3 non-negative integers \(included samples, excl"),
+    (
+        "CONDUIT_HDF5_INCLUSION\n1 1\n/d\nf 1 0 0\n",
+        2,
+        r"expected 3 non-negative integers \(included samples, excl",
+    ),
     ("CONDUIT_HDF5_INCLUSION\n1 x 1\n/d\nf 1 0 0\n", 2, "expected 3 non-negative integers"),
     ("SINGLE-SAMPLE\n1 0 1\n/d\n-\nf/0\n", 2, r"expected 1 non-negative integer \(samples\)"),
     ("CONDUIT_HDF5_INCLUSION\n1 0 1\n\n", 3, "base directory"),
     ("MULTI-SAMPLE_INCLUSION\n1 0 1\n/d\n", 4, "label file line"),
-    ("CONDUIT_HDF5_INCLUSION\n1 0 1\n/d\npart-0.bzna one 0 3\n", 4, "expected FILE then included and excluded"),
+    (
+        "CONDUIT_HDF5_INCLUSION\n1 0 1\n/d\npart-0.bzna one 0 3\n",
+        4,
+        "expected FILE then included and excluded",
+    ),
     ("CONDUIT_HDF5_INCLUSION\n2 0 1\n/d\npart-0.bzna 2 0 3\n", 4, "says 2 included samples but lists 1"),
     ("CONDUIT_HDF5_EXCLUSION\n5 2 1\n/d\npart-0.bzna 5 2 3\n", 4, "says 2 excluded samples but lists 1"),
     ("MULTI-SAMPLE_INCLUSION_V2\n2 1\n/d\npart-0.bzna 2 3 3\n", 4, "sample 3 is listed twice"),
     ("MULTI-SAMPLE_INCLUSION_V2\n2 1\n/d\npart-0.bzna 2 5 ... 4\n", 4, "runs backwards"),
     ("MULTI-SAMPLE_INCLUSION_V2\n2 1\n/d\npart-0.bzna 2 ... 4\n", 4, "must stand between two indices"),
-    ("MULTI-SAMPLE_INCLUSION_V2\n1 1\n/d\npart-0.bzna 1 3\npart-1.bzna 1 2\n", 5, "announce 1 file lines, but"),
+    (
+        "MULTI-SAMPLE_INCLUSION_V2\n1 1\n/d\npart-0.bzna 1 3\npart-1.bzna 1 2\n",
+        5,
+        "announce 1 file lines, but",
+    ),
     ("MULTI-SAMPLE_INCLUSION_V2\n1 2\n/d\npart-0.bzna 1 3\n", 2, "announce 2 file lines, found 1"),
-    ("MULTI-SAMPLE_INCLUSION_V2\n3 1\n/d\npart-0.bzna 2 3 4\n", 2, "announce 3 included samples, the file lines"),
+    (
+        "MULTI-SAMPLE_INCLUSION_V2\n3 1\n/d\npart-0.bzna 2 3 4\n",
+        2,
+        "announce 3 included samples, the file lines",
+    ),
     ("CONDUIT_HDF5_INCLUSION\n1 9 1\n/d\npart-0.bzna 1 6 3\n", 2, "announce 9 excluded samples"),
     ("SINGLE-SAMPLE\n1\n/d\n-\npart-0.bzna/1 part-0.bzna/2\n", 5, "one sample per line"),
 ]
@@ -214,12 +239,27 @@ def test_malformed_lists_name_the_line(tmp_path, text, line, message):
 
 # Lists that parse but do not fit the data: the error names the line too.
 MISFIT = [
-    ("MULTI-SAMPLE_INCLUSION_V2\n1 1\n{base}\nnowhere.bzna 1 0\n", 4, "nowhere.bzna .* is not one of the data files"),
-    ("MULTI-SAMPLE_INCLUSION_V2\n1 1\n{base}\npart-1.bzna 1 5\n", 4, "sample index 5 out of range: the file holds 5"),
-    ("MULTI-SAMPLE_INCLUSION_V2\n1 1\n{base}\npart-1.bzna 1 s0_01.png\n", 4, "'s0_01.png' is not a filename stored"),
+    (
+        "MULTI-SAMPLE_INCLUSION_V2\n1 1\n{base}\nnowhere.bzna 1 0\n",
+        4,
+        "nowhere.bzna .* is not one of the data files",
+    ),
+    (
+        "MULTI-SAMPLE_INCLUSION_V2\n1 1\n{base}\npart-1.bzna 1 5\n",
+        4,
+        "sample index 5 out of range: the file holds 5",
+    ),
+    (
+        "MULTI-SAMPLE_INCLUSION_V2\n1 1\n{base}\npart-1.bzna 1 s0_01.png\n",
+        4,
+        "'s0_01.png' is not a filename stored",
+    ),
     ("CONDUIT_HDF5_EXCLUSION\n5 1 1\n{base}\npart-0.bzna 5 1 3\n", 4, r"5 included \+ 1 excluded .* holds 7"),
-    ("MULTI-SAMPLE_INCLUSION_V2\n2 2\n{base}\npart-0.bzna 1 3\n\npart-0.bzna 1 3\n", 6,
-     r"listed more than once \(lines \[4, 6\]\)"),
+    (
+        "MULTI-SAMPLE_INCLUSION_V2\n2 2\n{base}\npart-0.bzna 1 3\n\npart-0.bzna 1 3\n",
+        6,
+        r"listed more than once \(lines \[4, 6\]\)",
+    ),
     ("SINGLE-SAMPLE\n1\n{base}\n-\npart-9.bzna/3\n", 5, "no data file found"),
 ]
 
@@ -264,7 +304,10 @@ def test_cli_writes_and_checks_a_list(flat_shards, tmp_path, capsys):
     assert text[4] == "part-1.bzna 3 2 s1_00.png s1_01.png s1_02.png"
     capsys.readouterr()
     assert cli(["samplelist", "--check", str(out)]) == 0
-    assert "CONDUIT_HDF5_INCLUSION, 2 file lines, 10 samples used of 12 in 2 data file(s)" in capsys.readouterr().out
+    assert (
+        "CONDUIT_HDF5_INCLUSION, 2 file lines, 10 samples used of 12 in 2 data file(s)"
+        in capsys.readouterr().out
+    )
     assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
     (tmp_path / "bad.list").write_text("CONDUIT_HDF5_INCLUSION\n1 0 1\n/d\npart-0.bzna 2 0 1 2\n")
     assert cli(["samplelist", "--check", str(tmp_path / "bad.list")]) == 1

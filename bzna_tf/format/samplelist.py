@@ -232,10 +232,12 @@ class SampleList:
         out = cls(kind, base, entries, label_file, path)
         inc = out.num_included
         if inc != inc_total:
-            raise error(f"the counts announce {inc_total} included samples, the file lines add up to {inc}", 2)
+            raise error(
+                f"the counts announce {inc_total} included samples, the file lines add up to {inc}", 2
+            )
         if _has_excluded_field(kind) and out.num_excluded != exc_total:
             raise error(
-                f"the counts announce {exc_total} excluded samples, the file lines add up to {out.num_excluded}",
+                f"the counts announce {exc_total} excluded samples, the lines add up to {out.num_excluded}",
                 2,
             )
         return out

@@ -1,0 +1,238 @@
+"""Shards assigned to workers by file, endless training iteration, blend(), and the preview grid."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+from conftest import SHARD_SIZES, shard_colour, shard_sample
+
+import bzna_tf
+from bzna_tf import ClassificationDataset
+from bzna_tf.cli import main as cli
+from bzna_tf.previews import CAPTION, caption, grid_size, render_text
+
+tf = pytest.importorskip("tensorflow")
+
+
+def samples(ds):
+    return [shard_sample(n) for *_, names in ds for n in names.numpy()]
+
+
+# ---------------------------------------------------------------------------------------- file shards
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_file_shards_are_disjoint_complete_and_fixed(flat_shards, workers):
+    d = ClassificationDataset(flat_shards)
+    seen = []
+    for w in range(workers):
+        # no seed needed: each worker shuffles only its own files
+        ds = d.as_dataset(
+            batch_size=4,
+            shape=8,
+            shuffle=True,
+            shard=(workers, w),
+            shard_by="files",
+            with_filenames=True,
+            repeat=2,
+        )
+        got = samples(ds)
+        mine = {k for k in range(3) if k % workers == w}
+        assert {k for k, _ in got} == mine  # whole files, file k -> worker k % workers
+        per_epoch = sum(SHARD_SIZES[k] for k in mine)
+        first, second = got[:per_epoch], got[per_epoch:]
+        assert sorted(first) == sorted(second) and len(set(first)) == per_epoch  # every sample once per epoch
+        assert first != second  # reshuffled each epoch
+        seen += first
+    assert sorted(seen) == sorted((k, i) for k, n in enumerate(SHARD_SIZES) for i in range(n))
+
+
+def test_endless_training_iteration_over_a_workers_files(flat_shards):
+    d = ClassificationDataset(flat_shards)
+    ds = d.as_dataset(
+        batch_size=4,
+        shape=8,
+        shuffle=True,
+        seed=3,
+        shard=(2, 0),
+        shard_by="files",
+        repeat=True,
+        with_filenames=True,
+    )
+    assert ds.cardinality() == tf.data.INFINITE_CARDINALITY
+    assert ds.element_spec[0].shape == (4, 8, 8, 3)
+    got = samples(ds.take(40))  # 160 samples = 10 passes over files 0 and 2 (16 samples)
+    counts = {s: got.count(s) for s in set(got)}
+    assert set(counts) == {(k, i) for k in (0, 2) for i in range(SHARD_SIZES[k])}
+    assert set(counts.values()) == {10}
+
+
+def test_validation_strides_files_across_workers_some_get_nothing(flat_shards):
+    d = ClassificationDataset(flat_shards)
+    with pytest.raises(ValueError, match="3 files for 4 shards"):
+        d.as_dataset(batch_size=2, shape=8, shard=(4, 3), shard_by="files")
+    seen = []
+    for w in range(4):
+        ds = d.as_dataset(
+            batch_size=2, shape=8, shard=(4, w), shard_by="files", training=False, with_filenames=True
+        )
+        got = samples(ds)
+        assert len(got) == (SHARD_SIZES[w] if w < 3 else 0) and ds.cardinality() == math.ceil(len(got) / 2)
+        seen += got
+    assert sorted(seen) == sorted((k, i) for k, n in enumerate(SHARD_SIZES) for i in range(n))
+    with pytest.raises(ValueError, match="is empty"):
+        d.as_dataset(batch_size=2, shape=8, shard=(4, 3), shard_by="files", training=False, repeat=True)
+    with pytest.raises(ValueError, match="shard_by"):
+        d.as_dataset(batch_size=2, shape=8, shard_by="rows")
+
+
+# ---------------------------------------------------------------------------------------------- blend
+
+
+def sources(flat_shards, batch_size=4):
+    """Source k = shard file k, endless: a sample's label says its source."""
+    return [
+        ClassificationDataset(p).as_dataset(batch_size=batch_size, shape=4, shuffle=True, seed=k, repeat=True)
+        for k, p in enumerate(flat_shards[:2])
+    ]
+
+
+def within(count, total, p, sigmas=4.5):
+    return abs(count - total * p) <= sigmas * math.sqrt(total * p * (1 - p))
+
+
+def test_blend_whole_batches_follows_the_weights(flat_shards):
+    steps = 1200
+    labels = np.stack([y.numpy() for _, y in bzna_tf.blend(sources(flat_shards), [3, 1], seed=7).take(steps)])
+    assert labels.shape == (steps, 4)
+    assert (labels == labels[:, :1]).all()  # every batch from one source
+    from_first = int((labels[:, 0] == 0).sum())
+    assert within(from_first, steps, 0.75), from_first
+
+
+def test_blend_mixed_within_batches_follows_the_weights(flat_shards):
+    steps, batch = 400, 8
+    blended = bzna_tf.blend(sources(flat_shards, batch), [0.3, 0.7], seed=1, mix="sample")
+    assert blended.element_spec[0].shape == (batch, 4, 4, 3)  # the sources' static batch size
+    labels = np.stack([y.numpy() for _, y in blended.take(steps)])
+    mixed = ((labels == 0).any(axis=1) & (labels == 1).any(axis=1)).mean()
+    assert mixed > 0.9  # P(a batch of 8 is pure) = 0.3^8 + 0.7^8 ~ 0.06
+    assert within(int((labels == 0).sum()), steps * batch, 0.3)
+    again = bzna_tf.blend(sources(flat_shards), [0.3, 0.7], seed=1, mix="sample", batch_size=5)
+    assert next(iter(again))[1].shape == (5,)
+
+
+def test_blend_is_reproducible_and_new_each_iteration(flat_shards):
+    def run(blended):
+        return [y.numpy()[0] for _, y in blended.take(60)]
+
+    a = bzna_tf.blend(sources(flat_shards), seed=11)
+    first, second = run(a), run(a)
+    assert first != second  # a new draw on each iteration
+    assert run(bzna_tf.blend(sources(flat_shards), seed=11)) == first
+    assert run(bzna_tf.blend(sources(flat_shards), seed=12)) != first
+
+
+def test_blend_of_finite_sources_stops_with_the_first_to_end(flat_shards):
+    a, b = (ClassificationDataset(p).as_dataset(batch_size=1, shape=4) for p in flat_shards[:2])
+    got = [int(y.numpy()[0]) for _, y in bzna_tf.blend([a, b], [1, 1], seed=0)]
+    assert got.count(0) == 7 or got.count(1) == 5
+    rest = [int(y.numpy()[0]) for _, y in bzna_tf.blend([a, b], [1, 1], seed=0, stop_on_empty=False)]
+    assert rest.count(0) == 7 and rest.count(1) == 5
+
+
+def test_blend_argument_errors(flat_shards):
+    a, b = sources(flat_shards)
+    with pytest.raises(ValueError, match="weights"):
+        bzna_tf.blend([a, b], [1])
+    with pytest.raises(ValueError, match="weights"):
+        bzna_tf.blend([a, b], [1, -1])
+    with pytest.raises(ValueError, match="mix"):
+        bzna_tf.blend([a, b], mix="pixel")
+    with pytest.raises(ValueError, match="differ"):
+        bzna_tf.blend([a, a.map(lambda x, y: x)])
+    with pytest.raises(ValueError, match="differ"):
+        bzna_tf.blend([a, a.map(lambda x, y: (x, tf.cast(y, tf.int32)))])
+    with pytest.raises(ValueError, match="batch_size"):
+        bzna_tf.blend([a.unbatch().batch(3), b.unbatch().batch(3)], mix="sample")
+    with pytest.raises(ValueError, match="batch_size.*is for mix='sample'"):
+        bzna_tf.blend([a, b], batch_size=3)
+    with pytest.raises(ValueError, match="tf.data.Datasets"):
+        bzna_tf.blend([])
+
+
+# -------------------------------------------------------------------------------------------- preview
+
+
+def test_preview_grid_size_and_tiles_match_the_decoded_samples(flat_shards):
+    d = ClassificationDataset(flat_shards)
+    warp = bzna_tf.transforms.RandomResizedCrop(scale=(0.5, 1.0), flip_h=0.5)
+    p = bzna_tf.preview(d, 5, shape=(24, 32), warp=warp, seed=4)
+    rows, cols, height, width = grid_size(5, (24, 32))
+    assert (rows, cols) == (2, 3) and p.image.shape == (height, width, 3) and p.image.dtype == np.uint8
+    assert height == 2 * (24 + CAPTION) + 3 * 4 and width == 3 * 32 + 4 * 4
+    assert len(set(p.indices)) == 5
+    names = d.filenames
+    for i, (index, label) in enumerate(zip(p.indices, p.labels, strict=True)):
+        k, j = shard_sample(names[index])
+        assert label == k
+        tile = p.tile(i)
+        # the tile is that sample's flat colour (an H.265 round trip away; edge pixels may be fill) ...
+        assert np.abs(np.median(tile.reshape(-1, 3), axis=0) - shard_colour(k, j)).max() <= 6
+        # ... and exactly what as_dataset makes of it with the same seed and warp
+        alone = d.select([index]).as_dataset(batch_size=1, shape=(24, 32), warp=warp, seed=4)
+        image = next(iter(alone))[0][0].numpy()
+        np.testing.assert_array_equal(tile, np.clip(np.rint(image), 0, 255).astype(np.uint8))
+        # the caption under it says "#index label"
+        y, x, h, w = p.boxes[i]
+        text = render_text(caption(index, label))[:, :w]
+        strip = p.image[y + h : y + h + CAPTION, x : x + w]
+        top = (CAPTION - text.shape[0]) // 2
+        assert (strip[top : top + text.shape[0], : text.shape[1]][text] == 255).all()
+        assert (strip[top : top + text.shape[0], : text.shape[1]][~text] == 40).all()
+    assert bzna_tf.preview(d, 5, shape=(24, 32), warp=warp, seed=4).indices == p.indices
+    assert bzna_tf.preview(d, 5, shape=(24, 32), warp=warp, seed=5).indices != p.indices
+    assert bzna_tf.preview(d, 3, shuffle=False, shape=8).indices == [0, 1, 2]
+    assert len(bzna_tf.preview(d, 100, shape=8).indices) == len(d)
+
+
+def test_caption_font():
+    glyphs = {c: render_text(c, scale=1) for c in "0123456789#-"}
+    assert all(g.shape == (5, 4) for g in glyphs.values())
+    assert len({g.tobytes() for g in glyphs.values()}) == len(glyphs)  # every glyph distinct
+    assert render_text("12", scale=2).shape == (10, 16)
+    assert caption(17, 3) == "#17 3" and caption(4, -1) == "#4 -"
+
+
+def test_cli_preview_writes_the_png(flat_shards, tmp_path, capsys):
+    out = tmp_path / "grid.png"
+    pattern = os.path.join(os.path.dirname(flat_shards[0]), "part-*.bzna")
+    args = [
+        "preview",
+        pattern,
+        "-o",
+        str(out),
+        "--n",
+        "6",
+        "--size",
+        "16",
+        "24",
+        "--seed",
+        "2",
+        "--warp",
+        "similarity",
+        "--degrees",
+        "10",
+        "--flip-h",
+        "0.5",
+    ]
+    assert cli(args) == 0
+    png = tf.io.decode_png(out.read_bytes()).numpy()
+    assert png.shape == (*grid_size(6, (16, 24))[2:], 3)
+    d = ClassificationDataset(flat_shards)
+    warp = bzna_tf.transforms.SimilarityTransform(degrees=10, flip_h=0.5, resize=True)
+    np.testing.assert_array_equal(png, bzna_tf.preview(d, 6, shape=(16, 24), warp=warp, seed=2).image)
+    assert f"{out}: " in capsys.readouterr().out
+    assert cli(["preview", pattern, "-o", str(out), "--warp", "center", "--flip-h", "1"]) == 1
+    assert "--warp center takes only --crop" in capsys.readouterr().err
