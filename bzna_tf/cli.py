@@ -289,7 +289,7 @@ def _preview(args) -> int:
     write_png(args.output, p.image)
     print(
         f"{args.output}: {p.image.shape[1]}x{p.image.shape[0]}, {len(p.indices)} samples "
-        f"({', '.join(f'#{i}' for i in p.indices[:8])}{' ...' if len(p.indices) > 8 else ''})"
+        f"({', '.join(str(i) for i in p.indices[:8])}{' ...' if len(p.indices) > 8 else ''})"
     )
     return 0
 
@@ -299,7 +299,7 @@ def _add_preview(sub):
         "preview",
         help="a PNG grid of decoded, augmented samples with their labels",
         description="Decode and warp samples exactly as as_dataset(seed=SEED, ...) would and write them as "
-        "one PNG grid; each tile is captioned '#<sample index> <label>' ('-': no label).",
+        "one PNG grid; each tile is captioned '<sample index>: <label>' ('-': no label).",
     )
     c.add_argument("files", nargs="+", help=".bzna files or glob patterns")
     c.add_argument("-o", "--output", required=True, help="the PNG to write")

@@ -16,7 +16,7 @@ CAPTION = 5 * TEXT_SCALE + 4  # caption strip under each tile: 5-pixel glyphs + 
 BACKGROUND = 40
 TEXT = 255
 
-# A 3 x 5 pixel font for captions ("#index label"): rows top to bottom, 3 bits each.
+# A 3 x 5 pixel font for captions ("index: label"): rows top to bottom, 3 bits each.
 _FONT = {
     "0": ("111", "101", "101", "101", "111"),
     "1": ("010", "110", "010", "010", "111"),
@@ -28,7 +28,6 @@ _FONT = {
     "7": ("111", "001", "010", "010", "010"),
     "8": ("111", "101", "111", "101", "111"),
     "9": ("111", "101", "111", "001", "111"),
-    "#": ("101", "111", "101", "111", "101"),
     "-": ("000", "000", "111", "000", "000"),
     ":": ("000", "010", "000", "010", "000"),
     " ": ("000", "000", "000", "000", "000"),
@@ -39,7 +38,7 @@ _FONT = {
 def render_text(text: str, scale: int = TEXT_SCALE) -> np.ndarray:
     """``text`` as a boolean bitmap (5 * scale rows; 4 * scale columns per character).
 
-    Digits, ``#``, ``-``, ``:`` and space; anything else shows as ``?``.
+    Digits, ``-``, ``:`` and space; anything else shows as ``?``.
     """
     cols = []
     for ch in text:
@@ -50,8 +49,8 @@ def render_text(text: str, scale: int = TEXT_SCALE) -> np.ndarray:
 
 
 def caption(index: int, label: int) -> str:
-    """A tile's caption: ``#<global sample index> <label>`` (``-`` for no label)."""
-    return f"#{index} {label if label >= 0 else '-'}"
+    """A tile's caption: ``<global sample index>: <label>`` (``-`` for no label)."""
+    return f"{index}: {label if label >= 0 else '-'}"
 
 
 @dataclass

@@ -184,7 +184,7 @@ def test_preview_grid_size_and_tiles_match_the_decoded_samples(flat_shards):
         alone = d.select([index]).as_dataset(batch_size=1, shape=(24, 32), warp=warp, seed=4)
         image = next(iter(alone))[0][0].numpy()
         np.testing.assert_array_equal(tile, np.clip(np.rint(image), 0, 255).astype(np.uint8))
-        # the caption under it says "#index label"
+        # the caption under it says "index: label"
         y, x, h, w = p.boxes[i]
         text = render_text(caption(index, label))[:, :w]
         strip = p.image[y + h : y + h + CAPTION, x : x + w]
@@ -198,11 +198,11 @@ def test_preview_grid_size_and_tiles_match_the_decoded_samples(flat_shards):
 
 
 def test_caption_font():
-    glyphs = {c: render_text(c, scale=1) for c in "0123456789#-"}
+    glyphs = {c: render_text(c, scale=1) for c in "0123456789-:"}
     assert all(g.shape == (5, 4) for g in glyphs.values())
     assert len({g.tobytes() for g in glyphs.values()}) == len(glyphs)  # every glyph distinct
     assert render_text("12", scale=2).shape == (10, 16)
-    assert caption(17, 3) == "#17 3" and caption(4, -1) == "#4 -"
+    assert caption(17, 3) == "17: 3" and caption(4, -1) == "4: -"
 
 
 def test_cli_preview_writes_the_png(flat_shards, tmp_path, capsys):
