@@ -112,7 +112,7 @@ def preview(
       training: False shows the warp's deterministic (evaluation) values.
       columns: tiles per row (default: a square grid).
       track: for paths: ``"bzna_thumb"`` (default) or ``"bzna_input"``.
-      sample_list: only the samples of this LBANN sample list.
+      sample_list: only the samples of this LBANN sample list (a path or a ``SampleList``).
 
     Returns:
       A :class:`Preview`.
@@ -122,7 +122,7 @@ def preview(
     if not isinstance(data, Dataset):
         data = ClassificationDataset(data, input_label=track)
     if sample_list is not None:
-        data = data.select(sample_list)
+        data = data.select(data.sample_list_positions(sample_list))
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
         raise ValueError(f"Expected `n` as a positive integer. Received: n={n!r}")
     if columns is not None and (isinstance(columns, bool) or not isinstance(columns, int) or columns <= 0):

@@ -234,5 +234,12 @@ def test_cli_preview_writes_the_png(flat_shards, tmp_path, capsys):
     warp = bzna_tf.transforms.SimilarityTransform(degrees=10, flip_h=0.5, resize=True)
     np.testing.assert_array_equal(png, bzna_tf.preview(d, 6, shape=(16, 24), warp=warp, seed=2).image)
     assert f"{out}: " in capsys.readouterr().out
+    lst = tmp_path / "two.list"
+    lst.write_text(f"MULTI-SAMPLE_INCLUSION_V2\n2 1\n{os.path.dirname(flat_shards[0])}\npart-1.bzna 2 4 1\n")
+    assert (
+        cli(["preview", pattern, "-o", str(out), "--first", "--sample-list", str(lst), "--warp", "center"])
+        == 0
+    )
+    assert "2 samples (11, 8)" in capsys.readouterr().out  # global indices 7 + 4 and 7 + 1, in list order
     assert cli(["preview", pattern, "-o", str(out), "--warp", "center", "--flip-h", "1"]) == 1
     assert "--warp center takes only --crop" in capsys.readouterr().err
