@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from bzna_tf.format.atomic import write_atomic
 
 __all__ = ["Preview", "preview", "render_text", "write_png"]
 
@@ -161,15 +162,4 @@ def write_png(path, image: np.ndarray) -> str:
     """Writes an (H, W, 3) uint8 image as PNG (atomically: a temporary file renamed into place)."""
     import tensorflow as tf
 
-    data = tf.io.encode_png(np.ascontiguousarray(image)).numpy()
-    path = os.fspath(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+    return write_atomic(path, tf.io.encode_png(np.ascontiguousarray(image)).numpy())

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bzna_tf.format.atomic import write_atomic
 from bzna_tf.format.shards import is_url
 
 __all__ = ["LIST_TYPES", "SampleList", "SampleListError", "FileEntry"]
@@ -528,19 +529,8 @@ class SampleList:
 
     def write(self, path, *, ranges: bool = True) -> str:
         """Writes the list (atomically: a temporary file renamed into place). Returns the path."""
-        path = os.fspath(path)
-        text = self.to_text(ranges=ranges)
-        tmp = f"{path}.tmp{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
-        self.path = path
-        return path
+        self.path = write_atomic(path, self.to_text(ranges=ranges).encode("utf-8"))
+        return self.path
 
 
 # -------------------------------------------------------------------------------- helpers
