@@ -319,3 +319,26 @@ def test_cli_writes_and_checks_a_list(flat_shards, tmp_path, capsys):
     (tmp_path / "bad.list").write_text("CONDUIT_HDF5_INCLUSION\n1 0 1\n/d\npart-0.bzna 2 0 1 2\n")
     assert cli(["samplelist", "--check", str(tmp_path / "bad.list")]) == 1
     assert "bad.list, line 2: the counts announce 1 included samples" in capsys.readouterr().err
+
+
+def test_lists_and_data_on_a_tensorflow_filesystem(flat_shards):
+    tf = pytest.importorskip("tensorflow")
+    urls = []
+    for p in flat_shards[:2]:
+        url = f"ram://lists/shards/{os.path.basename(p)}"
+        tf.io.gfile.copy(p, url, overwrite=True)
+        urls.append(url)
+    with tf.io.gfile.GFile("ram://lists/train.list", "w") as f:
+        f.write(
+            "MULTI-SAMPLE_INCLUSION_V2\n3 2\nram://lists/shards\npart-1.bzna 1 4\npart-0.bzna 2 s0_06.png 0\n"
+        )
+    assert listed(ClassificationDataset(urls), "ram://lists/train.list") == [(1, 4), (0, 6), (0, 0)]
+    with tf.io.gfile.GFile("ram://lists/single.list", "w") as f:
+        f.write("SINGLE-SAMPLE\n1\nram://lists\n-\nshards/part-1.bzna/2\n")
+    opened = Dataset.from_sample_list("ram://lists/single.list")
+    assert opened.paths == [urls[1]] and opened.filenames == ["s1_02.png"]
+    lst = ClassificationDataset(urls).select([8, 0]).to_sample_list()
+    assert lst.base == "ram://lists/shards" and [e.file for e in lst.entries] == [
+        "part-1.bzna",
+        "part-0.bzna",
+    ]
