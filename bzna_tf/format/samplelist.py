@@ -294,19 +294,21 @@ class SampleList:
         For ``SINGLE-SAMPLE`` lists the file part of each line ends at its
         first path component that is an existing file.
         """
-        out = []
+        out = {}
+        is_file = {}  # one filesystem query per directory prefix, not per line
         for e in self.entries:
-            p = self._single_file(e) if self.type == SINGLE else self._join(e.file)
-            if p not in out:
-                out.append(p)
-        return out
+            p = self._single_file(e, is_file) if self.type == SINGLE else self._join(e.file)
+            out.setdefault(p, None)
+        return list(out)
 
-    def _single_file(self, e: FileEntry) -> str:
+    def _single_file(self, e: FileEntry, is_file: dict) -> str:
         full = _norm(self._join(e.file))
         parts = full.split("/")
         for k in range(1, len(parts)):
             head = "/".join(parts[:k]) or "/"
-            if _isfile(head):
+            if head not in is_file:
+                is_file[head] = _isfile(head)
+            if is_file[head]:
                 return head
         raise self._error(f"{e.file!r}: no data file found along {full!r} (expected FILE.bzna/ID)", e.line)
 
