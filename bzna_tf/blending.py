@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from bzna_tf.datasets import _positive_int
+
 __all__ = ["blend", "MIXES"]
 
 MIXES = ("batch", "sample")
@@ -107,10 +109,7 @@ def blend(
                     "mix='sample' needs `batch_size`: the sources' batch size is not static "
                     "(pass batch_size=..., or build them with drop_remainder=True)"
                 )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
-            raise ValueError(
-                f"Expected `batch_size` as a positive integer. Received: batch_size={batch_size!r}"
-            )
+        batch_size = _positive_int(batch_size, "batch_size")
         datasets = [d.unbatch() for d in datasets]
     elif batch_size is not None:
         raise ValueError("`batch_size` is for mix='sample'; mix='batch' keeps the sources' batches")
@@ -119,5 +118,5 @@ def blend(
     )
     if mix == "sample":
         endless = all(tf.get_static_value(d.cardinality()) == tf.data.INFINITE_CARDINALITY for d in datasets)
-        out = out.batch(int(batch_size), drop_remainder=bool(endless))
+        out = out.batch(batch_size, drop_remainder=bool(endless))
     return out.prefetch(tf.data.AUTOTUNE)

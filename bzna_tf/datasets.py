@@ -23,7 +23,7 @@ import random as _random
 import numpy as np
 
 from bzna_tf.format.samplelist import SampleList, SampleListError
-from bzna_tf.format.shards import BznaShards, is_url
+from bzna_tf.format.shards import BznaShards, file_numbers, is_url
 from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_size_error, imagenet_splits, select_split
 
 __all__ = ["ClassificationDataset", "Dataset", "ImageNet"]
@@ -250,7 +250,7 @@ class Dataset:
             index or a filename this dataset's files lack (naming the line);
             or no listed sample is in this dataset.
         """
-        lst = sample_list if isinstance(sample_list, SampleList) else SampleList.read(sample_list)
+        lst = SampleList.of(sample_list)
         files = self._index.files
         wanted = lst.global_indices(self.paths, self._index.starts, lambda k: files[k].filenames())
         sel = self._indices
@@ -291,7 +291,7 @@ class Dataset:
           sample_list: a :class:`bzna_tf.SampleList` or the path of a list file.
           **kwargs: the class's other arguments (``track``, ``input_label``, ...).
         """
-        lst = sample_list if isinstance(sample_list, SampleList) else SampleList.read(sample_list)
+        lst = SampleList.of(sample_list)
         return cls(lst.data_paths(), **kwargs).select(lst)
 
     def close(self):
@@ -317,8 +317,7 @@ class Dataset:
                 f"shard_by='files' needs at least as many files as shards: {num_files} files for "
                 f"{count} shards (use more, smaller .bzna files, or shard_by='samples')"
             )
-        file_of = np.searchsorted(self._index.starts, sel, side="right") - 1
-        return sel[file_of % count == index]
+        return sel[file_numbers(self._index.starts, sel) % count == index]
 
     def _payload_mode(self, device, kwargs):
         """True for device="gpu" (the model decodes); checks that tf.data was asked for no image options."""
@@ -620,7 +619,7 @@ class ImageNet(ClassificationDataset):
     @classmethod
     def from_sample_list(cls, sample_list, split: str | None = None, input_label: str = "bzna_thumb"):
         """Opens the one ImageNet file a sample list names and selects its samples."""
-        lst = sample_list if isinstance(sample_list, SampleList) else SampleList.read(sample_list)
+        lst = SampleList.of(sample_list)
         paths = lst.data_paths()
         if len(paths) != 1:
             raise ValueError(f"ImageNet is one file; the sample list names {len(paths)}: {paths}")

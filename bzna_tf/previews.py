@@ -118,17 +118,16 @@ def preview(
     Returns:
       A :class:`Preview`.
     """
-    from bzna_tf.datasets import ClassificationDataset, Dataset
+    from bzna_tf.datasets import ClassificationDataset, Dataset, _positive_int
+    from bzna_tf.format.samplelist import SampleList
 
     if not isinstance(data, Dataset):
         data = ClassificationDataset(data, input_label=track)
     if sample_list is not None:
-        data = data.select(data.sample_list_positions(sample_list))
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-        raise ValueError(f"Expected `n` as a positive integer. Received: n={n!r}")
-    if columns is not None and (isinstance(columns, bool) or not isinstance(columns, int) or columns <= 0):
-        raise ValueError(f"Expected `columns` as a positive integer. Received: columns={columns!r}")
-    n = min(int(n), len(data))
+        data = data.select(SampleList.of(sample_list))
+    n = min(_positive_int(n, "n"), len(data))
+    if columns is not None:
+        columns = _positive_int(columns, "columns")
     if shuffle:
         positions = np.random.default_rng(seed).choice(len(data), size=n, replace=False)
     else:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bzna_tf.format.atomic import write_atomic
-from bzna_tf.format.shards import is_url
+from bzna_tf.format.shards import file_numbers, is_url
 
 __all__ = ["LIST_TYPES", "SampleList", "SampleListError", "FileEntry"]
 
@@ -147,6 +147,11 @@ class SampleList:
         return SampleListError(reason, path=self.path, line=line)
 
     # ---------------------------------------------------------------- reading
+
+    @classmethod
+    def of(cls, sample_list) -> SampleList:
+        """``sample_list`` itself if it is a :class:`SampleList`, else the list read from that path."""
+        return sample_list if isinstance(sample_list, SampleList) else cls.read(sample_list)
 
     @classmethod
     def read(cls, path) -> SampleList:
@@ -361,10 +366,7 @@ class SampleList:
                 lines.append(e.line)
             return self._unique(out, lines)
         for e in self.entries:
-            try:
-                k = matcher.find(self._join(e.file))
-            except LookupError as err:
-                raise self._error(str(err), e.line) from None
+            k = self._find(matcher, self._join(e.file), e)
             if k is None:
                 raise self._error(
                     f"{e.file} ({self._join(e.file)}) is not one of the data files ({_few(paths)})", e.line
@@ -378,9 +380,7 @@ class SampleList:
                         f"but the file holds {size}",
                         e.line,
                     )
-                keep = np.ones(size, bool)
-                keep[local] = False
-                local = np.flatnonzero(keep)
+                local = _complement(size, local)
             out.append(int(starts[k]) + local)
             lines.append(e.line)
         return self._unique(out, lines)
@@ -398,15 +398,19 @@ class SampleList:
             )
         return g
 
+    def _find(self, matcher, path: str, e: FileEntry) -> int | None:
+        """The data file ``path`` names, or None; a path that fits several is an error naming the line."""
+        try:
+            return matcher.find(path)
+        except LookupError as err:
+            raise self._error(str(err), e.line) from None
+
     def _split_single(self, e: FileEntry, matcher) -> tuple[int, str]:
         full = _norm(self._join(e.file))
         parts = full.split("/")
         # The id is the tail after the data file; it never reaches into the base.
         for cut in range(len(parts) - 1, max(len(parts) - len(e.file.split("/")), 1) - 1, -1):
-            try:
-                k = matcher.find("/".join(parts[:cut]))
-            except LookupError as err:
-                raise self._error(str(err), e.line) from None
+            k = self._find(matcher, "/".join(parts[:cut]), e)
             if k is not None:
                 return k, "/".join(parts[cut:])
         raise self._error(
@@ -449,7 +453,7 @@ class SampleList:
         if base is None:
             base = _common_dir(paths)
         rel = [_relative(p, base) for p in paths]
-        file_of = np.searchsorted(starts, indices, side="right") - 1
+        file_of = file_numbers(starts, indices)
 
         def id_strings(k, local):
             if ids == "indices":
@@ -493,9 +497,7 @@ class SampleList:
             size = int(starts[k + 1] - starts[k])
             used = per_file[k]
             if _is_exclusion(kind):
-                mask = np.ones(size, bool)
-                mask[used] = False
-                listed = id_strings(k, np.flatnonzero(mask))
+                listed = id_strings(k, _complement(size, used))
             else:
                 listed = id_strings(k, used)
             excluded = size - len(used)
@@ -561,6 +563,13 @@ def _expand(tokens, number, error) -> list:
         out.append(parse_id(t))
         i += 1
     return out
+
+
+def _complement(size: int, local) -> np.ndarray:
+    """The indices 0 .. size - 1 not in ``local``, in order."""
+    keep = np.ones(size, bool)
+    keep[np.asarray(local, np.int64)] = False
+    return np.flatnonzero(keep)
 
 
 def _with_ranges(tokens: list[str]) -> list[str]:

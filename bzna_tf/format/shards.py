@@ -10,7 +10,7 @@ import numpy as np
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import ImageMp4
 
-__all__ = ["BznaShards", "open_bzna", "open_file", "expand_paths", "is_url"]
+__all__ = ["BznaShards", "open_bzna", "open_file", "expand_paths", "file_numbers", "is_url"]
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -32,6 +32,11 @@ def open_file(path) -> BznaFile:
     if is_url(path):
         return BznaFile(_gfile().GFile(path, "rb"), name=path)
     return BznaFile(path)
+
+
+def file_numbers(starts, indices):
+    """Which file holds each global sample index, given each file's first index (and the total)."""
+    return np.searchsorted(starts, indices, side="right") - 1
 
 
 def expand_paths(paths) -> list[str]:
@@ -112,7 +117,7 @@ class BznaShards:
         if not -n <= i < n:
             raise IndexError(f"sample index {i} out of range for {n} samples in {len(self.files)} files")
         i = i + n if i < 0 else i
-        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        k = int(file_numbers(self.starts, i))
         return k, i - int(self.starts[k])
 
     def target(self, i: int) -> int:
