@@ -7,8 +7,8 @@ need nvcc (the pinned pip wheels of the ``test`` extra) and nv-codec-headers
 """
 
 import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,31 +19,6 @@ from bzna_tf.ops import _build
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
-
-
-@pytest.fixture(scope="session")
-def ffnvcodec(tmp_path_factory):
-    """An include folder holding ffnvcodec/ (installed, or Debian's package unpacked here)."""
-    found = _build.ffnvcodec_include()
-    if found:
-        return found
-    if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
-        pytest.skip("nv-codec-headers are not installed and apt-get is not available to fetch them")
-    folder = tmp_path_factory.mktemp("ffnvcodec")
-    r = subprocess.run(
-        ["apt-get", "download", "libffmpeg-nvenc-dev"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    debs = list(folder.glob("*.deb"))
-    if r.returncode or not debs:
-        pytest.skip(
-            f"could not fetch nv-codec-headers (apt-get download libffmpeg-nvenc-dev): {r.stderr[-500:]}"
-        )
-    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(folder / "root")], check=True)
-    return str(folder / "root" / "usr" / "include")
 
 
 @pytest.fixture(scope="session")
@@ -61,35 +36,69 @@ def gpu_library(ffnvcodec):
             os.environ["BZNA_TF_FFNVCODEC_INCLUDE"] = old
 
 
-def test_gpu_library_builds_links_no_cuda_and_loads(gpu_library):
-    """CUDA kernels compiled to a fatbin for every architecture nvcc offers, nothing of CUDA linked."""
+def _needed(library):
+    out = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
+    return [line.split("[")[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+
+
+def test_gpu_libraries_build_link_no_cuda_and_load(gpu_library):
+    """Kernels compiled to cubins for each architecture family plus PTX; nothing of CUDA linked."""
     import json
 
-    info = json.loads((Path(gpu_library).parent / "build.json").read_text())
-    assert "sm_75" in info["archs"] and "gpu/warp_kernels.cu" in info["sources"]
-    needed = subprocess.run(["readelf", "-d", str(gpu_library)], capture_output=True, text=True).stdout
-    libs = [line.split("[")[1].rstrip("]") for line in needed.splitlines() if "(NEEDED)" in line]
-    assert libs and not [x for x in libs if "cuda" in x or "cuvid" in x or "nvidia" in x], libs
-    assert b"bzna_warp_yuv" in Path(gpu_library).read_bytes()  # the embedded kernels
+    info = json.loads((Path(gpu_library.core).parent / "build.json").read_text())
+    assert {"sm_75", "sm_90"} <= set(info["archs"]) and "compute_75 (PTX)" in info["archs"], info
+    # The pinned CUDA 12 ptxas beside a CUDA 13 nvcc: PTX declared at CUDA 12.0's ISA (drivers >= 525).
+    if info["ptxas_release"].startswith("12.") and info["nvcc_release"].startswith("13."):
+        assert info["ptx_isa"] == "8.0"
+    core = _needed(gpu_library.core)
+    banned = ("cuda", "cuvid", "nvidia", "tensorflow", "absl")
+    assert core and not [x for x in core if any(k in x for k in banned)], core
+    for lib in (gpu_library.warp, gpu_library.nvdec):
+        needed = _needed(lib)
+        assert "libbzna_tf_gpu_core.so" in needed, needed
+        assert not [x for x in needed if "cuda" in x or "cuvid" in x or "nvidia" in x], needed
+    assert b"bzna_warp_yuv" in Path(gpu_library.core).read_bytes()  # the embedded PTX
     bzna_tf.ops.load_library()
-    tf.load_library(str(gpu_library))
     from tensorflow.python.framework import kernels
 
-    for op in ("BznaDecodeWarp", "BznaWarpYuv420", "BznaWarpRgb"):
+    tf.load_library(str(gpu_library.warp))
+    for op in ("BznaWarpYuv420", "BznaWarpRgb"):
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
         assert devices == {"CPU", "GPU"}, (op, devices)
+    tf.load_library(str(gpu_library.nvdec))
+    devices = {k.device_type for k in kernels.get_registered_kernels_for_op("BznaDecodeWarp").kernel}
+    assert devices == {"CPU", "GPU"}, devices
+
+
+def test_gpu_kernels_are_registered_only_where_they_can_run(gpu_library, ffnvcodec):
+    """Without a driver the probe says so and load_gpu_library() registers no GPU kernel (CPU fallback)."""
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU")
+    code = (
+        "import os; os.environ['BZNA_TF_GPU'] = '1'\n"
+        "import bzna_tf.ops as ops, tensorflow as tf\n"
+        "from tensorflow.python.framework import kernels\n"
+        "ops.load_library()\n"
+        "print(ops.gpu_error())\n"
+        "for op in ('BznaDecodeWarp', 'BznaWarpRgb'):\n"
+        "    print(op, sorted({k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}))\n"
+    )
+    env = dict(os.environ, BZNA_TF_FFNVCODEC_INCLUDE=ffnvcodec)  # the cached build of the fixture
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.strip().splitlines()
+    assert "libcuda.so.1" in lines[-3], lines
+    assert lines[-2:] == ["BznaDecodeWarp ['CPU']", "BznaWarpRgb ['CPU']"], lines
 
 
 def test_gpu_probe_explains_a_missing_driver(gpu_library):
-    import ctypes
+    from bzna_tf.ops.gpu_core import HAS_CUDA, HAS_NVDEC, GpuCore
 
-    lib = ctypes.CDLL(str(gpu_library))
-    lib.bzna_tf_gpu_probe.restype = ctypes.c_char_p
-    message = lib.bzna_tf_gpu_probe()
+    bits, message = GpuCore(gpu_library.core).probe()
     if tf.config.list_physical_devices("GPU"):
-        assert message is None or b"libnvcuvid" in message
+        assert bits & HAS_CUDA and (bits & HAS_NVDEC or "libnvcuvid" in message)
     else:
-        assert message is not None and (b"libcuda.so.1" in message or b"cuInit" in message), message
+        assert bits == 0 and ("libcuda.so.1" in message or "cuInit" in message), message
 
 
 def test_missing_toolchain_is_named(monkeypatch, tmp_path):

@@ -1,7 +1,8 @@
 """``python -m bzna_tf.ops build [--gpu] [--force] [--verbose]``: compile the native ops now.
 
-``--gpu`` also compiles the GPU kernels (needs nvcc and nv-codec-headers, no
-GPU) and prints their library's path on a second line.
+``--gpu`` also compiles the GPU libraries (needs nvcc, ptxas and
+nv-codec-headers, no GPU) and prints their paths: the GPU core, the
+TensorFlow warp kernels, the TensorFlow NVDEC kernel.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ def main(argv=None) -> int:
     b = sub.add_parser("build", help="compile the ops for the installed TensorFlow (cached)")
     b.add_argument("--force", action="store_true", help="rebuild even if a cached library exists")
     b.add_argument("--verbose", "-v", action="store_true", help="print the compiler commands")
-    b.add_argument("--gpu", action="store_true", help="also build the GPU kernels (CUDA warp + NVDEC)")
+    b.add_argument("--gpu", action="store_true", help="also build the GPU libraries")
     args = p.parse_args(argv)
     try:
         print(build(force=args.force, verbose=args.verbose))
         if args.gpu:
-            print(build_gpu(force=args.force, verbose=args.verbose))
+            libraries = build_gpu(force=args.force, verbose=args.verbose)
+            print(libraries.core, libraries.warp, libraries.nvdec, sep="\n")
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

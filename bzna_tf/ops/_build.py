@@ -35,6 +35,8 @@ __all__ = [
     "BuildError",
     "Build",
     "GpuBuild",
+    "GpuLibraries",
+    "compile_core",
     "plan",
     "plan_gpu",
     "build",
@@ -198,14 +200,33 @@ def _compile(b: Build, verbose: bool, jobs: int) -> None:
         os.replace(out, b.library)
 
 
-# --------------------------------------------------------------------------------------------- GPU library
+# --------------------------------------------------------------------------------------------- GPU libraries
 
-GPU_LIB_NAME = "libbzna_tf_gpu.so"
-# Real code for each architecture nvcc offers from Turing (sm_75) on, plus PTX
-# of the newest for later GPUs. CUDA 13 starts at sm_75; CUDA 12 offers older
-# ones too, which bzna_tf does not build.
-MIN_CUDA_ARCH = 75
-NVCC_FLAGS = ["-std=c++17", "-O3", "--fmad=false", "-Xcompiler", "-fPIC"]
+# Three libraries, built together into one cache folder:
+#   libbzna_tf_gpu_core.so   the GPU core (custom_ops/gpu/core): NVDEC + the CUDA kernels behind a C ABI,
+#                            no TensorFlow, no absl; the GPU kit builds the same one with compile_core()
+#   libbzna_tf_gpu_warp.so   TensorFlow GPU kernels of BznaWarpYuv420 and BznaWarpRgb (need CUDA)
+#   libbzna_tf_gpu_nvdec.so  TensorFlow GPU kernel of BznaDecodeWarp (needs CUDA and NVDEC)
+# Both TensorFlow libraries call the core (linked by name, found beside them),
+# so bzna_tf can register exactly the GPU kernels the machine can run.
+CORE_LIB_NAME = "libbzna_tf_gpu_core.so"
+GPU_WARP_LIB_NAME = "libbzna_tf_gpu_warp.so"
+GPU_NVDEC_LIB_NAME = "libbzna_tf_gpu_nvdec.so"
+# The kernels are compiled in two steps: nvcc -> PTX for compute_75 (Turing,
+# the oldest GPU with the NVDEC this needs), then ptxas -> one cubin per
+# architecture family below, plus the PTX for GPUs newer than all of them.
+# A GPU runs the cubin of its own architecture, or the newest of its major
+# version not newer than it (binary compatible); the driver JIT-compiles the
+# PTX otherwise.
+PTX_ARCH = 75
+CUBIN_ARCHS = (75, 80, 86, 89, 90, 100, 120)
+# CUDA 12.0's PTX ISA. When ptxas comes from an older CUDA than nvcc (the
+# pinned CUDA 12 ptxas beside a CUDA 13 nvcc: CUDA 12's pip wheels carry no
+# nvcc), the PTX is declared at this ISA, so that its cubins and PTX load on
+# every driver from 525 (CUDA 12.0) on; ptxas refuses it if nvcc used anything newer.
+CUDA12_PTX_ISA = "8.0"
+NVCC_FLAGS = ["-std=c++17", "-O3", "--fmad=false"]
+CORE_FLAGS = ["-O2", "-fPIC", "-std=c++17", "-ffp-contract=off", "-DNDEBUG", "-Wall", "-Wno-sign-compare"]
 FFNVCODEC_HINT = (
     "nv-codec-headers (ffnvcodec: Debian/Ubuntu `apt install libffmpeg-nvenc-dev`, or "
     "https://github.com/FFmpeg/nv-codec-headers `make install`; build time only), or set "
@@ -213,24 +234,63 @@ FFNVCODEC_HINT = (
 )
 
 
-def nvcc() -> str | None:
-    """nvcc: $BZNA_TF_NVCC, $CUDA_HOME/bin, $PATH, then the pip wheels (nvidia-cuda-nvcc)."""
-    candidates = [os.environ.get("BZNA_TF_NVCC")]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            candidates.append(os.path.join(os.environ[var], "bin", "nvcc"))
-    candidates.append(shutil.which("nvcc"))
+def _nvidia_wheel_dirs() -> list[str]:
     try:
         import nvidia  # the namespace package of NVIDIA's pip wheels
-
-        for base in nvidia.__path__:
-            candidates += [os.path.join(base, sub, "bin", "nvcc") for sub in ("cu13", "cuda_nvcc", "cu12")]
     except ImportError:
-        pass
+        return []
+    return list(nvidia.__path__)
+
+
+def _executable(candidates) -> str | None:
     for c in candidates:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
     return None
+
+
+def nvcc() -> str | None:
+    """nvcc: $BZNA_TF_NVCC, $CUDA_HOME/bin, $PATH, /usr/local/cuda/bin, then the pip wheels."""
+    candidates = [os.environ.get("BZNA_TF_NVCC")]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(os.path.join(os.environ[var], "bin", "nvcc"))
+    candidates += [shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]
+    for base in _nvidia_wheel_dirs():
+        candidates += [os.path.join(base, sub, "bin", "nvcc") for sub in ("cu13", "cuda_nvcc", "cu12")]
+    return _executable(candidates)
+
+
+def ptxas(nvcc_path: str | None = None) -> str | None:
+    """ptxas: $BZNA_TF_PTXAS, the pinned CUDA 12 wheel's (nvidia-cuda-nvcc-cu12), else the one beside nvcc."""
+    candidates = [os.environ.get("BZNA_TF_PTXAS")]
+    candidates += [os.path.join(base, "cuda_nvcc", "bin", "ptxas") for base in _nvidia_wheel_dirs()]
+    if nvcc_path:
+        candidates.append(os.path.join(os.path.dirname(nvcc_path), "ptxas"))
+    candidates.append(shutil.which("ptxas"))
+    return _executable(candidates)
+
+
+def _cuda_release(tool: str) -> tuple[int, int]:
+    """(major, minor) of a CUDA tool's `--version` ("release 12.9")."""
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    for word, following in zip(out.split(), out.split()[1:], strict=False):
+        if word == "release":
+            major, _, minor = following.rstrip(",").partition(".")
+            if major.isdigit() and minor.isdigit():
+                return int(major), int(minor)
+    raise BuildError(f"could not tell the CUDA version of {tool} from `{tool} --version`:\n{out}")
+
+
+def ptxas_archs(ptxas_path: str) -> list[int]:
+    """The CUBIN_ARCHS this ptxas compiles for (from the allowed --gpu-name values of `ptxas --help`)."""
+    out = subprocess.run([ptxas_path, "--help"], capture_output=True, text=True).stdout
+    offered = {
+        int(w[3:])
+        for w in out.replace(",", " ").replace("'", " ").split()
+        if w[3:].isdigit() and w[:3] == "sm_"
+    }
+    return [a for a in CUBIN_ARCHS if a in offered]
 
 
 def ffnvcodec_include() -> str | None:
@@ -251,43 +311,207 @@ def ffnvcodec_include() -> str | None:
     return None
 
 
-def cuda_archs(nvcc_path: str) -> list[int]:
-    """The real architectures (sm_XX, XX >= 75) this nvcc compiles for."""
-    r = subprocess.run([nvcc_path, "--list-gpu-code"], capture_output=True, text=True)
-    archs = sorted({int(w[3:]) for w in r.stdout.split() if w.startswith("sm_") and w[3:].isdigit()})
-    return [a for a in archs if a >= MIN_CUDA_ARCH]
-
-
-@dataclass(frozen=True)
-class GpuBuild(Build):
-    """One planned build of the GPU library: a Build plus nvcc and its targets."""
-
-    nvcc: str = ""
-    archs: tuple[int, ...] = ()
-    kernels: Path = Path()
-
-    @property
-    def library(self) -> Path:
-        return self.directory / GPU_LIB_NAME
-
-
 def gpu_toolchain_error() -> str | None:
-    """What the GPU library's build lacks, or None when nvcc and ffnvcodec are both found."""
+    """What the GPU libraries' build lacks, or None when nvcc, ptxas and ffnvcodec are found."""
     missing = []
-    if nvcc() is None:
+    nv = nvcc()
+    if nv is None:
         missing.append(
             "nvcc (a CUDA toolkit, or the pip wheels: pip install 'bzna-tf[gpu-build]'), or set $BZNA_TF_NVCC"
         )
+    elif ptxas(nv) is None:
+        missing.append("ptxas (pip install 'bzna-tf[gpu-build]'), or set $BZNA_TF_PTXAS")
     if ffnvcodec_include() is None:
         missing.append(FFNVCODEC_HINT)
     return "building bzna_tf's GPU kernels needs " + " and ".join(missing) if missing else None
 
 
-def plan_gpu() -> GpuBuild:
-    """Work out the GPU library's build (does not compile).
+def _core_sources(root: Path) -> tuple[list[Path], Path, list[Path]]:
+    """(core .cc units, kernels.cu, headers the core depends on)."""
+    core = root / "gpu" / "core"
+    units = sorted(core.glob("*.cc"))
+    headers = sorted([*core.glob("*.h"), root / "lib" / "warp.h"])
+    return units, core / "kernels.cu", headers
+
+
+def _embed_images(images: list[tuple[int, bytes]]) -> str:
+    """C++ source of gpu/core/kernel_images.h's table: (arch, bytes) pairs, arch 0 = PTX (NUL-terminated)."""
+    parts = [
+        "// Generated by bzna_tf/ops/_build.py: the compiled kernels of gpu/core/kernels.cu.",
+        '#include "gpu/core/kernel_images.h"',
+    ]
+    entries = []
+    for k, (arch, data) in enumerate(images):
+        rows = [", ".join(str(v) for v in data[i : i + 32]) for i in range(0, len(data), 32)]
+        body = ",\n".join(rows)
+        parts.append(f"alignas(64) static const unsigned char image{k}[] = {{\n{body}\n}};")
+        entries.append(f"{{{arch}, image{k}, {len(data)}}}")
+    parts.append(
+        f"extern const bzna_tf_kernel_image bzna_tf_kernel_images[] = {{{', '.join(entries)}}};\n"
+        f"extern const int bzna_tf_kernel_image_count = {len(images)};\n"
+    )
+    return "\n".join(parts)
+
+
+def compile_core(
+    out_dir,
+    *,
+    source_root=None,
+    nvcc: str | None = None,
+    ptxas: str | None = None,
+    cxx: str | None = None,
+    ffnvcodec_include: str | None = None,
+    verbose: bool = False,
+    jobs: int | None = None,
+) -> Path:
+    """Compiles the GPU core (no TensorFlow, no GPU needed) into out_dir/libbzna_tf_gpu_core.so.
+
+    Used by build_gpu() and by the GPU kit on machines without TensorFlow. The
+    library appears under its final name only once complete; out_dir also
+    gets core.json (the tools and the kernel images built).
+
+    Args:
+      out_dir: folder for the library (created).
+      source_root: a folder shaped like custom_ops/ (lib/warp.h, gpu/core/); default: source_dir().
+      nvcc, ptxas, cxx, ffnvcodec_include: the tools; None = discovered (see nvcc(), ptxas()).
 
     Raises:
-      BuildError: no nvcc, no ffnvcodec headers, or no C++ compiler.
+      BuildError: a missing tool (named, with how to get it) or a failed compile (its output).
+    """
+    root = Path(source_root) if source_root is not None else source_dir()
+    nv = nvcc or globals()["nvcc"]()
+    if nv is None:
+        raise BuildError(
+            "building bzna_tf's GPU core needs nvcc: set $BZNA_TF_NVCC or put a CUDA toolkit on PATH"
+        )
+    px = ptxas or globals()["ptxas"](nv)
+    if px is None:
+        raise BuildError(f"building bzna_tf's GPU core needs ptxas (none beside {nv}); set $BZNA_TF_PTXAS")
+    include = ffnvcodec_include or globals()["ffnvcodec_include"]()
+    if include is None:
+        raise BuildError("building bzna_tf's GPU core needs " + FFNVCODEC_HINT)
+    cxx = cxx or _compiler()
+    units, kernels, _ = _core_sources(root)
+    if not units or not kernels.is_file():
+        raise BuildError(f"the GPU core's sources are missing under {root / 'gpu' / 'core'}")
+    nv_release, px_release = _cuda_release(nv), _cuda_release(px)
+    archs = ptxas_archs(px)
+    if not archs:
+        raise BuildError(f"{px} compiles for none of sm_{', sm_'.join(map(str, CUBIN_ARCHS))}")
+    isa = CUDA12_PTX_ISA if px_release < nv_release else None
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
+        tmp = Path(tmp)
+        ptx = tmp / "kernels.ptx"
+        _run(
+            [
+                nv,
+                *NVCC_FLAGS,
+                f"-I{root}",
+                "--ptx",
+                f"-arch=compute_{PTX_ARCH}",
+                str(kernels),
+                "-o",
+                str(ptx),
+            ],
+            verbose,
+        )
+        text = ptx.read_text()
+        if isa is not None:
+            lines = text.splitlines()
+            version = [i for i, line in enumerate(lines) if line.startswith(".version ")]
+            if not version:
+                raise BuildError(f"{nv} wrote PTX without a .version line")
+            lines[version[0]] = f".version {isa}"
+            text = "\n".join(lines) + "\n"
+            ptx.write_text(text)
+        cubins = [tmp / f"kernels.sm_{a}.cubin" for a in archs]
+        cmds = [
+            [px, f"-arch=sm_{a}", "-O3", "--fmad=false", str(ptx), "-o", str(c)]
+            for a, c in zip(archs, cubins, strict=True)
+        ]
+        objs = [tmp / (u.name + ".o") for u in units]
+        flags = [*CORE_FLAGS, f"-I{root}", f"-I{include}"]
+        cmds += [[cxx, *flags, "-c", str(u), "-o", str(o)] for u, o in zip(units, objs, strict=True)]
+        with concurrent.futures.ThreadPoolExecutor(max(1, jobs or os.cpu_count() or 1)) as pool:
+            for f in [pool.submit(_run, c, verbose) for c in cmds]:
+                f.result()
+        images = [(a, c.read_bytes()) for a, c in zip(archs, cubins, strict=True)] + [
+            (0, text.encode() + b"\0")
+        ]
+        table = tmp / "kernel_images.cc"
+        table.write_text(_embed_images(images))
+        _run(
+            [
+                cxx,
+                "-O0",
+                "-fPIC",
+                "-std=c++17",
+                f"-I{root}",
+                "-c",
+                str(table),
+                "-o",
+                str(tmp / "kernel_images.o"),
+            ],
+            verbose,
+        )
+        lib = tmp / CORE_LIB_NAME
+        _run(
+            [
+                cxx,
+                "-shared",
+                f"-Wl,-soname,{CORE_LIB_NAME}",
+                *map(str, objs),
+                str(tmp / "kernel_images.o"),
+                "-o",
+                str(lib),
+                "-ldl",
+                "-lpthread",
+            ],
+            verbose,
+        )
+        info = {
+            "nvcc": nv,
+            "nvcc_release": ".".join(map(str, nv_release)),
+            "ptxas": px,
+            "ptxas_release": ".".join(map(str, px_release)),
+            "ptx_isa": isa or "nvcc's",
+            "archs": [f"sm_{a}" for a in archs] + [f"compute_{PTX_ARCH} (PTX)"],
+            "compiler": cxx,
+        }
+        (out_dir / "core.json").write_text(json.dumps(info, indent=1))
+        os.replace(lib, out_dir / CORE_LIB_NAME)
+    return out_dir / CORE_LIB_NAME
+
+
+@dataclass(frozen=True)
+class GpuBuild(Build):
+    """A planned build of the GPU libraries: a Build (the TensorFlow kernels' units) + the core's tools."""
+
+    nvcc: str = ""
+    ptxas: str = ""
+    ffnvcodec: str = ""
+
+    @property
+    def library(self) -> Path:  # written last: its presence means the build is complete
+        return self.directory / GPU_NVDEC_LIB_NAME
+
+
+@dataclass(frozen=True)
+class GpuLibraries:
+    """The built GPU libraries (see the comment above CORE_LIB_NAME)."""
+
+    core: Path
+    warp: Path
+    nvdec: Path
+
+
+def plan_gpu() -> GpuBuild:
+    """Work out the GPU libraries' build (does not compile).
+
+    Raises:
+      BuildError: no nvcc, ptxas or ffnvcodec headers, or no C++ compiler.
     """
     import tensorflow as tf
 
@@ -296,38 +520,33 @@ def plan_gpu() -> GpuBuild:
         raise BuildError(error)
     root = source_dir()
     nv = nvcc()
-    archs = cuda_archs(nv)
-    if not archs:
-        raise BuildError(f"{nv} offers no GPU architecture from sm_{MIN_CUDA_ARCH} on (nvcc --list-gpu-code)")
-    units = sorted((root / "gpu").glob("*.cc"))
-    kernels = root / "gpu" / "warp_kernels.cu"
-    headers = sorted([*(root / "gpu").glob("*.h"), *root.glob("kernels/*.h"), *root.glob("lib/*.h")])
+    px = ptxas(nv)
+    include = ffnvcodec_include()
+    core_units, kernels, core_headers = _core_sources(root)
+    units = sorted((root / "gpu").glob("tf_*.cc"))
+    headers = sorted([*(root / "gpu").glob("*.h"), *root.glob("kernels/*.h"), *core_headers])
     cxx = _compiler()
-    cflags = [*tf.sysconfig.get_compile_flags(), *EXTRA_FLAGS, f"-I{root}", f"-I{ffnvcodec_include()}"]
-    # -ldl for dlopen; no CUDA library is linked: the driver is opened at run time.
+    cflags = [*tf.sysconfig.get_compile_flags(), *EXTRA_FLAGS, f"-I{root}", f"-I{include}"]
     lflags = [*tf.sysconfig.get_link_flags(), "-ldl"]
-    nv_version = (
-        subprocess.run([nv, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1:]
-    )
     h = hashlib.sha256()
     for part in (
         tf.__version__,
         tf.sysconfig.get_lib(),
         cxx,
         nv,
-        *nv_version,
-        *map(str, archs),
+        px,
+        *map(str, _cuda_release(nv)),
+        *map(str, _cuda_release(px)),
         *cflags,
         *lflags,
     ):
         h.update(part.encode() + b"\0")
-    for p in [*units, kernels, *headers]:
+    for p in [*units, *core_units, kernels, *headers]:
         h.update(str(p.relative_to(root)).encode() + b"\0")
         h.update(p.read_bytes())
     key = h.hexdigest()[:16]
-    directory = cache_root() / f"gpu-tf{tf.__version__}-{key}"
     return GpuBuild(
-        directory=directory,
+        directory=cache_root() / f"gpu-tf{tf.__version__}-{key}",
         compiler=cxx,
         units=tuple(units),
         compile_flags=tuple(cflags),
@@ -335,70 +554,58 @@ def plan_gpu() -> GpuBuild:
         tf_version=tf.__version__,
         key=key,
         nvcc=nv,
-        archs=tuple(archs),
-        kernels=kernels,
+        ptxas=px,
+        ffnvcodec=include,
     )
 
 
-def build_gpu(force: bool = False, verbose: bool = False, jobs: int | None = None) -> Path:
-    """Compile the GPU kernels (CUDA warp + NVDEC) for the installed TensorFlow (cached); return the library.
+def build_gpu(force: bool = False, verbose: bool = False, jobs: int | None = None) -> GpuLibraries:
+    """Compile the GPU libraries (core + TensorFlow GPU kernels) for the installed TensorFlow (cached).
 
-    Needs nvcc and nv-codec-headers at build time, no GPU and no driver: the
-    library links no CUDA library and loads anywhere TensorFlow does.
+    Needs nvcc, ptxas and nv-codec-headers at build time, no GPU and no
+    driver: nothing of CUDA is linked, and the libraries load anywhere
+    TensorFlow does.
 
     Raises:
       BuildError: a missing tool (the message says which and how to get it), or a failed compile.
     """
-    return _cached(plan_gpu(), _compile_gpu, force, verbose, jobs)
-
-
-def _embed(data: bytes, symbol: str) -> str:
-    """C++ source defining `symbol` (the bytes, 64-byte aligned) and `symbol`_size."""
-    rows = [", ".join(str(v) for v in data[i : i + 32]) for i in range(0, len(data), 32)]
-    body = ",\n".join(rows)
-    return (
-        "// Generated by bzna_tf/ops/_build.py: the fatbin of gpu/warp_kernels.cu.\n#include <cstdint>\n"
-        f'extern "C" {{\nalignas(64) extern const unsigned char {symbol}[] = {{\n{body}\n}};\n'
-        f"extern const uint64_t {symbol}_size = {len(data)};\n}}\n"
-    )
+    b = plan_gpu()
+    _cached(b, _compile_gpu, force, verbose, jobs)
+    return GpuLibraries(b.directory / CORE_LIB_NAME, b.directory / GPU_WARP_LIB_NAME, b.library)
 
 
 def _compile_gpu(b: GpuBuild, verbose: bool, jobs: int) -> None:
     if verbose:
-        print(f"bzna_tf: building {b.library} for TensorFlow {b.tf_version}, sm_{b.archs}", file=sys.stderr)
+        print(
+            f"bzna_tf: building the GPU libraries in {b.directory} for TensorFlow {b.tf_version}",
+            file=sys.stderr,
+        )
     root = source_dir()
+    compile_core(
+        b.directory,
+        source_root=root,
+        nvcc=b.nvcc,
+        ptxas=b.ptxas,
+        cxx=b.compiler,
+        ffnvcodec_include=b.ffnvcodec,
+        verbose=verbose,
+        jobs=jobs,
+    )
+    names = {"tf_warp_kernels.cc": GPU_WARP_LIB_NAME, "tf_decode_kernels.cc": GPU_NVDEC_LIB_NAME}
     with tempfile.TemporaryDirectory(dir=b.directory, prefix=".build-") as tmp:
-        fatbin = Path(tmp) / "warp_kernels.fatbin"
-        gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in b.archs]
-        gencode.append(f"-gencode=arch=compute_{b.archs[-1]},code=compute_{b.archs[-1]}")
-        nvcc_cmd = [b.nvcc, *NVCC_FLAGS, f"-I{root}", "--fatbin", *gencode, str(b.kernels), "-o", str(fatbin)]
-        embedded = Path(tmp) / "warp_fatbin.cc"
-        objs = [Path(tmp) / (u.name + ".o") for u in b.units]
-        cmds = [
-            [b.compiler, *b.compile_flags, "-c", str(u), "-o", str(o)]
-            for u, o in zip(b.units, objs, strict=True)
-        ]
+        objs = {u: Path(tmp) / (u.name + ".o") for u in b.units}
+        cmds = [[b.compiler, *b.compile_flags, "-c", str(u), "-o", str(o)] for u, o in objs.items()]
         with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-            futures = [pool.submit(_run, c, verbose) for c in [nvcc_cmd, *cmds]]
-            for f in futures:
+            for f in [pool.submit(_run, c, verbose) for c in cmds]:
                 f.result()
-        embedded.write_text(_embed(fatbin.read_bytes(), "bzna_tf_warp_fatbin"))
-        embedded_obj = Path(tmp) / "warp_fatbin.o"
-        _run(
-            [b.compiler, "-O0", "-fPIC", "-std=c++17", "-c", str(embedded), "-o", str(embedded_obj)], verbose
-        )
-        out = Path(tmp) / GPU_LIB_NAME
-        _run(
-            [b.compiler, "-shared", *map(str, objs), str(embedded_obj), "-o", str(out), *b.link_flags],
-            verbose,
-        )
-        info = {
-            "tensorflow": b.tf_version,
-            "compiler": b.compiler,
-            "nvcc": b.nvcc,
-            "archs": [f"sm_{a}" for a in b.archs],
-            "key": b.key,
-            "sources": [str(u.relative_to(root)) for u in [*b.units, b.kernels]],
-        }
-        (b.directory / "build.json").write_text(json.dumps(info, indent=1))
-        os.replace(out, b.library)
+        # The core is found beside the TensorFlow libraries ($ORIGIN), by its soname.
+        link_core = [f"-L{b.directory}", f"-l:{CORE_LIB_NAME}", "-Wl,-rpath,$ORIGIN"]
+        for u in sorted(objs, key=lambda u: names[u.name] == GPU_NVDEC_LIB_NAME):  # the marker last
+            out = Path(tmp) / names[u.name]
+            _run([b.compiler, "-shared", str(objs[u]), "-o", str(out), *link_core, *b.link_flags], verbose)
+            info = json.loads((b.directory / "core.json").read_text())
+            info.update(
+                tensorflow=b.tf_version, key=b.key, sources=[str(p.relative_to(root)) for p in b.units]
+            )
+            (b.directory / "build.json").write_text(json.dumps(info, indent=1))
+            os.replace(out, b.directory / names[u.name])

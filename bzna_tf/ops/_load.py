@@ -10,6 +10,7 @@ import threading
 import warnings
 
 from bzna_tf.ops._build import BuildError, build, build_gpu, plan
+from bzna_tf.ops.gpu_core import HAS_CUDA, HAS_NVDEC, GpuCore
 
 __all__ = ["load_library", "load_gpu_library", "ffmpeg_libraries", "ffmpeg_error", "gpu_error"]
 
@@ -111,11 +112,23 @@ def _gpu_wanted() -> bool:
 
 
 def load_gpu_library():
-    """Builds (cached) and loads the GPU kernels; returns their library path, or None with gpu_error() set.
+    """Builds (cached) the GPU libraries and loads the TensorFlow GPU kernels this machine can run.
 
-    ``load_library()`` calls it when TensorFlow sees a GPU. Without nvcc or
-    nv-codec-headers the GPU kernels are left out (the ops then run on the
-    CPU) and :func:`gpu_error` says what is missing; a warning says so once.
+    ``load_library()`` calls it when TensorFlow sees a GPU. The GPU core is
+    probed first (through ctypes: it registers nothing), and only then are
+    kernels registered with TensorFlow, so an op never lands on a GPU kernel
+    that cannot run:
+
+    - CUDA and NVDEC: the warp kernels and BznaDecodeWarp's NVDEC kernel;
+    - CUDA without NVDEC (e.g. a container without the "video" driver
+      capability): the warp kernels only; decode_warp runs on the CPU;
+    - no usable driver, or no nvcc / nv-codec-headers to build with: none.
+
+    :func:`gpu_error` says why decoding is not on the GPU; a warning says it
+    once where TensorFlow sees a GPU.
+
+    Returns:
+      The :class:`~bzna_tf.ops._build.GpuLibraries`, or None when they could not be built.
     """
     global _gpu_state
     with _lock:
@@ -123,29 +136,27 @@ def load_gpu_library():
             return _gpu_state[0]
         import tensorflow as tf
 
+        libraries, error = None, None
         try:
-            path = build_gpu()
-            tf.load_library(str(path))
+            libraries = build_gpu()
+            bits, reason = GpuCore(libraries.core).probe()
+            if bits & HAS_CUDA:
+                tf.load_library(str(libraries.warp))
+            if bits & HAS_NVDEC:
+                tf.load_library(str(libraries.nvdec))
+            error = None if bits & HAS_NVDEC else reason
         except BuildError as e:
-            _gpu_state = (None, str(e))
+            error = str(e)
         except Exception as e:  # TensorFlow's load error (NotFoundError with the dlerror text)
-            _gpu_state = (None, f"TensorFlow could not load bzna_tf's GPU kernels: {e}")
-        else:
-            _gpu_state = (path, _probe(path))
-        if _gpu_state[1] is not None and tf.config.list_physical_devices("GPU"):
-            warnings.warn(f"bzna_tf decodes on the CPU: {_gpu_state[1]}", RuntimeWarning, stacklevel=2)
-        return _gpu_state[0]
-
-
-def _probe(path) -> str | None:
-    lib = ctypes.CDLL(str(path))
-    lib.bzna_tf_gpu_probe.restype = ctypes.c_char_p
-    err = lib.bzna_tf_gpu_probe()
-    return None if err is None else err.decode(errors="replace")
+            error = f"TensorFlow could not load bzna_tf's GPU kernels: {e}"
+        _gpu_state = (libraries, error)
+        if error is not None and tf.config.list_physical_devices("GPU"):
+            warnings.warn(f"bzna_tf decodes on the CPU: {error}", RuntimeWarning, stacklevel=2)
+        return libraries
 
 
 def gpu_error() -> str | None:
-    """Why the GPU kernels (NVDEC decode + CUDA warp) cannot run here, or None when they can.
+    """Why decoding cannot run on the GPU here (NVDEC + CUDA warp), or None when it can.
 
     Tries :func:`load_gpu_library` first if nothing has.
     """

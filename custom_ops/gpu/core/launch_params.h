@@ -1,9 +1,9 @@
-// Arguments of the CUDA warp kernels (gpu/warp_kernels.cu), shared by the
-// host code that launches them (compiled by g++) and the kernels (nvcc).
-// Plain structs passed by value: one kernel parameter each.
+// Arguments of the CUDA kernels (gpu/core/kernels.cu), shared by the host code
+// that launches them (compiled by g++) and the kernels (nvcc). Plain structs
+// passed by value: one kernel parameter each.
 
-#ifndef BZNA_TF_GPU_LAUNCH_PARAMS_H_
-#define BZNA_TF_GPU_LAUNCH_PARAMS_H_
+#ifndef BZNA_TF_GPU_CORE_LAUNCH_PARAMS_H_
+#define BZNA_TF_GPU_CORE_LAUNCH_PARAMS_H_
 
 #include <stdint.h>
 
@@ -34,11 +34,11 @@ struct YuvLaunch {
   float* out;  // device
 };
 
-// A batch of interleaved RGB images, [N, H, W, 3], uint8 or float32; sample
-// s of the launch is image (and output sample) first_sample + s.
-template <typename T>
+// A batch of interleaved RGB images, [N, H, W, 3], uint8 (rgb_u8 kernel) or
+// float32 (rgb_f32); sample s of the launch is image (and output sample)
+// first_sample + s.
 struct RgbLaunch {
-  const T* images;  // device
+  const void* images;  // device
   int width;
   int height;
   const float* matrices;
@@ -49,12 +49,31 @@ struct RgbLaunch {
   float* out;
 };
 
+// One decoded NV12 frame (width x height luma, interleaved CbCr below it,
+// rows `pitch` bytes apart) copied into planar slots: luma to y
+// [.., slot_height, slot_width], chroma to cb and cr [.., (slot_height + 1) / 2,
+// (slot_width + 1) / 2], each at the slot's top-left corner. One thread per
+// chroma texel (a 2x2 luma block).
+struct Nv12Copy {
+  const uint8_t* luma;
+  const uint8_t* chroma;
+  int64_t pitch;
+  int width;
+  int height;
+  uint8_t* y;  // the slot's first byte
+  uint8_t* cb;
+  uint8_t* cr;
+  int slot_width;
+  int slot_chroma_width;
+};
+
 // The kernels' names in the module (extern "C", so unmangled).
 constexpr char kWarpYuvKernel[] = "bzna_warp_yuv";
 constexpr char kWarpRgbU8Kernel[] = "bzna_warp_rgb_u8";
 constexpr char kWarpRgbF32Kernel[] = "bzna_warp_rgb_f32";
+constexpr char kNv12PlanesKernel[] = "bzna_nv12_planes";
 
 }  // namespace gpu
 }  // namespace bzna_tf
 
-#endif  // BZNA_TF_GPU_LAUNCH_PARAMS_H_
+#endif  // BZNA_TF_GPU_CORE_LAUNCH_PARAMS_H_

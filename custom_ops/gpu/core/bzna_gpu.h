@@ -1,0 +1,147 @@
+/* bzna_gpu: NVDEC decode + CUDA warp behind a C ABI.
+ *
+ * The GPU core of bzna_tf, with no TensorFlow and no absl: the TensorFlow GPU
+ * kernels (custom_ops/gpu/tf_*.cc) call it, and so does the GPU kit
+ * (python -m bzna_tf.ops.gpu_kit), which proves it on machines that have a GPU
+ * but no TensorFlow. It loads libcuda.so.1 and libnvcuvid.so.1 with dlopen at
+ * run time and links neither: it loads anywhere, and says why it cannot run.
+ *
+ * Conventions
+ * - Every function returns a BZNA_GPU_* status; on failure the reason is in
+ *   bzna_gpu_last_error() (per thread, valid until the next call on it).
+ *   Argument checks come first, so they work without a GPU or driver.
+ * - Pictures are Annex-B H.265 pictures (one intra picture each, parameter
+ *   sets first: what a .bzna sample becomes, see SPEC.md section 2) in host
+ *   memory: NVDEC's parser reads them on the CPU.
+ * - Matrices: `matrix_count` 3x3 row-major float32 matrices mapping OUTPUT
+ *   pixel indices to SOURCE pixel indices; matrix_count is 1 (the same matrix
+ *   for every sample) or `count`.
+ * - Output: float32 [count, H, W, 3], or [count, 3, H, W] with
+ *   channels_first; out[c] = (rgb[c] - bias[c]) * norm[c] inside the source,
+ *   oob[c] (raw) outside (SPEC.md section 4).
+ * - Device pointers: `device` is a CUDA device ordinal; with stream == NULL
+ *   the call uses that device's primary context (the one CUDA runtime users,
+ *   e.g. PyTorch, share) and returns when the results are written. With a
+ *   stream (a CUstream), `device` is ignored: the work runs in the stream's
+ *   context, after what is already queued on the stream. Decoding functions
+ *   return when their results are written; warp-only functions only enqueue.
+ * - *_host variants take and fill host memory and copy for you (synchronous).
+ */
+
+#ifndef BZNA_TF_GPU_CORE_BZNA_GPU_H_
+#define BZNA_TF_GPU_CORE_BZNA_GPU_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BZNA_GPU_ABI_VERSION 1
+
+/* Status codes. */
+#define BZNA_GPU_OK 0
+#define BZNA_GPU_INVALID_ARGUMENT 1 /* bad arguments, or data NVDEC cannot decode */
+#define BZNA_GPU_UNAVAILABLE 2      /* no driver, no GPU, or no NVDEC */
+#define BZNA_GPU_INTERNAL 3         /* a CUDA or NVDEC call failed */
+#define BZNA_GPU_OUT_OF_MEMORY 4    /* GPU memory ran out */
+
+/* bzna_gpu_probe() bits. */
+#define BZNA_GPU_HAS_CUDA 1
+#define BZNA_GPU_HAS_NVDEC 2
+
+/* bzna_gpu_warp_rgb() dtypes. */
+#define BZNA_GPU_UINT8 0
+#define BZNA_GPU_FLOAT32 1
+
+typedef struct bzna_gpu_warp_params {
+  int32_t out_height; /* 1 .. 2^24 */
+  int32_t out_width;  /* 1 .. 2^24 */
+  float bias[3];
+  float norm[3];
+  float oob[3];           /* raw colour outside the source (no bias, no norm) */
+  int32_t channels_first; /* 0: [N, H, W, 3]; 1: [N, 3, H, W] */
+} bzna_gpu_warp_params;
+
+int bzna_gpu_abi_version(void);
+
+/* The reason the last failed call on this thread failed ("" if none). */
+const char* bzna_gpu_last_error(void);
+
+/* What this machine offers: BZNA_GPU_HAS_CUDA (driver loaded, initialised,
+ * at least one GPU) | BZNA_GPU_HAS_NVDEC (libnvcuvid loaded too). When a bit
+ * is missing, bzna_gpu_last_error() says why. Creates no CUDA context. */
+int bzna_gpu_probe(void);
+
+/* Writes a JSON object describing `device` (name, compute capability, driver
+ * version, the kernel image chosen, NVDEC engines, sessions and limits) into
+ * buf (NUL-terminated, truncated to len). Creates the device's primary
+ * context if needed. */
+int bzna_gpu_describe(int device, char* buf, uint64_t len);
+
+/* Decoder sessions used per batch (each: a host thread, an NVDEC parser and
+ * decoders, a CUDA stream). 0 restores the default: $BZNA_GPU_NVDEC_SESSIONS,
+ * else the number of NVDEC engines the GPU reports (at least 1, at most 16). */
+int bzna_gpu_set_nvdec_sessions(int sessions);
+
+/* Decode `count` pictures and warp each with its matrix into `out`.
+ * matrices and out: device memory. Errors name the sample ("sample 3 of the
+ * batch: ...") and what failed. */
+int bzna_gpu_decode_warp(int device, void* stream, const uint8_t* const* pictures,
+                         const uint64_t* sizes, int64_t count, const float* matrices,
+                         int64_t matrix_count, const bzna_gpu_warp_params* params,
+                         float* out);
+int bzna_gpu_decode_warp_host(int device, const uint8_t* const* pictures,
+                              const uint64_t* sizes, int64_t count,
+                              const float* matrices, int64_t matrix_count,
+                              const bzna_gpu_warp_params* params, float* out);
+
+/* Decode only: sample n's planes go to the top-left corner of slot n of
+ * y [count, max_height, max_width], cb and cr [count, (max_height + 1) / 2,
+ * (max_width + 1) / 2] (uint8; the rest of a slot is left as it was), and
+ * its decoded size (height, width) to frame_sizes[2n], frame_sizes[2n + 1]
+ * (host memory). A frame larger than the slot is an error. y, cb, cr:
+ * device memory. */
+int bzna_gpu_decode_yuv(int device, void* stream, const uint8_t* const* pictures,
+                        const uint64_t* sizes, int64_t count, int32_t max_height,
+                        int32_t max_width, uint8_t* y, uint8_t* cb, uint8_t* cr,
+                        int32_t* frame_sizes);
+int bzna_gpu_decode_yuv_host(int device, const uint8_t* const* pictures,
+                             const uint64_t* sizes, int64_t count, int32_t max_height,
+                             int32_t max_width, uint8_t* y, uint8_t* cb, uint8_t* cr,
+                             int32_t* frame_sizes);
+
+/* Warp only, from planar 4:2:0 frames: y [count, height, width], cb and cr
+ * [count, (height + 1) / 2, (width + 1) / 2], uint8. Device memory. */
+int bzna_gpu_warp_yuv420(int device, void* stream, const uint8_t* y, const uint8_t* cb,
+                         const uint8_t* cr, int64_t count, int32_t height, int32_t width,
+                         const float* matrices, int64_t matrix_count,
+                         const bzna_gpu_warp_params* params, float* out);
+int bzna_gpu_warp_yuv420_host(int device, const uint8_t* y, const uint8_t* cb,
+                              const uint8_t* cr, int64_t count, int32_t height,
+                              int32_t width, const float* matrices, int64_t matrix_count,
+                              const bzna_gpu_warp_params* params, float* out);
+
+/* Warp only, from interleaved RGB images [count, height, width, 3] of dtype
+ * BZNA_GPU_UINT8 (interpolated values rounded and clamped like decoded
+ * pixels) or BZNA_GPU_FLOAT32 (left as interpolated). Device memory. */
+int bzna_gpu_warp_rgb(int device, void* stream, const void* images, int32_t dtype,
+                      int64_t count, int32_t height, int32_t width, const float* matrices,
+                      int64_t matrix_count, const bzna_gpu_warp_params* params, float* out);
+int bzna_gpu_warp_rgb_host(int device, const void* images, int32_t dtype, int64_t count,
+                           int32_t height, int32_t width, const float* matrices,
+                           int64_t matrix_count, const bzna_gpu_warp_params* params,
+                           float* out);
+
+/* Device memory for callers without a CUDA runtime of their own (the kit):
+ * allocated in `device`'s primary context; copies in either direction
+ * (unified addressing). */
+int bzna_gpu_alloc(int device, uint64_t bytes, void** ptr);
+int bzna_gpu_free(int device, void* ptr);
+int bzna_gpu_copy(int device, void* dst, const void* src, uint64_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BZNA_TF_GPU_CORE_BZNA_GPU_H_ */

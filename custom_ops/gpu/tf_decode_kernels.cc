@@ -1,0 +1,54 @@
+// GPU kernel of BznaDecodeWarp (the op is registered by the CPU library,
+// ops/warp_ops.cc): NVDEC decodes the batch's pictures, pipelined over the
+// GPU's decoder engines, and the CUDA warp writes each straight into the
+// output TensorFlow allocated on the op's GPU (the core, gpu/core/nvdec.h).
+// The core's streams start after the work queued on TensorFlow's stream, and
+// the kernel returns once the batch is written. Loaded only where NVDEC is
+// available, so that elsewhere the op runs on the CPU.
+
+#include <cstdint>
+#include <vector>
+
+#include "gpu/core/bzna_gpu.h"
+#include "gpu/tf_common.h"
+#include "kernels/warp_common.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/types.h"
+
+namespace bzna_tf {
+namespace {
+
+using ::tensorflow::DEVICE_GPU;
+
+class DecodeWarpGpuOp : public WarpOpBase {
+ public:
+  explicit DecodeWarpGpuOp(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& data = ctx->input(0);
+    OP_REQUIRES_OK(ctx, CheckPictures(data));
+    const int64_t batch = data.dim_size(0);
+    WarpArgs args;
+    Tensor* output = nullptr;
+    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
+    void* stream = nullptr;
+    OP_REQUIRES_OK(ctx, OpStream(ctx, &stream));
+    const auto strings = data.flat<tensorflow::tstring>();
+    std::vector<const uint8_t*> pictures(batch);
+    std::vector<uint64_t> sizes(batch);
+    for (int64_t n = 0; n < batch; ++n) {
+      pictures[n] = reinterpret_cast<const uint8_t*>(strings(n).data());
+      sizes[n] = strings(n).size();
+    }
+    const bzna_gpu_warp_params p = CoreParams(args, Layout(args));
+    OP_REQUIRES_OK(ctx, CoreStatus(bzna_gpu_decode_warp(-1, stream, pictures.data(), sizes.data(), batch,
+                                                        args.matrices, args.broadcast_matrix ? 1 : batch, &p,
+                                                        output->flat<float>().data())));
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("BznaDecodeWarp").Device(DEVICE_GPU).HostMemory("data").BZNA_WARP_HOST_INPUTS,
+                        DecodeWarpGpuOp);
+
+}  // namespace
+}  // namespace bzna_tf
