@@ -1,0 +1,867 @@
+"""The GPU kit's runner (shipped as ``kit/run_kit.py``): build the GPU core, check it, time it.
+
+Runs on a machine with an NVIDIA GPU and no TensorFlow: the standard library
+and NumPy only (torch + torchvision, when present, run the JPEG anchor). It
+uses the kit's own copies of ``bzna_tf.format``, ``bzna_tf.ops._build`` and
+``bzna_tf.ops.gpu_core`` (``py/``), whatever else is installed.
+
+1. Build: ``compile_core(build/, source_root=src/custom_ops, ffnvcodec_include=include)``
+   (nvcc from $NVCC, else the core's discovery, else /usr/local/cuda/bin), reused
+   when the sources and tools are unchanged.
+2. Probe, describe device 0.
+3. Checks: NVDEC decode of every fixture picture (MD5s of the manifest), the
+   named reference cases through ``decode_warp`` / ``warp_yuv420`` /
+   ``warp_rgb`` against the CPU ops' outputs, and the device-pointer API.
+4. Speed: batches of thumbnails, decode only and decode + warp + normalise to
+   224x224, several NVDEC session counts; the torchvision nvJPEG anchor.
+
+Progress goes to stderr; the last line of stdout is one JSON object holding
+everything. Exit status: 0 all checks passed, 1 a check failed or a stage
+raised, 2 the kit could not run (no nvcc/compiler/driver/GPU, failed build:
+``"error"`` says why), 3 no NVDEC (warp checks only), 124 out of time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import types
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parent.parent
+START = time.perf_counter()
+MAX_ERROR_CHARS = 6000
+
+results: dict = {"errors": [], "checks": {}, "seconds": {}}
+_emit_lock = threading.Lock()
+_emitted = False
+
+
+# ------------------------------------------------------------------------------------------------ output
+
+
+def log(message: str) -> None:
+    print(f"[kit {time.perf_counter() - START:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def _jsonable(value):
+    """Plain JSON values: NumPy scalars and arrays converted, NaN and infinities as strings."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in list(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def emit(code: int) -> None:
+    """Prints the results as the last stdout line (once) and exits with ``code``."""
+    global _emitted
+    main = threading.current_thread() is threading.main_thread()
+    with _emit_lock:
+        if _emitted and not main:
+            return  # the watchdog, after the main thread printed: its exit status stands
+        if not _emitted:
+            _emitted = True
+            results["exit_code"] = code
+            results["seconds"]["total"] = round(time.perf_counter() - START, 2)
+            first = ("error", "exit_code", "passed", "failed_checks", "stage")
+            try:
+                ordered = {k: results[k] for k in first if k in results}
+                ordered.update((k, v) for k, v in list(results.items()) if k not in ordered)
+                line = json.dumps(_jsonable(ordered))
+            except Exception as e:  # a racing mutation; keep what matters
+                line = json.dumps(
+                    {
+                        "error": results.get("error", f"results could not be serialised: {e!r}"),
+                        "exit_code": code,
+                    }
+                )
+            sys.stderr.flush()
+            print(line, flush=True)
+    if main:
+        sys.exit(code)
+    os._exit(code)  # from the watchdog: the main thread may be stuck in a C call
+
+
+def fail(message: str, code: int = 2) -> None:
+    results["error"] = message
+    emit(code)
+
+
+def _tail(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _traceback_tail(lines: int = 8) -> list[str]:
+    return [line for line in traceback.format_exc().strip().splitlines()][-lines:]
+
+
+def stage(name: str, fn, *args, **kwargs):
+    """Runs one stage; an exception is recorded (message + traceback tail) and None returned."""
+    results["stage"] = name
+    log(f"{name} ...")
+    t = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:  # every failure is reported, none hides the others
+        results["errors"].append(
+            {"stage": name, "error": _tail(f"{type(e).__name__}: {e}"), "traceback": _traceback_tail()}
+        )
+        log(f"{name} FAILED: {type(e).__name__}: {str(e)[:300]}")
+        return None
+    finally:
+        results["seconds"][name] = round(time.perf_counter() - t, 3)
+
+
+def start_watchdog(deadline: float) -> None:
+    """Prints the partial results and exits 124 at the deadline, even when a C call hangs."""
+
+    def fire():
+        results["error"] = (
+            f"the kit ran past its {deadline:.0f} s deadline in stage {results.get('stage')!r}: "
+            "partial results (a hang in the driver or NVDEC?)"
+        )
+        log(results["error"])
+        emit(124)
+
+    timer = threading.Timer(deadline, fire)
+    timer.daemon = True
+    timer.start()
+
+    def on_term(signum, frame):
+        results["error"] = f"killed by signal {signum} in stage {results.get('stage')!r}: partial results"
+        emit(124)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+# ----------------------------------------------------------------------------------------------- set-up
+
+
+def use_kit_python() -> None:
+    """Makes ``bzna_tf`` and ``bzna_tf.ops`` the kit's folders, whatever bzna_tf is installed."""
+    py = KIT / "py"
+    sys.path.insert(0, str(py))
+    parent = None
+    for name, path in (("bzna_tf", py / "bzna_tf"), ("bzna_tf.ops", py / "bzna_tf" / "ops")):
+        mod = types.ModuleType(name)
+        mod.__path__ = [str(path)]
+        mod.__package__ = name
+        sys.modules[name] = mod
+        if parent is not None:
+            parent.ops = mod
+        parent = mod
+
+
+def host_info() -> dict:
+    info = {
+        "hostname": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+    try:
+        info["affinity_cpus"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        pass
+    try:
+        import numpy
+
+        info["numpy"] = numpy.__version__
+    except ImportError:
+        info["numpy"] = None
+    if shutil.which("nvidia-smi"):
+        try:
+            r = subprocess.run(
+                [
+                    "nvidia-smi",
+                    "--query-gpu=name,driver_version,memory.total,pci.bus_id",
+                    "--format=csv,noheader",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            info["nvidia_smi"] = (r.stdout or r.stderr).strip().splitlines()
+        except (OSError, subprocess.SubprocessError) as e:
+            info["nvidia_smi"] = f"{type(e).__name__}: {e}"
+    return info
+
+
+def find_nvcc(build) -> str | None:
+    """$NVCC, else the core's discovery, else /usr/local/cuda/bin/nvcc."""
+    if os.environ.get("NVCC"):
+        return os.environ["NVCC"]
+    found = build.nvcc()
+    if found:
+        return found
+    default = "/usr/local/cuda/bin/nvcc"
+    return default if os.access(default, os.X_OK) else None
+
+
+def _build_stamp(nvcc: str | None) -> str:
+    h = hashlib.sha256(repr((nvcc, os.environ.get("CXX"), sys.version)).encode())
+    for root in (KIT / "src", KIT / "include", KIT / "py" / "bzna_tf" / "ops" / "_build.py"):
+        files = sorted(root.rglob("*")) if root.is_dir() else [root]
+        for p in files:
+            if p.is_file():
+                h.update(str(p.relative_to(KIT)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def build_core() -> Path:
+    """The core library in build/, compiled unless a build of the same sources and tools is there."""
+    from bzna_tf.ops import _build
+
+    if not hasattr(_build, "compile_core"):
+        raise RuntimeError(
+            "this kit's _build.py has no compile_core(): the kit was built from an older bzna_tf"
+        )
+    nvcc = find_nvcc(_build)
+    out = KIT / "build"
+    stamp_file = out / "kit-build.json"
+    stamp = _build_stamp(nvcc)
+    library = out / "libbzna_tf_gpu_core.so"
+    info = {"nvcc": nvcc, "library": str(library)}
+    if nvcc:
+        try:
+            r = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+            info["nvcc_version"] = (r.stdout.strip().splitlines() or ["?"])[-1]
+        except (OSError, subprocess.SubprocessError) as e:
+            info["nvcc_version"] = f"{type(e).__name__}: {e}"
+    results["build"] = info
+    if library.is_file() and stamp_file.is_file():
+        try:
+            if json.loads(stamp_file.read_text()).get("stamp") == stamp:
+                info["cached"] = True
+                return library
+        except ValueError:
+            pass
+    t = time.perf_counter()
+    # This machine's own toolkit: the ptxas beside its nvcc (not a pip wheel's).
+    beside = os.path.join(os.path.dirname(nvcc), "ptxas") if nvcc else None
+    built = _build.compile_core(
+        out,
+        source_root=KIT / "src" / "custom_ops",
+        nvcc=nvcc,
+        ptxas=beside if beside and os.access(beside, os.X_OK) else None,
+        ffnvcodec_include=KIT / "include",
+        verbose=False,
+    )
+    info.update(cached=False, seconds=round(time.perf_counter() - t, 1), library=str(built))
+    stamp_file.write_text(json.dumps({"stamp": stamp, "nvcc": nvcc}))
+    return Path(built)
+
+
+def _core_json() -> dict | str:
+    try:
+        return json.loads((KIT / "build" / "core.json").read_text())
+    except (OSError, ValueError) as e:
+        return f"build/core.json unreadable: {e}"
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+
+def compare(got, ref, atol: float) -> dict:
+    """Agreement of a GPU output with the CPU reference: pass, max abs diff, fractions, worst pixel."""
+    import numpy as np
+
+    if got.shape != ref.shape:
+        return {"pass": False, "error": f"shape {list(got.shape)}, expected {list(ref.shape)}"}
+    got64, ref64 = got.astype(np.float64), ref.astype(np.float64)
+    finite = np.isfinite(got64)
+    diff = np.where(finite, np.abs(got64 - ref64), np.inf)
+    worst = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
+    max_diff = float(diff.max()) if diff.size else 0.0
+    out = {
+        "pass": bool(max_diff <= atol),
+        "max_abs_diff": max_diff,
+        "atol": atol,
+        "frac_equal": float((got64 == ref64).mean()) if diff.size else 1.0,
+        "frac_within_atol": float((diff <= atol).mean()) if diff.size else 1.0,
+        "non_finite": int((~finite).sum()),
+    }
+    if diff.size and max_diff > 0:
+        out.update(
+            worst_index=[int(i) for i in worst],
+            worst_got=float(got64[worst]),
+            worst_expected=float(ref64[worst]),
+        )
+    return out
+
+
+def _md5(*arrays) -> str:
+    h = hashlib.md5()
+    for a in arrays:
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def check_fixture_decode(core, fixture: Path, manifest: dict, refs) -> dict:
+    """(a) NVDEC decode of every fixture picture, both tracks, against the manifest's MD5s."""
+    import numpy as np
+
+    from bzna_tf.format import BznaFile
+
+    with BznaFile(fixture) as f:
+        samples = [f.sample(i) for i in range(len(f))]
+    out = {}
+    for track in ("thumb", "input"):
+        tracks = [getattr(s, track) for s in samples]
+        pictures = [t.annexb() for t in tracks]
+        coded = [(t.coded_height, t.coded_width) for t in tracks]
+        max_shape = (max(h for h, _ in coded), max(w for _, w in coded))
+        res = {"total": len(pictures), "matched": 0, "failing": [], "max_shape": list(max_shape)}
+        decoded: dict = {}
+        try:
+            y, cb, cr, sizes = core.decode_yuv_host(pictures, max_shape)
+            for i in range(len(pictures)):
+                decoded[i] = (y[i], cb[i], cr[i], sizes[i])
+        except Exception as e:  # find which pictures fail, one by one
+            res["batch_error"] = _tail(f"{type(e).__name__}: {e}", 1500)
+            for i, p in enumerate(pictures):
+                try:
+                    y, cb, cr, sizes = core.decode_yuv_host([p], coded[i])
+                    decoded[i] = (y[0], cb[0], cr[0], sizes[0])
+                except Exception as e1:
+                    decoded[i] = f"{type(e1).__name__}: {e1}"
+        for i in range(len(pictures)):
+            expected = manifest["samples"][i]["decoded"][track]
+            entry = {
+                "sample": i,
+                "expected_md5": expected["yuv420p_md5"],
+                "expected_frame_size": expected["frame_size"],
+            }
+            if isinstance(decoded[i], str):
+                res["failing"].append({**entry, "error": _tail(decoded[i], 800)})
+                continue
+            y, cb, cr, (fh, fw) = decoded[i]
+            fh, fw = int(fh), int(fw)
+            ch, cw = (fh + 1) // 2, (fw + 1) // 2
+            planes = (y[:fh, :fw], cb[:ch, :cw], cr[:ch, :cw])
+            md5 = _md5(*(np.ascontiguousarray(p) for p in planes))
+            if md5 == expected["yuv420p_md5"] and [fw, fh] == list(expected["frame_size"]):
+                res["matched"] += 1
+                continue
+            entry.update(md5=md5, frame_size=[fw, fh])
+            if track == "thumb" and refs is not None and (fh, fw) == refs["thumb_y"].shape[1:]:
+                for name, got in zip(("y", "cb", "cr"), planes, strict=True):
+                    ref = refs[f"thumb_{name}"][i]
+                    d = np.abs(got.astype(np.int16) - ref.astype(np.int16))
+                    entry[f"{name}_max_abs_diff"] = int(d.max())
+                    entry[f"{name}_frac_differing"] = float((d > 0).mean())
+            res["failing"].append(entry)
+        res["pass"] = res["matched"] == res["total"]
+        out[track] = res
+        log(f"  NVDEC {track}: {res['matched']}/{res['total']} frames bit-exact")
+    return out
+
+
+def _case_kwargs(c: dict) -> dict:
+    return {"bias": c["bias"], "norm": c["norm"], "oob": c["oob"], "channels_first": c["channels_first"]}
+
+
+def _atol(norm) -> float:
+    return max(abs(v) for v in norm) * 1.0 + 1e-5
+
+
+def _guarded(fn) -> dict:
+    try:
+        return fn()
+    except Exception as e:  # one case's failure must not hide the others
+        return {
+            "pass": False,
+            "error": _tail(f"{type(e).__name__}: {e}", 1500),
+            "traceback": _traceback_tail(4),
+        }
+
+
+def check_reference_cases(core, refs, meta: dict, thumbs, nvdec: bool) -> None:
+    """(b) every named case: GPU decode_warp and warp_yuv420 vs the CPU ops; warp_rgb uint8/float32."""
+    y, cb, cr = refs["thumb_y"], refs["thumb_cb"], refs["thumb_cr"]
+    dw, wy = {}, {}
+    for name, c in meta["cases"].items():
+        m, ref = refs[f"{name}.matrices"], refs[f"{name}.decode_warp"]
+        ref_yuv = refs[f"{name}.warp_yuv420"] if f"{name}.warp_yuv420" in refs.files else ref
+        kw, atol = _case_kwargs(c), _atol(c["norm"])
+        if nvdec:
+            dw[name] = _guarded(
+                lambda m=m, c=c, kw=kw, ref=ref, atol=atol: compare(
+                    core.decode_warp_host(thumbs, m, c["out_shape"], **kw), ref, atol
+                )
+            )
+        wy[name] = _guarded(
+            lambda m=m, c=c, kw=kw, ref=ref_yuv, atol=atol: compare(
+                core.warp_yuv420_host(y, cb, cr, m, c["out_shape"], **kw), ref, atol
+            )
+        )
+        log(
+            f"  {name}: decode_warp {dw[name]['pass'] if nvdec else 'skipped'}, "
+            f"warp_yuv420 {wy[name]['pass']} (max diff {wy[name].get('max_abs_diff')})"
+        )
+    results["checks"]["decode_warp"] = dw if nvdec else {"skipped": "no NVDEC"}
+    results["checks"]["warp_yuv420"] = wy
+    rgb = meta["rgb"]
+    kw = {
+        "bias": rgb["bias"],
+        "norm": rgb["norm"],
+        "oob": rgb["oob"],
+        "channels_first": rgb["channels_first"],
+    }
+    out = {}
+    for dtype in ("uint8", "float32"):
+        images, ref = refs[f"rgb_{dtype}.images"], refs[f"rgb_{dtype}.out"]
+        out[dtype] = _guarded(
+            lambda images=images, ref=ref: compare(
+                core.warp_rgb_host(images, refs["rgb.matrices"], rgb["out_shape"], **kw),
+                ref,
+                _atol(rgb["norm"]),
+            )
+        )
+        log(f"  warp_rgb {dtype}: {out[dtype]['pass']}")
+    results["checks"]["warp_rgb"] = out
+
+
+def check_device_api(core, refs, meta: dict, thumbs, nvdec: bool) -> dict:
+    """The device-pointer variants (what the benchmark uses) on one case, against the references."""
+    import numpy as np
+
+    name = "random_resized_crop" if "random_resized_crop" in meta["cases"] else next(iter(meta["cases"]))
+    c = meta["cases"][name]
+    m, ref = refs[f"{name}.matrices"], refs[f"{name}.decode_warp"]
+    n = len(thumbs)
+    kw, atol = _case_kwargs(c), _atol(c["norm"])
+    y, cb, cr = refs["thumb_y"], refs["thumb_cb"], refs["thumb_cr"]
+    ptrs = []
+
+    def alloc(nbytes):
+        ptrs.append(core.alloc(nbytes))
+        return ptrs[-1]
+
+    def upload(a):
+        ptrs.append(core.upload(a))
+        return ptrs[-1]
+
+    out = {"case": name}
+    try:
+        m_ptr = upload(np.ascontiguousarray(m, np.float32))
+        out_ptr = alloc(ref.nbytes)
+        if nvdec:
+
+            def dev_decode_warp():
+                core.decode_warp(thumbs, m_ptr, len(m), out_ptr, c["out_shape"], **kw)
+                return compare(core.download(out_ptr, ref.shape, np.float32), ref, atol)
+
+            def dev_decode_yuv():
+                h, w = y.shape[1:]
+                yp, cbp, crp = alloc(y.nbytes), alloc(cb.nbytes), alloc(cr.nbytes)
+                sizes = core.decode_yuv(thumbs, (h, w), yp, cbp, crp)
+                planes = [core.download(p, a.shape, np.uint8) for p, a in ((yp, y), (cbp, cb), (crp, cr))]
+                same = all(np.array_equal(g, a) for g, a in zip(planes, (y, cb, cr), strict=True))
+                return {"pass": bool(same and (sizes == [h, w]).all()), "frame_sizes": sizes[:2]}
+
+            out["decode_warp"] = _guarded(dev_decode_warp)
+            out["decode_yuv"] = _guarded(dev_decode_yuv)
+
+        def dev_warp_yuv420():
+            yp, cbp, crp = upload(y), upload(cb), upload(cr)
+            core.warp_yuv420(yp, cbp, crp, n, y.shape[1:], m_ptr, len(m), out_ptr, c["out_shape"], **kw)
+            return compare(core.download(out_ptr, ref.shape, np.float32), ref, atol)
+
+        def dev_warp_rgb():
+            rgb = meta["rgb"]
+            images, rref = refs["rgb_uint8.images"], refs["rgb_uint8.out"]
+            ip, mp, op = upload(images), upload(refs["rgb.matrices"]), alloc(rref.nbytes)
+            core.warp_rgb(
+                ip,
+                np.uint8,
+                len(images),
+                images.shape[1:3],
+                mp,
+                len(images),
+                op,
+                rgb["out_shape"],
+                bias=rgb["bias"],
+                norm=rgb["norm"],
+                oob=rgb["oob"],
+            )
+            return compare(core.download(op, rref.shape, np.float32), rref, _atol(rgb["norm"]))
+
+        out["warp_yuv420"] = _guarded(dev_warp_yuv420)
+        out["warp_rgb"] = _guarded(dev_warp_rgb)
+    finally:
+        for p in ptrs:
+            try:
+                core.free(p)
+            except Exception:  # freeing after a failure; the failure is what matters
+                pass
+    out["pass"] = all(v["pass"] for v in out.values() if isinstance(v, dict))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- speed
+
+
+def figures(walls, cpus, batch: int) -> dict:
+    """Throughput figures of timed batches (the warm-up batch already dropped)."""
+    import numpy as np
+
+    walls, cpus = np.array(walls), np.array(cpus)
+    med = float(np.median(walls))
+    return {
+        "images_per_s": round(batch / med, 1),
+        "images_per_s_overall": round(batch * len(walls) / float(walls.sum()), 1),
+        "ms_per_batch_median": round(med * 1e3, 2),
+        "ms_per_batch_min": round(float(walls.min()) * 1e3, 2),
+        "ms_per_batch_max": round(float(walls.max()) * 1e3, 2),
+        "cpu_core_s_per_image": round(float(cpus.sum()) / (batch * len(walls)), 6),
+        "cpu_cores_busy": round(float(cpus.sum()) / float(walls.sum()), 2),
+        "batches": len(walls),
+    }
+
+
+def timed(step, batches: int, batch: int, sync=None) -> dict:
+    """Runs step(k) for a warm-up batch then ``batches`` timed ones; wall and process CPU time each."""
+    step(0)
+    if sync:
+        sync()
+    walls, cpus = [], []
+    for k in range(1, batches + 1):
+        t, c = time.perf_counter(), time.process_time()
+        step(k)
+        if sync:
+            sync()
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return figures(walls, cpus, batch)
+
+
+def load_bench(batch: int):
+    import numpy as np
+
+    from bzna_tf.format import BznaFile
+
+    data = KIT / "data"
+    with BznaFile(data / "bench.bzna") as f:
+        pictures = [f.sample(i).thumb.annexb() for i in range(len(f))]
+    meta = dict(np.load(data / "bench_meta.npz"))
+    return pictures, meta
+
+
+def bench_core(core, args, pictures, meta) -> dict:
+    """NVDEC decode only, and decode + warp + normalise to 224x224 (NCHW), into device memory."""
+    import numpy as np
+
+    n, batch = len(pictures), args.batch
+    repeats = 3 if args.quick else args.repeats
+    coded = meta["coded_shapes"]
+    max_shape = (int(coded[:, 0].max()), int(coded[:, 1].max()))
+    out_h, out_w = (int(v) for v in meta["out_shape"])
+    mean, std = meta["mean"], meta["std"]
+    norm_kw = {"bias": [255 * v for v in mean], "norm": [1 / (255 * s) for s in std], "channels_first": True}
+    epochs = meta["matrices"].shape[0]
+
+    def indices(k):
+        return (k * batch + np.arange(batch)) % n
+
+    def batch_pictures(k):
+        return [pictures[i] for i in indices(k)]
+
+    res = {
+        "batch": batch,
+        "images": n,
+        "coded_shape": list(max_shape),
+        "out_shape": [out_h, out_w],
+        "layout": "NCHW float32, ImageNet mean/std",
+        "repeats": repeats,
+        "warmup_batches": 1,
+    }
+    ptrs = []
+    try:
+        h, w = max_shape
+        y = core.alloc(batch * h * w)
+        ptrs.append(y)
+        cb = core.alloc(batch * ((h + 1) // 2) * ((w + 1) // 2))
+        ptrs.append(cb)
+        cr = core.alloc(batch * ((h + 1) // 2) * ((w + 1) // 2))
+        ptrs.append(cr)
+        out = core.alloc(batch * 3 * out_h * out_w * 4)
+        ptrs.append(out)
+        # Matrices for every batch, uploaded before timing: the crops of epoch (index // n).
+        m_ptrs = []
+        for k in range(repeats + 1):
+            idx = indices(k)
+            m = meta["matrices"][(k * batch + np.arange(batch)) // n % epochs, idx]
+            m_ptrs.append(core.upload(np.ascontiguousarray(m, np.float32)))
+            ptrs.append(m_ptrs[-1])
+        batches = [batch_pictures(k) for k in range(repeats + 1)]
+
+        def decode_only(k):
+            core.decode_yuv(batches[k], max_shape, y, cb, cr)
+
+        def decode_warp(k):
+            core.decode_warp(batches[k], m_ptrs[k], batch, out, (out_h, out_w), **norm_kw)
+
+        res["decode_yuv"] = timed(decode_only, repeats, batch)
+        log(f"  decode only: {res['decode_yuv']['images_per_s']} images/s")
+        # The planes of batch 0, decoded again, against the CPU decoder's MD5s.
+        sizes = core.decode_yuv(batches[0], max_shape, y, cb, cr)
+        yh = core.download(y, (batch, h, w), np.uint8)
+        cbh = core.download(cb, (batch, (h + 1) // 2, (w + 1) // 2), np.uint8)
+        crh = core.download(cr, (batch, (h + 1) // 2, (w + 1) // 2), np.uint8)
+        bad = []
+        for j, i in enumerate(indices(0)):
+            fh, fw = (int(v) for v in sizes[j])
+            ch, cw = (fh + 1) // 2, (fw + 1) // 2
+            md5 = _md5(
+                *(np.ascontiguousarray(p) for p in (yh[j, :fh, :fw], cbh[j, :ch, :cw], crh[j, :ch, :cw]))
+            )
+            if md5 != str(meta["md5"][i]):
+                bad.append(int(i))
+        checked = min(batch, n)
+        results["checks"]["bench_decode"] = {
+            "pass": not bad,
+            "matched": checked - len(set(bad)),
+            "total": checked,
+            "failing": sorted(set(bad))[:20],
+        }
+        res["decode_warp"] = timed(decode_warp, repeats, batch)
+        log(f"  decode + warp: {res['decode_warp']['images_per_s']} images/s")
+        sessions = {}
+        for s in (1, 2, 4) if not args.quick else (1,):
+            core.set_nvdec_sessions(s)
+            try:
+                sessions[str(s)] = timed(decode_warp, repeats, batch)
+            finally:
+                core.set_nvdec_sessions(0)
+            log(f"  decode + warp, {s} session(s): {sessions[str(s)]['images_per_s']} images/s")
+        sessions["default"] = res["decode_warp"]
+        res["decode_warp_by_sessions"] = sessions
+    finally:
+        for p in ptrs:
+            try:
+                core.free(p)
+            except Exception:
+                pass
+    return res
+
+
+def bench_anchor(args, meta) -> dict:
+    """The same images as JPEG: torchvision.io.decode_jpeg on the GPU, resize 224x224, normalise."""
+    import numpy as np
+
+    try:
+        import torch
+        import torch.nn.functional as F
+        import torchvision
+        from torchvision.io import ImageReadMode, decode_jpeg
+    except Exception as e:  # optional: the reason is the result
+        return {"available": False, "reason": f"{type(e).__name__}: {e}"}
+    if not torch.cuda.is_available():
+        return {
+            "available": False,
+            "reason": "torch.cuda.is_available() is False",
+            "torch": torch.__version__,
+        }
+    jpeg = np.load(KIT / "data" / "bench_jpeg.npz")
+    data, offsets = jpeg["data"], jpeg["offsets"]
+    n = len(offsets) - 1
+    tensors = [torch.from_numpy(data[offsets[i] : offsets[i + 1]]) for i in range(n)]
+    batch = args.batch
+    repeats = 3 if args.quick else args.repeats
+    out_h, out_w = (int(v) for v in meta["out_shape"])
+    batches = [[tensors[i] for i in (k * batch + np.arange(batch)) % n] for k in range(repeats + 1)]
+    dev = torch.device("cuda")
+    mean = torch.tensor([255 * v for v in meta["mean"]], device=dev, dtype=torch.float32).view(1, 3, 1, 1)
+    inv_std = torch.tensor([1 / (255 * v) for v in meta["std"]], device=dev, dtype=torch.float32).view(
+        1, 3, 1, 1
+    )
+    out = torch.empty((batch, 3, out_h, out_w), device=dev, dtype=torch.float32)
+
+    mode = ImageReadMode.RGB  # the JPEGs are RGB: UNCHANGED gives the same, should a build refuse RGB on GPU
+    try:
+        decode_jpeg(batches[0][:2], mode=mode, device=dev)
+    except RuntimeError as e:
+        log(f"  anchor: decode_jpeg(mode=RGB, device='cuda') failed ({e}); using UNCHANGED")
+        mode = ImageReadMode.UNCHANGED
+
+    def decode_only(k):
+        decode_jpeg(batches[k], mode=mode, device=dev)
+
+    def decode_resize(k):
+        images = decode_jpeg(batches[k], mode=mode, device=dev)
+        for i, im in enumerate(images):
+            out[i] = F.interpolate(
+                im[None].float(), size=(out_h, out_w), mode="bilinear", align_corners=False
+            )[0]
+        out.sub_(mean).mul_(inv_std)
+
+    res = {
+        "available": True,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "device": torch.cuda.get_device_name(0),
+        "what": "torchvision.io.decode_jpeg(list, device='cuda') (nvJPEG), F.interpolate bilinear to "
+        f"{out_h}x{out_w} per image, (x - 255 mean) / (255 std); NCHW float32",
+        "jpeg_bytes_per_image": round(float(offsets[-1]) / n, 1),
+        "batch": batch,
+        "mode": mode.name,
+    }
+    res["decode"] = timed(decode_only, repeats, batch, torch.cuda.synchronize)
+    log(f"  anchor decode: {res['decode']['images_per_s']} images/s")
+    res["decode_resize_normalise"] = timed(decode_resize, repeats, batch, torch.cuda.synchronize)
+    log(f"  anchor decode + resize: {res['decode_resize_normalise']['images_per_s']} images/s")
+    return res
+
+
+# -------------------------------------------------------------------------------------------------- main
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Build, check and time bzna_tf's GPU core (the GPU kit).")
+    parser.add_argument("--no-bench", action="store_true", help="correctness checks only")
+    parser.add_argument("--quick", action="store_true", help="fewer timed batches, fewer session counts")
+    parser.add_argument("--batch", type=int, default=256, help="images per batch (%(default)s)")
+    parser.add_argument(
+        "--repeats", type=int, default=10, help="timed batches after the warm-up (%(default)s)"
+    )
+    parser.add_argument(
+        "--deadline", type=float, default=1440.0, help="seconds before partial results (%(default)s)"
+    )
+    args = parser.parse_args(argv)
+    start_watchdog(args.deadline)
+    results["host"] = host_info()
+    try:
+        results["kit"] = json.loads((KIT / "kit.json").read_text())
+    except (OSError, ValueError) as e:
+        results["kit"] = f"kit.json unreadable: {e}"
+    try:
+        import numpy as np
+    except ImportError as e:
+        fail(f"the kit needs NumPy for {sys.executable}: {e} (pip install numpy, or PYTHON=... bash run.sh)")
+    use_kit_python()
+
+    results["stage"] = "build"
+    log("building the GPU core (nvcc) ...")
+    t = time.perf_counter()
+    try:
+        library = build_core()
+    except Exception as e:  # a missing tool or a failed compile: the message says which
+        results["seconds"]["build"] = round(time.perf_counter() - t, 1)
+        fail(_tail(f"building the GPU core failed: {type(e).__name__}: {e}"))
+    results["seconds"]["build"] = round(time.perf_counter() - t, 1)
+    results.setdefault("build", {})["core"] = _core_json()
+    log(f"built {library}")
+
+    try:
+        from bzna_tf.ops.gpu_core import HAS_CUDA, HAS_NVDEC, GpuCore
+
+        core = GpuCore(library)
+    except Exception as e:
+        fail(_tail(f"loading the GPU core failed: {type(e).__name__}: {e}"))
+    bits, reason = core.probe()
+    nvdec = bool(bits & HAS_NVDEC)
+    results["probe"] = {"bits": bits, "cuda": bool(bits & HAS_CUDA), "nvdec": nvdec, "reason": reason}
+    if not bits & HAS_CUDA:
+        fail(f"no usable NVIDIA GPU: {reason}")
+    results["nvdec"] = {"available": nvdec, "reason": None if nvdec else reason}
+    results["device"] = stage("describe", core.describe, 0)
+
+    data = KIT / "data"
+    refs = stage("load_references", lambda: np.load(data / "reference.npz"))
+    meta = stage("load_reference_json", lambda: json.loads((data / "reference.json").read_text()))
+    manifest = stage("load_manifest", lambda: json.loads((data / "fixture" / "manifest.json").read_text()))
+    thumbs = None
+    if refs is not None and meta is not None:
+        thumbs = stage(
+            "read_fixture_thumbs", _fixture_thumbs, data / "fixture" / "benzina_original_mini.bzna"
+        )
+    if nvdec and manifest is not None:
+        nv = stage(
+            "check_nvdec_decode",
+            check_fixture_decode,
+            core,
+            data / "fixture" / "benzina_original_mini.bzna",
+            manifest,
+            refs,
+        )
+        if nv is not None:
+            results["checks"]["nvdec_decode"] = nv
+    if thumbs is not None:
+        stage("check_reference_cases", check_reference_cases, core, refs, meta, thumbs, nvdec)
+        api = stage("check_device_api", check_device_api, core, refs, meta, thumbs, nvdec)
+        if api is not None:
+            results["checks"]["device_api"] = api
+
+    if nvdec and not args.no_bench:
+        loaded = stage("load_bench", load_bench, args.batch)
+        if loaded is not None:
+            pictures, bench_meta = loaded
+            results["bench"] = stage("bench_core", bench_core, core, args, pictures, bench_meta)
+            anchor = stage("bench_anchor", bench_anchor, args, bench_meta)
+            if anchor is None:  # it raised: report the reason instead of figures, not a failed check
+                err = results["errors"].pop()
+                anchor = {"available": False, "reason": err["error"], "traceback": err["traceback"]}
+            results["anchor"] = anchor
+    elif args.no_bench:
+        results["bench"] = {"skipped": "--no-bench"}
+    else:
+        results["bench"] = {"skipped": "no NVDEC"}
+    results["stage"] = "done"
+
+    failed = sorted(_failed_checks(results["checks"]))
+    results["failed_checks"] = failed
+    if results["errors"] or failed:
+        code = 1
+    elif not nvdec:
+        code = 3
+    else:
+        code = 0
+    results["passed"] = code == 0
+    log(f"done: exit {code}; failed checks: {failed or 'none'}; stage errors: {len(results['errors'])}")
+    emit(code)
+
+
+def _fixture_thumbs(path: Path) -> list[bytes]:
+    from bzna_tf.format import BznaFile
+
+    with BznaFile(path) as f:
+        return [f.sample(i).thumb.annexb() for i in range(len(f))]
+
+
+def _failed_checks(checks: dict, prefix: str = "") -> list[str]:
+    """Dotted names of every check whose "pass" is False."""
+    failed = []
+    for name, value in checks.items():
+        if not isinstance(value, dict):
+            continue
+        if value.get("pass") is False:
+            failed.append(prefix + name)
+        failed += _failed_checks({k: v for k, v in value.items() if k != "pass"}, f"{prefix}{name}.")
+    return failed
+
+
+if __name__ == "__main__":
+    main()

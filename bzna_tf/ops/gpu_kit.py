@@ -1,0 +1,609 @@
+"""The GPU kit: a self-contained folder that proves the GPU core on a machine with a GPU and no TensorFlow.
+
+``python -m bzna_tf.ops.gpu_kit OUT_DIR`` writes, in at most 64 MiB::
+
+    OUT_DIR/
+      run.sh                 the one command on the GPU machine: bash OUT_DIR/run.sh
+      README.txt             what the kit is, how to run it, what it prints
+      kit.json               what was built, from what, with which settings
+      kit/run_kit.py         the runner (bzna_tf/ops/_kit_run.py): standard library + NumPy
+      src/custom_ops/        the core's sources (lib/warp.h, gpu/core/*), compiled there by nvcc
+      include/ffnvcodec/     nv-codec-headers (build time only)
+      py/bzna_tf/            format/ + ops/_build.py + ops/gpu_core.py, no __init__.py above them
+      data/fixture/          the original-tools .bzna and its manifest (decoded-frame MD5s)
+      data/reference.npz     CPU (TensorFlow op) outputs of named warp cases, CPU-decoded planes
+      data/reference.json    the cases' parameters
+      data/bench.bzna        the benchmark set: 512x512-coded H.265 pictures (this library's writer)
+      data/bench_jpeg.npz    the same images as JPEG q90 (the torchvision/nvJPEG anchor)
+      data/bench_meta.npz    their sizes, crop matrices and decoded-plane MD5s
+
+Here (with TensorFlow) the builder computes the references with the CPU ops
+and encodes the benchmark set; there, the runner compiles the core, checks it
+against the references and times it (see ``bzna_tf/ops/_kit_run.py``). The
+benchmark set is generated from a fixed seed and cached under
+``cache_root() / "kit-bench-<key>"``, the key hashing the generator's
+parameters and code, so a second build is fast and every build is the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bzna_tf.ops import _build
+from bzna_tf.ops._kit_bench import (
+    BENCH_CRF,
+    BENCH_FILES,
+    BENCH_OUT,
+    BENCH_SEED,
+    JPEG_QUALITY,
+    MEAN,
+    STD,
+    bench_bytes,
+    bench_set,
+)
+
+__all__ = ["KitError", "build_kit", "main", "BENCH_IMAGES", "SIZE_LIMIT"]
+
+SIZE_LIMIT = 64 * 1024 * 1024
+MAX_CRF = 28  # the highest CRF the benchmark set is re-encoded at to fit the size limit
+BENCH_IMAGES = 384  # 1.5 batches of 256: about 51 MiB at CRF 10, the kit about 60 MiB
+REF_OUT = (64, 96)
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+FIXTURE_NAMES = ("benzina_original_mini.bzna", "manifest.json")
+
+
+class KitError(RuntimeError):
+    """The kit cannot be built: a missing input, or a kit over the size limit."""
+
+
+def _log(log, message):
+    if log is not None:
+        print(f"gpu_kit: {message}", file=log, flush=True)
+
+
+def fixture_dir() -> Path:
+    """The original-tools fixture: ``shared/fixtures/benzina-original`` beside the checkout (as tests/)."""
+    env = os.environ.get("BZNA_TF_FIXTURES")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO.parent / "shared" / "fixtures" / "benzina-original")
+    for c in candidates:
+        if all((c / n).is_file() for n in FIXTURE_NAMES):
+            return c
+    raise KitError(
+        "the original-tools fixture (benzina_original_mini.bzna + manifest.json) is missing: looked in "
+        + ", ".join(str(c) for c in candidates)
+        + " (shared/ must sit beside the repository, or set $BZNA_TF_FIXTURES)"
+    )
+
+
+def _tree_size(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def _check_size(out: Path, size_limit: int, after: str) -> None:
+    size = _tree_size(out)
+    if size > size_limit:
+        raise KitError(
+            f"the kit would exceed {size_limit / 2**20:.1f} MiB: it holds {size / 2**20:.2f} MiB "
+            f"after {after}"
+        )
+
+
+def _copy(src: Path, dst: Path):
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    dst.chmod(0o644)  # readable wherever the kit is carried (the converter writes 0600 files)
+
+
+# ------------------------------------------------------------------------------------------- sources etc.
+
+
+def copy_sources(out: Path, source_root: Path | None = None) -> list[str]:
+    """lib/warp.h and gpu/core/* into out/src/custom_ops (same layout); the relative paths copied."""
+    root = Path(source_root) if source_root else _build.source_dir()
+    core = root / "gpu" / "core"
+    files = (
+        [root / "lib" / "warp.h", *sorted(p for p in core.iterdir() if p.is_file())] if core.is_dir() else []
+    )
+    if not (root / "lib" / "warp.h").is_file() or not (core / "bzna_gpu.h").is_file():
+        raise KitError(
+            f"the GPU core's sources are missing: expected {root}/lib/warp.h and {core}/bzna_gpu.h"
+        )
+    copied = []
+    for f in files:
+        rel = f.relative_to(root)
+        _copy(f, out / "src" / "custom_ops" / rel)
+        copied.append(str(rel))
+    return copied
+
+
+def copy_ffnvcodec(out: Path, include: str | None) -> list[str]:
+    """nv-codec-headers into out/include/ffnvcodec; the names copied."""
+    include = include or _build.ffnvcodec_include()
+    if not include or not (Path(include) / "ffnvcodec" / "dynlink_loader.h").is_file():
+        raise KitError(
+            "the kit needs nv-codec-headers to ship: "
+            + _build.FFNVCODEC_HINT
+            + f", or pass --ffnvcodec-include. Received: {include!r}"
+        )
+    names = []
+    for f in sorted((Path(include) / "ffnvcodec").glob("*.h")):
+        _copy(f, out / "include" / "ffnvcodec" / f.name)
+        names.append(f.name)
+    return names
+
+
+def copy_python(out: Path) -> None:
+    """format/ (NumPy only), ops/_build.py, ops/gpu_core.py; no bzna_tf/__init__.py nor ops/__init__.py."""
+    py = out / "py" / "bzna_tf"
+    pkg = HERE.parent
+    for f in sorted((pkg / "format").glob("*.py")):
+        _copy(f, py / "format" / f.name)
+    for name in ("_build.py", "gpu_core.py"):
+        _copy(HERE / name, py / "ops" / name)
+    _copy(HERE / "_kit_run.py", out / "kit" / "run_kit.py")
+
+
+IMPORT_CHECK = """
+import sys
+sys.path[:0] = {paths!r}
+import bzna_tf.format, bzna_tf.ops.gpu_core, bzna_tf.ops._build
+for m in (bzna_tf.format, bzna_tf.ops.gpu_core, bzna_tf.ops._build):
+    assert m.__file__.startswith({py!r}), m.__file__
+assert "tensorflow" not in sys.modules
+print("ok")
+"""
+
+
+def check_imports(out: Path, python: str | None = None) -> None:
+    """The kit's Python imports in an isolated interpreter (-I) that cannot import TensorFlow.
+
+    A ``tensorflow.py`` raising ImportError comes first on the path, so an import of TensorFlow
+    anywhere in the kit's modules fails the check.
+
+    Raises:
+      KitError: the import failed (the interpreter's output is in the message).
+    """
+    py = str(out / "py")
+    with tempfile.TemporaryDirectory() as shim:
+        Path(shim, "tensorflow.py").write_text(
+            "raise ImportError('the GPU kit must not import TensorFlow')\n"
+        )
+        code = IMPORT_CHECK.format(paths=[shim, py], py=py)
+        r = subprocess.run([python or sys.executable, "-I", "-B", "-c", code], capture_output=True, text=True)
+    if r.returncode or r.stdout.strip() != "ok":
+        raise KitError(f"the kit's Python does not import without TensorFlow:\n{r.stdout}{r.stderr}")
+
+
+# ------------------------------------------------------------------------------------------- references
+
+
+def _fixture_thumbs(path: Path):
+    """(Annex-B thumbnails, (height, width) image sizes) of every sample of the fixture."""
+    from bzna_tf.format import BznaFile
+
+    with BznaFile(path) as f:
+        samples = [f.sample(i) for i in range(len(f))]
+    pictures = [s.thumb.annexb() for s in samples]
+    shapes = np.array([[s.thumb.height, s.thumb.width] for s in samples], dtype=np.int64)
+    return pictures, shapes
+
+
+def reference_cases(shapes: np.ndarray) -> dict:
+    """The named warp cases for images of ``shapes`` (N, 2) (height, width): matrices and parameters."""
+    from bzna_tf.transforms import RandomResizedCrop, compute_affine_matrix
+
+    n = len(shapes)
+    bias = [255 * m for m in MEAN]
+    norm = [1 / (255 * s) for s in STD]
+    normed = {"bias": bias, "norm": norm}
+    raw = {"bias": [0.0, 0.0, 0.0], "norm": [1.0, 1.0, 1.0]}
+
+    def affine(out_shape=REF_OUT, **kw):
+        return compute_affine_matrix(shapes, np.array(out_shape), resize=True, **kw).astype(np.float32)
+
+    whole = np.concatenate([np.zeros((n, 2)), shapes], axis=1)
+    rrc = RandomResizedCrop(flip_h=0.5).matrices(shapes, REF_OUT, seed=7, backend="numpy").astype(np.float32)
+    # Upscaling: a 16 x 24 window near each image's centre onto the whole 64 x 96 output (x4).
+    up = affine(crop=np.concatenate([np.zeros((n, 2)), np.tile([[16.0, 24.0]], (n, 1))], axis=1))
+    # Perspective: the resize, then a projective term: W' = 1 + 0.004 x - 0.003 y (> 0 on the output).
+    persp = affine() @ np.array([[1, 0.1, 0], [0.05, 1, 0], [0.004, -0.003, 1]], np.float32)
+    # Zoom out by 1.6 and rotate 10 degrees: the borders fall outside the source.
+    zoom = affine(crop=whole * [1, 1, 1.6, 1.6], degrees=10.0)
+    # A NaN/inf bottom row on half the samples: W' = 0 (SPEC.md section 4: NaN -> out of bounds).
+    degenerate = affine(keep_ratio=True)
+    degenerate[::2, 2] = 0.0
+    single = compute_affine_matrix((512, 512), REF_OUT).astype(np.float32)[None]  # a centre crop, one matrix
+    cases = {
+        "rotation": dict(matrices=affine(degrees=30.0), **normed, oob=[0, 0, 0], channels_first=False),
+        "flip_h": dict(matrices=affine(flip_h=True), **normed, oob=[0, 0, 0], channels_first=False),
+        "flip_v": dict(matrices=affine(flip_v=True), **normed, oob=[0, 0, 0], channels_first=False),
+        "random_resized_crop": dict(matrices=rrc, **normed, oob=[0, 0, 0], channels_first=False),
+        "upscale": dict(matrices=up, **raw, oob=[0, 0, 0], channels_first=False),
+        "perspective": dict(matrices=persp, **normed, oob=[0, 0, 0], channels_first=False),
+        "oob_fill": dict(matrices=zoom, **normed, oob=[0.25, -1.5, 3.0], channels_first=False),
+        "nchw": dict(matrices=rrc, **normed, oob=[0, 0, 0], channels_first=True),
+        "non_square": dict(
+            matrices=affine((48, 80), keep_ratio=True), **normed, oob=[0, 0, 0], channels_first=False
+        ),
+        "single_matrix": dict(
+            matrices=single, bias=[10, 20, 30], norm=[0.5, 0.25, 2.0], oob=[1, 2, 3], channels_first=False
+        ),
+        "degenerate_w0": dict(matrices=degenerate, **normed, oob=[7, 8, 9], channels_first=True),
+    }
+    out_shapes = {"non_square": (48, 80)}
+    for name, c in cases.items():
+        c["out_shape"] = list(out_shapes.get(name, REF_OUT))
+    return cases
+
+
+def _rgb_case():
+    """A small batch of smooth RGB images (uint8 and the same + 0.375 as float32), its matrices."""
+    from bzna_tf.transforms import compute_affine_matrix
+
+    rng = np.random.default_rng(3)
+    h, w = 40, 56
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    imgs = []
+    for _ in range(3):
+        f = rng.uniform(0.05, 0.3, 3)
+        p = rng.uniform(0, 6, 3)
+        img = [127.5 + 120 * np.sin(f[c] * xx + 0.7 * f[c] * yy + p[c]) for c in range(3)]
+        imgs.append(np.stack(img, -1))
+    u8 = np.clip(np.round(np.stack(imgs)), 0, 255).astype(np.uint8)
+    f32 = u8.astype(np.float32) + 0.375
+    m = compute_affine_matrix(
+        np.array([[h, w]] * 3), np.array([32, 48]), degrees=np.array([0.0, 25.0, -40.0]), resize=True
+    ).astype(np.float32)
+    m[2] = m[2] @ np.array([[1.3, 0, -6], [0, 1.3, -4], [0, 0, 1]], np.float32)  # partly out of bounds
+    return u8, f32, m
+
+
+def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
+    """Computes the CPU references with the TensorFlow ops and writes reference.npz / reference.json.
+
+    Returns:
+      The JSON description written.
+    """
+    import tensorflow as tf
+
+    from bzna_tf.decode import decode_annexb
+    from bzna_tf.ops import decode_warp, warp_rgb, warp_yuv420
+
+    pictures, shapes = _fixture_thumbs(fixture / FIXTURE_NAMES[0])
+    planes = [decode_annexb(p) for p in pictures]
+    y, cb, cr = (np.stack([p[k] for p in planes]) for k in range(3))
+    arrays = {"thumb_y": y, "thumb_cb": cb, "thumb_cr": cr, "thumb_shapes": shapes}
+    meta = {"samples": len(pictures), "track": "thumb", "cases": {}}
+    data = tf.constant(pictures)
+    for name, c in reference_cases(shapes).items():
+        kw = dict(
+            bias=c["bias"],
+            norm=c["norm"],
+            oob_color=c["oob"],
+            data_format="NCHW" if c["channels_first"] else "NHWC",
+        )
+        dw = decode_warp(data, c["matrices"], c["out_shape"], **kw).numpy()
+        wy = warp_yuv420(y, cb, cr, c["matrices"], c["out_shape"], **kw).numpy()
+        same = bool(np.array_equal(dw, wy))
+        arrays[f"{name}.matrices"] = c["matrices"]
+        arrays[f"{name}.decode_warp"] = dw
+        if not same:  # stored once when equal (they are, on the CPU: one code path), to keep the kit small
+            arrays[f"{name}.warp_yuv420"] = wy
+        meta["cases"][name] = {
+            "out_shape": c["out_shape"],
+            "bias": [float(v) for v in c["bias"]],
+            "norm": [float(v) for v in c["norm"]],
+            "oob": [float(v) for v in c["oob"]],
+            "channels_first": bool(c["channels_first"]),
+            "matrix_count": int(len(c["matrices"])),
+            "warp_yuv420_equals_decode_warp": same,
+        }
+        _log(log, f"reference case {name}: {dw.shape}")
+    u8, f32, m = _rgb_case()
+    rgb = {"bias": [255 * v for v in MEAN], "norm": [1 / (255 * s) for s in STD], "oob": [0.5, 0.5, 0.5]}
+    for dtype, images in (("uint8", u8), ("float32", f32)):
+        arrays[f"rgb_{dtype}.images"] = images
+        arrays[f"rgb_{dtype}.out"] = warp_rgb(
+            images, m, (32, 48), bias=rgb["bias"], norm=rgb["norm"], oob_color=rgb["oob"]
+        ).numpy()
+    arrays["rgb.matrices"] = m
+    meta["rgb"] = {"out_shape": [32, 48], "channels_first": False, **rgb}
+    np.savez_compressed(out_dir / "reference.npz", **arrays)
+    (out_dir / "reference.json").write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+# ------------------------------------------------------------------------------------------------ the kit
+
+RUN_SH = """#!/usr/bin/env bash
+# bzna_tf GPU kit: builds the GPU core with nvcc, checks it against the CPU references, times it.
+# Usage: bash run.sh [--no-bench] [--quick] [--batch N]     (see README.txt)
+# The last line of stdout is one JSON object with every result; progress goes to stderr.
+set -u
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+py="${PYTHON:-python3}"
+if ! command -v "$py" >/dev/null 2>&1; then
+  echo '{"error": "python3 is not on PATH (set $PYTHON to a Python 3.10+ with NumPy)"}'
+  exit 2
+fi
+limit="${KIT_TIMEOUT:-1500}"
+if command -v timeout >/dev/null 2>&1; then
+  # The runner prints partial results itself 60 s before the limit; timeout is the backstop.
+  timeout -k 30 "$limit" "$py" -u "$here/kit/run_kit.py" --deadline "$((limit - 60))" "$@"
+else
+  "$py" -u "$here/kit/run_kit.py" --deadline "$((limit - 60))" "$@"
+fi
+rc=$?
+if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+  echo "{\\"error\\": \\"the kit ran past its ${limit} s limit and was killed (exit $rc); see stderr\\"}"
+fi
+exit "$rc"
+"""
+
+README = """bzna_tf GPU kit
+===============
+
+What it is: the GPU core of bzna_tf (NVDEC H.265 decode + CUDA warp, no TensorFlow),
+its sources, a ctypes binding, test data and CPU reference outputs, to prove and time
+the core on a machine with an NVIDIA GPU that has no TensorFlow. Built by
+`python -m bzna_tf.ops.gpu_kit` from bzna_tf {version} (commit {commit}) on {created}.
+
+Run it (needs: nvcc (PATH, $NVCC, $CUDA_HOME or /usr/local/cuda/bin), g++, an NVIDIA
+driver, python3 with NumPy; optional: torch + torchvision for the JPEG anchor):
+
+    bash run.sh                 everything (about a minute or two; whole run limited to 1500 s)
+    bash run.sh --quick         fewer timed batches
+    bash run.sh --no-bench      correctness only
+    KIT_TIMEOUT=900 bash run.sh another limit; PYTHON=python3.12 bash run.sh another Python
+
+Nothing is written outside this folder except the core's build, in build/.
+
+What it prints: progress on stderr; the LAST line of stdout is one JSON object:
+  error        present when the kit could not run at all (no nvcc, compiler, driver or GPU;
+               a failed build, with the compiler's output tail)
+  build        the library built, nvcc, seconds
+  probe        CUDA / NVDEC availability and why not
+  device       the core's description of GPU 0 (name, compute capability, driver, NVDEC)
+  nvdec        {{"available": ..., "reason": ...}}
+  checks       nvdec_decode: MD5 of every decoded frame of the original-tools fixture (thumb
+                 and input tracks) against its manifest, matched/total and the failures;
+               decode_warp / warp_yuv420 / warp_rgb: each named case against the CPU op's
+                 output (within one grey level: atol = max|norm| + 1e-5), max abs diff,
+                 fraction equal; bench_decode: MD5 of the benchmark pictures' planes
+  bench        batches of {batch} thumbnails (512x512-coded; ImageNet-like sizes): decode only
+               (NVDEC into device buffers) and decode + RandomResizedCrop-warp + normalise
+               to 224x224 (output in device memory), default sessions and 1, 2, 4:
+               images/s, median ms per batch, CPU core-seconds per image
+  anchor       the same images as JPEG q{quality}: torchvision.io.decode_jpeg(device="cuda")
+               in batches, bilinear resize to 224x224, normalise; same figures (or the reason
+               torch/torchvision could not run)
+  errors       each stage that raised, with the traceback's last lines
+  passed       true when every check ran and passed
+
+Exit status: 0 all checks passed; 1 a check failed or a stage raised; 2 the kit could not run
+(see "error"); 3 no NVDEC (only the warp checks ran); 124 the time limit.
+
+Benchmark set: {bench_images} images ({bench_mb:.1f} MB as .bzna, {jpeg_mb:.1f} MB as JPEG),
+generated from seed {seed}: random crops, rescales, flips and colour changes of the fixture's
+source photographs, and procedural textures; encoded by bzna_tf's converter with x265
+preset medium, CRF {crf:g}. {crf_note}
+"""
+
+
+def _git_commit() -> str:
+    try:
+        r = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True
+        ).stdout.strip()
+        return (r.stdout.strip() or "unknown") + ("+changes" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def build_kit(
+    out_dir,
+    *,
+    bench_images: int = BENCH_IMAGES,
+    force: bool = False,
+    ffnvcodec_include: str | None = None,
+    workers: int | None = None,
+    regenerate_bench: bool = False,
+    size_limit: int = SIZE_LIMIT,
+    log=sys.stderr,
+) -> dict:
+    """Writes the GPU kit into ``out_dir`` (see the module docstring for its contents).
+
+    Args:
+      out_dir: the kit's folder; it must not exist, or be empty, unless ``force`` (then it is replaced).
+      bench_images: images in the benchmark set (the default fits the size limit at CRF 10).
+      force: replace an existing ``out_dir``.
+      ffnvcodec_include: the folder holding ffnvcodec/ (default: ``_build.ffnvcodec_include()``).
+      workers: encoding processes for the benchmark set (default: all usable cores).
+      regenerate_bench: encode the benchmark set again even if it is cached.
+      size_limit: the most bytes the kit may hold.
+      log: where progress goes (None: quiet).
+
+    Returns:
+      The kit's description (also written to ``kit.json``).
+
+    Raises:
+      KitError: a missing input (sources, headers, fixture), a failed import check, or a kit over
+        ``size_limit`` even at the highest CRF tried (``MAX_CRF``).
+    """
+    if isinstance(bench_images, bool) or not isinstance(bench_images, int) or bench_images < 1:
+        raise ValueError(
+            f"Expected `bench_images` as a positive integer. Received: bench_images={bench_images!r}"
+        )
+    final = Path(out_dir)
+    if final.exists() and (not final.is_dir() or any(final.iterdir())) and not force:
+        raise KitError(f"{final} exists and is not empty: pass --force to replace it")
+    # Written beside its final place and renamed when complete: a failed build leaves nothing behind.
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.partial-"))
+    try:
+        work.chmod(0o755)
+        info = _write_kit(work, bench_images, ffnvcodec_include, workers, regenerate_bench, size_limit, log)
+        if final.is_dir():
+            shutil.rmtree(final)
+        elif final.exists():
+            final.unlink()
+        os.replace(work, final)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    _log(log, f"wrote {final}: {info['bytes'] / 2**20:.1f} MiB")
+    return info
+
+
+def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_bench, size_limit, log):
+    """build_kit's work, into the empty folder ``out``."""
+    from bzna_tf.convert import DEFAULT_CRF, DEFAULT_PRESET
+
+    start = time.perf_counter()
+    fixture = fixture_dir()
+    sources = copy_sources(out)
+    headers = copy_ffnvcodec(out, ffnvcodec_include)
+    copy_python(out)
+    check_imports(out)
+    data = out / "data"
+    for name in FIXTURE_NAMES:
+        _copy(fixture / name, data / "fixture" / name)
+    _check_size(out, size_limit, "the sources, headers, Python and fixture")
+    _log(log, "computing the CPU references (TensorFlow ops)")
+    refs = make_references(data, fixture, log)
+    _check_size(out, size_limit, "the references")
+
+    # The benchmark set gets what is left of the size limit (64 KiB kept for run.sh, README, kit.json).
+    budget = size_limit - _tree_size(out) - 64 * 1024
+    crf = BENCH_CRF
+    while True:
+        folder = bench_set(
+            bench_images, crf=crf, fixture=fixture, workers=workers, regenerate=regenerate_bench, log=log
+        )
+        size = bench_bytes(folder)
+        if size <= budget:
+            break
+        if crf >= MAX_CRF:
+            raise KitError(
+                f"the kit would exceed {size_limit / 2**20:.0f} MiB: the benchmark set of {bench_images} "
+                f"images takes {size / 2**20:.1f} MiB at CRF {crf:g}, {budget / 2**20:.1f} MiB are left; "
+                "pass a smaller --bench-images"
+            )
+        _log(
+            log,
+            f"benchmark set: {size / 2**20:.1f} MiB at CRF {crf:g} > {budget / 2**20:.1f} MiB left; CRF + 2",
+        )
+        crf += 2
+    for name in BENCH_FILES:
+        _copy(folder / name, data / name)
+
+    bench_info = json.loads((folder / "bench.json").read_text())
+    jpeg_bytes = (data / "bench_jpeg.npz").stat().st_size
+    crf_note = (
+        "That is the library's default CRF."
+        if crf == DEFAULT_CRF
+        else f"NOT the library's default CRF ({DEFAULT_CRF}): raised so that the kit fits in "
+        f"{size_limit / 2**20:.0f} MiB."
+    )
+    import bzna_tf
+
+    info = {
+        "bzna_tf": getattr(bzna_tf, "__version__", "unknown"),
+        "commit": _git_commit(),
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "sources": sources,
+        "ffnvcodec": headers,
+        "fixture": list(FIXTURE_NAMES),
+        "reference_cases": sorted(refs["cases"]),
+        "bench": {
+            "images": bench_images,
+            "seed": BENCH_SEED,
+            "encoder": "x265",
+            "preset": DEFAULT_PRESET,
+            "crf": crf,
+            "default_crf": DEFAULT_CRF,
+            "crf_raised_for_size": crf != DEFAULT_CRF,
+            "bzna_bytes": (data / "bench.bzna").stat().st_size,
+            "jpeg_bytes": jpeg_bytes,
+            "jpeg_quality": JPEG_QUALITY,
+            "out_shape": list(BENCH_OUT),
+            "key": bench_info["key"],
+        },
+        "size_limit": size_limit,
+    }
+    (out / "run.sh").write_text(RUN_SH)
+    (out / "run.sh").chmod(0o755)
+    (out / "README.txt").write_text(
+        README.format(
+            version=info["bzna_tf"],
+            commit=info["commit"],
+            created=info["created"],
+            batch=256,
+            quality=JPEG_QUALITY,
+            bench_images=bench_images,
+            bench_mb=info["bench"]["bzna_bytes"] / 1e6,
+            jpeg_mb=jpeg_bytes / 1e6,
+            seed=BENCH_SEED,
+            crf=crf,
+            crf_note=crf_note,
+        )
+    )
+    info["bytes"] = _tree_size(out) + 4096  # kit.json itself
+    (out / "kit.json").write_text(json.dumps(info, indent=1))
+    info["bytes"] = _tree_size(out)
+    if info["bytes"] > size_limit:
+        raise KitError(
+            f"the kit is {info['bytes'] / 2**20:.2f} MiB, over the {size_limit / 2**20:.0f} MiB limit"
+        )
+    _log(log, f"kit complete: {info['bytes'] / 2**20:.1f} MiB in {time.perf_counter() - start:.0f} s")
+    return info
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bzna_tf.ops.gpu_kit",
+        description="Write the GPU kit: a folder (<= 64 MiB) that builds, checks and times bzna_tf's GPU "
+        "core on a machine with a GPU and no TensorFlow (bash OUT_DIR/run.sh there).",
+    )
+    parser.add_argument("out_dir", help="the kit's folder")
+    parser.add_argument(
+        "--bench-images", type=int, default=BENCH_IMAGES, help="benchmark images (%(default)s)"
+    )
+    parser.add_argument("--force", action="store_true", help="replace OUT_DIR if it exists")
+    parser.add_argument("--ffnvcodec-include", help="the folder holding ffnvcodec/ (nv-codec-headers)")
+    parser.add_argument("--workers", type=int, help="encoding processes (default: all cores)")
+    parser.add_argument("--regenerate-bench", action="store_true", help="encode the benchmark set again")
+    args = parser.parse_args(argv)
+    try:
+        info = build_kit(
+            args.out_dir,
+            bench_images=args.bench_images,
+            force=args.force,
+            ffnvcodec_include=args.ffnvcodec_include,
+            workers=args.workers,
+            regenerate_bench=args.regenerate_bench,
+        )
+    except (KitError, ValueError) as e:
+        print(f"gpu_kit: error: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.out_dir}: {info['bytes'] / 2**20:.1f} MiB; on the GPU machine: bash {args.out_dir}/run.sh")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

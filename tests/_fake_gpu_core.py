@@ -1,0 +1,326 @@
+"""A stand-in for ``bzna_tf.ops.gpu_core.GpuCore`` on machines without a GPU: NumPy + PyAV.
+
+It has GpuCore's methods and writes the same results: FFmpeg decodes (PyAV),
+a NumPy warp written from SPEC.md section 4 warps, and "device memory" is host
+memory (pointers are NumPy buffers' addresses). tests/test_gpu_kit.py runs the
+kit's runner with it, so every path of the runner runs before a GPU sees it.
+Needs no TensorFlow and no bzna_tf (the runner replaces ``bzna_tf`` by the kit's).
+
+Variants (``FAKE_GPU_CORE`` in the environment): ``ok``; ``no-nvdec`` (probe
+lacks NVDEC, decoding raises); ``broken-rgb`` (uint8 warp_rgb outputs two
+grey levels off).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import av
+import numpy as np
+
+F = np.float32
+MODE = os.environ.get("FAKE_GPU_CORE", "ok")
+
+
+class FakeUnavailable(RuntimeError):
+    code = 2
+
+
+def _decode(data: bytes):
+    ctx = av.CodecContext.create("hevc", "r")
+    frames = ctx.decode(av.Packet(data)) or ctx.decode(None)
+    planes = []
+    for p in frames[0].planes:
+        a = np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)
+        planes.append(np.ascontiguousarray(a[:, : p.width]))
+    return planes
+
+
+def _bilinear(plane, x, y):
+    h, w = plane.shape
+    x0f, y0f = np.floor(x), np.floor(y)
+    a, b = x - x0f, y - y0f
+    x0, y0 = x0f.astype(np.int64), y0f.astype(np.int64)
+    xa, xb = np.clip(x0, 0, w - 1), np.clip(x0 + 1, 0, w - 1)
+    ya, yb = np.clip(y0, 0, h - 1), np.clip(y0 + 1, 0, h - 1)
+    p = plane.astype(F)
+    top = (F(1) - a) * p[ya, xa] + a * p[ya, xb]
+    bottom = (F(1) - a) * p[yb, xa] + a * p[yb, xb]
+    return (F(1) - b) * top + b * bottom
+
+
+def _round_clamp(v):
+    t = np.trunc(v)
+    return np.clip(np.where(np.abs(v - t) >= F(0.5), t + np.sign(v), t), 0, 255).astype(F)
+
+
+def _points(m, h, w, out_h, out_w):
+    yy, xx = np.mgrid[0:out_h, 0:out_w].astype(F)
+    with np.errstate(all="ignore"):
+        wp = (m[2, 0] * xx + m[2, 1] * yy) + m[2, 2]
+        x = ((m[0, 0] * xx + m[0, 1] * yy) + m[0, 2]) / wp
+        y = ((m[1, 0] * xx + m[1, 1] * yy) + m[1, 2]) / wp
+        oob = np.isnan(x) | np.isnan(y) | (x < 0) | (x > F(w - 1)) | (y < 0) | (y > F(h - 1))
+    return np.where(oob, F(0), x), np.where(oob, F(0), y), oob
+
+
+def _finish(chans, oob, bias, norm, oob_colour, channels_first):
+    out = (np.stack(chans, -1) - np.asarray(bias, F)) * np.asarray(norm, F)
+    out[oob] = np.asarray(oob_colour, F)
+    return out.transpose(2, 0, 1) if channels_first else out
+
+
+def warp_yuv(y, cb, cr, m, out_shape, bias, norm, oob, channels_first):
+    x, yy, mask = _points(np.asarray(m, F), *y.shape, *out_shape)
+    xc, yc = x / F(2) - F(0.25), yy / F(2) - F(0.25)
+    lum = _bilinear(y, x, yy)
+    u = _bilinear(cb, xc, yc) - F(128)
+    v = _bilinear(cr, xc, yc) - F(128)
+    rgb = [lum + F(1.402) * v, lum - F(0.344136) * u - F(0.714136) * v, lum + F(1.772) * u]
+    return _finish([_round_clamp(c) for c in rgb], mask, bias, norm, oob, channels_first)
+
+
+def warp_image(img, m, out_shape, bias, norm, oob, channels_first):
+    x, y, mask = _points(np.asarray(m, F), *img.shape[:2], *out_shape)
+    chans = [_bilinear(img[..., c], x, y) for c in range(3)]
+    if img.dtype == np.uint8:
+        chans = [_round_clamp(c) for c in chans]
+    return _finish(chans, mask, bias, norm, oob, channels_first)
+
+
+def _view(ptr: int, shape, dtype) -> np.ndarray:
+    count = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    buf = (ctypes.c_uint8 * count).from_address(int(ptr))
+    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+class FakeCore:
+    """GpuCore's interface over host memory, FFmpeg and NumPy."""
+
+    def __init__(self, path=None):
+        self.path = str(path)
+        self._buffers = {}
+        self.sessions = 0
+
+    def probe(self):
+        if MODE == "no-nvdec":
+            return 1, "libnvcuvid.so.1 could not be loaded (fake)"
+        return 3, None
+
+    def describe(self, device=0):
+        return {"name": "FakeCore (NumPy + FFmpeg)", "device": device, "nvdec_engines": 2}
+
+    def set_nvdec_sessions(self, n):
+        self.sessions = n
+
+    # memory
+    def alloc(self, nbytes, device=0):
+        a = np.zeros(max(1, int(nbytes)), np.uint8)
+        self._buffers[a.ctypes.data] = a
+        return a.ctypes.data
+
+    def free(self, ptr, device=0):
+        del self._buffers[int(ptr)]
+
+    def copy(self, dst, src, nbytes, device=0):
+        ctypes.memmove(int(dst), int(src), int(nbytes))
+
+    def upload(self, array, device=0):
+        a = np.ascontiguousarray(array)
+        ptr = self.alloc(a.nbytes)
+        self.copy(ptr, a.ctypes.data, a.nbytes)
+        return ptr
+
+    def download(self, ptr, shape, dtype, device=0):
+        return _view(ptr, shape, dtype).copy()
+
+    # decoding
+    def _decode_all(self, pictures):
+        if MODE == "no-nvdec":
+            raise FakeUnavailable("no NVDEC (fake)")
+        return [_decode(bytes(p)) for p in pictures]
+
+    def decode_yuv_host(self, pictures, max_shape, *, device=0):
+        h, w = max_shape
+        n = len(pictures)
+        y = np.zeros((n, h, w), np.uint8)
+        cb = np.zeros((n, (h + 1) // 2, (w + 1) // 2), np.uint8)
+        cr = np.zeros_like(cb)
+        sizes = self._decode_into(pictures, max_shape, y, cb, cr)
+        return y, cb, cr, sizes
+
+    def _decode_into(self, pictures, max_shape, y, cb, cr):
+        sizes = np.zeros((len(pictures), 2), np.int32)
+        for i, (py, pcb, pcr) in enumerate(self._decode_all(pictures)):
+            if py.shape[0] > max_shape[0] or py.shape[1] > max_shape[1]:
+                raise ValueError(
+                    f"sample {i} of the batch: frame {py.shape} larger than the slot {max_shape}"
+                )
+            y[i, : py.shape[0], : py.shape[1]] = py
+            cb[i, : pcb.shape[0], : pcb.shape[1]] = pcb
+            cr[i, : pcr.shape[0], : pcr.shape[1]] = pcr
+            sizes[i] = py.shape
+        return sizes
+
+    def decode_yuv(self, pictures, max_shape, y_ptr, cb_ptr, cr_ptr, *, device=0, stream=None):
+        h, w = max_shape
+        n = len(pictures)
+        c = (n, (h + 1) // 2, (w + 1) // 2)
+        return self._decode_into(
+            pictures,
+            max_shape,
+            _view(y_ptr, (n, h, w), np.uint8),
+            _view(cb_ptr, c, np.uint8),
+            _view(cr_ptr, c, np.uint8),
+        )
+
+    def decode_warp_host(
+        self,
+        pictures,
+        matrices,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        device=0,
+    ):
+        m = np.broadcast_to(np.asarray(matrices, F).reshape(-1, 3, 3), (len(pictures), 3, 3))
+        frames = self._decode_all(pictures)
+        return np.stack(
+            [warp_yuv(*f, m[i], out_shape, bias, norm, oob, channels_first) for i, f in enumerate(frames)]
+        )
+
+    def decode_warp(
+        self,
+        pictures,
+        matrices_ptr,
+        matrix_count,
+        out_ptr,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        device=0,
+        stream=None,
+    ):
+        m = _view(matrices_ptr, (matrix_count, 3, 3), F)
+        out = self.decode_warp_host(
+            pictures, m, out_shape, bias=bias, norm=norm, oob=oob, channels_first=channels_first
+        )
+        _view(out_ptr, out.shape, F)[...] = out
+
+    # warping
+    def warp_yuv420_host(
+        self,
+        y,
+        cb,
+        cr,
+        matrices,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        device=0,
+    ):
+        m = np.broadcast_to(np.asarray(matrices, F).reshape(-1, 3, 3), (len(y), 3, 3))
+        out = np.stack(
+            [
+                warp_yuv(y[i], cb[i], cr[i], m[i], out_shape, bias, norm, oob, channels_first)
+                for i in range(len(y))
+            ]
+        )
+        return out
+
+    def warp_yuv420(
+        self,
+        y_ptr,
+        cb_ptr,
+        cr_ptr,
+        count,
+        frame_shape,
+        matrices_ptr,
+        matrix_count,
+        out_ptr,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        device=0,
+        stream=None,
+    ):
+        h, w = frame_shape
+        c = (count, (h + 1) // 2, (w + 1) // 2)
+        out = self.warp_yuv420_host(
+            _view(y_ptr, (count, h, w), np.uint8),
+            _view(cb_ptr, c, np.uint8),
+            _view(cr_ptr, c, np.uint8),
+            _view(matrices_ptr, (matrix_count, 3, 3), F),
+            out_shape,
+            bias=bias,
+            norm=norm,
+            oob=oob,
+            channels_first=channels_first,
+        )
+        _view(out_ptr, out.shape, F)[...] = out
+
+    def warp_rgb_host(
+        self,
+        images,
+        matrices,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        device=0,
+    ):
+        m = np.broadcast_to(np.asarray(matrices, F).reshape(-1, 3, 3), (len(images), 3, 3))
+        out = np.stack(
+            [
+                warp_image(images[i], m[i], out_shape, bias, norm, oob, channels_first)
+                for i in range(len(images))
+            ]
+        )
+        if MODE == "broken-rgb" and images.dtype == np.uint8:
+            out += F(2) * max(abs(v) for v in np.ravel(norm))  # two grey levels off: over the tolerance
+        return out
+
+    def warp_rgb(
+        self,
+        images_ptr,
+        dtype,
+        count,
+        image_shape,
+        matrices_ptr,
+        matrix_count,
+        out_ptr,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        device=0,
+        stream=None,
+    ):
+        images = _view(images_ptr, (count, *image_shape, 3), np.dtype(dtype))
+        out = self.warp_rgb_host(
+            images,
+            _view(matrices_ptr, (matrix_count, 3, 3), F),
+            out_shape,
+            bias=bias,
+            norm=norm,
+            oob=oob,
+            channels_first=channels_first,
+        )
+        _view(out_ptr, out.shape, F)[...] = out

@@ -1,0 +1,407 @@
+"""The GPU kit and the GPU core's ctypes binding, on a machine without a GPU.
+
+The kit is built once (a small benchmark set: the full one only changes its
+size), its ``run.sh`` run once (it compiles the core with nvcc, then reports
+the missing driver), and the binding tested on the library that run built:
+argument checks answer before the driver is touched. The runner's checks and
+benchmark run end to end against a stand-in core (tests/_fake_gpu_core.py:
+FFmpeg + a NumPy warp from SPEC.md), so the first GPU to see the kit does not
+meet untried code.
+"""
+
+import ctypes
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bzna_tf.ops import _build, _kit_bench, gpu_kit
+from bzna_tf.ops.gpu_core import (
+    HAS_CUDA,
+    INVALID_ARGUMENT,
+    UNAVAILABLE,
+    GpuCore,
+    GpuCoreError,
+    GpuInvalidArgumentError,
+    GpuUnavailableError,
+    warp_params,
+)
+
+HERE = Path(__file__).resolve().parent
+BENCH = 8  # benchmark images in the test kit (the default set is the same generator, longer)
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory, ffnvcodec, original_path):
+    out = tmp_path_factory.mktemp("kit") / "kit"
+    info = gpu_kit.build_kit(out, bench_images=BENCH, ffnvcodec_include=ffnvcodec, log=None)
+    return out, info
+
+
+@pytest.fixture(scope="module")
+def ran_kit(kit):
+    """``bash run.sh --no-bench`` on this machine (no GPU): it builds the core, then reports the driver."""
+    nvcc = _build.nvcc()
+    if nvcc is None:
+        pytest.skip("no nvcc: pip install 'bzna-tf[gpu-build]' (CI installs it with the test extra)")
+    out, _ = kit
+    env = {**os.environ, "NVCC": nvcc, "PYTHON": sys.executable}
+    r = subprocess.run(
+        ["bash", str(out / "run.sh"), "--no-bench"], capture_output=True, text=True, env=env, timeout=900
+    )
+    return r
+
+
+@pytest.fixture(scope="module")
+def core(kit, ran_kit):
+    library = kit[0] / "build" / "libbzna_tf_gpu_core.so"
+    if not library.exists():
+        pytest.fail(f"run.sh built no core library:\n{ran_kit.stdout[-3000:]}\n{ran_kit.stderr[-3000:]}")
+    return GpuCore(library)
+
+
+def last_json(stdout: str) -> dict:
+    lines = stdout.strip().splitlines()
+    assert lines, "no output"
+    return json.loads(lines[-1])
+
+
+# ------------------------------------------------------------------------------------------------ the kit
+
+
+def test_kit_holds_what_the_gpu_machine_needs(kit):
+    out, info = kit
+    files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    expected = {
+        "run.sh",
+        "README.txt",
+        "kit.json",
+        "kit/run_kit.py",
+        "src/custom_ops/lib/warp.h",
+        "src/custom_ops/gpu/core/bzna_gpu.h",
+        "include/ffnvcodec/dynlink_loader.h",
+        "py/bzna_tf/format/reader.py",
+        "py/bzna_tf/ops/_build.py",
+        "py/bzna_tf/ops/gpu_core.py",
+        "data/fixture/benzina_original_mini.bzna",
+        "data/fixture/manifest.json",
+        "data/reference.npz",
+        "data/reference.json",
+        *(f"data/{name}" for name in _kit_bench.BENCH_FILES),
+    }
+    assert expected <= files, sorted(expected - files)
+    core_sources = {p.name for p in (_build.source_dir() / "gpu" / "core").iterdir() if p.is_file()}
+    assert {p.name for p in (out / "src/custom_ops/gpu/core").iterdir()} == core_sources
+    # Implicit namespace packages: nothing imports bzna_tf/__init__.py (TensorFlow) there.
+    assert "py/bzna_tf/__init__.py" not in files and "py/bzna_tf/ops/__init__.py" not in files
+    assert not [f for f in files if "__pycache__" in f]
+    size = sum((out / f).stat().st_size for f in files)
+    assert size == info["bytes"] <= gpu_kit.SIZE_LIMIT
+    assert os.access(out / "run.sh", os.X_OK)
+    described = json.loads((out / "kit.json").read_text())
+    assert described["bench"]["images"] == BENCH and described["bench"]["crf"] == 10
+    assert described["bench"]["crf_raised_for_size"] is False
+    readme = (out / "README.txt").read_text()
+    assert "bash run.sh" in readme and "CRF 10" in readme and "{" not in readme.split("JSON object")[0]
+
+
+def test_kit_python_imports_without_tensorflow(kit, tmp_path):
+    out, _ = kit
+    (tmp_path / "tensorflow.py").write_text("raise ImportError('TensorFlow must not be imported')\n")
+    code = (
+        "import sys\n"
+        "import bzna_tf.format, bzna_tf.ops.gpu_core, bzna_tf.ops._build\n"
+        "from bzna_tf.format import BznaFile\n"
+        "f = BznaFile(sys.argv[1])\n"
+        "assert len(f) == int(sys.argv[2]) and f.sample(0).thumb.annexb()[:4] == b'\\x00\\x00\\x00\\x01'\n"
+        "assert 'tensorflow' not in sys.modules\n"
+        "print(bzna_tf.format.__file__, bzna_tf.ops.gpu_core.__file__)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{out / 'py'}"}
+    r = subprocess.run(
+        [sys.executable, "-B", "-c", code, str(out / "data" / "bench.bzna"), str(BENCH)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert all(p.startswith(str(out / "py")) for p in r.stdout.split()), r.stdout
+
+
+def test_reference_outputs_are_the_cpu_ops(kit, manifest, original_path):
+    """Stored planes are the fixture's bit-exact thumbnails; stored outputs are the CPU ops' outputs."""
+    import tensorflow as tf
+
+    from bzna_tf.format import BznaFile
+    from bzna_tf.ops import decode_warp, warp_rgb, warp_yuv420
+
+    out, _ = kit
+    refs = np.load(out / "data" / "reference.npz")
+    meta = json.loads((out / "data" / "reference.json").read_text())
+    y, cb, cr = refs["thumb_y"], refs["thumb_cb"], refs["thumb_cr"]
+    for i in range(len(y)):
+        md5 = hashlib.md5(y[i].tobytes() + cb[i].tobytes() + cr[i].tobytes()).hexdigest()
+        assert md5 == manifest["samples"][i]["decoded"]["thumb"]["yuv420p_md5"], i
+    names = set(meta["cases"])
+    required = {"rotation", "flip_h", "flip_v", "random_resized_crop", "upscale", "perspective", "oob_fill"}
+    assert required | {"nchw", "non_square"} <= names and len(names) >= 8
+    assert np.any(refs["perspective.matrices"][:, 2, :2] != 0)
+    assert any(v != 0 for v in meta["cases"]["oob_fill"]["oob"])
+    assert meta["cases"]["nchw"]["channels_first"] and meta["cases"]["non_square"]["out_shape"] == [48, 80]
+    with BznaFile(original_path) as f:
+        pictures = tf.constant([f.sample(i).thumb.annexb() for i in range(len(f))])
+    for name in ("rotation", "perspective", "oob_fill", "nchw", "single_matrix"):
+        c = meta["cases"][name]
+        kw = dict(
+            bias=c["bias"],
+            norm=c["norm"],
+            oob_color=c["oob"],
+            data_format="NCHW" if c["channels_first"] else "NHWC",
+        )
+        m = refs[f"{name}.matrices"]
+        ref = refs[f"{name}.decode_warp"]
+        np.testing.assert_array_equal(decode_warp(pictures, m, c["out_shape"], **kw).numpy(), ref)
+        yuv = refs[f"{name}.warp_yuv420"] if f"{name}.warp_yuv420" in refs.files else ref
+        np.testing.assert_array_equal(warp_yuv420(y, cb, cr, m, c["out_shape"], **kw).numpy(), yuv)
+    rgb = meta["rgb"]
+    for dtype in ("uint8", "float32"):
+        again = warp_rgb(
+            refs[f"rgb_{dtype}.images"],
+            refs["rgb.matrices"],
+            rgb["out_shape"],
+            bias=rgb["bias"],
+            norm=rgb["norm"],
+            oob_color=rgb["oob"],
+        )
+        np.testing.assert_array_equal(again.numpy(), refs[f"rgb_{dtype}.out"])
+
+
+def test_bench_set_is_reproducible_and_imagenet_sized(kit, original_path):
+    out, _ = kit
+    photos = _kit_bench._source_photos(original_path.parent)
+    for i in range(3):
+        a = _kit_bench.bench_image(_kit_bench.BENCH_SEED, i, photos)
+        np.testing.assert_array_equal(a, _kit_bench.bench_image(_kit_bench.BENCH_SEED, i, photos))
+        assert a.dtype == np.uint8 and max(a.shape[:2]) <= 512
+    meta = np.load(out / "data" / "bench_meta.npz")
+    assert (meta["coded_shapes"] == 512).all() and (meta["shapes"] <= 512).all()
+    assert meta["matrices"].shape == (_kit_bench.BENCH_EPOCHS, BENCH, 3, 3)
+    jpeg = np.load(out / "data" / "bench_jpeg.npz")
+    assert len(jpeg["offsets"]) == BENCH + 1
+    first = jpeg["data"][jpeg["offsets"][0] : jpeg["offsets"][1]].tobytes()
+    assert first[:2] == b"\xff\xd8"
+
+
+def test_builder_errors_say_what_is_wrong(tmp_path, ffnvcodec, original_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(gpu_kit.KitError, match="--force"):
+        gpu_kit.build_kit(tmp_path / "full", log=None)
+    with pytest.raises(gpu_kit.KitError, match="would exceed 1.0 MiB"):
+        gpu_kit.build_kit(tmp_path / "small", size_limit=2**20, ffnvcodec_include=ffnvcodec, log=None)
+    with pytest.raises(gpu_kit.KitError, match="nv-codec-headers"):
+        gpu_kit.copy_ffnvcodec(tmp_path / "h", str(tmp_path))
+    with pytest.raises(ValueError, match="bench_images"):
+        gpu_kit.build_kit(tmp_path / "zero", bench_images=0, log=None)
+
+
+# ------------------------------------------------------------------------------ run.sh on this machine
+
+
+def test_run_sh_names_the_missing_driver(ran_kit):
+    result = last_json(ran_kit.stdout)
+    assert ran_kit.returncode == 2, ran_kit.stderr[-3000:]
+    assert "libcuda.so.1" in result["error"], result["error"]
+    assert result["build"]["core"]["archs"] and result["probe"]["cuda"] is False
+    assert "building the GPU core" in ran_kit.stderr
+
+
+def test_core_links_no_cuda_nor_tensorflow(core):
+    r = subprocess.run(["readelf", "-d", core.path], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"readelf failed: {r.stderr}")
+    needed = [line.split("[")[1].rstrip("]") for line in r.stdout.splitlines() if "(NEEDED)" in line]
+    banned = ("cuda", "cuvid", "nvidia", "tensorflow", "absl")
+    assert needed and not [n for n in needed if any(b in n.lower() for b in banned)], needed
+
+
+# ------------------------------------------------------------------------------- the ctypes binding
+
+
+PICTURES = [b"\x00\x00\x00\x01\x40\x01", b"\x00\x00\x00\x01\x42\x01"]  # never decoded: checks come first
+EYE = np.eye(3, dtype=np.float32)
+
+
+def invalid_calls(core):
+    y = np.zeros((2, 8, 8), np.uint8)
+    c = np.zeros((2, 4, 4), np.uint8)
+    rgb = np.zeros((2, 8, 8, 3), np.uint8)
+    three = np.stack([EYE] * 3)
+    return [
+        ("matrix_count", lambda: core.decode_warp_host(PICTURES, three, (4, 5))),
+        ("output height", lambda: core.decode_warp_host(PICTURES, EYE, (0, 5))),
+        ("output width", lambda: core.decode_warp_host(PICTURES, EYE, (4, -5))),
+        ("0 bytes", lambda: core.decode_warp_host([b"", b"x"], EYE, (4, 5))),
+        ("max_height", lambda: core.decode_yuv_host(PICTURES, (0, 512))),
+        ("matrix_count", lambda: core.warp_yuv420_host(y, c, c, three, (4, 5))),
+        ("matrix_count", lambda: core.warp_rgb_host(rgb, three, (4, 5))),
+        ("dtype", lambda: core.warp_rgb(1 << 20, 7, 2, (8, 8), 1 << 21, 1, 1 << 22, (4, 5))),
+        ("null", lambda: core.warp_rgb(None, np.uint8, 2, (8, 8), 1 << 21, 1, 1 << 22, (4, 5))),
+        ("null", lambda: core.copy(0, 0, 16)),
+        ("sessions", lambda: core.set_nvdec_sessions(-1)),
+    ]
+
+
+def test_core_checks_arguments_before_the_driver(core):
+    for fragment, call in invalid_calls(core):
+        with pytest.raises(GpuInvalidArgumentError, match=fragment) as e:
+            call()
+        assert e.value.code == INVALID_ARGUMENT and isinstance(e.value, ValueError)
+
+
+def test_core_null_pointers_and_counts(core):
+    """The raw C functions: NULL arrays and a negative count, each refused with its reason."""
+    ptrs = (ctypes.c_char_p * 2)(*PICTURES)
+    sizes = (ctypes.c_uint64 * 2)(*(len(p) for p in PICTURES))
+    params = warp_params((4, 5))
+    out = np.zeros((2, 4, 5, 3), np.float32)
+    m = EYE.ctypes.data
+    byref = ctypes.byref
+    lib = core.lib
+    cases = [
+        ("pictures", (0, None, sizes, 2, m, 1, byref(params), out.ctypes.data)),
+        ("sizes", (0, ptrs, None, 2, m, 1, byref(params), out.ctypes.data)),
+        ("count", (0, ptrs, sizes, -1, m, 1, byref(params), out.ctypes.data)),
+        ("matrices", (0, ptrs, sizes, 2, None, 1, byref(params), out.ctypes.data)),
+        ("params", (0, ptrs, sizes, 2, m, 1, None, out.ctypes.data)),
+        ("output", (0, ptrs, sizes, 2, m, 1, byref(params), None)),
+    ]
+    for fragment, args in cases:
+        assert lib.bzna_gpu_decode_warp_host(*args) == INVALID_ARGUMENT, fragment
+        assert fragment in core.last_error(), (fragment, core.last_error())
+
+
+def test_core_without_a_driver_is_unavailable(core):
+    bits, reason = core.probe()
+    assert not bits & HAS_CUDA and "libcuda.so.1" in reason
+    y = np.zeros((2, 8, 8), np.uint8)
+    c = np.zeros((2, 4, 4), np.uint8)
+    for call in (
+        lambda: core.describe(0),
+        lambda: core.decode_warp_host(PICTURES, EYE, (4, 5)),
+        lambda: core.decode_yuv_host(PICTURES, (512, 512)),
+        lambda: core.warp_yuv420_host(y, c, c, EYE, (4, 5), channels_first=True),
+        lambda: core.warp_rgb_host(np.zeros((2, 8, 8, 3), np.float32), EYE, (4, 5)),
+        lambda: core.alloc(1024),
+    ):
+        with pytest.raises(GpuUnavailableError, match="libcuda.so.1") as e:
+            call()
+        assert e.value.code == UNAVAILABLE and isinstance(e.value, GpuCoreError)
+
+
+def test_binding_checks_what_the_core_cannot_see(core):
+    y = np.zeros((2, 8, 8), np.uint8)
+    with pytest.raises(TypeError, match="uint8 or float32"):
+        core.warp_rgb_host(np.zeros((1, 4, 4, 3), np.int16), EYE, (4, 5))
+    with pytest.raises(ValueError, match=r"cb.shape=\(2, 3, 4\)"):
+        core.warp_yuv420_host(y, np.zeros((2, 3, 4), np.uint8), np.zeros((2, 4, 4), np.uint8), EYE, (4, 5))
+    with pytest.raises(TypeError, match="dtype uint8"):
+        core.warp_yuv420_host(y.astype(np.float32), y, y, EYE, (4, 5))
+    with pytest.raises(ValueError, match="matrices.shape"):
+        core.decode_warp_host(PICTURES, np.zeros((2, 4)), (4, 5))
+    with pytest.raises(TypeError, match="list of bytes"):
+        core.decode_warp_host(PICTURES[0], EYE, (4, 5))
+    with pytest.raises(TypeError, match="picture 1"):
+        core.decode_warp_host([PICTURES[0], 3], EYE, (4, 5))
+    with pytest.raises(TypeError, match="out_shape"):
+        core.decode_warp_host(PICTURES, EYE, 5)
+
+
+# ------------------------------------------------------------------------ the runner, with a stand-in core
+
+DRIVER = """
+import importlib.util, sys
+from pathlib import Path
+kit, fake_path = Path(sys.argv[1]), sys.argv[2]
+sys.path.insert(0, str(kit / "kit"))
+import run_kit
+spec = importlib.util.spec_from_file_location("_fake_gpu_core", fake_path)
+fake = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fake)
+def use_kit_python(original=run_kit.use_kit_python):
+    original()
+    import bzna_tf.ops.gpu_core as gpu_core
+    gpu_core.GpuCore = fake.FakeCore
+run_kit.use_kit_python = use_kit_python
+run_kit.build_core = lambda: Path("fake-core.so")
+run_kit._core_json = lambda: {"fake": True}
+run_kit.main(sys.argv[3:])
+"""
+
+
+def run_fake(kit_dir, tmp_path, mode, *args):
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    env = {**os.environ, "FAKE_GPU_CORE": mode}
+    r = subprocess.run(
+        [sys.executable, "-B", str(driver), str(kit_dir), str(HERE / "_fake_gpu_core.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    return r, last_json(r.stdout)
+
+
+def test_runner_checks_and_times_everything(kit, tmp_path):
+    r, result = run_fake(kit[0], tmp_path, "ok", "--batch", "16", "--repeats", "2", "--quick")
+    assert r.returncode == 0 and result["passed"], (result.get("errors"), result.get("failed_checks"))
+    checks = result["checks"]
+    for track in ("thumb", "input"):
+        assert checks["nvdec_decode"][track]["matched"] == checks["nvdec_decode"][track]["total"] == 12
+    cases = json.loads((kit[0] / "data" / "reference.json").read_text())["cases"]
+    for family in ("decode_warp", "warp_yuv420"):
+        assert set(checks[family]) == set(cases)
+        assert all(v["pass"] and v["max_abs_diff"] <= v["atol"] for v in checks[family].values())
+    assert checks["warp_rgb"]["uint8"]["pass"] and checks["warp_rgb"]["float32"]["pass"]
+    assert checks["device_api"]["pass"] and checks["bench_decode"]["matched"] == BENCH
+    bench = result["bench"]
+    for figures in (bench["decode_yuv"], bench["decode_warp"], bench["decode_warp_by_sessions"]["1"]):
+        assert figures["images_per_s"] > 0 and figures["ms_per_batch_median"] > 0
+        assert figures["cpu_core_s_per_image"] >= 0
+    anchor = result["anchor"]
+    if anchor["available"]:  # torch + torchvision with a GPU: figures
+        assert anchor["decode_resize_normalise"]["images_per_s"] > 0
+    else:
+        assert anchor["reason"]
+    assert result["device"]["name"].startswith("FakeCore") and result["nvdec"]["available"]
+
+
+def test_runner_without_nvdec_runs_the_warp_checks(kit, tmp_path):
+    r, result = run_fake(kit[0], tmp_path, "no-nvdec", "--no-bench")
+    assert r.returncode == 3, result
+    assert result["nvdec"] == {"available": False, "reason": "libnvcuvid.so.1 could not be loaded (fake)"}
+    assert (
+        result["checks"]["decode_warp"] == {"skipped": "no NVDEC"} and "nvdec_decode" not in result["checks"]
+    )
+    assert all(v["pass"] for v in result["checks"]["warp_yuv420"].values())
+    assert result["bench"] == {"skipped": "--no-bench"} and not result["errors"]
+
+
+def test_runner_names_a_failed_check(kit, tmp_path):
+    r, result = run_fake(kit[0], tmp_path, "broken-rgb", "--no-bench")
+    assert r.returncode == 1 and result["passed"] is False
+    assert "warp_rgb.uint8" in result["failed_checks"] and "warp_rgb.float32" not in result["failed_checks"]
+    failed = result["checks"]["warp_rgb"]["uint8"]
+    assert failed["max_abs_diff"] > failed["atol"] and failed["frac_equal"] == 0
+
+
+def test_runner_prints_partial_results_at_its_deadline(kit, tmp_path):
+    r, result = run_fake(kit[0], tmp_path, "ok", "--no-bench", "--deadline", "0.5")
+    assert r.returncode == 124 and "deadline" in result["error"] and result["stage"]
