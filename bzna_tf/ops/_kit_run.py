@@ -748,7 +748,7 @@ def main(argv=None) -> None:
         "--repeats", type=int, default=10, help="timed batches after the warm-up (%(default)s)"
     )
     parser.add_argument(
-        "--deadline", type=float, default=1440.0, help="seconds before partial results (%(default)s)"
+        "--deadline", type=float, default=480.0, help="seconds before partial results (%(default)s)"
     )
     args = parser.parse_args(argv)
     start_watchdog(args.deadline)

@@ -339,7 +339,7 @@ if ! command -v "$py" >/dev/null 2>&1; then
   echo '{"error": "python3 is not on PATH (set $PYTHON to a Python 3.10+ with NumPy)"}'
   exit 2
 fi
-limit="${KIT_TIMEOUT:-1500}"
+limit="${KIT_TIMEOUT:-540}"
 if command -v timeout >/dev/null 2>&1; then
   # The runner prints partial results itself 60 s before the limit; timeout is the backstop.
   timeout -k 30 "$limit" "$py" -u "$here/kit/run_kit.py" --deadline "$((limit - 60))" "$@"
@@ -364,7 +364,7 @@ the core on a machine with an NVIDIA GPU that has no TensorFlow. Built by
 Run it (needs: nvcc (PATH, $NVCC, $CUDA_HOME or /usr/local/cuda/bin), g++, an NVIDIA
 driver, python3 with NumPy; optional: torch + torchvision for the JPEG anchor):
 
-    bash run.sh                 everything (about a minute or two; whole run limited to 1500 s)
+    bash run.sh                 everything (about a minute or two; whole run limited to 540 s, KIT_TIMEOUT to change)
     bash run.sh --quick         fewer timed batches
     bash run.sh --no-bench      correctness only
     KIT_TIMEOUT=900 bash run.sh another limit; PYTHON=python3.12 bash run.sh another Python
