@@ -288,6 +288,31 @@ Status CheckSlots(int32_t max_height, int32_t max_width, int64_t count, const vo
   return CheckPointer(frame_sizes, count, "frame_sizes");
 }
 
+// The checks of each call, shared by its device and host variants.
+Status CheckDecodeWarp(const uint8_t* const* pictures, const uint64_t* sizes, int64_t count,
+                       const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params* params,
+                       const float* out) {
+  BZNA_GPU_RETURN_IF_ERROR(CheckPictures(pictures, sizes, count));
+  BZNA_GPU_RETURN_IF_ERROR(CheckParams(params));
+  BZNA_GPU_RETURN_IF_ERROR(CheckMatrices(matrices, matrix_count, count));
+  return CheckPointer(out, count, "an output buffer");
+}
+
+Status CheckDecodeYuv(const uint8_t* const* pictures, const uint64_t* sizes, int64_t count, int32_t max_height,
+                      int32_t max_width, const void* y, const void* cb, const void* cr, const void* frame_sizes) {
+  BZNA_GPU_RETURN_IF_ERROR(CheckPictures(pictures, sizes, count));
+  return CheckSlots(max_height, max_width, count, y, cb, cr, frame_sizes);
+}
+
+Status CheckWarp(int64_t count, int32_t height, int32_t width, const void* a, const void* b, const void* c,
+                 const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params* params,
+                 const float* out) {
+  BZNA_GPU_RETURN_IF_ERROR(CheckPlanes(count, height, width, a, b, c));
+  BZNA_GPU_RETURN_IF_ERROR(CheckParams(params));
+  BZNA_GPU_RETURN_IF_ERROR(CheckMatrices(matrices, matrix_count, count));
+  return CheckPointer(out, count, "an output buffer");
+}
+
 // JSON string escaping for the few strings describe() writes.
 std::string Quote(const std::string& s) {
   std::string out = "\"";
@@ -379,10 +404,7 @@ int bzna_gpu_set_nvdec_sessions(int sessions) {
 int bzna_gpu_decode_warp(int device, void* stream, const uint8_t* const* pictures, const uint64_t* sizes,
                          int64_t count, const float* matrices, int64_t matrix_count,
                          const bzna_gpu_warp_params* params, float* out) {
-  Status s = g::CheckPictures(pictures, sizes, count);
-  if (s.ok()) s = g::CheckParams(params);
-  if (s.ok()) s = g::CheckMatrices(matrices, matrix_count, count);
-  if (s.ok()) s = g::CheckPointer(out, count, "an output buffer");
+  Status s = g::CheckDecodeWarp(pictures, sizes, count, matrices, matrix_count, params, out);
   if (s.ok() && count > 0) {
     auto cu_stream = static_cast<CUstream>(stream);
     s = g::WithGpu(device, cu_stream, [&](const g::Gpu& gpu) {
@@ -395,10 +417,7 @@ int bzna_gpu_decode_warp(int device, void* stream, const uint8_t* const* picture
 int bzna_gpu_decode_warp_host(int device, const uint8_t* const* pictures, const uint64_t* sizes, int64_t count,
                               const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params* params,
                               float* out) {
-  Status s = g::CheckPictures(pictures, sizes, count);
-  if (s.ok()) s = g::CheckParams(params);
-  if (s.ok()) s = g::CheckMatrices(matrices, matrix_count, count);
-  if (s.ok()) s = g::CheckPointer(out, count, "an output buffer");
+  Status s = g::CheckDecodeWarp(pictures, sizes, count, matrices, matrix_count, params, out);
   if (s.ok() && count > 0) {
     s = g::WithGpu(device, nullptr, [&](const g::Gpu& gpu) -> Status {
       g::DeviceBuffer m(*gpu.d), o(*gpu.d);
@@ -416,8 +435,7 @@ int bzna_gpu_decode_warp_host(int device, const uint8_t* const* pictures, const 
 int bzna_gpu_decode_yuv(int device, void* stream, const uint8_t* const* pictures, const uint64_t* sizes,
                         int64_t count, int32_t max_height, int32_t max_width, uint8_t* y, uint8_t* cb, uint8_t* cr,
                         int32_t* frame_sizes) {
-  Status s = g::CheckPictures(pictures, sizes, count);
-  if (s.ok()) s = g::CheckSlots(max_height, max_width, count, y, cb, cr, frame_sizes);
+  Status s = g::CheckDecodeYuv(pictures, sizes, count, max_height, max_width, y, cb, cr, frame_sizes);
   if (s.ok() && count > 0) {
     auto cu_stream = static_cast<CUstream>(stream);
     s = g::WithGpu(device, cu_stream, [&](const g::Gpu& gpu) {
@@ -430,8 +448,7 @@ int bzna_gpu_decode_yuv(int device, void* stream, const uint8_t* const* pictures
 int bzna_gpu_decode_yuv_host(int device, const uint8_t* const* pictures, const uint64_t* sizes, int64_t count,
                              int32_t max_height, int32_t max_width, uint8_t* y, uint8_t* cb, uint8_t* cr,
                              int32_t* frame_sizes) {
-  Status s = g::CheckPictures(pictures, sizes, count);
-  if (s.ok()) s = g::CheckSlots(max_height, max_width, count, y, cb, cr, frame_sizes);
+  Status s = g::CheckDecodeYuv(pictures, sizes, count, max_height, max_width, y, cb, cr, frame_sizes);
   if (s.ok() && count > 0) {
     s = g::WithGpu(device, nullptr, [&](const g::Gpu& gpu) -> Status {
       const uint64_t luma = static_cast<uint64_t>(count) * max_height * max_width;
@@ -455,10 +472,7 @@ int bzna_gpu_decode_yuv_host(int device, const uint8_t* const* pictures, const u
 int bzna_gpu_warp_yuv420(int device, void* stream, const uint8_t* y, const uint8_t* cb, const uint8_t* cr,
                          int64_t count, int32_t height, int32_t width, const float* matrices, int64_t matrix_count,
                          const bzna_gpu_warp_params* params, float* out) {
-  Status s = g::CheckPlanes(count, height, width, y, cb, cr);
-  if (s.ok()) s = g::CheckParams(params);
-  if (s.ok()) s = g::CheckMatrices(matrices, matrix_count, count);
-  if (s.ok()) s = g::CheckPointer(out, count, "an output buffer");
+  Status s = g::CheckWarp(count, height, width, y, cb, cr, matrices, matrix_count, params, out);
   if (s.ok() && count > 0) {
     auto cu_stream = static_cast<CUstream>(stream);
     s = g::WithGpu(device, cu_stream, [&](const g::Gpu& gpu) {
@@ -471,10 +485,7 @@ int bzna_gpu_warp_yuv420(int device, void* stream, const uint8_t* y, const uint8
 int bzna_gpu_warp_yuv420_host(int device, const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int64_t count,
                               int32_t height, int32_t width, const float* matrices, int64_t matrix_count,
                               const bzna_gpu_warp_params* params, float* out) {
-  Status s = g::CheckPlanes(count, height, width, y, cb, cr);
-  if (s.ok()) s = g::CheckParams(params);
-  if (s.ok()) s = g::CheckMatrices(matrices, matrix_count, count);
-  if (s.ok()) s = g::CheckPointer(out, count, "an output buffer");
+  Status s = g::CheckWarp(count, height, width, y, cb, cr, matrices, matrix_count, params, out);
   if (s.ok() && count > 0) {
     s = g::WithGpu(device, nullptr, [&](const g::Gpu& gpu) -> Status {
       const uint64_t luma = static_cast<uint64_t>(count) * height * width;
@@ -499,10 +510,7 @@ int bzna_gpu_warp_rgb(int device, void* stream, const void* images, int32_t dtyp
                       int32_t width, const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params* params,
                       float* out) {
   Status s = g::CheckDtype(dtype);
-  if (s.ok()) s = g::CheckPlanes(count, height, width, images, images, images);
-  if (s.ok()) s = g::CheckParams(params);
-  if (s.ok()) s = g::CheckMatrices(matrices, matrix_count, count);
-  if (s.ok()) s = g::CheckPointer(out, count, "an output buffer");
+  if (s.ok()) s = g::CheckWarp(count, height, width, images, images, images, matrices, matrix_count, params, out);
   if (s.ok() && count > 0) {
     auto cu_stream = static_cast<CUstream>(stream);
     s = g::WithGpu(device, cu_stream, [&](const g::Gpu& gpu) {
@@ -516,10 +524,7 @@ int bzna_gpu_warp_rgb_host(int device, const void* images, int32_t dtype, int64_
                            int32_t width, const float* matrices, int64_t matrix_count,
                            const bzna_gpu_warp_params* params, float* out) {
   Status s = g::CheckDtype(dtype);
-  if (s.ok()) s = g::CheckPlanes(count, height, width, images, images, images);
-  if (s.ok()) s = g::CheckParams(params);
-  if (s.ok()) s = g::CheckMatrices(matrices, matrix_count, count);
-  if (s.ok()) s = g::CheckPointer(out, count, "an output buffer");
+  if (s.ok()) s = g::CheckWarp(count, height, width, images, images, images, matrices, matrix_count, params, out);
   if (s.ok() && count > 0) {
     s = g::WithGpu(device, nullptr, [&](const g::Gpu& gpu) -> Status {
       const uint64_t bytes = static_cast<uint64_t>(count) * height * width * 3 * (dtype == BZNA_GPU_FLOAT32 ? 4 : 1);
