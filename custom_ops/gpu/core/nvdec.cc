@@ -144,13 +144,17 @@ class NvdecSession {
     return Check(d_, v_.cuvidCreateVideoParser(&parser_, &params), "cuvidCreateVideoParser");
   }
 
-  // Parses one picture; its decode callback runs inside (CUVID_PKT_ENDOFPICTURE
-  // tells the parser the picture is complete), display callbacks of earlier
-  // pictures too. False on error.
+  // Parses one picture. With CUVID_PKT_ENDOFPICTURE the parser knows the
+  // picture is complete and decodes it inside this call (NVIDIA's low-latency
+  // mode); display callbacks of earlier pictures run here too. Pictures are
+  // matched to samples in order (awaiting_), so a parser that decoded one
+  // call late would still be right; once a session has seen a picture decoded
+  // in its own call, a call that decodes nothing means the data held no picture.
+  // False on error.
   bool Feed(int64_t n, const uint8_t* data, uint64_t size) {
     feeding_ = n;
-    decoded_ = 0;
     ++fed_;
+    awaiting_.push_back(n);
     CUVIDSOURCEDATAPACKET packet;
     std::memset(&packet, 0, sizeof(packet));
     packet.payload = data;
@@ -161,13 +165,16 @@ class NvdecSession {
     const Status s = Check(d_, parsed, "NVDEC's parser (cuvidParseVideoData)");
     if (!s.ok()) {
       Fail(n, s);
-    } else if (decoded_ == 0) {
-      Fail(n, InvalidArgument("NVDEC found no picture in the ", size,
-                              " bytes of data (not an H.265 Annex-B picture, or a corrupt one)"));
-    } else if (decoded_ > 1) {
-      Fail(n, InvalidArgument("the data holds ", decoded_, " pictures; expected one"));
+    } else if (immediate_ && !awaiting_.empty() && awaiting_.back() == n) {
+      Fail(n, NoPicture(size));
     }
     return error_.ok();
+  }
+
+  // size 0: not known here.
+  static Status NoPicture(uint64_t size) {
+    return InvalidArgument("NVDEC found no picture in the ", size > 0 ? Cat(size, " bytes of ") : "",
+                           "data (not an H.265 Annex-B picture, or a corrupt one)");
   }
 
   // End of stream: the parser displays what it still holds.
@@ -181,6 +188,7 @@ class NvdecSession {
       const Status s = Check(d_, parsed, "flushing NVDEC's parser (cuvidParseVideoData)");
       if (!s.ok()) Fail(-1, s);
     }
+    if (error_.ok() && !awaiting_.empty()) Fail(awaiting_.front(), NoPicture(0));
   }
 
   // After a batch: no parser kept (the next batch is a new stream), broken
@@ -192,6 +200,7 @@ class NvdecSession {
     }
     current_ = nullptr;
     for (Surface& f : surfaces_) f = Surface();
+    awaiting_.clear();
     std::sort(decoders_.begin(), decoders_.end(),
               [](const std::unique_ptr<Decoder>& a, const std::unique_ptr<Decoder>& b) {
                 return a->last_used > b->last_used;
@@ -290,16 +299,23 @@ class NvdecSession {
 
   static int CUDAAPI DecodeCallback(void* self, CUVIDPICPARAMS* picture) {
     auto* me = static_cast<NvdecSession*>(self);
-    const Status s = me->OnDecode(picture);
+    if (!me->error_.ok()) return 0;  // e.g. the sequence callback refused the stream
+    if (me->awaiting_.empty()) {
+      me->Fail(-1, InvalidArgument("the data holds more than one picture; expected one"));
+      return 0;
+    }
+    const int64_t sample = me->awaiting_.front();
+    me->awaiting_.pop_front();
+    if (sample == me->feeding_) me->immediate_ = true;
+    const Status s = me->OnDecode(picture, sample);
     if (!s.ok()) {
-      me->Fail(-1, s);
+      me->Fail(sample, s);
       return 0;
     }
     return 1;
   }
 
-  Status OnDecode(CUVIDPICPARAMS* picture) {
-    if (!error_.ok()) return error_;  // e.g. the sequence callback refused the stream
+  Status OnDecode(CUVIDPICPARAMS* picture, int64_t sample) {
     if (current_ == nullptr) return InvalidArgument("a picture came before its sequence parameters");
     const int i = picture->CurrPicIdx;
     if (i < 0 || i >= static_cast<int>(kMaxDecodeSurfaces)) {
@@ -317,8 +333,7 @@ class NvdecSession {
       current_->broken = true;
       return s;
     }
-    surfaces_[i] = Surface{true, feeding_, current_, left_, top_, width_, height_};
-    ++decoded_;
+    surfaces_[i] = Surface{true, sample, current_, left_, top_, width_, height_};
     return Status();
   }
 
@@ -430,7 +445,8 @@ class NvdecSession {
   // The batch.
   const FrameSink* sink_ = nullptr;
   int64_t feeding_ = -1;
-  int decoded_ = 0;
+  std::deque<int64_t> awaiting_;  // fed samples whose picture is not decoded yet, in order
+  bool immediate_ = false;        // the parser decodes a picture in the call that feeds it
   int64_t fed_ = 0, output_ = 0;
   Status error_;
   int64_t error_sample_ = -1;
