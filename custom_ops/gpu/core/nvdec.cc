@@ -235,7 +235,7 @@ class NvdecSession {
     }
     const unsigned w = f.coded_width, h = f.coded_height;
     if (w < caps_.min_width || h < caps_.min_height || w > caps_.max_width || h > caps_.max_height ||
-        (w / 16) * (h / 16) > caps_.max_mb_count) {
+        static_cast<uint64_t>(w) * h / 256 > caps_.max_mb_count) {
       return InvalidArgument("NVDEC on this GPU decodes H.265 pictures of ", caps_.min_width, "x", caps_.min_height,
                              " to ", caps_.max_width, "x", caps_.max_height, " coded pixels (at most ",
                              caps_.max_mb_count, " macroblocks). Received a ", w, "x", h, " picture");
