@@ -364,7 +364,7 @@ the core on a machine with an NVIDIA GPU that has no TensorFlow. Built by
 Run it (needs: nvcc (PATH, $NVCC, $CUDA_HOME or /usr/local/cuda/bin), g++, an NVIDIA
 driver, python3 with NumPy; optional: torch + torchvision for the JPEG anchor):
 
-    bash run.sh                 everything (about a minute or two; whole run limited to 540 s, KIT_TIMEOUT to change)
+    bash run.sh                 everything (a minute or two; the whole run is limited to 540 s)
     bash run.sh --quick         fewer timed batches
     bash run.sh --no-bench      correctness only
     KIT_TIMEOUT=900 bash run.sh another limit; PYTHON=python3.12 bash run.sh another Python
