@@ -247,6 +247,8 @@ def invalid_calls(core):
         ("matrix_count", lambda: core.decode_warp_host(PICTURES, three, (4, 5))),
         ("output height", lambda: core.decode_warp_host(PICTURES, EYE, (0, 5))),
         ("output width", lambda: core.decode_warp_host(PICTURES, EYE, (4, -5))),
+        # The launch grid's y limit: 65535 blocks of 8 rows (device pointers: nothing is allocated).
+        ("at most 524280", lambda: core.decode_warp(PICTURES, 1 << 20, 1, 1 << 21, (524281, 5))),
         ("0 bytes", lambda: core.decode_warp_host([b"", b"x"], EYE, (4, 5))),
         ("max_height", lambda: core.decode_yuv_host(PICTURES, (0, 512))),
         ("matrix_count", lambda: core.warp_yuv420_host(y, c, c, three, (4, 5))),

@@ -39,6 +39,11 @@ Status CheckSide(const char* what, int64_t size) {
 Status CheckParams(const bzna_gpu_warp_params* p) {
   if (p == nullptr) return InvalidArgument("expected warp params. Received a null pointer");
   BZNA_GPU_RETURN_IF_ERROR(CheckSide("an output height", p->out_height));
+  // The launch grid's y dimension (65535 blocks of kBlockY rows).
+  if (p->out_height > int64_t{65535} * kBlockY) {
+    return InvalidArgument("expected an output height of at most ", int64_t{65535} * kBlockY,
+                           " on the GPU. Received ", p->out_height);
+  }
   BZNA_GPU_RETURN_IF_ERROR(CheckSide("an output width", p->out_width));
   if (p->channels_first != 0 && p->channels_first != 1) {
     return InvalidArgument("expected channels_first 0 or 1. Received ", p->channels_first);

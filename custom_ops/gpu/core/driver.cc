@@ -91,7 +91,9 @@ ScopedContext::~ScopedContext() {
 
 StatusOr<CUcontext> ResolveContext(const Driver& d, int device, CUstream stream) {
   CUcontext context = nullptr;
-  if (stream != nullptr) {
+  // CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) belong to no context
+  // (cuStreamGetCtx would answer the thread's current one): use the device's.
+  if (reinterpret_cast<uintptr_t>(stream) > 2) {
     BZNA_GPU_RETURN_IF_ERROR(Check(d, d.stream_get_ctx(stream, &context), "cuStreamGetCtx"));
     return context;
   }
@@ -165,6 +167,8 @@ StatusOr<Kernels> KernelsFor(const Driver& d, CUcontext context) {
   const int arch = major * 10 + minor;
   CUmodule module = nullptr;
   Kernels k;
+  int driver_version = 0;
+  if (d.driver_get_version != nullptr) d.driver_get_version(&driver_version);
   Status last = Unavailable("bzna_tf's GPU kernels were built for ", BuiltFor(), ", none of which runs on sm_",
                             arch, ": rebuild with an nvcc that supports this GPU");
   for (const KernelImage* im : Candidates(arch)) {
@@ -176,7 +180,9 @@ StatusOr<Kernels> KernelsFor(const Driver& d, CUcontext context) {
     }
     last = s.Prefixed(im->arch == 0 ? "PTX: " : Cat("sm_", im->arch, " cubin: "));
   }
-  BZNA_GPU_RETURN_IF_ERROR(last);
+  // The usual cause: kernels from a newer CUDA than the driver (build.json / core.json say which).
+  BZNA_GPU_RETURN_IF_ERROR(last.Prefixed(Cat("the driver supports CUDA ", driver_version / 1000, ".",
+                                             driver_version % 1000 / 10, "; ")));
   const std::pair<CUfunction*, const char*> wanted[] = {{&k.yuv, kWarpYuvKernel},
                                                         {&k.rgb_u8, kWarpRgbU8Kernel},
                                                         {&k.rgb_f32, kWarpRgbF32Kernel},

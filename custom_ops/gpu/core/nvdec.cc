@@ -69,6 +69,7 @@ class NvdecSession {
     error_ = Status();
     error_sample_ = -1;
     feeding_ = -1;
+    late_ = -1;
     sink_ = sink;
     fed_ = output_ = 0;
     Status s = start->MakeWait(stream_);
@@ -108,6 +109,7 @@ class NvdecSession {
   struct Decoder {
     CUvideodecoder handle = nullptr;
     unsigned coded_width = 0, coded_height = 0;
+    unsigned surfaces = 0;  // decode surfaces it was created with (the parser must use as many)
     uint64_t last_used = 0;
     bool broken = false;
   };
@@ -147,10 +149,10 @@ class NvdecSession {
   // Parses one picture. With CUVID_PKT_ENDOFPICTURE the parser knows the
   // picture is complete and decodes it inside this call (NVIDIA's low-latency
   // mode); display callbacks of earlier pictures run here too. Pictures are
-  // matched to samples in order (awaiting_), so a parser that decoded one
-  // call late would still be right; once a session has seen a picture decoded
-  // in its own call, a call that decodes nothing means the data held no picture.
-  // False on error.
+  // matched to samples in order (awaiting_), so a picture decoded one call
+  // late is still right. A sample left without a picture at the flush is an
+  // error, named after the first call that decoded nothing although this
+  // session's parser decodes in-call (late_). False on error.
   bool Feed(int64_t n, const uint8_t* data, uint64_t size) {
     feeding_ = n;
     ++fed_;
@@ -165,8 +167,8 @@ class NvdecSession {
     const Status s = Check(d_, parsed, "NVDEC's parser (cuvidParseVideoData)");
     if (!s.ok()) {
       Fail(n, s);
-    } else if (immediate_ && !awaiting_.empty() && awaiting_.back() == n) {
-      Fail(n, NoPicture(size));
+    } else if (immediate_ && late_ < 0 && !awaiting_.empty() && awaiting_.back() == n) {
+      late_ = n;  // no picture yet: an error at the flush if it never comes
     }
     return error_.ok();
   }
@@ -188,7 +190,7 @@ class NvdecSession {
       const Status s = Check(d_, parsed, "flushing NVDEC's parser (cuvidParseVideoData)");
       if (!s.ok()) Fail(-1, s);
     }
-    if (error_.ok() && !awaiting_.empty()) Fail(awaiting_.front(), NoPicture(0));
+    if (error_.ok() && !awaiting_.empty()) Fail(late_ >= 0 ? late_ : awaiting_.front(), NoPicture(0));
   }
 
   // After a batch: no parser kept (the next batch is a new stream), broken
@@ -254,7 +256,9 @@ class NvdecSession {
     }
     Decoder* decoder = nullptr;
     for (const auto& dec : decoders_) {
-      if (!dec->broken && dec->coded_width == w && dec->coded_height == h) decoder = dec.get();
+      if (!dec->broken && dec->coded_width == w && dec->coded_height == h && dec->surfaces >= surfaces) {
+        decoder = dec.get();
+      }
     }
     if (decoder == nullptr) {
       // Committed to the cache only once it exists: a failure leaves the
@@ -285,6 +289,7 @@ class NvdecSession {
       if (!s.ok()) return s.Prefixed(Cat("creating a decoder for a ", w, "x", h, " H.265 picture: "));
       created->coded_width = w;
       created->coded_height = h;
+      created->surfaces = surfaces;
       decoder = created.get();
       decoders_.push_back(std::move(created));
     }
@@ -294,7 +299,7 @@ class NvdecSession {
     top_ = top;
     width_ = width;
     height_ = height;
-    return static_cast<int>(surfaces);
+    return static_cast<int>(decoder->surfaces);
   }
 
   static int CUDAAPI DecodeCallback(void* self, CUVIDPICPARAMS* picture) {
@@ -447,6 +452,7 @@ class NvdecSession {
   int64_t feeding_ = -1;
   std::deque<int64_t> awaiting_;  // fed samples whose picture is not decoded yet, in order
   bool immediate_ = false;        // the parser decodes a picture in the call that feeds it
+  int64_t late_ = -1;             // the first sample whose call decoded nothing although immediate_
   int64_t fed_ = 0, output_ = 0;
   Status error_;
   int64_t error_sample_ = -1;
@@ -460,6 +466,10 @@ StatusOr<NvdecPool*> NvdecPool::ForContext(const Driver& d, CUcontext context) {
   auto it = pools->find(context);
   if (it != pools->end()) return it->second;
   auto* pool = new NvdecPool(d, context);
+  if (d.cuvid->cuvidGetDecoderCaps == nullptr) {
+    delete pool;
+    return Unavailable("the NVIDIA driver's libnvcuvid.so.1 has no cuvidGetDecoderCaps: the driver is too old");
+  }
   CUVIDDECODECAPS caps;
   std::memset(&caps, 0, sizeof(caps));
   caps.eCodecType = cudaVideoCodec_HEVC;
@@ -508,8 +518,10 @@ Status NvdecPool::DecodeBatch(const uint8_t* const* pictures, const uint64_t* si
   }
   // The sessions' streams start after the caller's queued work (which may
   // still be writing the output's memory or the matrices).
+  // With no caller stream, after the default stream's work (e.g. an upload of
+  // the matrices, which the non-blocking session streams would not wait for).
   Event start(d_);
-  if (after != nullptr) BZNA_GPU_RETURN_IF_ERROR(start.Record(after));
+  BZNA_GPU_RETURN_IF_ERROR(start.Record(after));
   std::atomic<int64_t> next{0};
   std::atomic<bool> stop{false};
   auto run = [&](NvdecSession* s) { s->Run(pictures, sizes, count, &next, &stop, &start, &sink); };
