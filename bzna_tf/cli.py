@@ -4,6 +4,7 @@ bzna-tf info FILE... [--json]
 bzna-tf convert tfrecord|folder|gulp SRC... OUT.bzna [--workers N] [--crf C] [--preset P] ...
 bzna-tf samplelist FILE... -o LIST [--type T] [--ids indices|names] [--split S] | --check LIST [FILE...]
 bzna-tf preview FILE... -o GRID.png [--n 16] [--warp ...] [--size H W] [--seed S]
+bzna-tf service dispatcher [--port P] [--work-dir D] | worker --dispatcher HOST:P [--port Q] [--address A]
 """
 
 from __future__ import annotations
@@ -332,6 +333,47 @@ def _add_preview(sub):
     c.set_defaults(run=_preview)
 
 
+def _service(args) -> int:
+    from bzna_tf import service
+
+    if args.role == "dispatcher":
+        server = service.dispatcher(
+            args.port, work_dir=args.work_dir, fault_tolerant_mode=args.fault_tolerant
+        )
+        print(f"bzna-tf service: dispatcher at {server.target}", flush=True)
+    else:
+        server = service.worker(args.dispatcher, args.port, worker_address=args.address)
+        print(
+            f"bzna-tf service: worker for {args.dispatcher}, port {args.port or 'chosen by TensorFlow'}",
+            flush=True,
+        )
+    server.join()  # until the process is killed
+    return 0
+
+
+def _add_service(sub):
+    c = sub.add_parser(
+        "service",
+        help="run a tf.data service dispatcher or worker that knows bzna_tf's ops",
+        description="Start a tf.data service server with bzna_tf's ops loaded (the dispatcher needs them to "
+        "split BznaDataset for distributed_epoch, workers to run the pipeline). Runs until killed.",
+    )
+    roles = c.add_subparsers(dest="role", required=True)
+    d = roles.add_parser("dispatcher", help="the dispatcher")
+    d.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one, printed)")
+    d.add_argument("--work-dir", default=None, help="journal folder (for --fault-tolerant)")
+    d.add_argument("--fault-tolerant", action="store_true", help="journal state so a restart resumes jobs")
+    w = roles.add_parser("worker", help="a worker")
+    w.add_argument("--dispatcher", required=True, help="the dispatcher's HOST:PORT")
+    w.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    w.add_argument(
+        "--address",
+        default=None,
+        help="HOST:PORT the dispatcher and clients reach this worker at (default localhost:%%port%%)",
+    )
+    c.set_defaults(run=_service)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="bzna-tf", description="Benzina (.bzna) datasets for TensorFlow.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -346,6 +388,7 @@ def main(argv=None) -> int:
     _add_convert(sub)
     _add_samplelist(sub)
     _add_preview(sub)
+    _add_service(sub)
     args = p.parse_args(argv)
     if args.command == "convert" and args.label_key is None:
         args.label_key = "image/class/label" if args.kind == "tfrecord" else "label"
