@@ -1,7 +1,7 @@
 """A stand-in for ``bzna_tf.ops.gpu_core.GpuCore`` on machines without a GPU: NumPy + PyAV.
 
 It has GpuCore's methods and writes the same results: FFmpeg decodes (PyAV),
-a NumPy warp written from SPEC.md section 4 warps, and "device memory" is host
+the NumPy warp reference of SPEC.md section 4 (tests/_warp_reference.py) warps, and "device memory" is host
 memory (pointers are NumPy buffers' addresses). tests/test_gpu_kit.py runs the
 kit's runner with it, so every path of the runner runs before a GPU sees it.
 Needs no TensorFlow and no bzna_tf (the runner replaces ``bzna_tf`` by the kit's).
@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
+from pathlib import Path
 
 import av
 import numpy as np
 
-F = np.float32
+# The NumPy reference of tests/test_warp.py, beside this file (loaded by path in the kit's runner).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _warp_reference import F, ref_rgb, ref_yuv420  # noqa: E402
+
 MODE = os.environ.get("FAKE_GPU_CORE", "ok")
 
 
@@ -37,56 +42,13 @@ def _decode(data: bytes):
     return planes
 
 
-def _bilinear(plane, x, y):
-    h, w = plane.shape
-    x0f, y0f = np.floor(x), np.floor(y)
-    a, b = x - x0f, y - y0f
-    x0, y0 = x0f.astype(np.int64), y0f.astype(np.int64)
-    xa, xb = np.clip(x0, 0, w - 1), np.clip(x0 + 1, 0, w - 1)
-    ya, yb = np.clip(y0, 0, h - 1), np.clip(y0 + 1, 0, h - 1)
-    p = plane.astype(F)
-    top = (F(1) - a) * p[ya, xa] + a * p[ya, xb]
-    bottom = (F(1) - a) * p[yb, xa] + a * p[yb, xb]
-    return (F(1) - b) * top + b * bottom
-
-
-def _round_clamp(v):
-    t = np.trunc(v)
-    return np.clip(np.where(np.abs(v - t) >= F(0.5), t + np.sign(v), t), 0, 255).astype(F)
-
-
-def _points(m, h, w, out_h, out_w):
-    yy, xx = np.mgrid[0:out_h, 0:out_w].astype(F)
-    with np.errstate(all="ignore"):
-        wp = (m[2, 0] * xx + m[2, 1] * yy) + m[2, 2]
-        x = ((m[0, 0] * xx + m[0, 1] * yy) + m[0, 2]) / wp
-        y = ((m[1, 0] * xx + m[1, 1] * yy) + m[1, 2]) / wp
-        oob = np.isnan(x) | np.isnan(y) | (x < 0) | (x > F(w - 1)) | (y < 0) | (y > F(h - 1))
-    return np.where(oob, F(0), x), np.where(oob, F(0), y), oob
-
-
-def _finish(chans, oob, bias, norm, oob_colour, channels_first):
-    out = (np.stack(chans, -1) - np.asarray(bias, F)) * np.asarray(norm, F)
-    out[oob] = np.asarray(oob_colour, F)
-    return out.transpose(2, 0, 1) if channels_first else out
-
-
 def warp_yuv(y, cb, cr, m, out_shape, bias, norm, oob, channels_first):
-    x, yy, mask = _points(np.asarray(m, F), *y.shape, *out_shape)
-    xc, yc = x / F(2) - F(0.25), yy / F(2) - F(0.25)
-    lum = _bilinear(y, x, yy)
-    u = _bilinear(cb, xc, yc) - F(128)
-    v = _bilinear(cr, xc, yc) - F(128)
-    rgb = [lum + F(1.402) * v, lum - F(0.344136) * u - F(0.714136) * v, lum + F(1.772) * u]
-    return _finish([_round_clamp(c) for c in rgb], mask, bias, norm, oob, channels_first)
+    """One frame through the SPEC section 4 reference."""
+    return ref_yuv420(y[None], cb[None], cr[None], m, out_shape, bias, norm, oob, channels_first)[0]
 
 
 def warp_image(img, m, out_shape, bias, norm, oob, channels_first):
-    x, y, mask = _points(np.asarray(m, F), *img.shape[:2], *out_shape)
-    chans = [_bilinear(img[..., c], x, y) for c in range(3)]
-    if img.dtype == np.uint8:
-        chans = [_round_clamp(c) for c in chans]
-    return _finish(chans, mask, bias, norm, oob, channels_first)
+    return ref_rgb(img[None], m, out_shape, bias, norm, oob, channels_first)[0]
 
 
 def _view(ptr: int, shape, dtype) -> np.ndarray:
