@@ -600,12 +600,10 @@ def _compile_gpu(b: GpuBuild, verbose: bool, jobs: int) -> None:
                 f.result()
         # The core is found beside the TensorFlow libraries ($ORIGIN), by its soname.
         link_core = [f"-L{b.directory}", f"-l:{CORE_LIB_NAME}", "-Wl,-rpath,$ORIGIN"]
+        info = json.loads((b.directory / "core.json").read_text())
+        info.update(tensorflow=b.tf_version, key=b.key, sources=[str(p.relative_to(root)) for p in b.units])
+        (b.directory / "build.json").write_text(json.dumps(info, indent=1))
         for u in sorted(objs, key=lambda u: names[u.name] == GPU_NVDEC_LIB_NAME):  # the marker last
             out = Path(tmp) / names[u.name]
             _run([b.compiler, "-shared", str(objs[u]), "-o", str(out), *link_core, *b.link_flags], verbose)
-            info = json.loads((b.directory / "core.json").read_text())
-            info.update(
-                tensorflow=b.tf_version, key=b.key, sources=[str(p.relative_to(root)) for p in b.units]
-            )
-            (b.directory / "build.json").write_text(json.dumps(info, indent=1))
             os.replace(out, b.directory / names[u.name])

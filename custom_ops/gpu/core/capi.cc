@@ -172,8 +172,10 @@ class DeviceBuffer {
   CUdeviceptr ptr_ = 0;
 };
 
-YuvLaunch BaseYuv(const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params& p, float* out) {
-  YuvLaunch q;
+// A YuvLaunch or RgbLaunch with the fields both have set; the source's are zero.
+template <typename Launch>
+Launch BaseLaunch(const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params& p, float* out) {
+  Launch q;
   std::memset(&q, 0, sizeof(q));
   q.matrices = matrices;
   q.broadcast_matrix = matrix_count == 1 ? 1 : 0;
@@ -189,7 +191,7 @@ Status DecodeWarp(const Gpu& g, CUstream stream, const uint8_t* const* pictures,
                   float* out) {
   auto pool = NvdecPool::ForContext(*g.d, g.context);
   if (!pool.ok()) return pool.status();
-  const YuvLaunch base = BaseYuv(matrices, matrix_count, p, out);
+  const YuvLaunch base = BaseLaunch<YuvLaunch>(matrices, matrix_count, p, out);
   // The mapped NV12 surface is warped where it lies: the chroma "planes" are
   // the interleaved CbCr bytes with column stride 2, Cr one byte on.
   const FrameSink sink = [&](int64_t n, const NvdecFrame& f, CUstream s) -> Status {
@@ -240,7 +242,7 @@ Status DecodeYuv(const Gpu& g, CUstream stream, const uint8_t* const* pictures, 
 Status WarpYuv(const Gpu& g, CUstream stream, const uint8_t* y, const uint8_t* cb, const uint8_t* cr,
                int64_t count, int32_t height, int32_t width, const float* matrices, int64_t matrix_count,
                const bzna_gpu_warp_params& p, float* out) {
-  YuvLaunch q = BaseYuv(matrices, matrix_count, p, out);
+  YuvLaunch q = BaseLaunch<YuvLaunch>(matrices, matrix_count, p, out);
   const int ch = (height + 1) / 2, cw = (width + 1) / 2;
   q.luma = {y, width, height, width, 1};
   q.cb = {cb, cw, ch, cw, 1};
@@ -254,17 +256,10 @@ Status WarpYuv(const Gpu& g, CUstream stream, const uint8_t* y, const uint8_t* c
 Status WarpRgb(const Gpu& g, CUstream stream, const void* images, int32_t dtype, int64_t count, int32_t height,
                int32_t width, const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params& p,
                float* out) {
-  RgbLaunch q;
-  std::memset(&q, 0, sizeof(q));
+  RgbLaunch q = BaseLaunch<RgbLaunch>(matrices, matrix_count, p, out);
   q.images = images;
   q.width = width;
   q.height = height;
-  q.matrices = matrices;
-  q.broadcast_matrix = matrix_count == 1 ? 1 : 0;
-  q.first_sample = 0;
-  q.color = Color(p);
-  q.layout = Layout(p);
-  q.out = out;
   BZNA_GPU_RETURN_IF_ERROR(LaunchWarpRgb(*g.d, g.kernels, stream, q, count, dtype == BZNA_GPU_FLOAT32));
   return Wait(g, stream);
 }

@@ -398,7 +398,7 @@ class NvdecSession {
       frame.height = f.height;
       s = (*sink_)(f.sample, frame, stream_);
     }
-    Mapped m{i, ptr, std::make_unique<Event>(d_)};
+    Mapped m{i, ptr, SpareEvent()};
     const Status recorded = m.done->Record(stream_);
     if (s.ok()) s = recorded;
     if (!recorded.ok()) {
@@ -420,8 +420,18 @@ class NvdecSession {
     const Status unmapped = Check(d_, v_.cuvidUnmapVideoFrame(f.decoder->handle, m.ptr), "cuvidUnmapVideoFrame");
     if (s.ok()) s = unmapped;
     f.busy = false;
+    spare_events_.push_back(std::move(m.done));
     mapped_.pop_front();
     return s;
+  }
+
+  // An event for a mapped frame: a released one when there is one (no
+  // cuEventCreate per picture).
+  std::unique_ptr<Event> SpareEvent() {
+    if (spare_events_.empty()) return std::make_unique<Event>(d_);
+    std::unique_ptr<Event> e = std::move(spare_events_.back());
+    spare_events_.pop_back();
+    return e;
   }
 
   // Waits for all work on mapped frames and unmaps them (also after errors).
@@ -447,6 +457,7 @@ class NvdecSession {
   int left_ = 0, top_ = 0, width_ = 0, height_ = 0;
   Surface surfaces_[kMaxDecodeSurfaces];
   std::deque<Mapped> mapped_;
+  std::vector<std::unique_ptr<Event>> spare_events_;  // at most kOutputSurfaces
   // The batch.
   const FrameSink* sink_ = nullptr;
   int64_t feeding_ = -1;
