@@ -6,14 +6,15 @@ LBANN sample lists; ``blend`` mixes datasets by weight; ``preview`` draws a
 grid of augmented samples. This module holds the public
 surface only; it imports no TensorFlow and never loads the native library.
 The TensorFlow parts are submodules, imported on first use:
-``bzna_tf.layers`` (Keras layers), ``bzna_tf.transforms`` (the affine math
-and samplers), ``bzna_tf.ops`` (the native ops) and ``bzna_tf.decode``.
+``bzna_tf.layers`` (Keras layers), ``bzna_tf.callbacks`` (Keras callbacks),
+``bzna_tf.transforms`` (the affine math and samplers), ``bzna_tf.ops`` (the
+native ops), ``bzna_tf.service`` (tf.data service servers) and ``bzna_tf.decode``.
 """
 
 import importlib
 
 from bzna_tf.blending import blend
-from bzna_tf.datasets import ClassificationDataset, Dataset, ImageNet
+from bzna_tf.datasets import ClassificationDataset, Dataset, EpochState, ImageNet
 from bzna_tf.format import (
     IMAGENET_SPLITS,
     LIST_TYPES,
@@ -36,7 +37,7 @@ __version__ = "0.1.0"
 
 # Submodules that import TensorFlow: loaded when first touched, so that
 # `import bzna_tf` stays light and `bzna_tf.layers.RandomResizedCrop` works.
-_LAZY_SUBMODULES = ("decode", "layers", "ops", "transforms")
+_LAZY_SUBMODULES = ("callbacks", "decode", "layers", "ops", "service", "transforms")
 
 
 def __getattr__(name):
@@ -58,6 +59,7 @@ __all__ = [
     "BznaWriter",
     "ClassificationDataset",
     "Dataset",
+    "EpochState",
     "HvcC",
     "ImageMp4",
     "ImageNet",

@@ -26,7 +26,7 @@ from bzna_tf.format.samplelist import SampleList, SampleListError
 from bzna_tf.format.shards import BznaShards, file_numbers, is_url
 from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_size_error, imagenet_splits, select_split
 
-__all__ = ["ClassificationDataset", "Dataset", "ImageNet"]
+__all__ = ["ClassificationDataset", "Dataset", "EpochState", "ImageNet"]
 
 # Benzina's track names, and the source op's short names.
 TRACKS = {"bzna_input": "input", "bzna_thumb": "thumb", "input": "input", "thumb": "thumb"}
@@ -96,6 +96,85 @@ def _shard(shard, input_context):
             f"Expected `shard` = (count, index) with 0 <= index < count. Received: shard={shard!r}"
         )
     return count, index
+
+
+def _nonnegative_int(value, arg: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"Expected `{arg}` as a non-negative integer. Received: {arg}={value!r}")
+    return int(value)
+
+
+# The end of an endless pipeline's stream of positions, and the epochs between
+# the starts of two iterations of an endless pipeline.
+_ENDLESS = 2**62
+_ENDLESS_STRIDE = 2**20
+
+
+class EpochState:
+    """Where the next iteration of an ``as_dataset`` pipeline starts (``ds.bzna_epochs``).
+
+    A pipeline built with ``initial_epoch=None`` yields, on its ``k``-th
+    iteration (``iter(ds)``, each Keras epoch), the data epochs ``k *
+    epochs .. (k + 1) * epochs - 1`` (``epochs`` per iteration: 1, or
+    ``repeat``). The next iteration's ``k`` (and, for an endless pipeline,
+    batches to skip at its start) live in a CPU variable: each iteration
+    reads it when it starts and advances ``k`` by one. :meth:`set` moves it;
+    :class:`bzna_tf.callbacks.SyncEpochs` sets it from Keras' epoch, so a
+    restarted ``model.fit`` sees the data an uninterrupted one saw.
+
+    Attributes:
+      epochs: data epochs per iteration (None: endless).
+      batches: batches per iteration (None: endless).
+      variable: the int64 ``[iteration, skip]`` variable.
+    """
+
+    def __init__(self, epochs, per_epoch: int, batch_size: int, batches):
+        import tensorflow as tf
+        from tensorflow.python.ops import resource_variable_ops
+
+        self.epochs = epochs
+        self.per_epoch = per_epoch
+        self.batch_size = batch_size
+        self.batches = None if epochs is None else int(batches)
+        # ResourceVariable itself, not tf.Variable: a distribution strategy in
+        # scope would make a mirrored variable, which tf.data cannot capture.
+        with tf.init_scope(), tf.device("/cpu:0"):
+            self.variable = resource_variable_ops.ResourceVariable(
+                [0, 0], dtype=tf.int64, trainable=False, name="bzna_epoch_state"
+            )
+
+    def set(self, iteration: int, skip: int = 0):
+        """The next iteration is iteration ``iteration``, starting ``skip`` batches in (endless pipelines)."""
+        iteration = _nonnegative_int(iteration, "iteration")
+        skip = _nonnegative_int(skip, "skip")
+        if skip and self.epochs is not None:
+            raise ValueError("`skip` is for endless pipelines (repeat=True)")
+        self.variable.assign([iteration, skip])
+
+    def get(self) -> tuple[int, int]:
+        """(iteration, skip) of the next iteration."""
+        k, skip = self.variable.numpy().tolist()
+        return int(k), int(skip)
+
+    def positions(self):
+        """The root: each iteration, the stream positions of its epochs (see ``epoch_schedule``)."""
+        import tensorflow as tf
+
+        state, per_epoch, batch_size = self.variable, self.per_epoch, self.batch_size
+        endless = self.epochs is None
+        stride = _ENDLESS_STRIDE if endless else self.epochs
+
+        def start(_):
+            v = state.read_value()
+            first = v[0] * stride * per_epoch
+            if endless:
+                first, stop = first + v[1] * batch_size, tf.constant(_ENDLESS, tf.int64)
+            else:
+                stop = first + stride * per_epoch
+            with tf.control_dependencies([state.assign(tf.stack([v[0] + 1, tf.constant(0, tf.int64)]))]):
+                return tf.identity(first), tf.identity(stop)
+
+        return tf.data.Dataset.range(1).map(start).flat_map(lambda a, b: tf.data.Dataset.range(a, b))
 
 
 def _epochs(repeat):
@@ -354,6 +433,7 @@ class Dataset:
         device: str = "auto",
         training: bool = True,
         fill_value=None,
+        initial_epoch=None,
         num_parallel_calls=None,
         prefetch=None,
     ):
@@ -443,7 +523,7 @@ class Dataset:
         """
         import tensorflow as tf
 
-        from bzna_tf.ops.source import BznaDataset
+        from bzna_tf.ops.source import epoch_schedule, read_samples
         from bzna_tf.ops.warp import decode_warp
         from bzna_tf.transforms import CenterResizedCrop, WarpTransform
         from bzna_tf.transforms.constant import bias_norm, per_channel
@@ -504,28 +584,16 @@ class Dataset:
                 f"Shard {index} of {count} of {n} samples is empty (training=False lets a validation "
                 "shard be empty, when it is not repeated endlessly)"
             )
-        contiguous = n > 0 and bool((np.diff(sel) == 1).all())
-        first = int(sel[0]) if n else 0
         files = self.paths
         track = self._track
-        shuffle_salt = seed % 2**31
+        selection = tf.constant(sel, tf.int64)
+        seed_t = tf.constant(seed, tf.int64)
 
-        def one_epoch(key):
-            idx = tf.range(first, first + n, dtype=tf.int64) if contiguous else tf.constant(sel, tf.int64)
-            if shuffle:
-                idx = tf.random.experimental.stateless_shuffle(
-                    idx, seed=tf.stack([key, tf.constant(shuffle_salt, tf.int64)])
-                )
-            if count > 1:
-                idx = idx[index::count]
-            source = BznaDataset(files, idx, track=track, with_filename=with_filenames)
-            return source.map(lambda el: {**el, "epoch": key})
-
-        def decode(el):
+        def decode(positions):
+            idx, epoch = epoch_schedule(positions, selection, seed_t, shuffle=shuffle, shard=(count, index))
+            el = read_samples(files, idx, track=track, with_filename=with_filenames)
             in_shapes = tf.stack([el["height"], el["width"]], axis=-1)
-            m = transform.matrices(
-                in_shapes, out_hw, seed=seed, epoch=el["epoch"], indices=el["index"], training=training
-            )
+            m = transform.matrices(in_shapes, out_hw, seed=seed, epoch=epoch, indices=idx, training=training)
             if payloads:
                 return self._outputs({"data": el["data"], "matrices": m}, el, with_filenames)
             images = decode_warp(
@@ -533,19 +601,34 @@ class Dataset:
             )
             return self._outputs(images, el, with_filenames)
 
-        keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-        keys = keys.take(-1 if epochs is None else epochs)
-        ds = keys.flat_map(one_epoch)
-        ds = ds.batch(batch_size, drop_remainder=drop_remainder or epochs is None)
-        ds = ds.map(decode, num_parallel_calls=num_parallel_calls, deterministic=True)
         if epochs is None:
             batches = tf.data.INFINITE_CARDINALITY
         else:
             total = epochs * per_epoch
             batches = total // batch_size if drop_remainder else math.ceil(total / batch_size)
-        # flat_map hides the count: state it (Keras then knows the steps per epoch).
-        ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
-        return ds.prefetch(prefetch)
+        if initial_epoch is None:
+            state = EpochState(epochs, per_epoch, batch_size, batches)
+            positions = state.positions()
+        else:
+            state = None
+            first = _nonnegative_int(initial_epoch, "initial_epoch") * per_epoch
+            stop = _ENDLESS if epochs is None else first + epochs * per_epoch
+            positions = tf.data.Dataset.range(first, stop)
+        ds = positions.batch(batch_size, drop_remainder=drop_remainder or epochs is None)
+        ds = ds.map(decode, num_parallel_calls=num_parallel_calls, deterministic=True)
+        if state is not None or epochs is None:
+            # flat_map (and an endless range) hide the count: state it (Keras then knows the steps per epoch).
+            ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
+        ds = ds.prefetch(prefetch)
+        if state is not None:
+            # The root reads and advances the epoch variable once per iteration;
+            # an iterator checkpoint need not (and cannot) hold that read: the
+            # running iteration's start is in flat_map's saved state.
+            options = tf.data.Options()
+            options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+            ds = ds.with_options(options)
+            ds.bzna_epochs = state
+        return ds
 
 
 class ClassificationDataset(Dataset):

@@ -8,7 +8,7 @@ from tensorflow.python.data.ops import dataset_ops
 
 from bzna_tf.ops._load import load_library
 
-__all__ = ["BznaDataset", "num_samples"]
+__all__ = ["BznaDataset", "epoch_schedule", "num_samples", "read_samples"]
 
 TRACKS = ("thumb", "input")
 
@@ -123,3 +123,43 @@ class BznaDataset(dataset_ops.DatasetSource):
     @property
     def element_spec(self):
         return self._spec
+
+
+def epoch_schedule(positions, selection, seed, *, shuffle=False, shard=(1, 0)):
+    """(global sample indices, epochs) of positions in an endless stream of epochs (the C++ op).
+
+    Epoch ``e`` of shard ``(count, index)`` is entries ``index, index + count,
+    ...`` of that epoch's order of ``selection``; position ``p`` of the stream
+    is epoch ``p // per_epoch``, entry ``p % per_epoch``. With ``shuffle``,
+    epoch ``e``'s order is a uniform random permutation drawn from ``(seed,
+    e)`` only, the same in every process: shards of one epoch are disjoint.
+
+    Args:
+      positions: int64 vector of stream positions.
+      selection: int64 vector, the global sample indices of one epoch.
+      seed: int64 scalar.
+      shuffle: permute each epoch.
+      shard: ``(count, index)``.
+    """
+    count, index = shard
+    return load_library().bzna_epoch_schedule(
+        positions, selection, seed, shuffle=bool(shuffle), shard_count=int(count), shard_index=int(index)
+    )
+
+
+def read_samples(filenames, indices, *, track: str = "thumb", with_filename: bool = False) -> dict:
+    """The samples ``indices`` (global, any order) as :class:`BznaDataset` gives them, batched.
+
+    Returns a dict of vectors: ``data``, ``height``, ``width``, ``target`` and,
+    with ``with_filename``, ``filename``. The files' indices are parsed once
+    per process.
+    """
+    if track not in TRACKS:
+        raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")
+    data, names, height, target, width = load_library().bzna_read_samples(
+        _filenames(filenames), indices, track=track, with_filename=bool(with_filename)
+    )
+    out = {"data": data, "height": height, "index": indices, "target": target, "width": width}
+    if with_filename:
+        out["filename"] = names
+    return out

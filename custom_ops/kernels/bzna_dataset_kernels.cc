@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -384,7 +385,183 @@ class BznaNumSamplesOp : public tensorflow::OpKernel {
   }
 };
 
+// ------------------------------------------------------------ BznaEpochSchedule
+
+uint64_t Mix64(uint64_t z) {  // splitmix64's finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Epoch `epoch`'s order of n positions: Fisher-Yates, swap partner of entry i
+// drawn from Mix64 of (seed, epoch, i), scaled to [0, i] by a 128-bit multiply.
+std::vector<int64_t> EpochOrder(int64_t seed, int64_t epoch, int64_t n) {
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  const uint64_t key = Mix64(Mix64(static_cast<uint64_t>(seed) + 0x9e3779b97f4a7c15ULL) ^
+                             static_cast<uint64_t>(epoch));
+  for (int64_t i = n - 1; i > 0; --i) {
+    const uint64_t r = Mix64(key + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ULL);
+    const auto j = static_cast<int64_t>((static_cast<unsigned __int128>(r) * static_cast<uint64_t>(i + 1)) >> 64);
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+class BznaEpochScheduleOp : public tensorflow::OpKernel {
+ public:
+  explicit BznaEpochScheduleOp(tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("shuffle", &shuffle_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("shard_count", &count_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("shard_index", &index_));
+    OP_REQUIRES(ctx, index_ < count_,
+                absl::InvalidArgumentError(absl::StrCat("shard_index ", index_, " is not below shard_count ", count_)));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const auto positions = ctx->input(0).flat<int64_t>();
+    const auto selection = ctx->input(1).flat<int64_t>();
+    const int64_t seed = ctx->input(2).scalar<int64_t>()();
+    const int64_t n = selection.size();
+    const int64_t per_epoch = n > index_ ? (n - index_ + count_ - 1) / count_ : 0;
+    const int64_t k = positions.size();
+    OP_REQUIRES(ctx, per_epoch > 0 || k == 0,
+                absl::InvalidArgumentError(absl::StrCat("shard ", index_, " of ", count_, " of a selection of ", n,
+                                                        " samples is empty")));
+    Tensor* indices = nullptr;
+    Tensor* epochs = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {k}, &indices));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {k}, &epochs));
+    auto out_i = indices->flat<int64_t>();
+    auto out_e = epochs->flat<int64_t>();
+    std::shared_ptr<const std::vector<int64_t>> order;
+    int64_t order_epoch = -1;
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t p = positions(t);
+      OP_REQUIRES(ctx, p >= 0, absl::InvalidArgumentError(absl::StrCat("position ", p, " is negative")));
+      const int64_t epoch = p / per_epoch;
+      int64_t entry = (p % per_epoch) * count_ + index_;
+      if (shuffle_) {
+        if (epoch != order_epoch) {
+          order = Order(seed, epoch, n);
+          order_epoch = epoch;
+        }
+        entry = (*order)[entry];
+      }
+      out_i(t) = selection(entry);
+      out_e(t) = epoch;
+    }
+  }
+
+ private:
+  // The last few epochs' orders: a batch needs one (two across a boundary),
+  // and parallel calls work on neighbouring epochs.
+  std::shared_ptr<const std::vector<int64_t>> Order(int64_t seed, int64_t epoch, int64_t n) {
+    const std::tuple<int64_t, int64_t, int64_t> key(seed, epoch, n);
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [k, v] : cache_) {
+        if (k == key) return v;
+      }
+    }
+    auto order = std::make_shared<const std::vector<int64_t>>(EpochOrder(seed, epoch, n));
+    absl::MutexLock lock(&mu_);
+    cache_.emplace_back(key, order);
+    if (cache_.size() > kCached) cache_.erase(cache_.begin());
+    return order;
+  }
+
+  static constexpr size_t kCached = 4;
+  bool shuffle_ = false;
+  int64_t count_ = 1;
+  int64_t index_ = 0;
+  absl::Mutex mu_;
+  std::vector<std::pair<std::tuple<int64_t, int64_t, int64_t>, std::shared_ptr<const std::vector<int64_t>>>> cache_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// ------------------------------------------------------------ BznaReadSamples
+
+class BznaReadSamplesOp : public tensorflow::OpKernel {
+ public:
+  explicit BznaReadSamplesOp(tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::string track;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrackAttr, &track));
+    track_ = track == "input" ? PictureTrack::kInput : PictureTrack::kThumb;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kWithFilenameAttr, &with_filename_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    std::vector<std::shared_ptr<const OpenFile>> files;
+    std::vector<int64_t> starts;
+    OP_REQUIRES_OK(ctx, Files(ctx->input(0), &files, &starts));
+    const int64_t total = starts.back();
+    const auto indices = ctx->input(1).flat<int64_t>();
+    const int64_t k = indices.size();
+    Tensor *data = nullptr, *names = nullptr, *height = nullptr, *target = nullptr, *width = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {k}, &data));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {with_filename_ ? k : 0}, &names));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, {k}, &height));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, {k}, &target));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, {k}, &width));
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t global = indices(t);
+      OP_REQUIRES(ctx, global >= 0 && global < total,
+                  absl::InvalidArgumentError(absl::StrCat("sample index ", global, " is out of range: ",
+                                                          files.size() == 1 ? files[0]->file->name() : "the files",
+                                                          " hold ", total, " samples")));
+      const size_t f = std::upper_bound(starts.begin(), starts.end(), global) - starts.begin() - 1;
+      const int64_t local = global - starts[f];
+      const OpenFile& file = *files[f];
+      Picture pic;
+      OP_REQUIRES_OK(ctx, ReadPicture(*file.file, file.index, local, track_, &pic));
+      data->flat<tstring>()(t) = tstring(std::move(pic.annexb));
+      if (with_filename_) {
+        std::string name;
+        OP_REQUIRES_OK(ctx, ReadFilename(*file.file, file.index, local, &name));
+        names->flat<tstring>()(t) = tstring(std::move(name));
+      }
+      height->flat<int32_t>()(t) = static_cast<int32_t>(pic.height);
+      target->flat<int64_t>()(t) = static_cast<int64_t>(file.index.target(local));
+      width->flat<int32_t>()(t) = static_cast<int32_t>(pic.width);
+    }
+  }
+
+ private:
+  // The open files for `names` (kept while this kernel lives; reopened when
+  // the list changes), and each file's first global index plus the total.
+  absl::Status Files(const Tensor& names, std::vector<std::shared_ptr<const OpenFile>>* files,
+                     std::vector<int64_t>* starts) {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> wanted;
+    if (names.dims() <= 1) {
+      for (int64_t i = 0; i < names.NumElements(); ++i) wanted.emplace_back(names.flat<tstring>()(i));
+    }
+    if (files_.empty() || wanted != names_) {
+      std::vector<std::string> opened;
+      std::vector<std::shared_ptr<const OpenFile>> fresh;
+      TF_RETURN_IF_ERROR(OpenAll(names, &opened, &fresh));
+      names_ = std::move(opened);
+      files_ = std::move(fresh);
+      starts_.assign(1, 0);
+      for (const auto& f : files_) starts_.push_back(starts_.back() + f->index.num_samples());
+    }
+    *files = files_;
+    *starts = starts_;
+    return absl::OkStatus();
+  }
+
+  PictureTrack track_ = PictureTrack::kThumb;
+  bool with_filename_ = false;
+  absl::Mutex mu_;
+  std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const OpenFile>> files_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> starts_ ABSL_GUARDED_BY(mu_);  // file k's first global index; then the total
+};
+
 REGISTER_KERNEL_BUILDER(Name("BznaDataset").Device(tensorflow::DEVICE_CPU), BznaDatasetOp);
+REGISTER_KERNEL_BUILDER(Name("BznaEpochSchedule").Device(tensorflow::DEVICE_CPU), BznaEpochScheduleOp);
+REGISTER_KERNEL_BUILDER(Name("BznaReadSamples").Device(tensorflow::DEVICE_CPU), BznaReadSamplesOp);
 REGISTER_KERNEL_BUILDER(Name("BznaNumSamples").Device(tensorflow::DEVICE_CPU), BznaNumSamplesOp);
 
 }  // namespace

@@ -78,4 +78,72 @@ num_samples: one count per file.
 num_labelled: how many of them have a target (they come first).
 )doc");
 
+REGISTER_OP("BznaEpochSchedule")
+    .Input("positions: int64")
+    .Input("selection: int64")
+    .Input("seed: int64")
+    .Output("indices: int64")
+    .Output("epochs: int64")
+    .Attr("shuffle: bool = false")
+    .Attr("shard_count: int >= 1 = 1")
+    .Attr("shard_index: int >= 0 = 0")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle positions, unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &positions));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &unused));
+      c->set_output(0, positions);
+      c->set_output(1, positions);
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Which sample each position of an endless stream of epochs reads.
+
+The stream is the concatenation of epochs 0, 1, 2, ... of this shard: epoch e
+holds the selection's positions shard_index, shard_index + shard_count, ...
+(per_epoch of them) of that epoch's order, so position p is epoch
+p / per_epoch, entry p % per_epoch. With shuffle, epoch e's order is a
+uniform random permutation of the whole selection drawn from (seed, e)
+(Fisher-Yates on a counter-based generator: the same on every machine and in
+every process), so the shards of one epoch are disjoint and cover it. A pure
+function of its inputs: tf.data service workers and restarted processes agree.
+
+positions: vector of stream positions (>= 0).
+selection: the global sample indices of one epoch, in unshuffled order.
+seed: the permutations' seed.
+indices: selection[order_e[entry * shard_count + shard_index]] per position.
+epochs: the epoch of each position.
+)doc");
+
+REGISTER_OP("BznaReadSamples")
+    .Input("filenames: string")
+    .Input("indices: int64")
+    .Output("data: string")
+    .Output("filename: string")
+    .Output("height: int32")
+    .Output("target: int64")
+    .Output("width: int32")
+    .Attr(absl::StrCat(kTrackAttr, ": {'thumb', 'input'} = 'thumb'"))
+    .Attr(absl::StrCat(kWithFilenameAttr, ": bool = false"))
+    // Not stateful (like ReadFile): iterators of pipelines that use it can be
+    // checkpointed. Its inputs are never constants in as_dataset's pipeline.
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle indices, unused;
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(c->input(0), 1, &unused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &indices));
+      bool with_filename = false;
+      TF_RETURN_IF_ERROR(c->GetAttr(kWithFilenameAttr, &with_filename));
+      for (int k = 0; k < 5; ++k) c->set_output(k, indices);
+      if (!with_filename) c->set_output(1, c->Vector(0));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+The pictures of some samples of one or more .bzna files, as BznaDataset gives
+them (see there), for a vector of global sample indices: the batched read of
+as_dataset's pipeline. The files' indices are parsed once per process and
+shared with BznaDataset. Errors name the file and the sample.
+
+filename: the stored basenames, or an empty vector without with_filename.
+)doc");
+
 }  // namespace bzna_tf

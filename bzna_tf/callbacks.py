@@ -1,0 +1,91 @@
+"""Keras callbacks for ``as_dataset`` pipelines.
+
+:class:`SyncEpochs` keeps the data epochs of ``as_dataset`` pipelines in step
+with Keras' epoch counter, so that a ``model.fit`` restarted by
+``keras.callbacks.BackupAndRestore`` sees, from the resumed epoch on, the same
+batches (order, crops, flips) as an uninterrupted run::
+
+    train = ds.as_dataset(batch_size=64, shuffle=True, seed=7, warp=warp)
+    model.fit(train, epochs=90, callbacks=[
+        keras.callbacks.BackupAndRestore("backup/"),
+        bzna_tf.callbacks.SyncEpochs(train),
+    ])
+"""
+
+from __future__ import annotations
+
+import logging
+
+import keras
+
+__all__ = ["SyncEpochs"]
+
+_log = logging.getLogger(__name__)
+
+
+class SyncEpochs(keras.callbacks.Callback):
+    """Starts each Keras epoch on the data an uninterrupted ``fit`` gives it.
+
+    An ``as_dataset`` pipeline's data is a function of the seed and the data
+    epoch; which data epochs an iteration yields is kept in the pipeline's
+    :class:`bzna_tf.EpochState` (``ds.bzna_epochs``). At the start of Keras
+    epoch ``e`` this callback sets it from ``e``:
+
+    - one iteration per Keras epoch (no ``steps_per_epoch``, or as many as
+      the dataset's batches): the iteration is ``e``, so Keras epoch ``e``
+      reads data epochs ``e * repeat ...``;
+    - an endless pipeline (``repeat=True``) with ``steps_per_epoch=S``:
+      the iterator starts ``e * S`` batches into the stream.
+
+    Other combinations (a finite dataset with a different
+    ``steps_per_epoch``, whose iterators Keras restarts at their end
+    mid-epoch) are resumed at the iteration boundary at or before ``e * S``
+    batches, with a warning: not batch-exact.
+
+    Keras' ``BackupAndRestore`` with ``save_freq=N`` batches restores the
+    weights of the last backup and restarts its epoch at batch 0; this
+    callback then replays that whole epoch as the uninterrupted run had it.
+
+    Args:
+      *datasets: pipelines returned by ``as_dataset`` (with the default
+        ``initial_epoch=None``), e.g. the training and validation ones.
+    """
+
+    def __init__(self, *datasets):
+        super().__init__()
+        if not datasets:
+            raise ValueError("Expected at least one dataset returned by as_dataset")
+        self._states = []
+        for ds in datasets:
+            state = getattr(ds, "bzna_epochs", None)
+            if state is None:
+                raise ValueError(
+                    "SyncEpochs takes the tf.data.Dataset that as_dataset(...) returned, with "
+                    "initial_epoch=None (a transformed copy, e.g. ds.map(...), loses its epoch state: "
+                    f"pass the original). Received: {ds!r}"
+                )
+            self._states.append(state)
+        self._warned = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        steps = (self.params or {}).get("steps")
+        for state in self._states:
+            state.set(*self._position(state, int(epoch), steps))
+
+    def _position(self, state, epoch: int, steps) -> tuple[int, int]:
+        if state.batches is None:  # endless: one iteration, positioned by batches
+            if steps is None:
+                raise ValueError("An endless dataset (repeat=True) needs `steps_per_epoch` in model.fit")
+            return 0, epoch * int(steps)
+        if steps is None or int(steps) == state.batches:
+            return epoch, 0
+        if not self._warned:
+            self._warned = True
+            _log.warning(
+                "SyncEpochs: steps_per_epoch=%s with a finite dataset of %s batches: a resumed fit "
+                "restarts at the data iteration at or before its position, not batch-exact. Use "
+                "repeat=True (with steps_per_epoch) or leave steps_per_epoch unset.",
+                steps,
+                state.batches,
+            )
+        return epoch * int(steps) // state.batches, 0

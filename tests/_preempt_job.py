@@ -1,0 +1,66 @@
+"""A small model.fit that records every batch the model trains on; run by test_preemption.py.
+
+Usage: python _preempt_job.py DATA BACKUP_DIR RECORD_FILE MODE [KILL_EPOCH KILL_BATCH]
+
+MODE: "epochs" (repeat=False, one iteration per Keras epoch), "endless"
+(repeat=True with steps_per_epoch), or "nosync" (like "epochs" without
+SyncEpochs: the control). With KILL_*, the process SIGKILLs itself after that
+batch of that epoch, as a scheduler's preemption would.
+"""
+
+import os
+import signal
+import sys
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import bzna_tf
+
+data, backup, record, mode = sys.argv[1:5]
+kill = tuple(int(v) for v in sys.argv[5:7]) if len(sys.argv) > 5 else None
+ds = bzna_tf.ClassificationDataset(data)
+endless = mode == "endless"
+train = ds.as_dataset(
+    batch_size=4,
+    shuffle=True,
+    seed=7,
+    warp=bzna_tf.layers.RandomResizedCrop(16, 16, flip_h=0.5),
+    repeat=endless,
+    drop_remainder=True,
+)
+state = {"epoch": None}
+
+
+def note(x):
+    with open(record, "a") as f:
+        f.write(f"{state['epoch']} {float(np.sum(x.numpy().astype(np.float64) * np.arange(1, 4))):.6f}\n")
+    return np.float32(0)
+
+
+class Record(keras.layers.Layer):
+    def call(self, x):
+        tf.py_function(note, [x], tf.float32)
+        return x
+
+
+class Control(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        state["epoch"] = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if kill == (state["epoch"], batch):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+model = keras.Sequential(
+    [keras.Input((16, 16, 3)), Record(), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]
+)
+model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+callbacks = [keras.callbacks.BackupAndRestore(backup), Control()]
+if mode != "nosync":
+    callbacks.append(bzna_tf.callbacks.SyncEpochs(train))
+# The fixture's unlabelled tail has target -1: fit gets a mapped copy, SyncEpochs the original.
+labelled = train.map(lambda x, y: (x, tf.maximum(y, 0)))
+model.fit(labelled, epochs=3, steps_per_epoch=5 if endless else None, callbacks=callbacks, verbose=0)
