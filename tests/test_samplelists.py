@@ -102,6 +102,7 @@ def test_every_list_type_round_trips_through_as_dataset(flat_shards, tmp_path, k
     assert again.type == kind and again.to_text() == text
     assert again.base == os.path.dirname(flat_shards[0])
     got = listed(d, path)
+    assert listed(d, lst) == got  # the list in memory, unwritten, selects the same
     expected = [(2, 8), (0, 1), (2, 0), (0, 6), (1, 3)]
     if kind == "SINGLE-SAMPLE":
         assert got == expected  # one line per sample: the list's order

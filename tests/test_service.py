@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
@@ -95,3 +96,86 @@ def test_service_cli_errors(capsys):
     with pytest.raises(SystemExit):
         main(["service", "worker"])  # --dispatcher is required
     assert "--dispatcher" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- as_dataset under the service
+
+
+def _names(ds):
+    return sorted(n.decode() for el in ds for n in el[-1].numpy())
+
+
+def _as_dataset(path, **kwargs):
+    import bzna_tf
+
+    kwargs = {"batch_size": 2, "shape": 8, "with_filenames": True, "seed": 5, "initial_epoch": 0, **kwargs}
+    return bzna_tf.ClassificationDataset(str(path)).as_dataset(**kwargs)
+
+
+def _served(ds, service, mode="distributed_epoch", **kwargs):
+    return ds.apply(tf.data.experimental.service.distribute(mode, service, **kwargs))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_as_dataset_distributed_epoch_is_exactly_once(service, original_path, shuffle):
+    local = _names(_as_dataset(original_path, shuffle=shuffle))
+    assert len(local) == 12 == len(set(local))
+    assert _names(_served(_as_dataset(original_path, shuffle=shuffle), service)) == local
+    twice = _names(_served(_as_dataset(original_path, shuffle=shuffle, repeat=2), service))
+    assert twice == sorted(local * 2)
+
+
+def test_as_dataset_served_images_are_the_local_ones(service, original_path):
+    """Per-sample crops depend on (seed, epoch, index) only: the workers make the local pipeline's images."""
+    import bzna_tf
+
+    def images(ds):
+        return {n.decode(): x for xs, _, ns in ds for x, n in zip(xs.numpy(), ns.numpy(), strict=True)}
+
+    warp = bzna_tf.layers.RandomResizedCrop(8, 8, flip_h=0.5)
+    make = lambda: _as_dataset(original_path, shuffle=True, warp=warp, initial_epoch=3)  # noqa: E731
+    local, served = images(make()), images(_served(make(), service))
+    assert sorted(local) == sorted(served)
+    for name, x in local.items():
+        np.testing.assert_array_equal(x, served[name])
+
+
+def test_as_dataset_shards_and_sample_lists_under_the_service(service, original_path, tmp_path):
+    import bzna_tf
+
+    everything = _names(_as_dataset(original_path))
+    halves = [
+        _names(_served(_as_dataset(original_path, shuffle=True, shard=(2, k)), service)) for k in (0, 1)
+    ]
+    assert sorted(halves[0] + halves[1]) == everything and len(halves[0]) == 6
+    d = bzna_tf.ClassificationDataset(str(original_path))
+    listed = d.select([1, 4, 7]).to_sample_list()
+    got = _names(_served(_as_dataset(original_path, shuffle=True, sample_list=listed), service))
+    assert got == sorted(d.filenames[i] for i in (1, 4, 7))
+
+
+def test_as_dataset_parallel_epochs_is_one_copy_per_worker(service, original_path):
+    once = _names(_as_dataset(original_path, shuffle=True))
+    served = _served(_as_dataset(original_path, shuffle=True), service, "parallel_epochs")
+    assert _names(served) == sorted(once * 2)
+
+
+def test_register_dataset_shared_job_is_exactly_once(service, original_path):
+    """Two consumers of one registered dataset and one named job share the epoch."""
+    ds = _as_dataset(original_path, shuffle=True)
+    dataset_id = tf.data.experimental.service.register_dataset(service, ds)
+    consumers = [
+        tf.data.experimental.service.from_dataset_id(
+            "distributed_epoch", service, dataset_id, ds.element_spec, job_name="shared"
+        )
+        for _ in range(2)
+    ]
+    its = [iter(c) for c in consumers]
+    got, live = [], list(its)
+    while live:  # read the two consumers in turn, as two trainers would
+        for it in list(live):
+            try:
+                got += [n.decode() for n in next(it)[-1].numpy()]
+            except StopIteration:
+                live.remove(it)
+    assert sorted(got) == _names(_as_dataset(original_path))

@@ -372,7 +372,9 @@ class SampleList:
                     f"{e.file} ({self._join(e.file)}) is not one of the data files ({_few(paths)})", e.line
                 )
             size = int(starts[k + 1] - starts[k])
-            local = np.asarray([lookup(k, i, e) for i in e.ids], np.int64)
+            # ids read from text are parsed already; lists built in memory (to_sample_list) hold strings
+            ids = (parse_id(i) if isinstance(i, str) else i for i in e.ids)
+            local = np.asarray([lookup(k, i, e) for i in ids], np.int64)
             if self.exclusion:
                 if e.included + e.excluded != size:
                     raise self._error(
