@@ -177,6 +177,48 @@ class EpochState:
         return tf.data.Dataset.range(1).map(start).flat_map(lambda a, b: tf.data.Dataset.range(a, b))
 
 
+_warned_auto_shard = False
+
+
+def _num_workers() -> int:
+    """Workers of the multi-worker job this process belongs to (1 when none): from a
+    distribution strategy in scope, else from ``$TF_CONFIG``."""
+    import json
+
+    import tensorflow as tf
+
+    cluster = None
+    if tf.distribute.has_strategy():
+        resolver = getattr(tf.distribute.get_strategy(), "cluster_resolver", None)
+        if resolver is not None:
+            cluster = resolver.cluster_spec().as_dict()
+    if cluster is None:
+        try:
+            cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+        except (ValueError, AttributeError):
+            cluster = {}
+    return sum(len(cluster.get(job) or ()) for job in ("chief", "worker")) or 1
+
+
+def _warn_auto_shard(workers: int) -> None:
+    """Once per process: an unsharded pipeline in a multi-worker job gets DATA auto-sharding."""
+    global _warned_auto_shard
+    if _warned_auto_shard:
+        return
+    _warned_auto_shard = True
+    import warnings
+
+    warnings.warn(
+        f"as_dataset(...) without `input_context` or `shard` in a job of {workers} workers: "
+        "tf.distribute's auto-sharding cannot split this pipeline by file (its source is not a "
+        "TensorFlow file reader) and falls back to DATA, so every worker decodes every picture and "
+        "keeps 1/N of the batches. Build it per worker instead: "
+        "strategy.distribute_datasets_from_function(lambda ctx: ds.as_dataset(..., input_context=ctx)), "
+        "or pass shard=(num_workers, worker_index).",
+        stacklevel=3,
+    )
+
+
 def _epochs(repeat):
     """How many epochs one iteration gives: an int, or None for endless."""
     if repeat is True:
@@ -554,6 +596,8 @@ class Dataset:
         )
         epochs = _epochs(repeat)
         count, index = _shard(shard, input_context)
+        if shard is None and input_context is None and (workers := _num_workers()) > 1:
+            _warn_auto_shard(workers)
         if shard_by not in SHARD_BY:
             raise ValueError(f"Expected `shard_by` in {SHARD_BY}. Received: shard_by={shard_by!r}")
         sel = self._indices if sample_list is None else self._indices[self.sample_list_positions(sample_list)]

@@ -392,3 +392,25 @@ def test_main_example_on_any_file(flat_file):
     # The unlabelled tail is left out; 10% of the labelled samples are held out.
     assert "train: 18 samples, val: 2 samples, 4 classes" in r.stdout
     assert r.stdout.strip().splitlines()[-1].startswith("val_accuracy: ")
+
+
+def test_an_unsharded_pipeline_in_a_multi_worker_job_warns_once(flat_file, monkeypatch):
+    import json
+    import warnings
+
+    from bzna_tf import datasets
+
+    d = ClassificationDataset(flat_file)
+    cluster = {"cluster": {"worker": ["host0:2222", "host1:2222"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setattr(datasets, "_warned_auto_shard", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d.as_dataset(batch_size=2, shape=8)  # no TF_CONFIG: a single process
+        monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
+        d.as_dataset(batch_size=2, shape=8, shard=(2, 0))  # sharded by hand
+        assert not caught
+        d.as_dataset(batch_size=2, shape=8)
+        d.as_dataset(batch_size=2, shape=8)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "2 workers" in message and "input_context" in message and "DATA" in message
