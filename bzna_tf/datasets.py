@@ -3,14 +3,17 @@
 Opening a dataset reads the files' indices (in Python, no TensorFlow);
 :meth:`Dataset.as_dataset` builds the ``tf.data`` pipeline::
 
-    epoch keys (one per epoch, new on each iteration, from the seed)
-      -> per epoch: the selection, permuted (shuffle), strided (shard)
-      -> BznaDataset (the native source: H.265 picture, size, index, target)
-      -> batch -> per batch: each sample's warp matrix from (seed, epoch key, index)
+    stream positions p (tf.data.Dataset.range: splittable, so tf.data service
+      hands them out; with initial_epoch=None, each iteration's range starts
+      where the EpochState variable says)
+      -> batch -> per batch: BznaEpochSchedule (p -> epoch p // per_epoch and
+         the sample at that place of the epoch's permutation and shard)
+      -> BznaReadSamples (H.265 pictures, sizes, targets)
+      -> each sample's warp matrix from (seed, epoch, index)
       -> decode + warp + normalise (one fused op) -> prefetch
 
 Every stage is a TensorFlow op: iterators checkpoint and restore mid-epoch,
-and the pipeline serialises to a graph.
+and the pipeline (with an ``initial_epoch``) serialises to a graph.
 """
 
 from __future__ import annotations
@@ -553,6 +556,12 @@ class Dataset:
             use it to evaluate with a training warp).
           fill_value: the raw value of pixels that fall outside the picture
             (a scalar or 3 values); default: the warp layer's, or 0.
+          initial_epoch: None (default): iteration ``k`` of the dataset yields
+            data epochs ``k * epochs ...`` (``epochs`` = 1 or ``repeat``), from
+            a counter in ``ds.bzna_epochs`` (:class:`EpochState`) that
+            :class:`bzna_tf.callbacks.SyncEpochs` keeps in step with Keras'
+            epochs. An int: a stateless pipeline, every iteration yields epochs
+            ``initial_epoch ...``; it serialises, as tf.data service needs.
           num_parallel_calls: batches decoded at once (default ``AUTOTUNE``;
             each batch is also spread over TensorFlow's CPU threads).
           prefetch: batches to prefetch (default ``AUTOTUNE``).

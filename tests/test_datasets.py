@@ -414,3 +414,53 @@ def test_an_unsharded_pipeline_in_a_multi_worker_job_warns_once(flat_file, monke
     assert len(caught) == 1
     message = str(caught[0].message)
     assert "2 workers" in message and "input_context" in message and "DATA" in message
+
+
+def test_iterations_continue_the_epochs_and_the_state_checkpoints(flat_file, tmp_path):
+    d = ClassificationDataset(flat_file)
+
+    def make():
+        return d.as_dataset(batch_size=5, shape=8, shuffle=True, seed=4, with_filenames=True)
+
+    def names(it, k=None):
+        batches = it if k is None else (next(it) for _ in range(k))
+        return [sample_of(n) for el in batches for n in el[2].numpy()]
+
+    ds = make()
+    assert ds.bzna_epochs.get() == (0, 0)
+    epochs = [names(iter(ds)) for _ in range(3)]
+    assert ds.bzna_epochs.get() == (3, 0) and len({tuple(e) for e in epochs}) == 3
+    kw = dict(batch_size=5, shape=8, shuffle=True, seed=4, with_filenames=True)
+    assert [names(d.as_dataset(**kw, initial_epoch=e)) for e in range(3)] == epochs  # the same, stateless
+    assert not hasattr(d.as_dataset(batch_size=5, shape=8, initial_epoch=0), "bzna_epochs")
+    # an iterator and the epoch state, checkpointed mid-epoch 1, restore into a fresh pipeline
+    ds = make()
+    names(iter(ds))
+    it = iter(ds)
+    head = names(it, 2)
+    saved = tf.train.Checkpoint(iterator=it, data_epochs=ds.bzna_epochs.variable).write(str(tmp_path / "ck"))
+    fresh = make()
+    it2 = iter(fresh)
+    tf.train.Checkpoint(iterator=it2, data_epochs=fresh.bzna_epochs.variable).read(saved).assert_consumed()
+    assert head + names(it2) == epochs[1] and names(iter(fresh)) == epochs[2]
+    # set() moves the next iteration; skip is for endless pipelines only
+    ds.bzna_epochs.set(1)
+    assert names(iter(ds)) == epochs[1]
+    with pytest.raises(ValueError, match="endless"):
+        ds.bzna_epochs.set(0, skip=2)
+    endless = d.as_dataset(batch_size=5, shape=8, shuffle=True, seed=4, with_filenames=True, repeat=True)
+    endless.bzna_epochs.set(0, skip=3)
+    assert names(iter(endless), 2) == (epochs[0] + epochs[1])[15:25]
+
+
+def test_sync_epochs_takes_as_dataset_pipelines(flat_file):
+    d = ClassificationDataset(flat_file)
+    ds = d.as_dataset(batch_size=5, shape=8)
+    with pytest.raises(ValueError, match="as_dataset"):
+        bzna_tf.callbacks.SyncEpochs(ds.map(lambda x, y: (x, y)))
+    with pytest.raises(ValueError, match="as_dataset"):
+        bzna_tf.callbacks.SyncEpochs(d.as_dataset(batch_size=5, shape=8, initial_epoch=0))
+    sync = bzna_tf.callbacks.SyncEpochs(ds)
+    sync.set_params({"steps": ds.cardinality().numpy()})
+    sync.on_epoch_begin(4)
+    assert ds.bzna_epochs.get() == (4, 0)

@@ -124,3 +124,53 @@ def test_tf_data_service_distributed_epoch_delivers_every_sample_once(original_p
     got = [int(i) for i in ds]
     assert sorted(got) == list(range(12))
     del workers
+
+
+# ------------------------------------------------------------------ epoch_schedule, read_samples
+
+
+def test_epoch_schedule_permutes_each_epoch_and_its_shards_cover_it():
+    from bzna_tf.ops import epoch_schedule
+
+    sel = tf.constant(np.arange(100, 137), tf.int64)  # 37 samples
+    n = 37
+
+    def run(positions, **kw):
+        idx, ep = epoch_schedule(tf.constant(positions, tf.int64), sel, tf.constant(9, tf.int64), **kw)
+        return idx.numpy(), ep.numpy()
+
+    idx, ep = run(np.arange(3 * n), shuffle=True)
+    assert ep.tolist() == [0] * n + [1] * n + [2] * n
+    epochs = idx.reshape(3, n)
+    for e in epochs:
+        assert sorted(e.tolist()) == list(range(100, 137))  # a permutation of the selection
+    assert len({tuple(e) for e in epochs}) == 3  # a new one each epoch
+    # a pure function of (seed, epoch, position): any subset, in any order, agrees
+    some = np.array([80, 3, 41, 40, 5])
+    np.testing.assert_array_equal(run(some, shuffle=True)[0], idx[some])
+    other = epoch_schedule(tf.constant(np.arange(n), tf.int64), sel, tf.constant(10, tf.int64), shuffle=True)
+    assert not np.array_equal(other[0].numpy(), epochs[0])  # another seed, another order
+    assert run(np.arange(n))[0].tolist() == list(range(100, 137))  # no shuffle: the selection's order
+    # shards: per_epoch = ceil((n - index) / count), strided from the same epoch's order
+    for e in range(2):
+        sizes = [len(range(k, n, 3)) for k in range(3)]
+        stream = [np.arange(e * m, (e + 1) * m) for m in sizes]
+        parts = [run(stream[k], shuffle=True, shard=(3, k))[0] for k in range(3)]
+        assert sorted(np.concatenate(parts).tolist()) == list(range(100, 137))
+        np.testing.assert_array_equal(parts[1], epochs[e][1::3])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="negative"):
+        run(np.array([-1]))
+
+
+def test_read_samples_matches_bzna_dataset(original_path):
+    from bzna_tf.ops import read_samples
+
+    order = [7, 0, 11, 3, 3]
+    want = _elements(BznaDataset(str(original_path), order, with_filename=True))
+    got = read_samples(str(original_path), tf.constant(order, tf.int64), with_filename=True)
+    for k, el in enumerate(want):
+        for key, value in el.items():
+            assert got[key].numpy()[k] == value, key
+    assert "filename" not in read_samples(str(original_path), tf.constant(order, tf.int64))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="sample index 12 is out of range"):
+        read_samples(str(original_path), tf.constant([1, 12], tf.int64))

@@ -8,7 +8,7 @@ not build or load anything.
 
 from bzna_tf.ops._build import BuildError, build, build_gpu, gpu_toolchain_error
 from bzna_tf.ops._load import ffmpeg_error, gpu_error, load_gpu_library, load_library
-from bzna_tf.ops.source import BznaDataset, num_samples
+from bzna_tf.ops.source import BznaDataset, epoch_schedule, num_samples, read_samples
 from bzna_tf.ops.warp import decode_warp, warp_rgb, warp_yuv420
 
 __all__ = [
@@ -17,12 +17,14 @@ __all__ = [
     "build",
     "build_gpu",
     "decode_warp",
+    "epoch_schedule",
     "ffmpeg_error",
     "gpu_error",
     "gpu_toolchain_error",
     "load_gpu_library",
     "load_library",
     "num_samples",
+    "read_samples",
     "warp_rgb",
     "warp_yuv420",
 ]

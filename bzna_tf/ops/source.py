@@ -125,6 +125,7 @@ class BznaDataset(dataset_ops.DatasetSource):
         return self._spec
 
 
+@tf.autograph.experimental.do_not_convert
 def epoch_schedule(positions, selection, seed, *, shuffle=False, shard=(1, 0)):
     """(global sample indices, epochs) of positions in an endless stream of epochs (the C++ op).
 
@@ -147,6 +148,7 @@ def epoch_schedule(positions, selection, seed, *, shuffle=False, shard=(1, 0)):
     )
 
 
+@tf.autograph.experimental.do_not_convert
 def read_samples(filenames, indices, *, track: str = "thumb", with_filename: bool = False) -> dict:
     """The samples ``indices`` (global, any order) as :class:`BznaDataset` gives them, batched.
 
