@@ -7,6 +7,7 @@ import random as _random
 import keras
 import tensorflow as tf
 
+from bzna_tf.layers._backend import TensorFlowLayer
 from bzna_tf.ops.warp import warp_rgb
 
 DATA_FORMATS = ("channels_last", "channels_first")
@@ -26,7 +27,7 @@ def _positive_int(value, arg):
     return value
 
 
-class WarpLayer(keras.layers.Layer):
+class WarpLayer(TensorFlowLayer):
     """Warps a batch of images through a :class:`bzna_tf.transforms.WarpTransform`.
 
     Subclasses build ``self.transform`` and pass their own constructor
@@ -36,6 +37,12 @@ class WarpLayer(keras.layers.Layer):
     each image's matrix, and ``bzna_tf.ops.warp_rgb`` applies them all in one
     op. A deterministic layer (``random=False``) has no generator, so it
     holds no variable and can be made anywhere, a ``tf.data`` function included.
+
+    Under a backend other than TensorFlow the layer computes in ``tf.data``
+    only (see :class:`TensorFlowLayer`), where the backend's ``SeedGenerator``
+    cannot go: the keys then come from a ``tf.Variable`` of its own, drawn as
+    ``keras.random.randint`` draws them under the TensorFlow backend, so one
+    seed gives the same crops whichever backend is loaded.
     """
 
     def __init__(
@@ -52,6 +59,10 @@ class WarpLayer(keras.layers.Layer):
         # Like Keras' own layers: without a seed, a random one that get_config records.
         self.seed = seed if seed is not None or not random else _random.randint(1, 2**31 - 1)
         self.generator = keras.random.SeedGenerator(self.seed) if random else None
+        self._tf_state = None
+        if random and keras.backend.backend() != "tensorflow":
+            with tf.init_scope():  # made eagerly, even by a layer made in a tf.data function
+                self._tf_state = tf.Variable([self.seed, 0], dtype=tf.int64, trainable=False)
         self.supports_jit = False
 
     def _remember(self, **arguments):
@@ -84,7 +95,17 @@ class WarpLayer(keras.layers.Layer):
         )
 
     def _draw_key(self):
-        halves = keras.random.randint((2,), 0, 2**31 - 1, dtype="int32", seed=self.generator)
+        if self._tf_state is None:
+            halves = keras.random.randint((2,), 0, 2**31 - 1, dtype="int32", seed=self.generator)
+        else:
+            # SeedGenerator's state and step, and the TensorFlow backend's randint on it: the
+            # state (seed, counter) is read, then its counter moves on; int64 seeds enter the
+            # stateless op modulo 2**31 - 2, as int32.
+            state = tf.identity(self._tf_state.read_value())
+            with tf.control_dependencies([state]):
+                self._tf_state.assign_add(tf.constant([0, 1], tf.int64), read_value=False)
+            seed = tf.cast(tf.math.floormod(state, 2**31 - 2), tf.int32)
+            halves = tf.random.stateless_uniform((2,), seed, minval=0, maxval=2**31 - 1, dtype=tf.int32)
         halves = tf.cast(halves, tf.int64)
         return halves[0] * 2**31 + halves[1]
 

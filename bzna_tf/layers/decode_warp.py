@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bzna_tf.layers._backend import TensorFlowLayer
 from bzna_tf.layers._warp_layer import _positive_int, standardize_data_format
 from bzna_tf.layers.normalize import _as_list
 from bzna_tf.ops.warp import decode_warp
@@ -13,7 +14,7 @@ from bzna_tf.transforms.constant import bias_norm, per_channel
 
 
 @keras.saving.register_keras_serializable(package="bzna_tf")
-class DecodeWarp(keras.layers.Layer):
+class DecodeWarp(TensorFlowLayer):
     """Decodes H.265 pictures and warps them, in the model: where the model runs (NVDEC + CUDA on a GPU).
 
     ``as_dataset(device="gpu")`` yields ``{"data", "matrices"}`` batches (the
@@ -25,10 +26,13 @@ class DecodeWarp(keras.layers.Layer):
     crosses the PCIe bus and the CPU only reads bytes. On a CPU it runs the
     CPU kernels (FFmpeg), with identical results to ``device="cpu"``.
 
-    Input: a dict ``{"data": tf.string (N,), "matrices": float32 (N, 3, 3)}``.
+    Input: the pictures and their matrices as keywords, Keras' convention for
+    several inputs, ``layer(data=tf.string (N,), matrices=float32 (N, 3, 3))``,
+    or the batch's dict as it comes, ``layer({"data": ..., "matrices": ...})``
+    (then ``layer(**batch)`` and ``layer(batch)`` are the same call).
 
-    Output: float32 images (N, height, width, 3), or (N, 3, height, width)
-    with ``data_format="channels_first"``.
+    Output: images (N, height, width, 3), or (N, 3, height, width) with
+    ``data_format="channels_first"``, in the layer's compute dtype (float32).
 
     Args:
       height, width: the output size (the warp's).
@@ -36,7 +40,7 @@ class DecodeWarp(keras.layers.Layer):
       bias, norm: the kernel's own terms, ``(rgb - bias) * norm`` with rgb in [0, 255].
       fill_value: the raw value of output pixels outside the picture (a number or 3).
       data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
-      **kwargs: base layer arguments (``name``).
+      **kwargs: base layer arguments (``name``, ``dtype``).
 
     Example:
 
@@ -44,7 +48,7 @@ class DecodeWarp(keras.layers.Layer):
     train = ds.as_dataset(batch_size=256, device="gpu", warp=RandomResizedCrop(224, 224), seed=0)
     inputs = {"data": keras.Input((), dtype="string", name="data"),
               "matrices": keras.Input((3, 3), name="matrices")}
-    x = bzna_tf.layers.DecodeWarp(224, 224, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))(inputs)
+    x = bzna_tf.layers.DecodeWarp(224, 224, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))(**inputs)
     model = keras.Model(inputs, backbone(x))
     model.fit(train, epochs=90)
     ```
@@ -76,27 +80,67 @@ class DecodeWarp(keras.layers.Layer):
         self.data_format = standardize_data_format(data_format)
         self.supports_jit = False
 
-    def call(self, inputs):
-        if not isinstance(inputs, dict) or set(inputs) < {"data", "matrices"}:
+    @staticmethod
+    def _parts(inputs, data, matrices):
+        """(data, matrices) from the call's arguments (or from their shapes, for build)."""
+        if inputs is not None:
+            if not isinstance(inputs, dict) or data is not None or matrices is not None:
+                raise ValueError(
+                    "Expected a dict {'data': ..., 'matrices': ...} or the keywords data=..., matrices=... "
+                    f"Received: {inputs!r}"
+                )
+            data, matrices = inputs.get("data"), inputs.get("matrices")
+        if data is None or matrices is None:
             raise ValueError(
-                "Expected a dict with 'data' (tf.string pictures) and 'matrices' (N, 3, 3), as "
-                f"as_dataset(device='gpu') yields. Received: {inputs!r}"
+                "Expected 'data' (tf.string pictures) and 'matrices' (N, 3, 3), as as_dataset(device='gpu') "
+                f"yields them. Received: data={data!r}, matrices={matrices!r}"
             )
-        return decode_warp(
-            inputs["data"],
-            tf.cast(inputs["matrices"], tf.float32),
+        return data, matrices
+
+    def call(self, inputs=None, *, data=None, matrices=None):
+        data, matrices = self._parts(inputs, data, matrices)
+        out = decode_warp(
+            data,
+            tf.cast(matrices, tf.float32),
             (self.height, self.width),
             bias=self._bias,
             norm=self._norm,
             oob_color=self._fill,
             data_format="NCHW" if self.data_format == "channels_first" else "NHWC",
         )
+        return out if self.compute_dtype == "float32" else tf.cast(out, self.compute_dtype)
+
+    def build(self, inputs_shape=None, data_shape=None, matrices_shape=None, **shapes):
+        """Checks the inputs' shapes, which Keras passes as ``<call argument>_shape``.
+
+        Keras' layer tests build a layer called with keywords by passing their
+        shapes under the call's own names (``data=``, ``matrices=``): taken too.
+        """
+        unknown = set(shapes) - {"data", "matrices"}
+        if unknown:
+            raise TypeError(f"DecodeWarp.build() got unexpected arguments {sorted(unknown)}")
+        data_shape = shapes.get("data", data_shape)
+        matrices_shape = shapes.get("matrices", matrices_shape)
+        if inputs_shape is not None or data_shape is not None or matrices_shape is not None:
+            data_shape, matrices_shape = self._parts(inputs_shape, data_shape, matrices_shape)
+            d, m = tuple(data_shape), tuple(matrices_shape)
+            one_for_all = len(m) == 2
+            one_each = len(d) == 1 and len(m) == 3 and (None in (d[0], m[0]) or d[0] == m[0])
+            if len(d) > 1 or m[-2:] != (3, 3) or not (one_for_all or one_each):
+                raise ValueError(
+                    "Expected 'data' of shape (N,) and 'matrices' (N, 3, 3) (or one (3, 3) for all), or () "
+                    f"and (3, 3) for one picture. Received: data shape {d}, matrices shape {m}"
+                )
+        self.built = True
 
     def compute_output_shape(self, input_shape):
-        batch = input_shape["data"][0] if isinstance(input_shape, dict) else None
+        # A dict's shapes (one positional input), or the first keyword's: data (N,) or matrices (N, 3, 3).
+        if isinstance(input_shape, dict):
+            input_shape = input_shape["data"]
+        batch = tuple(input_shape)[:1] if len(input_shape) in (1, 3) else ()
         if self.data_format == "channels_first":
-            return (batch, 3, self.height, self.width)
-        return (batch, self.height, self.width, 3)
+            return (*batch, 3, self.height, self.width)
+        return (*batch, self.height, self.width, 3)
 
     def get_config(self):
         config = super().get_config()

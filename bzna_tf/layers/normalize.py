@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bzna_tf.layers._backend import TensorFlowLayer
 from bzna_tf.layers._warp_layer import standardize_data_format
 from bzna_tf.transforms.constant import bias_norm
 
@@ -23,7 +24,7 @@ def _as_list(value, arg):
 
 
 @keras.saving.register_keras_serializable(package="bzna_tf")
-class Normalize(keras.layers.Layer):
+class Normalize(TensorFlowLayer):
     """Normalises RGB images in [0, 255] per channel: ``(x - bias) * norm``.
 
     Give ``mean`` and ``std`` in [0, 1] units, as torchvision and Keras users

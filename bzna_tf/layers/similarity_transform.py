@@ -39,7 +39,9 @@ class SimilarityTransform(WarpLayer):
     The same object gives ``as_dataset`` its per-sample matrices
     (:meth:`matrices`), where the random parameters of sample ``index`` depend
     on (seed, epoch, index) only and the fused decode-warp op applies them.
-    Needs the TensorFlow backend; not XLA-compilable (``supports_jit=False``).
+    In a model it needs Keras' TensorFlow backend (in ``tf.data``, any
+    backend: see :class:`bzna_tf.layers.BackendError`); not XLA-compilable
+    (``supports_jit=False``).
 
     Args:
       height: the output height.

@@ -1,0 +1,59 @@
+"""The base of bzna_tf's layers: TensorFlow ops, whichever Keras backend is loaded."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+class BackendError(RuntimeError):
+    """A bzna_tf layer given another backend's tensors: it runs TensorFlow ops only."""
+
+
+def _is_tensorflow_input(value) -> bool:
+    """True for what TensorFlow ops take as they are: tf tensors, NumPy arrays, Python values."""
+    if isinstance(value, (tf.Tensor, tf.Variable, tf.RaggedTensor, tf.SparseTensor, np.ndarray, np.generic)):
+        return True
+    # KerasTensors (a model being built) and the backend's own arrays (JAX arrays and tracers,
+    # torch tensors: a model running) are what the layer cannot compute on.
+    return not (isinstance(value, keras.KerasTensor) or keras.ops.is_tensor(value))
+
+
+class TensorFlowLayer(keras.layers.Layer):
+    """A Keras layer whose ``call`` runs TensorFlow ops (bzna_tf's warp and decode ops).
+
+    Under Keras' TensorFlow backend it is an ordinary layer: in models,
+    ``fit``, ``.keras`` files and ``tf.data``. Under another backend (JAX,
+    PyTorch, NumPy) it does what Keras' own preprocessing layers do in
+    ``tf.data``: given TensorFlow values (the symbolic tensors of a
+    ``tf.data.Dataset.map`` or ``tf.function``, eager tensors, NumPy arrays)
+    it computes with TensorFlow and returns ``tf.Tensor``, bypassing Keras'
+    conversion of the inputs to the backend's arrays. Given the backend's own
+    tensors, the ``KerasTensor`` of a model being built or the arrays of a
+    model running, it raises :class:`BackendError`, which says what to do.
+    """
+
+    # Not converted by AutoGraph (in a tf.data function), as Keras' own __call__ is not: the layers'
+    # code is plain TensorFlow.
+    @tf.autograph.experimental.do_not_convert
+    def __call__(self, *args, **kwargs):
+        if keras.backend.backend() == "tensorflow":
+            return super().__call__(*args, **kwargs)
+        for value in tf.nest.flatten((args, kwargs)):
+            if not _is_tensorflow_input(value):
+                raise BackendError(self._backend_message(value))
+        if kwargs.get("training", True) is None:
+            del kwargs["training"]  # no model around it to say: the call's default
+        return self.call(*args, **kwargs)
+
+    def _backend_message(self, value):
+        backend = keras.backend.backend()
+        what = "a model being built" if isinstance(value, keras.KerasTensor) else f"{backend}'s own tensor"
+        return (
+            f"bzna_tf.layers.{type(self).__name__} runs TensorFlow ops, so inside a Keras model it needs "
+            f"Keras' TensorFlow backend; Keras' backend is {backend!r} and the layer received a value of "
+            f"type {type(value).__name__} ({what}). Either set KERAS_BACKEND=tensorflow before importing "
+            "keras, or apply the layer in the tf.data pipeline that feeds the model, where it works under "
+            "any backend: dataset.map(lambda x, y: (layer(x), y))."
+        )

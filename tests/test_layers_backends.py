@@ -1,0 +1,222 @@
+"""bzna_tf.layers against Keras' layer test harness, DecodeWarp's calling forms, and Keras backends.
+
+Keras chooses its backend when it is imported, so the JAX (and torch, NumPy)
+checks run tests/_backends.py in a child process with KERAS_BACKEND set, and
+compare what it computed with what this process (TensorFlow backend) computes.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from _backends import MEAN, STD, images, pictures, pipeline_outputs
+from conftest import ORIGINAL
+from keras.src.testing import TestCase
+
+from bzna_tf.layers import (
+    BackendError,
+    CenterResizedCrop,
+    DecodeWarp,
+    Normalize,
+    RandomResizedCrop,
+    SimilarityTransform,
+)
+from bzna_tf.ops.warp import decode_warp
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def harness():
+    """Keras' own layer test case (keras.src.testing.TestCase), outside unittest."""
+    case = TestCase()
+    case.setUp()
+    yield case
+    case.doCleanups()
+
+
+# --------------------------------------------------------------------------- Keras' run_layer_test
+
+
+WARP_LAYERS = [
+    (
+        SimilarityTransform,
+        dict(height=24, width=32, scale=(0.5, 1), degrees=10, flip_h=0.5, random_crop=True, seed=3),
+    ),
+    (RandomResizedCrop, dict(height=24, width=32, flip_h=0.5, seed=4)),
+    (CenterResizedCrop, dict(height=24, width=32, scale=0.875)),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs"), WARP_LAYERS, ids=[cls.__name__ for cls, _ in WARP_LAYERS])
+@pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
+def test_run_layer_test_warp_layers(harness, cls, kwargs, data_format):
+    x = images()
+    if data_format == "channels_first":
+        x = np.transpose(x, (0, 3, 1, 2))
+    random = cls is not CenterResizedCrop
+    harness.run_layer_test(
+        cls,
+        init_kwargs={**kwargs, "data_format": data_format},
+        input_data=x,
+        expected_output_shape=(4, 24, 32, 3) if data_format == "channels_last" else (4, 3, 24, 32),
+        expected_output_dtype="float32",
+        expected_num_trainable_weights=0,
+        expected_num_non_trainable_weights=0,
+        expected_num_seed_generators=1 if random else 0,
+    )
+
+
+def test_run_layer_test_normalize(harness):
+    x = images()
+    harness.run_layer_test(
+        Normalize,
+        init_kwargs=dict(mean=MEAN, std=STD),
+        input_data=x,
+        expected_output=tf.constant((x / 255 - np.asarray(MEAN)) / np.asarray(STD), tf.float32),
+        expected_num_trainable_weights=0,
+        expected_num_non_trainable_weights=0,
+        expected_num_seed_generators=0,
+    )
+
+
+def test_run_layer_test_decode_warp(harness, original_path):
+    data, matrices = pictures(original_path)
+    init = dict(height=24, width=32, mean=MEAN, std=STD, fill_value=(1, 2, 3))
+    harness.run_layer_test(
+        DecodeWarp,
+        init_kwargs=init,
+        input_data={"data": data, "matrices": matrices},  # called as layer(**input_data)
+        expected_output=decode_warp(data, matrices, (24, 32), mean=MEAN, std=STD, oob_color=(1, 2, 3)),
+        expected_num_trainable_weights=0,
+        expected_num_non_trainable_weights=0,
+        expected_num_seed_generators=0,
+    )
+
+
+# --------------------------------------------------------------------------- DecodeWarp's calling forms
+
+
+def test_decode_warp_keywords_dict_and_model(original_path, tmp_path):
+    data, matrices = pictures(original_path)
+    layer = DecodeWarp(24, 32, mean=MEAN, std=STD)
+    want = decode_warp(data, matrices, (24, 32), mean=MEAN, std=STD).numpy()
+    np.testing.assert_array_equal(layer(data=data, matrices=matrices).numpy(), want)
+    np.testing.assert_array_equal(layer({"data": data, "matrices": matrices}).numpy(), want)
+    # One picture, and one matrix for every picture.
+    np.testing.assert_array_equal(layer(data=data[0], matrices=matrices[0]).numpy(), want[0])
+    assert layer(data=data, matrices=tf.eye(3)).shape == (3, 24, 32, 3)
+    # A functional model called with keywords, saved and loaded.
+    inputs = {
+        "data": keras.Input((), dtype="string", name="data"),
+        "matrices": keras.Input((3, 3), name="matrices"),
+    }
+    out = DecodeWarp(24, 32, mean=MEAN, std=STD, data_format="channels_first")(**inputs)
+    assert out.shape == (None, 3, 24, 32)
+    model = keras.Model(inputs, out)
+    np.testing.assert_array_equal(
+        model({"data": data, "matrices": matrices}).numpy(), want.transpose(0, 3, 1, 2)
+    )
+    model.save(tmp_path / "m.keras")
+    again = keras.models.load_model(tmp_path / "m.keras")
+    np.testing.assert_array_equal(
+        again({"data": data, "matrices": matrices}).numpy(), want.transpose(0, 3, 1, 2)
+    )
+    half = DecodeWarp(24, 32, dtype="float16")(data=data, matrices=matrices)
+    assert half.dtype == tf.float16
+
+
+def test_decode_warp_argument_errors():
+    layer = DecodeWarp(8, 8)
+    pics = tf.constant([b"", b""])
+    m = tf.zeros([2, 3, 3])
+    with pytest.raises(ValueError, match="Expected a dict"):
+        layer({"data": pics, "matrices": m}, matrices=m)
+    with pytest.raises(ValueError, match="'data' .* and 'matrices'"):
+        layer(data=pics)
+    with pytest.raises(ValueError, match="'data' .* and 'matrices'"):
+        DecodeWarp(8, 8)({"matrices": m})
+    with pytest.raises(ValueError, match=r"matrices shape \(2, 3, 4\)"):
+        DecodeWarp(8, 8)(data=pics, matrices=tf.zeros([2, 3, 4]))
+    with pytest.raises(ValueError, match=r"data shape \(2,\), matrices shape \(3, 3, 3\)"):
+        DecodeWarp(8, 8)(data=pics, matrices=tf.zeros([3, 3, 3]))
+    with pytest.raises(ValueError, match=r"data shape \(1, 2\)"):
+        DecodeWarp(8, 8)(data=tf.reshape(pics, [1, 2]), matrices=m)
+    with pytest.raises(TypeError, match="unexpected arguments"):
+        DecodeWarp(8, 8).build(images=(2, 8, 8, 3))
+
+
+# --------------------------------------------------------------------------- other Keras backends
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The pipelines' outputs under the TensorFlow backend, in this process."""
+    assert keras.backend.backend() == "tensorflow", "the reference needs this process on Keras' TF backend"
+    fixture = ORIGINAL if ORIGINAL.exists() else None
+    return fixture, pipeline_outputs(fixture)
+
+
+def _child(backend, tmp_path, fixture):
+    if backend != "numpy" and importlib.util.find_spec(backend) is None:
+        pytest.skip(
+            f"{backend} is not installed, so Keras' {backend} backend is not tested"
+            + (" (the test extra installs jax on Python >= 3.11)" if backend == "jax" else "")
+        )
+    out = str(tmp_path / backend)
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu"}
+    cmd = [sys.executable, str(HERE / "_backends.py"), out, *([str(fixture)] if fixture else [])]
+    r = subprocess.run(cmd, env=env, cwd=HERE.parent, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    with open(out + ".json") as f:
+        report = json.load(f)
+    with np.load(out + ".npz") as z:
+        outputs = dict(z)
+    return report, outputs
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch", "numpy"])
+def test_layers_under_another_backend(backend, reference, tmp_path):
+    fixture, want = reference
+    report, got = _child(backend, tmp_path, fixture)
+    assert report["backend"] == backend
+    # In tf.data the layers compute with TensorFlow: the TF backend's values, random crops included
+    # (the same seed draws the same keys), new ones each epoch.
+    assert sorted(got) == sorted(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert not np.array_equal(got["crop_normalize_0"], got["crop_normalize_1"])
+    assert not np.array_equal(got["similarity_0"], got["similarity_1"])
+    # In a model of that backend: one error, which says what is needed.
+    for case, error in report["errors"].items():
+        assert error is not None, f"{case}: no error under the {backend} backend"
+        assert error["type"] == "BackendError", (case, error)
+        assert "needs Keras' TensorFlow backend" in error["message"], (case, error)
+        assert "KERAS_BACKEND=tensorflow" in error["message"] and "tf.data" in error["message"]
+        assert f"Keras' backend is '{backend}'" in error["message"]
+    assert len(report["errors"]) == (4 if backend in ("jax", "torch") else 3)
+    if backend in ("jax", "torch"):
+        # A model of that backend trains on a tf.data pipeline of the layers.
+        losses = report["losses"]
+        assert len(losses) == 2 and np.isfinite(losses).all()
+
+
+def test_backend_error_names_the_layer_and_the_fix(monkeypatch):
+    # The check itself, in this process: what it accepts and what it refuses.
+    layer = CenterResizedCrop(8, 8)
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    x = images()
+    np.testing.assert_array_equal(layer(x).numpy(), CenterResizedCrop(8, 8)(tf.constant(x)).numpy())
+    with pytest.raises(
+        BackendError,
+        match=r"CenterResizedCrop runs TensorFlow ops.*received a value of type "
+        r"KerasTensor \(a model being built\)",
+    ):
+        layer(keras.KerasTensor((None, 60, 80, 3), dtype="uint8"))
