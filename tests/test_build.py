@@ -56,6 +56,52 @@ def test_sources_hash_changes_the_cache_key(monkeypatch, tmp_path):
     assert _build.plan().key != before
 
 
+def test_each_tensorflow_gets_its_own_library(monkeypatch):
+    """Two TensorFlows sharing the cache (the main venv and .ci/oldest-tf's) never load each other's ops.
+
+    The folder names TensorFlow's version, and the key covers the TensorFlow it was built against
+    (version, installation, ABI and include flags, the framework library it links).
+    """
+    here = _build.plan()
+    other_version = "2.16.2" if tf.__version__ != "2.16.2" else "2.21.0"
+    variants = {
+        "version": (tf, "__version__", other_version),
+        "installation": (tf.sysconfig, "get_lib", lambda: "/elsewhere/site-packages/tensorflow"),
+        "ABI flag": (
+            tf.sysconfig,
+            "get_compile_flags",
+            lambda flags=tf.sysconfig.get_compile_flags(): [
+                f.replace("_GLIBCXX_USE_CXX11_ABI=1", "_GLIBCXX_USE_CXX11_ABI=0")
+                if "_GLIBCXX_USE_CXX11_ABI=1" in f
+                else f.replace("_GLIBCXX_USE_CXX11_ABI=0", "_GLIBCXX_USE_CXX11_ABI=1")
+                for f in flags
+            ],
+        ),
+        "headers": (
+            tf.sysconfig,
+            "get_compile_flags",
+            lambda flags=tf.sysconfig.get_compile_flags(): [*flags, "-I/elsewhere/tensorflow/include"],
+        ),
+        "framework library": (
+            tf.sysconfig,
+            "get_link_flags",
+            lambda flags=tf.sysconfig.get_link_flags(): [*flags[:-1], "-l:libtensorflow_framework.so.3"],
+        ),
+    }
+    assert any("_GLIBCXX_USE_CXX11_ABI=" in f for f in tf.sysconfig.get_compile_flags())
+    for what, (owner, name, value) in variants.items():
+        with monkeypatch.context() as m:
+            m.setattr(owner, name, value)
+            other = _build.plan()
+        assert other.key != here.key and other.directory != here.directory, what
+        assert other.directory.parent == here.directory.parent, what
+    assert here.directory.name == f"ops-tf{tf.__version__}-{here.key}"
+    with monkeypatch.context() as m:
+        m.setattr(tf, "__version__", other_version)
+        assert _build.plan().directory.name.startswith(f"ops-tf{other_version}-")
+    assert _build.plan() == here  # nothing else moves the key
+
+
 def test_the_wheel_carries_every_native_source():
     """pyproject's package-data patterns cover every file the builds compile or include."""
     tomllib = pytest.importorskip("tomllib")

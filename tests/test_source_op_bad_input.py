@@ -144,3 +144,18 @@ def test_not_a_bzna_and_missing_moov(small_file, fuzz_dir):  # noqa: F811
     assert "empty file" in _op_error(fuzz_dir, b"")
     moov = small_file.rindex(b"moov") - 4
     assert "no 'moov' box" in _op_error(fuzz_dir, small_file[:moov])
+
+
+def test_per_image_mp4_must_start_with_ftyp(small_file, fuzz_dir):  # noqa: F811
+    """Both readers refuse a per-image mp4 whose first box is not 'ftyp' (SPEC section 2), alike."""
+    with BznaFile(io.BytesIO(small_file)) as f:
+        off = int(f.tracks["bzna_input"].offsets[0])  # where sample 0's per-image mp4 starts
+    assert small_file[off + 4 : off + 8] == b"ftyp"
+    b = bytearray(small_file)
+    b[off + 4] = 0
+    with pytest.raises(BznaFormatError) as e:
+        read_everything(bytes(b))
+    want = f"sample 0, byte offset {off}: expected the per-image mp4 to start with 'ftyp', found '\\x00typ'"
+    assert want in str(e.value)
+    assert want in _op_error(fuzz_dir, bytes(b))
+    _check(fuzz_dir, bytes(b))  # what test_flipped_bytes draws as flips=[(off + 4, 0)]

@@ -253,6 +253,10 @@ def parse_image_mp4(data, *, base: int = 0, where: Where = Where()) -> ImageMp4:
       BznaFormatError: anything malformed, located by file, sample, box and offset.
     """
     top = parse_boxes(data, 0, len(data), base=base, where=where)
+    if top and top[0].type != "ftyp":  # SPEC section 2; the C++ reader refuses it too
+        raise where.error(
+            f"expected the per-image mp4 to start with 'ftyp', found {top[0].type!r}", offset=top[0].offset
+        )
     moov = require(top, "moov", None, where)
     traks = {}
     order = []
