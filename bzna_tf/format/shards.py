@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
 import numpy as np
 
+from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import ImageMp4
 
-__all__ = ["BznaShards", "open_bzna", "open_file", "expand_paths", "file_numbers", "is_url"]
+__all__ = [
+    "BznaShards",
+    "check_shard_sets",
+    "expand_paths",
+    "file_numbers",
+    "is_url",
+    "open_bzna",
+    "open_file",
+]
 
 _GLOB_CHARS = frozenset("*?[")
+# TFDS-style shard names, as the converter writes them: NAME-00003-of-00016.bzna
+SHARD_NAME = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5,})-of-(?P<count>\d{5,})\.bzna$")
 
 
 def is_url(path) -> bool:
@@ -39,11 +51,59 @@ def file_numbers(starts, indices):
     return np.searchsorted(starts, indices, side="right") - 1
 
 
+def _is_dir(p) -> bool:
+    return _gfile().isdir(p) if is_url(p) else os.path.isdir(p)
+
+
+def _directory(p) -> list[str]:
+    """The .bzna files of a directory, sorted (hidden and partial files excluded)."""
+    if is_url(p):
+        matches = sorted(_gfile().glob(p.rstrip("/") + "/*.bzna"))
+    else:
+        matches = sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(".bzna"))
+    matches = [m for m in matches if not os.path.basename(m).startswith(".")]
+    if not matches:
+        raise FileNotFoundError(f"{p} is a directory without .bzna files")
+    return matches
+
+
+def check_shard_sets(paths, what) -> None:
+    """Refuses an incomplete set of ``NAME-0000k-of-0000N.bzna`` shards among ``paths``.
+
+    A conversion that has not finished (or a copy that lost files) must not
+    silently read as a smaller dataset.
+
+    Raises:
+      FileNotFoundError: naming the missing shards.
+    """
+    sets = {}
+    for path in paths:
+        m = SHARD_NAME.match(os.path.basename(path))
+        if m:
+            key = (os.path.join(os.path.dirname(path), m["stem"]), int(m["count"]), len(m["index"]))
+            sets.setdefault(key, set()).add(int(m["index"]))
+    for (stem, count, width), found in sets.items():
+        missing = sorted(set(range(count)) - found)
+        if missing:
+            names = ", ".join(
+                f"{os.path.basename(stem)}-{k:0{width}d}-of-{count:0{width}d}.bzna" for k in missing[:5]
+            )
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            pattern = f"{os.path.basename(stem)}-*-of-{count:0{width}d}.bzna"
+            raise FileNotFoundError(
+                f"{what}: {len(missing)} of the {count} shards {pattern} are missing ({names}{more}): "
+                "an unfinished conversion? Rerun it to finish them"
+            )
+
+
 def expand_paths(paths) -> list[str]:
-    """A path, a glob pattern, or a list of either -> the list of files.
+    """A path, a directory, a glob pattern, or a list of them -> the list of files.
 
     A pattern expands to its matches in sorted order; a pattern that matches
-    nothing is an error, so a typo never yields an empty dataset.
+    nothing is an error, so a typo never yields an empty dataset. A directory
+    gives its ``*.bzna`` files in sorted order. Shards named
+    ``NAME-0000k-of-0000N.bzna`` found through a pattern or a directory must
+    be complete.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -54,11 +114,17 @@ def expand_paths(paths) -> list[str]:
             matches = sorted(_gfile().glob(p))
             if not matches:
                 raise FileNotFoundError(f"no file matches the pattern {p!r}")
+            check_shard_sets(matches, p)
             out.extend(matches)
         elif _GLOB_CHARS & set(p) and not os.path.exists(p):
             matches = sorted(glob.glob(p))
             if not matches:
                 raise FileNotFoundError(f"no file matches the pattern {p!r}")
+            check_shard_sets(matches, p)
+            out.extend(matches)
+        elif _is_dir(p):
+            matches = _directory(p)
+            check_shard_sets(matches, p)
             out.extend(matches)
         else:
             out.append(p)
@@ -131,6 +197,30 @@ class BznaShards:
             self._targets.flags.writeable = False
         return self._targets
 
+    @property
+    def class_names(self) -> list[str | None] | None:
+        """The class names stored in the files, merged (by target), or None when none stores any.
+
+        Raises:
+          BznaFormatError: two files name one target differently.
+        """
+        merged = None
+        for f in self.files:
+            names = f.class_names
+            if names is None:
+                continue
+            merged = merged or []
+            merged.extend([None] * (len(names) - len(merged)))
+            for t, n in enumerate(names):
+                if n is None:
+                    continue
+                if merged[t] is not None and merged[t] != n:
+                    raise BznaFormatError(
+                        f"class {t} is named {merged[t]!r} in an earlier file and {n!r} here", path=f.name
+                    )
+                merged[t] = n
+        return merged
+
     def filename(self, i: int) -> str | None:
         k, j = self.locate(i)
         return self.files[k].filename(j)
@@ -159,12 +249,15 @@ def open_bzna(source):
 
     Args:
       source: a path or binary file object (-> :class:`BznaFile`), or a glob
-        pattern or a list of paths and patterns (-> :class:`BznaShards`).
+        pattern, a directory of .bzna files or a list of paths and patterns
+        (-> :class:`BznaShards`).
         Paths may be URLs of TensorFlow's filesystems (``gs://...``): those
         are read through ``tf.io.gfile``.
     """
     if isinstance(source, (str, os.PathLike)):
         p = os.fspath(source)
+        if _is_dir(p):
+            return BznaShards([p])
         if not (_GLOB_CHARS & set(p)) or (not is_url(p) and os.path.exists(p)):
             return open_file(p)
         return BznaShards([p])

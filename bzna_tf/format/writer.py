@@ -10,14 +10,15 @@ an exception, an interrupt or a crash never leaves a file at the final name.
 from __future__ import annotations
 
 import os
+import secrets
 import struct
-import tempfile
 import weakref
 from array import array
 
 import numpy as np
 
 from bzna_tf.format.boxes import box
+from bzna_tf.format.metadata import build_metadata_box
 from bzna_tf.format.sample import (
     FNAME,
     INPUT,
@@ -32,7 +33,14 @@ from bzna_tf.format.sample import (
 )
 from bzna_tf.format.tracks import TrakSpec, build_trak
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock, deterministic partial names are then only reused
+    fcntl = None
+
 __all__ = ["BznaWriter", "build_moov", "FTYP", "MDAT_HEADER_SIZE"]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 FTYP = box(b"ftyp", b"isom", struct.pack(">I", 0), b"bzna", b"isom")
 MDAT_HEADER_SIZE = 16
@@ -46,6 +54,15 @@ class BznaWriter:
         closes without error.
       force_co64: write 64-bit chunk offsets (``co64``) even when every offset
         fits in 32 bits. Offsets past 4 GiB always get ``co64``.
+      metadata: a JSON-serialisable dict stored after ``moov`` in a ``uuid``
+        box the original tools ignore (:mod:`bzna_tf.format.metadata`); the
+        ``metadata`` attribute may be changed until :meth:`close`. None or {}:
+        no box, the original tools' layout byte for byte.
+      partial: the temporary file to write (default: a new randomly named
+        ``.NAME.XXXXXXXX.partial`` beside ``path``). A given name is taken
+        over (truncated) unless another live process holds it, which is an
+        error: resumable conversions use deterministic names. Either way the
+        file is created with mode 0666 minus the umask, like any other file.
 
     Example:
 
@@ -59,13 +76,23 @@ class BznaWriter:
         unlabelled one (the format stores targets for a prefix of the samples).
     """
 
-    def __init__(self, path: str | os.PathLike, *, force_co64: bool = False):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        force_co64: bool = False,
+        metadata: dict | None = None,
+        partial: str | os.PathLike | None = None,
+    ):
         self.path = os.fspath(path)
         self.force_co64 = force_co64
+        self.metadata = dict(metadata) if metadata else {}
         folder = os.path.dirname(os.path.abspath(self.path))
-        fd, self._tmp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(self.path)}.", suffix=".partial", dir=folder
-        )
+        if partial is None:
+            fd, self._tmp = _create_partial(folder, os.path.basename(self.path))
+        else:
+            self._tmp = os.fspath(partial)
+            fd = _claim_partial(self._tmp)
         self._file = os.fdopen(fd, "wb")
         # Removes the partial file if the writer is dropped without closing.
         self._cleanup = weakref.finalize(self, _discard, self._file, self._tmp)
@@ -78,6 +105,11 @@ class BznaWriter:
         self._names: list[bytes] = []
         self._thumb_entry: bytes | None = None
         self._closed = False
+
+    @property
+    def partial_path(self) -> str:
+        """Where the file is being written until :meth:`close` renames it."""
+        return self._tmp
 
     def __len__(self) -> int:
         return len(self._in_off)
@@ -171,20 +203,21 @@ class BznaWriter:
             f.write(b"".join(self._names))
             name_sizes = np.fromiter(map(len, self._names), dtype=np.int64, count=len(self._names))
             end = fn_off + int(name_sizes.sum())
-            f.write(
-                build_moov(
-                    input_offsets=np.asarray(self._in_off, np.int64),
-                    input_sizes=np.asarray(self._in_size, np.int64),
-                    num_targets=len(self._targets),
-                    targets_offset=tg_off,
-                    name_sizes=name_sizes,
-                    names_offset=fn_off,
-                    thumb_offsets=np.asarray(self._th_off, np.int64),
-                    thumb_sizes=np.asarray(self._th_size, np.int64),
-                    thumb_entry=self._thumb_entry,
-                    force_co64=self.force_co64,
-                )
+            moov = build_moov(
+                input_offsets=np.asarray(self._in_off, np.int64),
+                input_sizes=np.asarray(self._in_size, np.int64),
+                num_targets=len(self._targets),
+                targets_offset=tg_off,
+                name_sizes=name_sizes,
+                names_offset=fn_off,
+                thumb_offsets=np.asarray(self._th_off, np.int64),
+                thumb_sizes=np.asarray(self._th_size, np.int64),
+                thumb_entry=self._thumb_entry,
+                force_co64=self.force_co64,
             )
+            f.write(moov)
+            if self.metadata:
+                f.write(build_metadata_box(self.metadata))
             f.seek(len(FTYP) + 8)
             f.write(struct.pack(">Q", end - len(FTYP)))
             f.flush()
@@ -201,6 +234,40 @@ class BznaWriter:
         """Stop and delete the partial file; nothing is left at the final name."""
         self._closed = True
         self._cleanup()
+
+
+def _create_partial(folder, base):
+    """A new ``.BASE.XXXXXXXX.partial`` in ``folder``: (fd, path), mode 0666 minus the umask."""
+    for _ in range(100):
+        tmp = os.path.join(folder, f".{base}.{secrets.token_hex(4)}.partial")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: could not create a temporary file for {base}")
+
+
+def _claim_partial(tmp):
+    """Opens ``tmp`` for writing from scratch, locked: an fd, or an error if a live process writes it.
+
+    The lock (``flock``) dies with its process, however it dies, so the
+    partial file of a killed conversion is simply taken over.
+    """
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | _CLOEXEC, 0o666)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise FileExistsError(
+                    f"{tmp} is being written by another live process (a second conversion of the same "
+                    "shard?); stop it first"
+                ) from None
+        os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _discard(f, tmp):
