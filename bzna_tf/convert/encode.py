@@ -2,7 +2,8 @@
 
 Each picture is one intra frame, HEVC Main 8-bit 4:2:0, full range, BT.601
 (JFIF) coefficients, chroma sited at the centre of each 2x2 block. The image
-sits at the top-left of a coded frame whose sides are multiples of 512; the
+sits at the top-left of a coded frame whose sides are multiples of 512 (the
+compact layout: multiples of 64, at least 144; see layout_coded_size); the
 padding repeats the last column and row. libx265 is driven through PyAV and
 its Annex-B output split into the sample (length-prefixed NAL units) and the
 ``hvcC`` (parameter sets), as an mp4 muxer would.
@@ -10,21 +11,33 @@ its Annex-B output split into the sample (length-prefixed NAL units) and the
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from fractions import Fraction
 
 import numpy as np
 
-from bzna_tf.format.hevc import annexb_to_picture_parts
-from bzna_tf.format.sample import Picture
+from bzna_tf.format.hevc import HvcC, annexb_to_picture_parts
+from bzna_tf.format.sample import LAYOUTS, Picture
 
 __all__ = [
+    "CHROMA_MODES",
+    "COMPACT_BLOCK",
     "DEFAULT_CRF",
+    "DEFAULT_LAYOUT",
     "DEFAULT_PRESET",
+    "DEFAULT_QUALITY",
+    "LAYOUTS",
+    "NVDEC_MIN_SIDE",
+    "QUALITY_PRESETS",
     "coded_size_for",
+    "compact_coded_size",
     "encode_image",
     "encode_image_with",
     "encode_picture",
+    "layout_coded_size",
+    "quality_options",
     "resize_rgb",
     "rgb_to_yuv420",
     "thumbnail_size",
@@ -32,15 +45,95 @@ __all__ = [
 
 TILE = 512
 THUMB_MAX = 512
+# The compact layout (LAYOUTS[1], see layout_coded_size) rounds coded frames up
+# to x265's coding tree unit instead of 512: few distinct frame sizes, so the
+# GPU path's per-size NVDEC decoders are reused (benchmarks/layouts.py
+# compares 8, the smallest coding unit). No side goes below NVDEC's smallest
+# H.265 frame (cuvidGetDecoderCaps nMinWidth/nMinHeight: 144 from Maxwell on,
+# in NVIDIA's decoder programming guide), so every picture decodes on the GPU.
+COMPACT_BLOCK = 64
+NVDEC_MIN_SIDE = 144
+# The layout of new files' per-image mp4s (README, "Converting datasets").
+DEFAULT_LAYOUT = "benzina"
 # Benzina's own tools encoded ImageNet with CRF 10 and x265's "medium" preset.
 DEFAULT_CRF = 10
 DEFAULT_PRESET = "medium"
+# How 4:2:0 chroma is made from the full-resolution Cb/Cr (see rgb_to_yuv420).
+CHROMA_MODES = ("average", "lsq")
+
+# Named encoder settings, chosen from benchmarks/convert.py --pareto (README,
+# "Benchmarks": ten fixture photographs, 2 shared cores). For one intra picture
+# x265's presets fall in three groups: ultrafast (about 3x faster than medium,
+# 25-30% more bytes at equal PSNR); superfast to medium (size and PSNR within
+# 2% of each other; veryfast and fast give identical bitstreams; superfast and
+# veryfast 10-25% faster than medium); slow (2-3% fewer bytes for twice the
+# time: not worth it). Least-squares chroma adds 1.0 to 1.8 dB of RGB PSNR at
+# every preset and CRF for 7-8% more bytes (lowering the CRF from 14 to 10
+# buys 0.4 dB for 26% more), and its solve costs a few ms a picture.
+QUALITY_PRESETS = {
+    # Benzina's encoder settings with least-squares chroma: the most faithful.
+    "archival": {"preset": "medium", "crf": 10, "chroma": "lsq"},
+    # Beats Benzina's own output (medium, CRF 10, averaged chroma) on size
+    # (-16%), RGB PSNR (+1.2 dB) and encode time (-24%) together; its luma error
+    # stays under half a grey level RMS (Y-PSNR 54.5 dB).
+    "balanced": {"preset": "superfast", "crf": 14, "chroma": "lsq"},
+    # ultrafast: 2.5-3x less CPU than balanced, 0.2 dB less RGB PSNR, 17% more bytes.
+    "fast": {"preset": "ultrafast", "crf": 14, "chroma": "lsq"},
+}
+# The default: a conversion at ImageNet scale is paid in core-hours and its
+# files in bytes read every epoch; "balanced" lowers both against Benzina's
+# settings and still raises the RGB PSNR the loader delivers.
+DEFAULT_QUALITY = "balanced"
+
+
+def quality_options(name: str) -> dict:
+    """The encoder keywords (``preset``, ``crf``, ``chroma``) of a named quality.
+
+    Args:
+      name: one of ``QUALITY_PRESETS`` ("archival", "balanced", "fast").
+
+    Returns:
+      A new dict, to pass on as ``encode_image(rgb, **quality_options(name))``.
+
+    Raises:
+      ValueError: an unknown name.
+    """
+    if name not in QUALITY_PRESETS:
+        raise ValueError(f"Expected a quality in {tuple(QUALITY_PRESETS)}. Received: quality={name!r}")
+    return dict(QUALITY_PRESETS[name])
 
 
 def coded_size_for(size, tile: int = TILE) -> tuple[int, int]:
     """The coded frame size for an image: each side rounded up to a multiple of ``tile``."""
     w, h = size
     return (math.ceil(w / tile) * tile, math.ceil(h / tile) * tile)
+
+
+def compact_coded_size(size, block: int = COMPACT_BLOCK, minimum: int = NVDEC_MIN_SIDE) -> tuple[int, int]:
+    """The compact layout's coded frame: each side rounded up to ``block``, and at least ``minimum``.
+
+    Args:
+      size: (width, height) of the picture (an image or a thumbnail).
+      block: the rounding; default x265's coding tree unit, 64.
+      minimum: the smallest side; default NVDEC's smallest H.265 frame, 144.
+
+    Returns:
+      (width, height) of the coded frame.
+    """
+    return tuple(max(minimum, math.ceil(s / block) * block) for s in size)
+
+
+def layout_coded_size(size, layout: str = "benzina", *, thumbnail: bool = False) -> tuple[int, int]:
+    """The coded frame of a picture in a layout (``LAYOUTS``).
+
+    ``"benzina"`` (SPEC.md section 2): an image's sides rounded up to 512, a
+    thumbnail in 512 x 512. ``"compact"``: :func:`compact_coded_size` for both.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
+    if layout == "compact":
+        return compact_coded_size(size)
+    return (THUMB_MAX, THUMB_MAX) if thumbnail else coded_size_for(size)
 
 
 def thumbnail_size(size, limit: int = THUMB_MAX) -> tuple[int, int] | None:
@@ -56,11 +149,101 @@ def thumbnail_size(size, limit: int = THUMB_MAX) -> tuple[int, int] | None:
     return (max(1, int(w * f)), max(1, int(h * f)))
 
 
-def rgb_to_yuv420(rgb: np.ndarray, coded_size) -> np.ndarray:
+@functools.lru_cache(maxsize=256)
+def _upsampling_normal_lu(n: int):
+    """LU factors of A^T A, for A the loader's chroma upsampling of a line of ``n`` pixels.
+
+    A is (n, k), k = ceil(n/2): pixel i reads chroma at i/2 - 0.25, so pixel
+    2m = 0.25 c[m-1] + 0.75 c[m] and pixel 2m+1 = 0.75 c[m] + 0.25 c[m+1], the
+    indices clamped to [0, k-1]. A^T A is tridiagonal (1.25 and 0.375 away from
+    the ends) and diagonally dominant: Thomas' elimination needs no pivoting.
+
+    Returns:
+      (sub, inv_pivot, ratio) as Python floats: the off-diagonal, the inverse
+      pivots and the upper factor's off-diagonal.
+    """
+    k = (n + 1) // 2
+    rows = np.arange(n)
+    centre = rows // 2
+    neighbour = np.clip(np.where(rows % 2 == 0, centre - 1, centre + 1), 0, k - 1)
+    clamped = neighbour == centre  # the row is then c[centre] alone
+    diag = np.zeros(k)
+    off = np.zeros(k)  # off[j] = (A^T A)[j, j + 1]
+    np.add.at(diag, centre, 0.75**2)
+    np.add.at(diag, neighbour, 0.25**2)
+    np.add.at(diag, centre, np.where(clamped, 2 * 0.75 * 0.25, 0.0))
+    np.add.at(off, np.minimum(centre, neighbour), np.where(clamped, 0.0, 0.75 * 0.25))
+    inv_pivot = np.empty(k)
+    ratio = np.zeros(k)
+    for j in range(k):
+        pivot = diag[j] - (off[j - 1] * ratio[j - 1] if j else 0.0)
+        inv_pivot[j] = 1.0 / pivot
+        ratio[j] = off[j] * inv_pivot[j]
+    return off[:-1].tolist(), inv_pivot.tolist(), ratio[:-1].tolist()
+
+
+def _lsq_downsample_rows(f: np.ndarray) -> np.ndarray:
+    """argmin_c ||A c - f||^2 for every column of f (n, m): the (ceil(n/2), m) solution."""
+    n = f.shape[0]
+    k = (n + 1) // 2
+    # g = A^T f, the same taps as in _upsampling_normal_lu, gathered by parity.
+    even, odd = f[0::2], f[1::2]
+    g = 0.75 * even
+    g[: len(odd)] += 0.75 * odd
+    g[0] += 0.25 * even[0]  # pixel 0 reads c[0] twice (c[-1] clamps to c[0])
+    g[:-1] += 0.25 * even[1:]  # pixel 2m reads c[m-1]
+    g[1:] += 0.25 * odd[: k - 1]  # pixel 2m+1 reads c[m+1]
+    if n % 2 == 0:
+        g[-1] += 0.25 * odd[-1]  # the last pixel reads c[k] = c[k-1]
+    sub, inv_pivot, ratio = _upsampling_normal_lu(n)
+    # Forward then backward substitution, one row at a time, all columns at once.
+    tmp = np.empty_like(g[0])
+    g[0] *= inv_pivot[0]
+    for j in range(1, k):
+        g[j] -= np.multiply(g[j - 1], sub[j - 1], out=tmp)
+        g[j] *= inv_pivot[j]
+    for j in range(k - 2, -1, -1):
+        g[j] -= np.multiply(g[j + 1], ratio[j], out=tmp)
+    return g
+
+
+def _chroma_lsq(planes: np.ndarray) -> np.ndarray:
+    """Least-squares 4:2:0 chroma: (H, W, C) full-resolution planes -> (ceil(H/2), ceil(W/2), C), float32.
+
+    The loader's upsampling is separable, F ~ A_H C A_W^T, so the least-squares
+    C = (A_H^T A_H)^-1 A_H^T F A_W (A_W^T A_W)^-1 is solved down the columns,
+    then along the rows. Not clipped or rounded.
+    """
+    h, w, c = planes.shape
+    cols = _lsq_downsample_rows(np.ascontiguousarray(planes, np.float32).reshape(h, w * c))
+    cols = np.ascontiguousarray(cols.reshape(-1, w, c).transpose(1, 0, 2))
+    rows = _lsq_downsample_rows(cols.reshape(w, -1))
+    return rows.reshape(rows.shape[0], -1, c).transpose(1, 0, 2)
+
+
+def rgb_to_yuv420(rgb: np.ndarray, coded_size, chroma: str = "average") -> np.ndarray:
     """Full-range BT.601 4:2:0 planes, padded by edge repetition, as one (H*3/2, W) array.
 
-    Chroma is the average of each 2x2 block (centre siting).
+    Chroma is sited at the centre of each 2x2 block. With ``chroma="average"``
+    each sample is the mean of its 2x2 block. With ``"lsq"`` the samples are
+    those whose upsampling by the loader (bilinear at (x/2 - 0.25, y/2 - 0.25),
+    fetches clamped; lib/warp.h) is nearest, in squared error, to the image's
+    full-resolution Cb and Cr (the padding does not count); the chroma planes
+    are then padded by repeating their last row and column, which is what the
+    clamped fetches assume. Both planes share the upsampling, so this also
+    minimises the RGB error that chroma causes (a fixed linear map of the Cb/Cr
+    errors). Sharp colour edges gain most; flat colour is unchanged.
+
+    Args:
+      rgb: (H, W, 3) uint8.
+      coded_size: (width, height) of the frame, even and at least the image's.
+      chroma: "average" or "lsq".
+
+    Returns:
+      uint8 (ch * 3 / 2, cw): Y (ch, cw), then Cb and Cr, each (ch/2, cw/2) flattened into rows of cw.
     """
+    if chroma not in CHROMA_MODES:
+        raise ValueError(f"Expected chroma in {CHROMA_MODES}. Received: chroma={chroma!r}")
     h, w = rgb.shape[:2]
     cw, ch = coded_size
     x = np.pad(rgb.astype(np.float32), ((0, ch - h), (0, cw - w), (0, 0)), mode="edge")
@@ -75,7 +258,13 @@ def rgb_to_yuv420(rgb: np.ndarray, coded_size) -> np.ndarray:
     def u8(p):
         return np.clip(np.floor(p + 0.5), 0, 255).astype(np.uint8)
 
-    return np.concatenate([u8(y), u8(sub(cb)).reshape(ch // 4, cw), u8(sub(cr)).reshape(ch // 4, cw)])
+    if chroma == "lsq":
+        c = _chroma_lsq(np.stack([cb[:h, :w], cr[:h, :w]], axis=-1))
+        c = np.pad(c, ((0, ch // 2 - c.shape[0]), (0, cw // 2 - c.shape[1]), (0, 0)), mode="edge")
+        cb, cr = c[..., 0], c[..., 1]
+    else:
+        cb, cr = sub(cb), sub(cr)
+    return np.concatenate([u8(y), u8(cb).reshape(ch // 4, cw), u8(cr).reshape(ch // 4, cw)])
 
 
 def encode_picture(
@@ -84,18 +273,26 @@ def encode_picture(
     coded_size=None,
     crf: float = DEFAULT_CRF,
     preset: str = DEFAULT_PRESET,
+    chroma: str = "average",
     threads: int | None = None,
+    layout: str = "benzina",
 ) -> Picture:
     """Encode one RGB image as a single H.265 picture.
 
     Args:
       rgb: (H, W, 3) uint8.
       coded_size: (width, height) of the coded frame; default
-        :func:`coded_size_for` the image.
+        :func:`layout_coded_size` of the image in ``layout``.
       crf: x265 constant rate factor, 0 (lossless-ish) to 51 (Benzina's tools use 10).
       preset: x265 preset ('ultrafast' ... 'placebo'; Benzina uses 'medium').
+      chroma: 4:2:0 downsampling, "average" (Benzina's) or "lsq" (least
+        squares against the loader's upsampling): see :func:`rgb_to_yuv420`.
       threads: x265 worker threads; default x265's own choice (all cores).
         Parallel converters give each process one.
+      layout: ``"benzina"`` (SPEC.md section 2) or ``"compact"``: frames of
+        :func:`compact_coded_size`, no x265 version/options SEI in the ``hvcC``
+        (``info=0``; about 2.3 kB a picture), and lean per-image boxes
+        (``Picture.layout``).
 
     Returns:
       A :class:`~bzna_tf.format.Picture`.
@@ -108,13 +305,15 @@ def encode_picture(
             f"expected a non-empty (H, W, 3) uint8 image. Received: shape={rgb.shape}, dtype={rgb.dtype}"
         )
     h, w = rgb.shape[:2]
-    cw, ch = coded_size_for((w, h)) if coded_size is None else coded_size
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
+    cw, ch = layout_coded_size((w, h), layout) if coded_size is None else coded_size
     if cw < w or ch < h or cw % 8 or ch % 8:
         raise ValueError(
             f"coded_size must cover the image and be multiples of 8. "
             f"Received: coded_size={(cw, ch)} for an image of {(w, h)}"
         )
-    frame = av.VideoFrame.from_ndarray(rgb_to_yuv420(rgb, (cw, ch)), format="yuv420p")
+    frame = av.VideoFrame.from_ndarray(rgb_to_yuv420(rgb, (cw, ch), chroma), format="yuv420p")
     frame.color_range = 2  # JPEG (full) range
     frame.colorspace = 5  # BT.470BG = BT.601
     # The codec alone, no mp4 muxer: PyAV's libavformat fails to mux HEVC
@@ -125,10 +324,12 @@ def encode_picture(
     params = "log-level=error:range=full:colormatrix=bt470bg:chromaloc=1"
     if threads is not None:
         params += f":pools={int(threads)}:frame-threads=1"
+    if layout == "compact":
+        params += ":info=0"
     ctx.options = {"crf": str(crf), "preset": preset, "x265-params": params}
     packets = ctx.encode(frame) + ctx.encode(None)
     sample, hvcc = annexb_to_picture_parts(b"".join(bytes(p) for p in packets))
-    return Picture(sample, hvcc, (w, h), (cw, ch), compressor=f"bzna_tf libx265 crf {crf:g}")
+    return Picture(sample, hvcc, (w, h), (cw, ch), compressor=f"bzna_tf libx265 crf {crf:g}", layout=layout)
 
 
 def resize_rgb(rgb: np.ndarray, size) -> np.ndarray:
@@ -144,17 +345,22 @@ def encode_image(
     *,
     crf: float = DEFAULT_CRF,
     preset: str = DEFAULT_PRESET,
+    chroma: str = "average",
     threads: int | None = None,
     thumbnails_only: bool = False,
+    layout: str = "benzina",
 ):
     """Encode an image and, when it exceeds 512x512, its thumbnail.
 
     Args:
       rgb: (H, W, 3) uint8.
-      crf, preset, threads: as for :func:`encode_picture`.
+      crf, preset, chroma, threads: as for :func:`encode_picture`; ``**quality_options(name)``
+        gives a named quality's crf, preset and chroma.
       thumbnails_only: store only the thumbnail (the image itself when it fits
         512x512): the input track then holds the thumbnail-size picture, a much
         smaller file for training at up to 512 pixels.
+      layout: ``"benzina"`` or ``"compact"`` (``LAYOUTS``; see
+        :func:`encode_picture` and :func:`layout_coded_size`).
 
     Returns:
       (input, thumb): two :class:`~bzna_tf.format.Picture`; ``thumb`` is None
@@ -163,25 +369,62 @@ def encode_image(
     """
 
     def encode(image, coded_size=None):
-        return encode_picture(image, coded_size=coded_size, crf=crf, preset=preset, threads=threads)
+        return encode_picture(
+            image,
+            coded_size=coded_size,
+            crf=crf,
+            preset=preset,
+            chroma=chroma,
+            threads=threads,
+            layout=layout,
+        )
 
-    return encode_image_with(encode, rgb, thumbnails_only=thumbnails_only)
+    return encode_image_with(encode, rgb, thumbnails_only=thumbnails_only, layout=layout)
 
 
-def encode_image_with(encode, rgb: np.ndarray, *, thumbnails_only: bool = False):
+def encode_image_with(
+    encode,
+    rgb: np.ndarray,
+    *,
+    thumbnails_only: bool = False,
+    layout: str = "benzina",
+    chroma: str | None = None,
+):
     """(input, thumb) pictures of an image, each made by ``encode(rgb, coded_size=None)``.
 
     The thumbnail (SPEC.md section 2: at most 512 on a side, sizes truncated)
-    is resized bicubically and coded in a 512x512 frame; none when the image
-    fits, or with ``thumbnails_only`` (the input is then the thumbnail).
+    is resized bicubically; none when the image fits, or with
+    ``thumbnails_only`` (the input is then the thumbnail). With
+    ``layout="benzina"`` the input gets ``encode``'s default frame and the
+    thumbnail a 512x512 one; with ``"compact"`` each is given its
+    :func:`compact_coded_size` and the pictures are marked compact (whatever
+    the encoder). A ``chroma`` (``CHROMA_MODES``) is passed on to every call
+    as ``encode(..., chroma=chroma)``; None calls ``encode`` without it.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
+    if chroma is not None:
+        if chroma not in CHROMA_MODES:
+            raise ValueError(f"Expected chroma in {CHROMA_MODES}. Received: chroma={chroma!r}")
+        encode = functools.partial(encode, chroma=chroma)
     rgb = np.ascontiguousarray(rgb)
     h, w = rgb.shape[:2]
     tsize = thumbnail_size((w, h))
     small = None if tsize is None else resize_rgb(rgb, tsize)
+
+    def code(image, thumbnail=False):
+        if layout == "benzina":
+            return encode(image, coded_size=(THUMB_MAX, THUMB_MAX)) if thumbnail else encode(image)
+        p = encode(image, coded_size=compact_coded_size((image.shape[1], image.shape[0])))
+        if p.layout == layout:
+            return p
+        # Another encoder's picture (NVENC): compact boxes, and no SEI in the hvcC.
+        lean = p.hvcc.parameter_sets_only() if isinstance(p.hvcc, HvcC) and p.sample_entry is None else p.hvcc
+        return dataclasses.replace(p, hvcc=lean, layout=layout)
+
     if thumbnails_only:
-        return encode(rgb if small is None else small), None
-    inp = encode(rgb)
+        return code(rgb if small is None else small), None
+    inp = code(rgb)
     if small is None:
         return inp, None
-    return inp, encode(small, coded_size=(THUMB_MAX, THUMB_MAX))
+    return inp, code(small, thumbnail=True)

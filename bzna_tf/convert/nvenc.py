@@ -78,10 +78,17 @@ def encode_picture_nvenc(rgb: np.ndarray, *, coded_size=None, qp: float = 10, gp
     return Picture(sample, hvcc, (w, h), (cw, ch), compressor=f"bzna_tf nvenc qp {int(round(qp))}")
 
 
-def encode_image_nvenc(rgb: np.ndarray, *, qp: float = 10, thumbnails_only: bool = False, gpu_id: int = 0):
+def encode_image_nvenc(
+    rgb: np.ndarray,
+    *,
+    qp: float = 10,
+    thumbnails_only: bool = False,
+    gpu_id: int = 0,
+    layout: str = "benzina",
+):
     """:func:`bzna_tf.convert.encode_image` on NVENC: (input, thumb or None)."""
 
     def encode(image, coded_size=None):
         return encode_picture_nvenc(image, coded_size=coded_size, qp=qp, gpu_id=gpu_id)
 
-    return encode_image_with(encode, rgb, thumbnails_only=thumbnails_only)
+    return encode_image_with(encode, rgb, thumbnails_only=thumbnails_only, layout=layout)

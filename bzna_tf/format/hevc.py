@@ -27,6 +27,7 @@ with the parameter sets (VPS, SPS, PPS) in front of the picture.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from bzna_tf.format.boxes import Box, Where, box, parse_boxes
@@ -82,6 +83,15 @@ class HvcC:
     def parameter_sets(self) -> list[bytes]:
         """VPS, SPS then PPS NAL units: what a decoder needs before a picture."""
         return self.nalus(NAL_VPS) + self.nalus(NAL_SPS) + self.nalus(NAL_PPS)
+
+    def parameter_sets_only(self) -> HvcC:
+        """A copy without the arrays a decoder never reads (SEI: x265's ~2.3 kB version string).
+
+        Readers hand decoders only :attr:`parameter_sets`, so the copy decodes
+        the same; the compact layout stores it.
+        """
+        keep = (NAL_VPS, NAL_SPS, NAL_PPS)
+        return dataclasses.replace(self, arrays=[a for a in self.arrays if a.nal_unit_type in keep])
 
     @classmethod
     def parse(cls, b: Box) -> HvcC:

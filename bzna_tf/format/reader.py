@@ -28,6 +28,7 @@ import numpy as np
 
 from bzna_tf.format.boxes import Where, parse_boxes, read_header
 from bzna_tf.format.errors import BznaFormatError
+from bzna_tf.format.metadata import MAX_METADATA_BYTES, METADATA_UUID, parse_metadata
 from bzna_tf.format.sample import FNAME, INPUT, TARGET, THUMB, ImageMp4, decode_name, parse_image_mp4
 from bzna_tf.format.tracks import Trak, parse_trak
 
@@ -124,6 +125,7 @@ class BznaFile:
             self._src.close()
             raise
         self._targets = None
+        self._metadata = None
 
     def _open(self):
         src = self._src
@@ -173,6 +175,42 @@ class BznaFile:
 
     def __repr__(self):
         return f"BznaFile({self.name!r}, samples={len(self)}, labelled={self.num_labelled})"
+
+    @property
+    def metadata(self) -> dict:
+        """bzna_tf's facts stored in the file (:mod:`bzna_tf.format.metadata`); {} when it has none.
+
+        Files of the original tools have none. Read on first use.
+        """
+        if self._metadata is None:
+            found = {}
+            for btype, off, header, size in self.top_level:
+                if btype != "uuid" or size < header + 16:
+                    continue
+                if self._src.read(off + header, 16, box="uuid") != METADATA_UUID:
+                    continue
+                length = size - header - 16
+                if length > MAX_METADATA_BYTES:
+                    raise self._src.where.error(
+                        f"bzna_tf metadata of {length} bytes (at most {MAX_METADATA_BYTES} expected)",
+                        offset=off,
+                        box="uuid",
+                    )
+                payload = self._src.read(off + header + 16, length, box="uuid")
+                found = parse_metadata(payload, self._src.where, off)
+                break
+            self._metadata = found
+        return self._metadata
+
+    @property
+    def class_names(self) -> list[str | None] | None:
+        """The class names stored by the converter, indexed by target (None where unknown), or None."""
+        names = self.metadata.get("class_names")
+        if names is None:
+            return None
+        if not isinstance(names, list) or not all(n is None or isinstance(n, str) for n in names):
+            raise self._src.where.error("bzna_tf metadata: class_names is not a list of strings", box="uuid")
+        return list(names)
 
     def __enter__(self):
         return self
@@ -281,7 +319,12 @@ class BznaFile:
         return self._read_track(self.tracks[INPUT], i)
 
     def sample(self, i: int) -> ImageMp4:
-        """Sample i's per-image mp4, parsed (sizes, hvcC, clap, H.265 samples)."""
+        """Sample i's per-image mp4, parsed (sizes, hvcC, clap, H.265 samples).
+
+        Its nested ``target``/``filename`` are None in the compact layout,
+        which stores them only in the outer tracks: use :meth:`target` and
+        :meth:`filename`, which read those.
+        """
         i = self._index(i)
         off, _ = self.sample_location(i)
         return parse_image_mp4(self.sample_bytes(i), base=off, where=self._where(i))

@@ -16,6 +16,15 @@ An ``hvc1`` sample entry is a 78-byte VisualSampleEntry body (coded width and
 height at bytes 24-27) followed by child boxes in any order: ``hvcC`` (the
 parameter sets), ``clap`` (the image rectangle in the coded frame), ``pasp``,
 and whatever else the muxer wrote (``fiel``, ``btrt``).
+
+Two layouts are written (``Picture.layout``; readers take both, as any reader
+that finds traks by name and falls back from ``bzna_thumb`` to ``bzna_input``):
+
+- ``"benzina"``: the above, as the original tools write it.
+- ``"compact"``: only the video traks, ``bzna_input`` then ``bzna_thumb`` when
+  the thumbnail is a separate picture (otherwise readers use the input), and
+  no nested target or name (the outer ``bzna_target``/``bzna_fname`` tracks
+  hold them); built ``hvc1`` entries hold ``hvcC``, ``pasp`` and ``clap`` only.
 """
 
 from __future__ import annotations
@@ -38,10 +47,13 @@ __all__ = [
     "build_image_mp4",
     "build_hvc1",
     "VISUAL_ENTRY_BODY",
+    "LAYOUTS",
 ]
 
 VISUAL_ENTRY_BODY = 78  # SampleEntry (8) + VisualSampleEntry fields (70)
 INPUT, TARGET, FNAME, THUMB = "bzna_input", "bzna_target", "bzna_fname", "bzna_thumb"
+# How a per-image mp4 is laid out (module docstring); the first is the original tools'.
+LAYOUTS = ("benzina", "compact")
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,10 @@ class Picture:
         which preserves what the muxer recorded. Without it, the writer builds
         one from ``hvcc`` and ``coded_size``, laid out as the original tools'.
       compressor: the encoder's name for a built entry (e.g. "libx265"), at most 31 bytes.
+      layout: the per-image mp4 :func:`build_image_mp4` makes of this picture
+        (as the input): ``"benzina"`` (the original tools' boxes) or
+        ``"compact"`` (no nested target, name or duplicate thumbnail trak; see
+        the module docstring). The encoder sets it with the coded frame size.
     """
 
     sample: bytes
@@ -105,8 +121,11 @@ class Picture:
     coded_size: tuple[int, int]
     sample_entry: bytes | None = None
     compressor: str = ""
+    layout: str = "benzina"
 
     def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={self.layout!r}")
         self.size = tuple(int(v) for v in self.size)
         self.coded_size = tuple(int(v) for v in self.coded_size)
         (w, h), (cw, ch) = self.size, self.coded_size
@@ -352,8 +371,13 @@ def video_entry(p: Picture) -> bytes:
     ``clap`` is always rewritten from the picture's sizes; a missing ``pasp`` is
     added as 1:1. They go after ``hvcC`` and any ``fiel``, before the rest, which
     is where the original tools leave them (``hvcC, fiel, pasp, clap, btrt``).
+    A built entry of the compact layout has no ``fiel`` or ``btrt`` (no reader
+    uses them): ``hvcC, pasp, clap``.
     """
-    entry = p.sample_entry or build_hvc1(p.hvcc_bytes, p.coded_size, p.compressor, len(p.sample))
+    muxer_boxes = p.layout == "benzina"
+    entry = p.sample_entry or build_hvc1(
+        p.hvcc_bytes, p.coded_size, p.compressor, len(p.sample) if muxer_boxes else None
+    )
     body, kids = _entry_children(entry)
     kids = [k for k in kids if k[0] != "clap"]
     if not any(t == "pasp" for t, _ in kids):
@@ -449,7 +473,15 @@ def mvhd(version: int, duration: int, next_track_id: int, volume: int) -> bytes:
 
 
 def build_image_mp4(inp: Picture, thumb: Picture | None, target: int | None, filename: str) -> BuiltMp4:
-    """Build one per-image mp4 as the original tools lay it out (see module doc)."""
+    """Build one per-image mp4 in ``inp.layout`` (see the module docstring).
+
+    ``"benzina"`` lays it out as the original tools do. ``"compact"`` stores
+    the pictures and their video traks only: ``target`` and ``filename`` are
+    the outer file's business (:class:`~bzna_tf.format.BznaWriter` stores them
+    in its own tracks) and are not repeated here.
+    """
+    if inp.layout == "compact":
+        return _build_compact_mp4(inp, thumb)
     name = filename.encode() + b"\0"
     ftyp = box(b"ftyp", b"isom", struct.pack(">I", 0), b"isom")
     payload = [inp.sample]
@@ -479,5 +511,22 @@ def build_image_mp4(inp: Picture, thumb: Picture | None, target: int | None, fil
     if target is not None:
         specs.append(_meta_spec(3, TARGET, 0, "application/octet-stream", 8, tg_off))
     specs.append(_video_spec(len(specs) + 1, THUMB, 3, th, th_entry, th_off))
+    moov = box(b"moov", mvhd(0, 20, len(specs) + 1, volume=0x0100), *(build_trak(s) for s in specs))
+    return BuiltMp4(ftyp + mdat + moov, th_off, len(th.sample), th_entry)
+
+
+def _build_compact_mp4(inp: Picture, thumb: Picture | None) -> BuiltMp4:
+    """ftyp | mdat [input][thumb, if separate] | moov: mvhd, bzna_input, bzna_thumb if separate."""
+    ftyp = box(b"ftyp", b"isom", struct.pack(">I", 0), b"isom")
+    in_off = len(ftyp) + 8
+    in_entry = video_entry(inp)
+    specs = [_video_spec(1, INPUT, 0, inp, in_entry, in_off)]
+    payload = [inp.sample]
+    th_off, th, th_entry = in_off, inp, in_entry
+    if thumb is not None:
+        th_off, th, th_entry = in_off + len(inp.sample), thumb, video_entry(thumb)
+        payload.append(thumb.sample)
+        specs.append(_video_spec(2, THUMB, 3, thumb, th_entry, th_off))
+    mdat = box(b"mdat", *payload)
     moov = box(b"moov", mvhd(0, 20, len(specs) + 1, volume=0x0100), *(build_trak(s) for s in specs))
     return BuiltMp4(ftyp + mdat + moov, th_off, len(th.sample), th_entry)

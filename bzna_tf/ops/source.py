@@ -49,8 +49,9 @@ class BznaDataset(dataset_ops.DatasetSource):
       the sample's own hvcC, then its NAL units): what FFmpeg's or NVDEC's
       HEVC decoder takes.
     - ``"width"``, ``"height"``: tf.int32, the picture's size from its track's
-      ``tkhd``. The decoded frame is larger (coded sizes are multiples of 512,
-      padded right and bottom): the image is ``frame[:height, :width]``.
+      ``tkhd``. The decoded frame is at least as large (padded right and
+      bottom: to multiples of 512 in the benzina layout, of 64 and at least
+      144 in the compact one): the image is ``frame[:height, :width]``.
     - ``"index"``: tf.int64, the global sample index.
     - ``"target"``: tf.int64, the class, or -1 for an unlabelled sample.
     - ``"filename"``: tf.string, only with ``with_filename=True``.

@@ -43,8 +43,9 @@ the dict the Python wrapper shows):
   target:   int64, the target, or -1 for an unlabelled sample.
   width:    int32, the picture's width from its track's tkhd.
 
-The decoded frame is larger than width x height (coded sizes are multiples of
-512, padding right and bottom). Files are read through TensorFlow's filesystem
+The decoded frame is at least width x height (padded right and bottom: to
+multiples of 512 in the benzina layout, of 64 and at least 144 in the compact
+one). Files are read through TensorFlow's filesystem
 layer; each sample costs two positioned reads (the per-image mp4's header,
 then the picture through the end of its moov). Malformed files raise
 DataLossError naming the file, sample, box and byte offset.

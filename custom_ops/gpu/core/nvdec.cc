@@ -25,8 +25,17 @@ constexpr unsigned kOutputSurfaces = 8;
 constexpr unsigned kDecodeSurfaces = kDisplayDelay + kOutputSurfaces + 4;
 // NVDEC's own ceiling on decode surfaces.
 constexpr unsigned kMaxDecodeSurfaces = 32;
-// Decoders (coded sizes) a session keeps between batches.
-constexpr size_t kMaxDecoders = 4;
+// Decoders (coded sizes) a session keeps between batches, most recently used
+// first: always kMinDecodersKept; then, up to kMaxDecodersKept, as long as the
+// kept decoders' coded area stays within kDecoderAreaBudget (8 frames of
+// 512 x 512, about 75 MB of surfaces). Files of the benzina layout need one or
+// two sizes (512 x 512 thumbnails); the compact layout's frames are rounded to
+// 64 (at least 144), so thumbnails come in up to 49 sizes, a handful of them
+// common in ImageNet-like files, and creating a decoder costs far more than
+// decoding a picture (tens of ms).
+constexpr size_t kMinDecodersKept = 4;
+constexpr size_t kMaxDecodersKept = 16;
+constexpr uint64_t kDecoderAreaBudget = uint64_t{8} * 512 * 512;
 constexpr int kMaxSessions = 16;
 
 std::atomic<int> g_sessions{0};
@@ -194,7 +203,7 @@ class NvdecSession {
   }
 
   // After a batch: no parser kept (the next batch is a new stream), broken
-  // decoders and the least recently used beyond kMaxDecoders destroyed.
+  // decoders and the least recently used beyond the limits above destroyed.
   void Finish() {
     if (parser_ != nullptr) {
       v_.cuvidDestroyVideoParser(parser_);
@@ -207,12 +216,20 @@ class NvdecSession {
               [](const std::unique_ptr<Decoder>& a, const std::unique_ptr<Decoder>& b) {
                 return a->last_used > b->last_used;
               });
+    size_t kept = 0;
+    uint64_t kept_area = 0;
     for (size_t i = 0; i < decoders_.size();) {
-      if (decoders_[i]->broken || i >= kMaxDecoders) {
+      const Decoder& dec = *decoders_[i];
+      const uint64_t area = uint64_t{dec.coded_width} * dec.coded_height;
+      const bool keep = !dec.broken && (kept < kMinDecodersKept ||
+                                        (kept < kMaxDecodersKept && kept_area + area <= kDecoderAreaBudget));
+      if (keep) {
+        ++kept;
+        kept_area += area;
+        ++i;
+      } else {
         v_.cuvidDestroyDecoder(decoders_[i]->handle);
         decoders_.erase(decoders_.begin() + static_cast<long>(i));
-      } else {
-        ++i;
       }
     }
   }

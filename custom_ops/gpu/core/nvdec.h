@@ -13,9 +13,10 @@
 // waiting costs no CPU time, and once per session at the end of a batch.
 //
 // Limits (per session): kDecodeSurfaces decode surfaces and kOutputSurfaces
-// mapped output surfaces per decoder, at most kMaxDecoders decoders kept
-// between batches (least recently used dropped); a 512 x 512 decoder holds
-// about (16 + 8) x 0.4 MB = 9 MB of GPU memory. Sessions: the GPU's NVDEC
+// mapped output surfaces per decoder; between batches the 4 most recently used
+// decoders are kept, and up to 16 while their coded area is within 8 frames
+// of 512 x 512 (least recently used dropped; nvdec.cc); a 512 x 512 decoder
+// holds about (16 + 8) x 0.4 MB = 9 MB of GPU memory. Sessions: the GPU's NVDEC
 // engine count by default (H100: 7), $BZNA_GPU_NVDEC_SESSIONS or
 // bzna_gpu_set_nvdec_sessions() otherwise. One batch at a time per context.
 
