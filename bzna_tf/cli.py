@@ -26,6 +26,8 @@ def describe(f: BznaFile) -> dict:
         "samples": len(f),
         "tracks": [{"name": t.name, "handler": t.handler, "samples": len(t)} for t in f.tracks.values()],
         "labelled": f.num_labelled,
+        "class_names": f.class_names,
+        "conversion": f.metadata.get("conversion"),
         "first": None,
     }
     if len(f):
@@ -49,6 +51,17 @@ def _table(d: dict) -> str:
         f"  {'track':<14}{'handler':<9}samples",
     ]
     lines += [f"  {t['name']:<14}{t['handler']:<9}{t['samples']:,}" for t in d["tracks"]]
+    names = d.get("class_names")
+    if names:
+        known = [f"{t} {n}" for t, n in enumerate(names) if n is not None]
+        more = f", ... ({len(known) - 10} more)" if len(known) > 10 else ""
+        lines.append(f"  classes   {len(known)} named: {', '.join(known[:10])}{more}")
+    conv = d.get("conversion")
+    if conv:
+        lines.append(
+            f"  shard     {conv.get('shard')} of {conv.get('num_shards')}: inputs "
+            f"[{conv.get('start')}, {conv.get('stop')}), {len(conv.get('skipped') or [])} skipped"
+        )
     fs = d["first"]
     if fs:
         lines.append(
@@ -94,12 +107,18 @@ def _info(args) -> int:
 def _convert(args) -> int:
     from bzna_tf.convert import ConversionError, GulpSource, ImageFolderSource, TFRecordSource, convert
 
+    class_names = None
+    if args.class_names:
+        with open(args.class_names, encoding="utf-8") as f:
+            class_names = [line.rstrip("\n") for line in f]
+        while class_names and not class_names[-1]:
+            class_names.pop()
     if args.kind == "tfrecord":
         source = TFRecordSource(
             args.sources,
             image_key=args.image_key,
-            label_key=args.label_key or None,
-            filename_key=args.filename_key or None,
+            label_key="auto" if args.label_key is None else (args.label_key or None),
+            filename_key="auto" if args.filename_key is None else (args.filename_key or None),
             label_offset=args.label_offset,
             compression=args.compression,
         )
@@ -108,19 +127,29 @@ def _convert(args) -> int:
             raise ValueError(f"Expected one folder. Received: {args.sources}")
         source = ImageFolderSource(args.sources[0])
     else:
-        source = GulpSource(args.sources, label_key=args.label_key or None)
+        label_key = "label" if args.label_key is None else (args.label_key or None)
+        source = GulpSource(args.sources, label_key=label_key)
     try:
         summary = convert(
             source,
             args.output,
             workers=args.workers,
+            quality=args.quality,
             crf=args.crf,
             preset=args.preset,
+            chroma=args.chroma,
+            layout=args.layout,
             thumbnails_only=args.thumbnails_only,
             encoder=args.encoder,
             strict=args.strict,
             lenient=args.lenient,
             missing_label=args.missing_label,
+            num_shards=args.num_shards,
+            shard_size=None if args.shard_size is None else args.shard_size * 1e6,
+            worker_index=args.worker_index,
+            num_workers=args.num_workers,
+            overwrite=args.overwrite,
+            class_names=class_names,
             progress=not args.no_progress,
         )
     except ConversionError as e:
@@ -131,14 +160,14 @@ def _convert(args) -> int:
 
 
 def _add_convert(sub):
-    from bzna_tf.convert.encode import DEFAULT_CRF, DEFAULT_PRESET
+    from bzna_tf.convert import encode
 
     c = sub.add_parser(
         "convert",
-        help="convert TFRecords, an image folder or GulpIO chunks to one .bzna file",
-        description="Decode every image, encode it as H.265 (libx265, or NVENC) and write one .bzna file. "
-        "Output order = input order; undecodable images are reported and skipped; nothing appears "
-        "under OUT until the conversion succeeds.",
+        help="convert TFRecords, an image folder or GulpIO chunks to .bzna (one file or shards)",
+        description="Decode every image, encode it as H.265 (libx265, or NVENC) and write one .bzna file or "
+        "shards. Output order = input order; undecodable images are reported and skipped; nothing appears "
+        "under a final name until that file is complete; rerunning the same command skips finished files.",
     )
     c.add_argument("kind", choices=("tfrecord", "folder", "gulp"), help="what the sources are")
     c.add_argument(
@@ -147,17 +176,44 @@ def _add_convert(sub):
         help="tfrecord: files or glob patterns (quote them); folder: one folder with a sub-folder per class; "
         "gulp: chunk folders or .gmeta files",
     )
-    c.add_argument("output", help="the .bzna file to write")
-    c.add_argument("--workers", type=int, default=None, help="encoding processes (default: all cores)")
     c.add_argument(
-        "--crf",
-        type=float,
-        default=DEFAULT_CRF,
-        help=f"x265 quality, lower is better (default {DEFAULT_CRF})",
+        "output", help="the .bzna file to write; with shards, DIR/NAME.bzna gives NAME-00000-of-0000N"
     )
-    c.add_argument("--preset", default=DEFAULT_PRESET, help=f"x265 preset (default {DEFAULT_PRESET})")
-    c.add_argument("--thumbnails-only", action="store_true", help="store only the <= 512x512 thumbnails")
-    c.add_argument("--encoder", choices=("x265", "nvenc"), default="x265", help="nvenc needs an NVIDIA GPU")
+    c.add_argument("--workers", type=int, default=None, help="encoding processes (default: all cores)")
+    q = c.add_argument_group("quality and layout")
+    q.add_argument(
+        "--quality",
+        choices=tuple(encode.QUALITY_PRESETS),
+        default=None,
+        help=f"named x265 settings (default {encode.DEFAULT_QUALITY}; see the README's table)",
+    )
+    q.add_argument(
+        "--crf", type=float, default=None, help="x265 quality, lower is better (overrides --quality)"
+    )
+    q.add_argument("--preset", default=None, help="x265 preset (overrides --quality)")
+    q.add_argument(
+        "--chroma", choices=("average", "lsq"), default=None, help="4:2:0 chroma (overrides --quality)"
+    )
+    q.add_argument(
+        "--layout",
+        choices=encode.LAYOUTS,
+        default=None,
+        help=f"coded frames and boxes (default {encode.DEFAULT_LAYOUT}; benzina = the original tools')",
+    )
+    q.add_argument("--thumbnails-only", action="store_true", help="store only the <= 512x512 thumbnails")
+    q.add_argument("--encoder", choices=("x265", "nvenc"), default="x265", help="nvenc needs an NVIDIA GPU")
+    s = c.add_argument_group("shards, resuming and array jobs")
+    s.add_argument("--num-shards", type=int, default=None, help="write N shards NAME-0000k-of-0000N.bzna")
+    s.add_argument(
+        "--shard-size", type=float, default=None, help="or shards of about this many MB (estimated)"
+    )
+    s.add_argument(
+        "--worker-index", type=int, default=None, help="convert only shards I, I+W, ... (with --num-workers)"
+    )
+    s.add_argument("--num-workers", type=int, default=None, help="W: the processes or hosts sharing the plan")
+    s.add_argument(
+        "--overwrite", action="store_true", help="replace existing outputs (else finished ones are skipped)"
+    )
     c.add_argument("--strict", action="store_true", help="stop at the first undecodable image")
     c.add_argument("--lenient", action="store_true", help="keep images the decoder had to repair")
     c.add_argument(
@@ -166,16 +222,25 @@ def _add_convert(sub):
         default=None,
         help="target for unlabelled images followed by labelled ones",
     )
+    c.add_argument("--class-names", default=None, help="a text file of class names, one per line, by target")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     t = c.add_argument_group("tfrecord and gulp options")
-    t.add_argument("--image-key", default="image/encoded", help="tfrecord: the image feature")
+    t.add_argument(
+        "--image-key",
+        default=None,
+        help="tfrecord: the image feature (default: image/encoded, or TFDS's image, recognised)",
+    )
     t.add_argument(
         "--label-key",
         default=None,
-        help="tfrecord: the label feature (default image/class/label); gulp: the "
+        help="tfrecord: the label feature (default: image/class/label, or TFDS's label); gulp: the "
         "meta_data key (default label); '' for none",
     )
-    t.add_argument("--filename-key", default="image/filename", help="tfrecord: the file name feature")
+    t.add_argument(
+        "--filename-key",
+        default=None,
+        help="tfrecord: the file name feature (default: image/filename, or TFDS's file_name); '' for none",
+    )
     t.add_argument(
         "--label-offset",
         type=int,
@@ -390,8 +455,6 @@ def main(argv=None) -> int:
     _add_preview(sub)
     _add_service(sub)
     args = p.parse_args(argv)
-    if args.command == "convert" and args.label_key is None:
-        args.label_key = "image/class/label" if args.kind == "tfrecord" else "label"
     try:
         return args.run(args)
     except (FileNotFoundError, ValueError) as e:  # BznaFormatError and SampleListError are ValueErrors

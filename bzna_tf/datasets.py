@@ -22,11 +22,12 @@ import copy
 import math
 import os
 import random as _random
+import re
 
 import numpy as np
 
 from bzna_tf.format.samplelist import SampleList, SampleListError
-from bzna_tf.format.shards import BznaShards, file_numbers, is_url
+from bzna_tf.format.shards import BznaShards, expand_paths, file_numbers, is_url
 from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_size_error, imagenet_splits, select_split
 
 __all__ = ["ClassificationDataset", "Dataset", "EpochState", "ImageNet"]
@@ -708,6 +709,16 @@ class ClassificationDataset(Dataset):
         t = self._index.targets
         return int(t.max()) + 1 if t.size and t.max() >= 0 else 0
 
+    @property
+    def class_names(self) -> list[str | None] | None:
+        """The class names the converter stored, indexed by target, or None when the files hold none.
+
+        ``bzna-tf convert`` stores the class folders' names, TFRecords'
+        ``image/class/text``, TFDS's ``label.labels.txt`` or ``--class-names``.
+        Targets without a known name are None. Files of the original tools hold none.
+        """
+        return self._index.class_names
+
     def _outputs(self, images, element, with_filenames):
         if with_filenames:
             return images, element["target"], element["filename"]
@@ -723,8 +734,11 @@ class ImageNet(ClassificationDataset):
 
     Args:
       root: the ``.bzna`` file, or a directory holding ``ilsvrc2012.bzna``
-        (or ``ilsvrc2012.mp4``, the original tools' name); a list of paths or
-        patterns reads several files as one.
+        (or ``ilsvrc2012.mp4``, the original tools' name), or a directory of
+        per-split files as ``bzna-tf convert`` writes them: ``train.bzna``,
+        ``val.bzna`` (``test.bzna``), or shards ``train-00000-of-00064.bzna``
+        ..., whose splits are their files (not counted from the end); a list
+        of paths or patterns reads several files as one.
       split: None (every sample), ``"train"``, ``"val"`` (``"validation"``),
         ``"test"``, ``"all"``, TFDS slices and sums of them:
         ``"train[:10%]"``, ``"val[1000:2000]"``, ``"train[-5%:]"``,
@@ -733,7 +747,8 @@ class ImageNet(ClassificationDataset):
       input_label: ``"bzna_thumb"`` (default) or ``"bzna_input"``.
 
     Raises:
-      FileNotFoundError: no such file, or a directory without ilsvrc2012.bzna/.mp4.
+      FileNotFoundError: no such file, a directory without ilsvrc2012.bzna/.mp4 or
+        per-split files, or an incomplete set of shards.
       ValueError: a malformed split, or a file too small to hold val and test
         (150,000 entries) when a named split is asked for.
 
@@ -750,7 +765,8 @@ class ImageNet(ClassificationDataset):
     num_classes = 1000
 
     def __init__(self, root, split: str | None = None, input_label: str = "bzna_thumb"):
-        super().__init__(_imagenet_path(root), input_label=input_label, split=split)
+        paths, self._groups = _imagenet_layout(root)
+        super().__init__(paths, input_label=input_label, split=split)
 
     @classmethod
     def from_sample_list(cls, sample_list, split: str | None = None, input_label: str = "bzna_thumb"):
@@ -762,16 +778,44 @@ class ImageNet(ClassificationDataset):
         return cls(paths[0], split=split, input_label=input_label).select(lst)
 
     def _named_splits(self) -> dict[str, range]:
-        return imagenet_splits(len(self._index))
+        groups = getattr(self, "_groups", None)
+        if not groups:
+            return imagenet_splits(len(self._index))
+        starts = self._index.starts
+        splits = {"all": range(len(self._index))}
+        for name, (first, last) in groups.items():
+            splits[name] = range(int(starts[first]), int(starts[last]))
+        if "val" in splits:
+            splits["validation"] = splits["val"]
+        return splits
 
     def _unavailable_splits(self) -> dict[str, str]:
+        groups = getattr(self, "_groups", None)
+        if groups:
+            folder = os.path.dirname(self.paths[0]) or "."
+            return {
+                name: f"{folder} holds no {name} files (train/val/test *.bzna or shards of them)"
+                for name in (*IMAGENET_SPLITS, "validation")
+                if {"validation": "val"}.get(name, name) not in groups
+            }
         reason = imagenet_size_error(len(self._index))
         return dict.fromkeys((*IMAGENET_SPLITS, "validation"), reason) if reason else {}
 
 
-def _imagenet_path(root):
+# Per-split files of a directory: train.bzna, val-00000-of-00004.bzna, ilsvrc2012-test.bzna, ...
+_SPLIT_FILE = re.compile(r"^(?:.*[-_.])?(train|val|validation|test)(?:-\d{5,}-of-\d{5,})?\.bzna$")
+
+
+def _imagenet_layout(root):
+    """(paths, split groups) of an ImageNet root.
+
+    One file (or a directory holding ``ilsvrc2012.bzna``/``.mp4``): its path, no
+    groups (the splits are counted from the end, SPEC section 3). A directory of
+    per-split files or shards: the files in train, val, test order, and each
+    split's (first file, end file) numbers.
+    """
     if isinstance(root, (list, tuple)):
-        return list(root)
+        return list(root), None
     root = os.fspath(root)
     if is_url(root):
         import tensorflow as tf
@@ -782,9 +826,31 @@ def _imagenet_path(root):
         is_dir = os.path.isdir(root)
         exists = os.path.exists
     if not is_dir:
-        return root
+        return root, None
     for name in IMAGENET_FILENAMES:
         path = root.rstrip("/") + "/" + name if is_url(root) else os.path.join(root, name)
         if exists(path):
-            return path
-    raise FileNotFoundError(f"{root} is a directory without {' or '.join(IMAGENET_FILENAMES)}")
+            return path, None
+    try:
+        found = expand_paths(root)
+    except FileNotFoundError as e:
+        if "without .bzna files" not in str(e):
+            raise  # an incomplete set of shards
+        found = []
+    by_split = {}
+    for path in found:
+        m = _SPLIT_FILE.match(os.path.basename(path))
+        if m:
+            by_split.setdefault({"validation": "val"}.get(m[1], m[1]), []).append(path)
+    if not by_split:
+        raise FileNotFoundError(
+            f"{root} is a directory without {' or '.join(IMAGENET_FILENAMES)} and without per-split files "
+            "(train.bzna, val.bzna, test.bzna, or shards such as train-00000-of-00004.bzna)"
+        )
+    paths, groups = [], {}
+    for name in IMAGENET_SPLITS:
+        files = sorted(by_split.get(name, []))
+        if files:
+            groups[name] = (len(paths), len(paths) + len(files))
+            paths.extend(files)
+    return paths, groups

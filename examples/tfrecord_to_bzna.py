@@ -51,6 +51,8 @@ def main():
     p.add_argument("output", help="the .bzna file to write")
     p.add_argument("--demo", action="store_true", help="convert a few generated TFRecords")
     p.add_argument("--workers", type=int, default=None, help="encoding processes (default: all cores)")
+    p.add_argument("--num-shards", type=int, default=None, help="write N shards OUTPUT-0000k-of-0000N.bzna")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         pattern = make_demo_tfrecords(tmp) if args.demo else args.tfrecords
@@ -58,7 +60,10 @@ def main():
             p.error("give TFRecord files, or --demo")
         source = TFRecordSource(pattern, label_offset=-1)
         print(f"{len(source)} images in {len(source.paths)} files")
-        summary = convert(source, args.output, workers=args.workers)
+        # Rerunning the same command skips the files it already finished.
+        summary = convert(
+            source, args.output, workers=args.workers, num_shards=args.num_shards, overwrite=args.overwrite
+        )
         print(summary)
 
 

@@ -169,8 +169,16 @@ def test_tfrecord_source_classic_and_mapped_keys(tmp_path, small_images):
     )
     items = list(TFRecordSource(tmp_path / "other.rec", image_key="jpg", label_key="cls", filename_key=None))
     assert [(i.target, i.filename) for i in items] == [(3, "other.rec-000000"), (None, "other.rec-000001")]
-    with pytest.raises(SourceError, match=r"record 0 .*no bytes feature 'image/encoded'"):
-        list(TFRecordSource(tmp_path / "other.rec"))
+    # The features are listed, with the flag to use.
+    with pytest.raises(
+        SourceError, match=r"record 0 .*no image feature.*'cls' \(int64\), 'jpg' \(bytes\).*--image-key"
+    ):
+        TFRecordSource(tmp_path / "other.rec")
+    write_tfrecord(tmp_path / "gap.rec", [example({"jpg": jpeg(small_images[0])}), example({"x": 1.0})])
+    with pytest.raises(
+        SourceError, match=r"record 1 .*no bytes feature 'jpg'; the record has the features \['x' \(float\)\]"
+    ):
+        list(TFRecordSource(tmp_path / "gap.rec", image_key="jpg"))
     with pytest.raises(SourceError, match="no TFRecord file matches"):
         TFRecordSource(str(tmp_path / "nothing-*"))
 
@@ -355,7 +363,9 @@ def test_converted_file_has_the_original_tools_box_structure(converted, original
         a, b = original_path.read_bytes(), out.read_bytes()
         top_a = parse_boxes(a, 0, len(a))
         top_b = parse_boxes(b, 0, len(b))
-        assert [x.type for x in top_a] == [x.type for x in top_b] == ["ftyp", "mdat", "moov"]
+        # Ours adds bzna_tf's metadata box after moov (a uuid box the original tools skip).
+        assert [x.type for x in top_a] == [x.type for x in top_b][:3] == ["ftyp", "mdat", "moov"]
+        assert [x.type for x in top_b][3:] == ["uuid"] and ours.metadata["conversion"]["num_shards"] == 1
         assert bytes(top_a[0].payload()) == bytes(top_b[0].payload())
         moov_a, moov_b = top_a[2], top_b[2]
         assert box_structure(a, moov_a.offset, moov_a.offset + moov_a.size) == box_structure(

@@ -12,27 +12,36 @@ from bzna_tf.convert.converter import (
     default_workers,
 )
 from bzna_tf.convert.encode import (
+    CHROMA_MODES,
     DEFAULT_CRF,
     DEFAULT_PRESET,
+    DEFAULT_QUALITY,
+    QUALITY_PRESETS,
     coded_size_for,
     encode_image,
     encode_picture,
+    quality_options,
     resize_rgb,
     thumbnail_size,
 )
 from bzna_tf.convert.images import ImageDecodeError, decode_image
+from bzna_tf.convert.plan import ShardSpec, plan_shards, shard_paths
 from bzna_tf.convert.sources import GulpSource, ImageFolderSource, Item, SourceError, TFRecordSource
 from bzna_tf.convert.tfrecord import TFRecordError, parse_example
 
 __all__ = [
+    "CHROMA_MODES",
     "DEFAULT_CRF",
     "DEFAULT_PRESET",
+    "DEFAULT_QUALITY",
     "ConversionError",
     "ConversionSummary",
     "EncodeOptions",
     "GulpSource",
     "ImageDecodeError",
     "ImageFolderSource",
+    "QUALITY_PRESETS",
+    "ShardSpec",
     "Item",
     "SourceError",
     "TFRecordError",
@@ -44,6 +53,9 @@ __all__ = [
     "encode_image",
     "encode_picture",
     "parse_example",
+    "plan_shards",
+    "quality_options",
     "resize_rgb",
+    "shard_paths",
     "thumbnail_size",
 ]

@@ -1,28 +1,46 @@
-"""The parallel converter: sources -> decode -> H.265 -> one .bzna file.
+"""The parallel converter: sources -> decode -> H.265 -> .bzna files, sharded, resumable.
 
-The main process reads the source and writes the file; N worker processes
+The main process reads the source and writes the files; N worker processes
 (``spawn``ed, so no TensorFlow state is forked) decode each image and encode
 it with x265 (one thread each, which scales better than x265's own threads on
 single pictures). At most a few images per worker are in flight, so memory
 stays flat whatever the dataset's size, and results are written in input
 order. An image that cannot be decoded is reported and skipped (``strict``
-makes it fatal). The file is written under a temporary name and renamed at
-the end: an interrupt never leaves a partial file under the final name.
+makes it fatal).
+
+Output is one file or a plan of shards (:mod:`bzna_tf.convert.plan`). Each
+file is written under a deterministic temporary name (``.NAME.partial``,
+locked while written) and renamed when complete, so an interrupt never leaves
+a partial file under the final name, and a rerun of the same command takes
+the partial file over and skips the shards already finished. Workers exit
+when the main process dies, however it dies.
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
 from bzna_tf.convert.encode import DEFAULT_CRF, DEFAULT_PRESET, encode_image
 from bzna_tf.convert.images import ImageDecodeError, decode_image
-from bzna_tf.convert.sources import Item
+from bzna_tf.convert.plan import (
+    ShardSpec,
+    conversion_facts,
+    fingerprint,
+    finished,
+    plan_shards,
+    shards_for_size,
+)
+from bzna_tf.convert.sources import Item, iter_items
+from bzna_tf.format.sample import build_image_mp4
 from bzna_tf.format.writer import BznaWriter
 
 __all__ = ["ConversionError", "ConversionSummary", "EncodeOptions", "convert", "default_workers"]
@@ -31,10 +49,12 @@ ENCODERS = ("x265", "nvenc")
 # Images queued per worker: enough to keep every worker busy while the main
 # process writes, few enough that memory does not grow with the dataset.
 _IN_FLIGHT_PER_WORKER = 4
+# Images encoded to estimate the output size for `shard_size`.
+_ESTIMATE_IMAGES = 16
 
 
 class ConversionError(RuntimeError):
-    """A conversion that stopped: an undecodable image with ``strict``, or a source error."""
+    """A conversion that stopped: an undecodable image with ``strict``, an existing output, a source error."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,8 @@ class EncodeOptions:
     encoder: str = "x265"
     lenient: bool = False
     threads: int | None = None
+    chroma: str = "average"
+    layout: str = "benzina"
 
 
 @dataclass
@@ -54,12 +76,16 @@ class ConversionSummary:
     """What a conversion did.
 
     Attributes:
-      output: the file written.
-      images: samples written.
-      skipped: (origin, reason) of every image skipped.
+      output: the ``output`` argument (the file, or the name the shards are derived from).
+      images: samples written by this run.
+      skipped: (origin, reason) of every image skipped by this run.
       seconds: wall time.
-      bytes: the output's size.
-      targets: (smallest, largest) target written, or None.
+      bytes: the size of the files written by this run.
+      targets: (smallest, largest) target written by this run, or None.
+      written: the files this run wrote, in order.
+      finished: (file, samples) of the shards found finished and left alone.
+      num_shards: the plan's shard count (1 for one file).
+      class_names: the class names stored (indexed by target), or None.
     """
 
     output: str
@@ -68,6 +94,10 @@ class ConversionSummary:
     seconds: float = 0.0
     bytes: int = 0
     targets: tuple | None = None
+    written: list = field(default_factory=list)
+    finished: list = field(default_factory=list)
+    num_shards: int = 1
+    class_names: list | None = None
 
     @property
     def images_per_second(self) -> float:
@@ -78,11 +108,33 @@ class ConversionSummary:
         return self.bytes / self.images if self.images else 0.0
 
     def __str__(self):
-        lines = [
-            f"wrote {self.output}: {self.images} images, {self.bytes / 1e6:.1f} MB "
-            f"({self.bytes_per_image / 1e3:.1f} kB per image) in {self.seconds:.1f} s "
-            f"({self.images_per_second:.1f} images/s)"
-        ]
+        lines = []
+        if self.written:
+            what = (
+                self.written[0]
+                if len(self.written) == 1
+                else (
+                    f"{len(self.written)} of {self.num_shards} shards "
+                    f"({os.path.basename(self.written[0])} .. "
+                    f"{os.path.basename(self.written[-1])})"
+                )
+            )
+            lines.append(
+                f"wrote {what}: {self.images} images, {self.bytes / 1e6:.1f} MB "
+                f"({self.bytes_per_image / 1e3:.1f} kB per image) in {self.seconds:.1f} s "
+                f"({self.images_per_second:.1f} images/s)"
+            )
+        if self.finished:
+            n = sum(count for _, count in self.finished)
+            names = ", ".join(os.path.basename(p) for p, _ in self.finished[:4])
+            more = f", ... ({len(self.finished) - 4} more)" if len(self.finished) > 4 else ""
+            verb = "was" if len(self.finished) == 1 else "were"
+            lines.append(
+                f"skipped {len(self.finished)} {'file' if len(self.finished) == 1 else 'files'} that {verb} "
+                f"already converted from these sources with these options ({n} images): {names}{more}"
+            )
+        if not lines:
+            lines.append(f"nothing to do for {self.output}")
         if self.targets is not None:
             lines.append(f"targets {self.targets[0]}..{self.targets[1]}")
             if self.targets == (1, 1000):
@@ -90,6 +142,11 @@ class ConversionSummary:
                     "note: targets 1..1000 look like the classic ImageNet TFRecords' 1-based labels; "
                     "convert with label_offset=-1 (--label-offset -1) for 0..999"
                 )
+        if self.class_names:
+            known = [(t, n) for t, n in enumerate(self.class_names) if n is not None]
+            shown = ", ".join(f"{t} {n}" for t, n in known[:8])
+            more = f", ... ({len(known) - 8} more)" if len(known) > 8 else ""
+            lines.append(f"class names stored ({len(known)}): {shown}{more}")
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)} undecodable images:")
             lines += [f"  {origin}: {reason}" for origin, reason in self.skipped[:20]]
@@ -122,21 +179,61 @@ def encode_item(item: Item, options: EncodeOptions):
     if options.encoder == "nvenc":
         from bzna_tf.convert.nvenc import encode_image_nvenc
 
-        inp, thumb = encode_image_nvenc(rgb, qp=options.crf, thumbnails_only=options.thumbnails_only)
+        inp, thumb = encode_image_nvenc(
+            rgb, qp=options.crf, thumbnails_only=options.thumbnails_only, layout=options.layout
+        )
     else:
         inp, thumb = encode_image(
             rgb,
             crf=options.crf,
             preset=options.preset,
+            chroma=options.chroma,
             threads=options.threads,
             thumbnails_only=options.thumbnails_only,
+            layout=options.layout,
         )
     return ("ok", inp, thumb)
 
 
-def _check_options(workers, crf, encoder, missing_label):
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
-        raise ValueError(f"Expected `workers` as an integer >= 0. Received: workers={workers!r}")
+def _die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: exit as soon as the converting process is gone, however it went.
+
+    On Linux the kernel sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``);
+    everywhere, a daemon thread also checks the parent every second, since a
+    worker of a killed parent is re-parented and would otherwise idle forever.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # died before the line above took effect
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="bzna_tf-parent-watch", daemon=True).start()
+
+
+def _check_int(value, arg, low, allow_none=True):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"Expected `{arg}` as an integer >= {low}. Received: {arg}={value!r}")
+
+
+def _check_options(workers, options, encoder, missing_label):
+    from bzna_tf.convert.encode import LAYOUTS
+
+    crf = options.crf
+    _check_int(workers, "workers", 0)
+    if options.layout not in LAYOUTS:
+        raise ValueError(f"Expected `layout` in {LAYOUTS}. Received: layout={options.layout!r}")
     if not 0 <= crf <= 51:
         raise ValueError(f"Expected `crf` in [0, 51]. Received: crf={crf!r}")
     if encoder not in ENCODERS:
@@ -153,44 +250,162 @@ def _check_options(workers, crf, encoder, missing_label):
             raise ConversionError(f"the NVENC encoder is unavailable: {reason}")
 
 
+def _selected(plan, shards, worker_index, num_workers):
+    """The shards this process converts: ``shards``, or every ``num_workers``-th from ``worker_index``."""
+    if (worker_index is None) != (num_workers is None):
+        raise ValueError(
+            "Expected `worker_index` and `num_workers` together. "
+            f"Received: worker_index={worker_index!r}, num_workers={num_workers!r}"
+        )
+    if shards is not None and worker_index is not None:
+        raise ValueError("Expected `shards` or `worker_index`/`num_workers`, not both")
+    if worker_index is not None:
+        _check_int(num_workers, "num_workers", 1, allow_none=False)
+        if (
+            isinstance(worker_index, bool)
+            or not isinstance(worker_index, int)
+            or not 0 <= worker_index < num_workers
+        ):
+            raise ValueError(
+                f"Expected `worker_index` in [0, {num_workers}). Received: worker_index={worker_index!r}"
+            )
+        return [s for s in plan if s.index % num_workers == worker_index]
+    if shards is None:
+        return list(plan)
+    wanted = sorted(set(shards))
+    bad = [k for k in wanted if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(plan)]
+    if bad or not wanted:
+        raise ValueError(
+            f"Expected `shards` as shard numbers in [0, {len(plan)}). Received: shards={list(shards)!r}"
+        )
+    return [plan[k] for k in wanted]
+
+
+class _Encoder:
+    """Encodes items in order, in this process or in a pool of workers, started on first use."""
+
+    def __init__(self, workers, options):
+        self.workers, self.options = workers, options
+        self.pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def _pool(self):
+        if self.pool is None:
+            context = multiprocessing.get_context("spawn")
+            self.pool = concurrent.futures.ProcessPoolExecutor(
+                self.workers, mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),)
+            )
+        return self.pool
+
+    def run(self, pairs, finish):
+        """Calls ``finish(key, item, result)`` for each ``(key, item)`` of ``pairs``, in order."""
+        if self.workers == 0:
+            for key, item in pairs:
+                finish(key, item, encode_item(item, self.options))
+            return
+        pool = self._pool()
+        queue = collections.deque()
+        try:
+            for key, item in pairs:
+                queue.append((key, item, pool.submit(encode_item, item, self.options)))
+                while len(queue) >= self.workers * _IN_FLIGHT_PER_WORKER or (queue and queue[0][2].done()):
+                    k, done_item, future = queue.popleft()
+                    finish(k, done_item, future.result())
+            while queue:
+                k, done_item, future = queue.popleft()
+                finish(k, done_item, future.result())
+        except BaseException:
+            for *_, future in queue:
+                future.cancel()
+            raise
+
+
+def _estimate_bytes_per_image(source, total, encoder):
+    """Mean output bytes of up to 16 images spread evenly over the source (deterministic)."""
+    k = min(_ESTIMATE_IMAGES, total)
+    picks = sorted({(2 * j + 1) * total // (2 * k) for j in range(k)})
+    sizes = []
+
+    def finish(_, item, result):
+        if result[0] == "ok":  # the per-image mp4 exactly as the writer stores it
+            sizes.append(len(build_image_mp4(result[1], result[2], item.target, item.filename).data))
+
+    encoder.run(((i, next(iter_items(source, i, i + 1))) for i in picks), finish)
+    if not sizes:
+        raise ConversionError(f"none of the {len(picks)} images sampled to estimate the shard size decodes")
+    return sum(sizes) / len(sizes)
+
+
 def convert(
     source,
     output,
     *,
     workers=None,
-    crf=DEFAULT_CRF,
-    preset=DEFAULT_PRESET,
+    crf=None,
+    preset=None,
+    quality=None,
+    chroma=None,
+    layout=None,
     thumbnails_only=False,
     encoder="x265",
     strict=False,
     lenient=False,
     missing_label=None,
+    num_shards=None,
+    shard_size=None,
+    shards=None,
+    worker_index=None,
+    num_workers=None,
+    overwrite=False,
+    class_names=None,
     progress=True,
     log=sys.stderr,
 ) -> ConversionSummary:
-    """Converts a source of images into one .bzna file.
+    """Converts a source of images into one .bzna file or a set of shards.
 
-    Each image is decoded, padded to multiples of 512 (right/bottom edge
-    smear) and encoded as one full-range BT.601 4:2:0 H.265 picture, with a
-    512x512-framed thumbnail when it exceeds 512 on a side (SPEC.md section 2).
+    Each image is decoded, padded (right/bottom edge smear) and encoded as one
+    full-range BT.601 4:2:0 H.265 picture, with a thumbnail when it exceeds
+    512 on a side (SPEC.md section 2). ``layout="benzina"`` pads to multiples
+    of 512 with 512x512 thumbnail frames, as the original tools; "compact"
+    rounds frames to 64 (at least 144) and writes leaner per-image boxes.
 
     Args:
       source: a :class:`~bzna_tf.convert.TFRecordSource`, :class:`~bzna_tf.convert.ImageFolderSource`,
         :class:`~bzna_tf.convert.GulpSource`, or any iterable of :class:`~bzna_tf.convert.Item`
-        (with ``len()`` for an ETA).
-      output: the .bzna file to write (replaced at the end if it exists).
-      workers: encoding processes; default all usable cores; 0 encodes in this process (x265 then
-        uses its own threads).
-      crf: x265 constant rate factor (default 10, Benzina's; lower is better and bigger); the constant
-        QP with NVENC.
-      preset: x265 preset, "ultrafast" ... "placebo" (default "medium", Benzina's).
+        (with ``len()`` for an ETA and for shards; only the three sources can be resumed).
+      output: the .bzna file to write; with shards, the name they derive from:
+        ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ...
+      workers: encoding processes; default all usable cores; 0 encodes in this process. Each
+        picture is encoded by one x265 thread either way, so the bytes never depend on ``workers``.
+      quality: a named preset, "archival" (Benzina's), "balanced" or "fast" (see the README's
+        table); ``crf``/``preset``/``chroma`` given explicitly override it.
+      crf: x265 constant rate factor (lower is better and bigger); the constant QP with NVENC.
+      preset: x265 preset, "ultrafast" ... "placebo".
+      chroma: how 4:2:0 chroma is made: "average" (of each 2x2 block) or "lsq" (least squares).
+      layout: "benzina" (the original tools' frames) or "compact" (see the README).
       thumbnails_only: store only the <= 512x512 thumbnails (a much smaller file).
       encoder: "x265" (CPU, default) or "nvenc" (NVIDIA GPU through PyNvVideoCodec).
       strict: stop at the first undecodable image instead of skipping it.
       lenient: keep pictures the decoder had to repair (e.g. a truncated JPEG with a grey bottom).
       missing_label: the target stored for an unlabelled image that is followed by labelled ones
-        (the format stores targets for a prefix of the samples, so unlabelled images must come last
-        unless this is given, e.g. -1).
+        (the format stores targets for a prefix of each file's samples, so unlabelled images must
+        come last unless this is given, e.g. -1).
+      num_shards: write this many shards, contiguous input ranges in input order.
+      shard_size: or shards of about this many bytes (the count is estimated from 16 images
+        spread over the source, so it is the same in every process and on every rerun).
+      shards: convert only these shard numbers of the plan (an array job's task, a Beam worker).
+      worker_index, num_workers: convert only shards ``worker_index``, ``worker_index + num_workers``,
+        ... (a SLURM array: ``worker_index=$SLURM_ARRAY_TASK_ID``).
+      overwrite: replace existing outputs. Without it, an output that this very conversion already
+        finished (same sources, options and plan) is skipped, and any other existing file is refused.
+      class_names: the class names, indexed by target; default the source's (folder names, TFDS's
+        ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels).
       progress: show a progress bar (images/s, ETA) on ``log``.
       log: where the progress bar and skip reports go.
 
@@ -198,105 +413,194 @@ def convert(
       A :class:`ConversionSummary`.
 
     Raises:
-      ConversionError: an undecodable image with ``strict``, or NVENC unavailable.
+      ConversionError: an undecodable image with ``strict``, an existing output without
+        ``overwrite``, or NVENC unavailable.
       SourceError, TFRecordError: a source that cannot be read (nothing is left under ``output``).
       ValueError: bad arguments, or an unlabelled image followed by a labelled one without
         ``missing_label``.
     """
-    _check_options(workers, crf, encoder, missing_label)
+    options = _encode_options(quality, crf, preset, chroma, layout, thumbnails_only, encoder, lenient)
+    _check_options(workers, options, encoder, missing_label)
     workers = default_workers() if workers is None else workers
-    options = EncodeOptions(
-        crf=crf,
-        preset=preset,
-        thumbnails_only=thumbnails_only,
-        encoder=encoder,
-        lenient=lenient,
-        threads=1 if workers > 0 and encoder == "x265" else None,
-    )
-    start = time.perf_counter()
+    if encoder == "x265":
+        # One x265 thread per picture whatever `workers` is: x265 records its thread pools in the
+        # options SEI, and every `workers` value (a rerun, a Beam worker) must give the same bytes.
+        options = EncodeOptions(**{**options.__dict__, "threads": 1})
+    if num_shards is not None and shard_size is not None:
+        raise ValueError("Expected `num_shards` or `shard_size`, not both")
+    start_time = time.perf_counter()
     summary = ConversionSummary(output=os.fspath(output))
     try:
         total = len(source)
     except TypeError:
         total = None
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    if total is None and (num_shards or shard_size or shards or worker_index is not None):
+        raise ValueError("shards need a source with len() (TFRecordSource, ImageFolderSource, GulpSource)")
+    if total == 0:
+        raise ConversionError(f"the source holds no image: {output} was not written")
+    base_names = class_names if class_names is not None else getattr(source, "class_names", None)
 
-        bar = tqdm(total=total, unit="img", file=log, dynamic_ncols=True, smoothing=0.05)
-    first_unlabelled = None  # origin of the first unlabelled image written
-    low = high = None
+    with _Encoder(workers, options) as enc:
+        if shard_size is not None:
+            num_shards = shards_for_size(total, _estimate_bytes_per_image(source, total, enc), shard_size)
+        plan = plan_shards(total if total is not None else 0, output, num_shards)
+        if total is None:  # a plain iterable: one file, its range unknown
+            plan = [ShardSpec(0, 1, 0, -1, plan[0].path)]
+        summary.num_shards = len(plan)
+        mine = _selected(plan, shards, worker_index, num_workers)
+        fp = fingerprint(source, options, missing_label=missing_label, total=total, num_shards=len(plan))
+        todo = _triage(mine, fp, overwrite, summary)
+        bar = None
+        if progress and todo:
+            from tqdm import tqdm
 
-    def write(writer, item, result):
-        nonlocal low, high, first_unlabelled
-        if result[0] == "skip":
-            summary.skipped.append((item.origin or item.filename, result[1]))
-            if strict:
-                raise ConversionError(f"{item.origin or item.filename}: {result[1]}")
-            message = f"skipped {item.origin or item.filename}: {result[1]}"
+            known = total is not None
+            bar = tqdm(total=sum(len(s) for s in todo) if known else None, unit="img", file=log,
+                       dynamic_ncols=True, smoothing=0.05)  # fmt: skip
+        writer = _ShardWriter(summary, fp, base_names, missing_label, strict, bar, log)
+        try:
+            enc.run(((spec, item) for spec in todo for item in _items(source, spec)), writer.finish)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
             if bar is not None:
-                bar.write(message, file=log)
-            elif log is not None:
-                print(message, file=log)
-            return
-        _, inp, thumb = result
-        target = item.target
-        if target is None and missing_label is not None:
-            target = missing_label
-        if target is not None and first_unlabelled is not None:
-            raise ValueError(
-                f"{item.origin}: a labelled image after unlabelled ones ({first_unlabelled} first); the "
-                "format stores targets for a prefix of the samples: put unlabelled images last, or pass "
-                "missing_label (e.g. -1) to store a target for them"
-            )
-        if target is None:
-            first_unlabelled = first_unlabelled or item.origin or item.filename
-        else:
-            low = target if low is None else min(low, target)
-            high = target if high is None else max(high, target)
-        writer.append(inp, thumb=thumb, target=target, filename=item.filename)
-        summary.images += 1
-
-    try:
-        _run(source, output, workers, options, write, bar, summary)
-    finally:
-        if bar is not None:
-            bar.close()
-    summary.seconds = time.perf_counter() - start
-    summary.bytes = os.path.getsize(output)
-    summary.targets = None if low is None else (low, high)
+                bar.close()
+    summary.seconds = time.perf_counter() - start_time
+    summary.targets = None if writer.low is None else (writer.low, writer.high)
+    summary.class_names = writer.stored_names
     return summary
 
 
-def _run(source, output, workers, options, write, bar, summary):
-    """Reads, encodes (in workers) and writes, in input order."""
-    with BznaWriter(output) as writer:
+def _encode_options(quality, crf, preset, chroma, layout, thumbnails_only, encoder, lenient):
+    from bzna_tf.convert import encode
 
-        def finish(item, result):
-            write(writer, item, result)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(skipped=len(summary.skipped), refresh=False)
+    chosen = {}
+    if quality is not None or getattr(encode, "DEFAULT_QUALITY", None) is not None:
+        chosen = dict(encode.quality_options(quality if quality is not None else encode.DEFAULT_QUALITY))
+    chosen.setdefault("crf", DEFAULT_CRF)
+    chosen.setdefault("preset", DEFAULT_PRESET)
+    chosen.setdefault("chroma", "average")
+    for key, value in (("crf", crf), ("preset", preset), ("chroma", chroma)):
+        if value is not None:
+            chosen[key] = value
+    chosen["layout"] = layout if layout is not None else getattr(encode, "DEFAULT_LAYOUT", "benzina")
+    return EncodeOptions(thumbnails_only=thumbnails_only, encoder=encoder, lenient=lenient, **chosen)
 
-        if workers == 0:
-            for item in source:
-                finish(item, encode_item(item, options))
+
+def _items(source, spec):
+    if spec.stop < 0:
+        return iter(source)
+    return iter_items(source, spec.start, spec.stop)
+
+
+def _triage(mine, fp, overwrite, summary):
+    """The shards to convert; finished ones go to ``summary.finished``; other existing files are refused."""
+    todo, refused = [], []
+    for spec in mine:
+        done, why, facts = finished(spec, fp) if spec.stop >= 0 else (False, "", None)
+        if overwrite or not os.path.exists(spec.path):
+            todo.append(spec)
+        elif done:
+            summary.finished.append((spec.path, len(spec) - len(facts.get("skipped", []))))
         else:
-            context = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-                queue = collections.deque()
-                try:
-                    for item in source:
-                        queue.append((item, pool.submit(encode_item, item, options)))
-                        while len(queue) >= workers * _IN_FLIGHT_PER_WORKER or (queue and queue[0][1].done()):
-                            done_item, future = queue.popleft()
-                            finish(done_item, future.result())
-                    while queue:
-                        done_item, future = queue.popleft()
-                        finish(done_item, future.result())
-                except BaseException:
-                    for _, future in queue:
-                        future.cancel()
-                    raise
-        if summary.images == 0:
-            raise ConversionError(f"no image could be converted ({len(summary.skipped)} skipped)")
+            refused.append(f"{spec.path}: {why or 'exists'}")
+    if refused:
+        more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
+        raise ConversionError(
+            "refusing to replace existing files that this conversion did not finish; pass --overwrite "
+            f"(overwrite=True) to replace them: {'; '.join(refused[:3])}{more}"
+        )
+    return todo
+
+
+class _ShardWriter:
+    """Receives encoded images in input order and writes them to their shards, one file at a time."""
+
+    def __init__(self, summary, fp, base_names, missing_label, strict, bar, log):
+        self.summary, self.fp, self.missing_label, self.strict = summary, fp, missing_label, strict
+        self.base_names = list(base_names) if base_names is not None else None
+        self.bar, self.log = bar, log
+        self.spec = self.writer = None
+        self.low = self.high = None
+        self.stored_names = None
+
+    def _open(self, spec):
+        self.close()
+        self.spec = spec
+        self.writer = BznaWriter(spec.path, partial=spec.partial)
+        self.shard_skipped = []
+        self.names = list(self.base_names) if self.base_names is not None else []
+        self.first_unlabelled = None
+
+    def finish(self, spec, item, result):
+        if spec is not self.spec:
+            self._open(spec)
+        if result[0] == "skip":
+            self._skip(item, result[1])
+        else:
+            self._write(item, result)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(skipped=len(self.summary.skipped), refresh=False)
+
+    def _skip(self, item, reason):
+        origin = item.origin or item.filename
+        self.summary.skipped.append((origin, reason))
+        self.shard_skipped.append([origin, reason])
+        if self.strict:
+            raise ConversionError(f"{origin}: {reason}")
+        message = f"skipped {origin}: {reason}"
+        if self.bar is not None:
+            self.bar.write(message, file=self.log)
+        elif self.log is not None:
+            print(message, file=self.log)
+
+    def _write(self, item, result):
+        _, inp, thumb = result
+        target = item.target
+        if target is None and self.missing_label is not None:
+            target = self.missing_label
+        if target is not None and self.first_unlabelled is not None:
+            raise ValueError(
+                f"{item.origin}: a labelled image after unlabelled ones ({self.first_unlabelled} first); the "
+                "format stores targets for a prefix of each file's samples: put unlabelled images last, or "
+                "pass missing_label (e.g. -1) to store a target for them"
+            )
+        if target is None:
+            self.first_unlabelled = self.first_unlabelled or item.origin or item.filename
+        else:
+            self.low = target if self.low is None else min(self.low, target)
+            self.high = target if self.high is None else max(self.high, target)
+            if item.class_name is not None and 0 <= target < 1 << 20:
+                self.names.extend([None] * (target + 1 - len(self.names)))
+                if self.names[target] is None:
+                    self.names[target] = item.class_name
+        self.writer.append(inp, thumb=thumb, target=target, filename=item.filename)
+        self.summary.images += 1
+
+    def close(self):
+        """Finishes the current shard: its metadata, then the atomic rename."""
+        if self.writer is None:
+            return
+        writer, spec, self.writer = self.writer, self.spec, None
+        if not len(writer):
+            writer.abort()
+            raise ConversionError(
+                f"{spec.path}: no image of its range could be converted ({len(self.shard_skipped)} skipped)"
+            )
+        facts = conversion_facts(spec, self.fp)
+        facts["skipped"] = self.shard_skipped
+        writer.metadata["conversion"] = facts
+        if any(n is not None for n in self.names):
+            writer.metadata["class_names"] = self.names
+            self.stored_names = self.names
+        writer.close()
+        self.summary.written.append(spec.path)
+        self.summary.bytes += os.path.getsize(spec.path)
+
+    def abort(self):
+        if self.writer is not None:
+            self.writer.abort()
+            self.writer = None

@@ -10,6 +10,7 @@ process; decoding and encoding happen in the worker processes.
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import os
 import re
@@ -17,7 +18,15 @@ from dataclasses import dataclass
 
 from bzna_tf.convert.tfrecord import count_records, iter_records, parse_example
 
-__all__ = ["GulpSource", "ImageFolderSource", "Item", "SourceError", "TFRecordSource", "IMAGE_EXTENSIONS"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "GulpSource",
+    "ImageFolderSource",
+    "Item",
+    "SourceError",
+    "TFRecordSource",
+    "iter_items",
+]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 
@@ -36,6 +45,8 @@ class Item:
       data: the encoded image (JPEG, PNG, ...), or None when ``path`` is set.
       path: a file to read the encoded image from (in the worker), or None.
       origin: where the image comes from, for messages ("train-00001 record 17").
+      class_name: the name of the target's class when the source gives one per
+        image (TFRecords' ``image/class/text``), else None.
     """
 
     filename: str
@@ -43,6 +54,19 @@ class Item:
     data: bytes | None = None
     path: str | None = None
     origin: str = ""
+    class_name: str | None = None
+
+
+def iter_items(source, start: int = 0, stop: int | None = None):
+    """The items ``start`` (inclusive) to ``stop`` (exclusive) of a source, in order.
+
+    Sources of this module read only what they need (a TFRecord range skips
+    the records before it by their headers); any other iterable is iterated
+    from its beginning.
+    """
+    if hasattr(source, "items"):
+        return source.items(start, stop)
+    return itertools.islice(iter(source), start, stop)
 
 
 def _expand(patterns, what):
@@ -63,9 +87,26 @@ def _expand(patterns, what):
     return paths
 
 
-def _stat(path):
+def _stat(path, root=None):
+    """[name, size, mtime] of a file for a source's fingerprint.
+
+    The name is relative to ``root`` (the base name without one), so the same
+    data mounted at another place on another host has the same fingerprint.
+    """
     st = os.stat(path)
-    return [os.path.abspath(path), st.st_size, int(st.st_mtime)]
+    name = os.path.relpath(path, root) if root is not None else os.path.basename(path)
+    return [name.replace(os.sep, "/"), st.st_size, int(st.st_mtime)]
+
+
+def _cached_description(source):
+    """``source._describe()``, computed once per source object and kept (it travels when pickled).
+
+    A folder source stats every file: a Beam or array job must not redo that per shard.
+    """
+    cached = getattr(source, "_description", None)
+    if cached is None:
+        cached = source._description = source._describe()
+    return cached
 
 
 def _basename(name):
@@ -73,77 +114,197 @@ def _basename(name):
     return base or "image"
 
 
+# Feature layouts recognised without flags: (image, label, filename, class text).
+CLASSIC_KEYS = ("image/encoded", "image/class/label", "image/filename", "image/class/text")
+TFDS_KEYS = ("image", "label", "file_name", None)
+AUTO = "auto"
+
+
 class TFRecordSource:
-    """Images from TFRecord files of ``tf.train.Example`` (the classic ImageNet layout by default).
+    """Images from TFRecord files of ``tf.train.Example``.
+
+    Two layouts are recognised from the first record, without any key given:
+
+    - the classic ImageNet TFRecords (TensorFlow models' ``build_imagenet_data.py``):
+      ``image/encoded``, ``image/class/label``, ``image/filename`` and the class
+      names in ``image/class/text``;
+    - TFDS's (``tfds.builder("imagenet2012")`` and most image datasets):
+      ``image``, ``label``, ``file_name``, with the class names in the
+      ``label.labels.txt`` TFDS writes beside the records.
 
     Args:
       patterns: file names or glob patterns (``"imagenet/train-*"``), read in sorted order.
-      image_key: the bytes feature holding the encoded image.
-      label_key: the int64 feature holding the label; a record without it is unlabelled.
-        None: every image is unlabelled.
-      filename_key: the bytes feature holding the file name; default the record's position.
-      label_offset: added to every label. The classic ImageNet TFRecords (TensorFlow models'
-        ``build_imagenet_data.py``) store labels 1..1000 with 0 for "background": pass -1 to get
-        Benzina's 0..999 targets.
+      image_key: the bytes feature holding the encoded image; None: recognised
+        from the first record (``image/encoded`` or ``image``).
+      label_key: the int64 feature holding the label; a record without it is
+        unlabelled. ``"auto"``: the recognised layout's; None: every image is unlabelled.
+      filename_key: the bytes feature holding the file name (default: the
+        layout's; without one, the record's position); None for positions.
+      class_text_key: a bytes feature holding each record's class name
+        (``"auto"``: ``image/class/text`` in the classic layout), or None.
+      label_offset: added to every label. The classic ImageNet TFRecords store
+        labels 1..1000 with 0 for "background": pass -1 to get Benzina's 0..999 targets.
       compression: None, "GZIP" or "ZLIB", as the files were written.
+      class_names: the class names, indexed by target (after ``label_offset``);
+        default: a ``label.labels.txt`` beside the first file, if any.
+
+    Raises:
+      SourceError: no file matches, or the first record has no recognised image
+        feature (the message lists the features it has and the flag to use).
     """
 
     def __init__(
         self,
         patterns,
         *,
-        image_key="image/encoded",
-        label_key="image/class/label",
-        filename_key="image/filename",
+        image_key=None,
+        label_key=AUTO,
+        filename_key=AUTO,
+        class_text_key=AUTO,
         label_offset=0,
         compression=None,
+        class_names=None,
     ):
         self.paths = _expand(patterns, "TFRecord file")
-        self.image_key, self.label_key, self.filename_key = image_key, label_key, filename_key
         self.label_offset = int(label_offset)
         self.compression = compression
-        self._len = None
+        self._counts = None
+        layout = None
+        if image_key is None or AUTO in (label_key, filename_key, class_text_key):
+            layout, image_key = self._recognise(image_key)
+        self.layout = layout or "custom"
+        defaults = {"classic": CLASSIC_KEYS, "tfds": TFDS_KEYS}.get(layout, (None, None, None, None))
+        self.image_key = image_key
+        self.label_key = defaults[1] if label_key == AUTO else label_key
+        self.filename_key = defaults[2] if filename_key == AUTO else filename_key
+        self.class_text_key = defaults[3] if class_text_key == AUTO else class_text_key
+        if class_names is None:
+            class_names = _labels_txt(os.path.dirname(os.path.abspath(self.paths[0])))
+        self.class_names = list(class_names) if class_names is not None else None
+
+    def _first_features(self):
+        for path in self.paths:
+            for index, offset, data in iter_records(path, self.compression):
+                try:
+                    return f"{path} record {index} (byte {offset})", parse_example(data)
+                except ValueError as e:
+                    raise SourceError(
+                        f"{path} record {index} (byte {offset}): not a tf.train.Example: {e}"
+                    ) from e
+        return None, {}
+
+    def _recognise(self, image_key):
+        """(layout, image key) from the first record: "classic", "tfds", or None with the given key."""
+        origin, features = self._first_features()
+        if origin is None:
+            return None, image_key or CLASSIC_KEYS[0]
+        for layout, keys in (("classic", CLASSIC_KEYS), ("tfds", TFDS_KEYS)):
+            value = features.get(keys[0])
+            if (image_key is None or image_key == keys[0]) and value and isinstance(value[0], bytes):
+                return layout, keys[0]
+        if image_key is not None:
+            return None, image_key
+        raise SourceError(
+            f"{origin}: no image feature: neither {CLASSIC_KEYS[0]!r} (classic ImageNet TFRecords) nor "
+            f"{TFDS_KEYS[0]!r} (TFDS). The record has the features {_describe_features(features)}: "
+            "name the image's with --image-key (image_key=), and the label's and file name's with "
+            "--label-key and --filename-key"
+        )
+
+    def _record_counts(self):
+        if self._counts is None:
+            self._counts = [count_records(p, self.compression) for p in self.paths]
+        return self._counts
 
     def __len__(self):
-        if self._len is None:
-            self._len = sum(count_records(p, self.compression) for p in self.paths)
-        return self._len
+        return sum(self._record_counts())
 
     def describe(self):
+        return _cached_description(self)
+
+    def _describe(self):
         return {
             "kind": "tfrecord",
             "files": [_stat(p) for p in self.paths],
-            "keys": [self.image_key, self.label_key, self.filename_key],
+            "keys": [self.image_key, self.label_key, self.filename_key, self.class_text_key],
             "label_offset": self.label_offset,
+            "compression": self.compression,
         }
 
     def __iter__(self):
-        keys = {k for k in (self.image_key, self.label_key, self.filename_key) if k}
-        for path in self.paths:
+        return self.items(0, None)
+
+    def items(self, start=0, stop=None):
+        """The items ``start`` to ``stop`` (exclusive), skipping earlier files and records unread."""
+        keys = {k for k in (self.image_key, self.label_key, self.filename_key, self.class_text_key) if k}
+        first = 0
+        for path, count in zip(self.paths, self._record_counts(), strict=True):
+            if stop is not None and first >= stop:
+                return
+            if first + count <= start:
+                first += count
+                continue
             stem = os.path.basename(path)
-            for index, offset, data in iter_records(path, self.compression):
-                origin = f"{path} record {index} (byte {offset})"
-                try:
-                    features = parse_example(data, keys)
-                except ValueError as e:
-                    raise SourceError(f"{origin}: not a tf.train.Example: {e}") from e
-                images = features.get(self.image_key)
-                if not images or not isinstance(images[0], bytes):
-                    raise SourceError(
-                        f"{origin}: no bytes feature {self.image_key!r} (features read: {sorted(features)})"
-                    )
-                target = None
-                labels = features.get(self.label_key) if self.label_key else None
-                if labels:
-                    if not isinstance(labels[0], int):
-                        raise SourceError(f"{origin}: feature {self.label_key!r} is not an int64 list")
-                    target = labels[0] + self.label_offset
-                names = features.get(self.filename_key) if self.filename_key else None
-                if names and isinstance(names[0], bytes):
-                    filename = _basename(names[0].decode("utf-8", "replace"))
-                else:
-                    filename = f"{stem}-{index:06d}"
-                yield Item(filename, target, data=images[0], origin=origin)
+            skip = max(0, start - first)
+            for index, offset, data in iter_records(path, self.compression, start=skip):
+                if stop is not None and first + index >= stop:
+                    return
+                yield self._item(path, stem, index, offset, data, keys)
+            first += count
+
+    def _item(self, path, stem, index, offset, data, keys):
+        origin = f"{path} record {index} (byte {offset})"
+        try:
+            features = parse_example(data, keys)
+        except ValueError as e:
+            raise SourceError(f"{origin}: not a tf.train.Example: {e}") from e
+        images = features.get(self.image_key)
+        if not images or not isinstance(images[0], bytes):
+            everything = parse_example(data)
+            raise SourceError(
+                f"{origin}: no bytes feature {self.image_key!r}; the record has the features "
+                f"{_describe_features(everything)}: name the image's with --image-key (image_key=)"
+            )
+        target = None
+        labels = features.get(self.label_key) if self.label_key else None
+        if labels:
+            if not isinstance(labels[0], int):
+                raise SourceError(
+                    f"{origin}: feature {self.label_key!r} is not an int64 list; the record has the features "
+                    f"{_describe_features(parse_example(data))}: name the label's with --label-key "
+                    "(label_key=)"
+                )
+            target = labels[0] + self.label_offset
+        names = features.get(self.filename_key) if self.filename_key else None
+        if names and isinstance(names[0], bytes):
+            filename = _basename(names[0].decode("utf-8", "replace"))
+        else:
+            filename = f"{stem}-{index:06d}"
+        texts = features.get(self.class_text_key) if self.class_text_key else None
+        class_name = texts[0].decode("utf-8", "replace") if texts and isinstance(texts[0], bytes) else None
+        return Item(filename, target, data=images[0], origin=origin, class_name=class_name)
+
+
+def _describe_features(features):
+    """``{'image': 'bytes', 'label': 'int64'}`` as a short string, for messages."""
+    kinds = []
+    for key in sorted(features):
+        values = features[key]
+        kind = "empty" if not values else {bytes: "bytes", int: "int64", float: "float"}[type(values[0])]
+        kinds.append(f"{key!r} ({kind})")
+    return "[" + ", ".join(kinds) + "]" if kinds else "[] (none)"
+
+
+def _labels_txt(folder):
+    """The class names TFDS writes beside its records (``label.labels.txt``), or None."""
+    path = os.path.join(folder, "label.labels.txt")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        names = [line.rstrip("\n") for line in f]
+    while names and not names[-1]:
+        names.pop()
+    return names or None
 
 
 class ImageFolderSource:
@@ -168,6 +329,7 @@ class ImageFolderSource:
             if not d.startswith(".") and os.path.isdir(os.path.join(self.root, d))
         )
         self.classes = subdirs
+        self.class_names = list(subdirs) or None
         folders = [(i, os.path.join(self.root, d)) for i, d in enumerate(subdirs)] or [(None, self.root)]
         self._files = []
         for target, folder in folders:
@@ -181,14 +343,21 @@ class ImageFolderSource:
         return len(self._files)
 
     def describe(self):
+        return _cached_description(self)
+
+    def _describe(self):
         return {
             "kind": "folder",
-            "root": os.path.abspath(self.root),
-            "files": [_stat(p) for _, p in self._files],
+            "extensions": list(self.extensions),
+            "files": [[*_stat(p, self.root), t] for t, p in self._files],
         }
 
     def __iter__(self):
-        for target, path in self._files:
+        return self.items(0, None)
+
+    def items(self, start=0, stop=None):
+        """The items ``start`` to ``stop`` (exclusive)."""
+        for target, path in self._files[start:stop]:
             yield Item(_basename(path), target, path=path, origin=path)
 
 
@@ -247,6 +416,11 @@ class GulpSource:
                 self._videos.append((data, str(vid), frames, raw))
         strings = sorted({r for *_, r in self._videos if isinstance(r, str)})
         self.label_map = dict(label_map) if label_map is not None else {s: i for i, s in enumerate(strings)}
+        self.class_names = None
+        if self.label_map and all(isinstance(t, int) and t >= 0 for t in self.label_map.values()):
+            self.class_names = [None] * (max(self.label_map.values()) + 1)
+            for name, t in self.label_map.items():
+                self.class_names[t] = str(name)
         for _, vid, _, raw in self._videos:
             if isinstance(raw, str) and raw not in self.label_map:
                 raise SourceError(f"video {vid!r}: label {raw!r} is not in label_map")
@@ -257,6 +431,9 @@ class GulpSource:
         return sum(len(frames) for _, _, frames, _ in self._videos)
 
     def describe(self):
+        return _cached_description(self)
+
+    def _describe(self):
         return {
             "kind": "gulp",
             "files": [_stat(p) for chunk in self.chunks for p in chunk],
@@ -265,14 +442,28 @@ class GulpSource:
         }
 
     def __iter__(self):
+        return self.items(0, None)
+
+    def items(self, start=0, stop=None):
+        """The frames ``start`` to ``stop`` (exclusive), over all videos in order."""
         handles = {}
+        first = 0
         try:
             for data_path, vid, frames, raw in self._videos:
+                if stop is not None and first >= stop:
+                    return
+                if first + len(frames) <= start:
+                    first += len(frames)
+                    continue
                 f = handles.get(data_path)
                 if f is None:
                     f = handles[data_path] = open(data_path, "rb")  # noqa: SIM115 (closed below)
                 target = self.label_map[raw] if isinstance(raw, str) else raw
-                for j, (offset, pad, total) in enumerate(frames):
+                lo = max(0, start - first)
+                hi = len(frames) if stop is None else min(len(frames), stop - first)
+                first += len(frames)
+                for j in range(lo, hi):
+                    offset, pad, total = frames[j]
                     f.seek(offset)
                     data = f.read(total - pad)
                     name = _basename(f"{vid}_{j:04d}.jpg")

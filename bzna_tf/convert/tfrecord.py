@@ -105,11 +105,13 @@ def _record_length(header, where, offset, size):
     return length
 
 
-def iter_records(path, compression=None):
+def iter_records(path, compression=None, *, start=0):
     """Yields ``(record_index, byte_offset, data)`` for every record of a TFRecord file.
 
-    Offsets are in the uncompressed stream. Raises :class:`TFRecordError` on a
-    truncated record or a length whose checksum does not match.
+    Offsets are in the uncompressed stream. ``start``: the first record to
+    yield; in an uncompressed file the records before it are skipped by their
+    headers alone. Raises :class:`TFRecordError` on a truncated record or a
+    length whose checksum does not match.
     """
     path = os.fspath(path)
     size = os.path.getsize(path) if compression is None else None
@@ -122,11 +124,17 @@ def iter_records(path, compression=None):
                 return
             where = f"{path}: record {index} at byte {offset}"
             length = _record_length(header, where, offset, size)
+            if index < start and compression is None:
+                f.seek(length + 4, os.SEEK_CUR)
+                index += 1
+                offset += 16 + length
+                continue
             data = f.read(length)
             footer = f.read(4)
             if len(data) < length or len(footer) < 4:
                 raise TFRecordError(f"{where}: truncated data ({len(data)} of {length} bytes)")
-            yield index, offset, data
+            if index >= start:
+                yield index, offset, data
             index += 1
             offset += 16 + length
     finally:

@@ -1,0 +1,33 @@
+"""A conversion run as its own process, for tests that kill it (tests/test_convert_resume.py).
+
+    python tests/_convert_job.py SOURCE_FOLDER OUTPUT [--num-shards N] [--workers W]
+
+Prints "started <pid>" once the conversion begins, then the summary.
+"""
+
+import argparse
+import os
+import sys
+
+from bzna_tf.convert import ImageFolderSource, convert
+
+OPTIONS = {"preset": "medium", "crf": 20, "chroma": "average"}
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("source")
+    p.add_argument("output")
+    p.add_argument("--num-shards", type=int, default=4)
+    p.add_argument("--workers", type=int, default=2)
+    args = p.parse_args()
+    print(f"started {os.getpid()}", flush=True)
+    summary = convert(
+        ImageFolderSource(args.source),
+        args.output,
+        num_shards=args.num_shards,
+        workers=args.workers,
+        progress=False,
+        **OPTIONS,
+    )
+    print(summary, flush=True)
+    sys.exit(0)

@@ -1,0 +1,320 @@
+"""Conversion at scale: shards, reruns that skip finished shards, array jobs, class names, TFDS records."""
+
+import os
+import stat
+
+import numpy as np
+import pytest
+from conftest import gradient
+
+from bzna_tf.convert import (
+    ConversionError,
+    ImageFolderSource,
+    Item,
+    SourceError,
+    TFRecordSource,
+    convert,
+    plan_shards,
+    shard_paths,
+)
+from bzna_tf.datasets import ClassificationDataset, Dataset, ImageNet
+from bzna_tf.format import BznaFile
+
+FAST = {"preset": "ultrafast", "crf": 24, "chroma": "average", "progress": False}
+
+
+def ppm(rgb):
+    h, w = rgb.shape[:2]
+    return b"P6\n%d %d\n255\n" % (w, h) + np.ascontiguousarray(rgb).tobytes()
+
+
+def make_folder(root, classes, size=(24, 32)):
+    """An image folder: {class: count} of small PPM images, distinct per image."""
+    k = 0
+    for name, count in classes.items():
+        (root / name).mkdir(parents=True)
+        for i in range(count):
+            (root / name / f"{name}_{i}.ppm").write_bytes(ppm(gradient(*size, seed=k)))
+            k += 1
+    return root
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    return make_folder(tmp_path / "src", {"ant": 4, "zebra": 4})
+
+
+def test_plan_is_contiguous_and_named_like_tfds(tmp_path):
+    plan = plan_shards(10, tmp_path / "train.bzna", 3)
+    assert [(s.start, s.stop) for s in plan] == [(0, 3), (3, 6), (6, 10)]
+    assert [os.path.basename(s.path) for s in plan] == [
+        "train-00000-of-00003.bzna",
+        "train-00001-of-00003.bzna",
+        "train-00002-of-00003.bzna",
+    ]
+    assert plan[1].partial == str(tmp_path / ".train-00001-of-00003.bzna.partial")
+    assert shard_paths(tmp_path / "x.bzna", None) == [str(tmp_path / "x.bzna")]
+    for bad in (0, 11, True, 2.0):
+        with pytest.raises(ValueError, match=r"num_shards.*\[1, 10\]"):
+            plan_shards(10, tmp_path / "t.bzna", bad)
+    with pytest.raises(ValueError, match="Expected an output file name"):
+        plan_shards(10, tmp_path, 2)
+
+
+def test_shards_read_as_one_dataset_with_class_names(tmp_path, folder):
+    single = convert(ImageFolderSource(folder), tmp_path / "one.bzna", workers=0, **FAST)
+    out = tmp_path / "out"
+    out.mkdir()
+    summary = convert(ImageFolderSource(folder), out / "train.bzna", num_shards=3, workers=0, **FAST)
+    names = sorted(os.listdir(out))
+    assert names == [f"train-0000{k}-of-00003.bzna" for k in range(3)]  # no partial file left
+    assert summary.written == [str(out / n) for n in names] and summary.images == 8
+    assert [len(BznaFile(out / n)) for n in names] == [2, 3, 3]
+    assert "class names stored (2): 0 ant, 1 zebra" in str(summary)
+    whole = ClassificationDataset(tmp_path / "one.bzna")
+    for source in (out, str(out / "train-*.bzna"), [str(out / n) for n in names]):
+        ds = ClassificationDataset(source)
+        assert ds.filenames == whole.filenames and list(ds.targets) == list(whole.targets)
+        assert ds.class_names == ["ant", "zebra"] == whole.class_names
+    # The pictures are the single file's, byte for byte.
+    with BznaFile(tmp_path / "one.bzna") as f, BznaFile(out / names[1]) as g:
+        assert [g.sample_bytes(i) for i in range(3)] == [f.sample_bytes(i) for i in range(2, 5)]
+        assert g.metadata["conversion"]["start"] == 2 and g.metadata["conversion"]["stop"] == 5
+    assert single.class_names == ["ant", "zebra"]
+    # The native reader takes the metadata box after moov in its stride: the same pictures.
+    images, labels = next(iter(ClassificationDataset(out).as_dataset(batch_size=8, shape=(16, 16))))
+    ref_images, ref_labels = next(iter(whole.as_dataset(batch_size=8, shape=(16, 16))))
+    assert (images.numpy() == ref_images.numpy()).all() and list(labels.numpy()) == list(ref_labels.numpy())
+    # Sample lists and file sharding work on them as on any several files.
+    picked = ClassificationDataset(out).select([1, 4, 6])
+    again = ClassificationDataset.from_sample_list(picked.to_sample_list())
+    assert again.filenames == [whole.filenames[i] for i in (1, 4, 6)] and again.paths == picked.paths
+    counts = []
+    for k in range(3):
+        per_file = ClassificationDataset(out).as_dataset(
+            batch_size=8, shape=(16, 16), shard=(3, k), shard_by="files", training=False
+        )
+        counts.append(sum(int(labels.shape[0]) for _, labels in per_file))
+    assert counts == [2, 3, 3]
+    # A missing shard is refused by readers, naming it.
+    os.remove(out / names[1])
+    with pytest.raises(
+        FileNotFoundError, match=r"1 of the 3 shards .* missing \(train-00001-of-00003.bzna\)"
+    ):
+        Dataset(out)
+    with pytest.raises(FileNotFoundError, match="train-00001-of-00003.bzna"):
+        Dataset(str(out / "train-*"))
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_files_respect_the_umask(tmp_path, folder, umask):
+    old = os.umask(umask)
+    try:
+        convert(ImageFolderSource(folder), tmp_path / "x.bzna", workers=0, **FAST)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "x.bzna").st_mode) == 0o666 & ~umask
+
+
+def test_rerun_skips_finished_shards_and_refuses_other_files(tmp_path, folder):
+    out = tmp_path / "d.bzna"
+    convert(ImageFolderSource(folder), out, num_shards=2, workers=0, **FAST)
+    paths = shard_paths(out, 2)
+    before = [(os.stat(p).st_ino, os.stat(p).st_mtime_ns) for p in paths]
+    again = convert(ImageFolderSource(folder), out, num_shards=2, workers=0, **FAST)
+    assert again.written == [] and again.finished == [(p, 4) for p in paths] and again.images == 0
+    assert (
+        "skipped 2 files that were already converted from these sources with these options (8 images)"
+        in str(again)
+    )
+    assert [(os.stat(p).st_ino, os.stat(p).st_mtime_ns) for p in paths] == before
+    # Other options, or a foreign file under the name: refused, unless overwrite.
+    with pytest.raises(ConversionError, match=r"refusing .*--overwrite.*other sources or options"):
+        convert(ImageFolderSource(folder), out, num_shards=2, workers=0, **{**FAST, "crf": 30})
+    (tmp_path / "own.bzna").write_bytes(b"not a bzna")
+    with pytest.raises(ConversionError, match=r"own.bzna: not a complete .bzna"):
+        convert(ImageFolderSource(folder), tmp_path / "own.bzna", workers=0, **FAST)
+    assert (tmp_path / "own.bzna").read_bytes() == b"not a bzna"  # untouched
+    redone = convert(
+        ImageFolderSource(folder), out, num_shards=2, workers=0, overwrite=True, **{**FAST, "crf": 30}
+    )
+    assert redone.written == paths
+    # A changed source (a file added) is another conversion too.
+    (folder / "ant" / "ant_9.ppm").write_bytes(ppm(gradient(24, 32, seed=99)))
+    with pytest.raises(ConversionError, match="other sources or options"):
+        convert(ImageFolderSource(folder), out, num_shards=2, workers=0, **{**FAST, "crf": 30})
+
+
+def test_array_workers_and_shard_lists_make_the_same_files(tmp_path, folder):
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    convert(ImageFolderSource(folder), whole / "t.bzna", num_shards=3, workers=0, **FAST)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    a = convert(
+        ImageFolderSource(folder),
+        parts / "t.bzna",
+        num_shards=3,
+        worker_index=0,
+        num_workers=2,
+        workers=0,
+        **FAST,
+    )
+    assert [os.path.basename(p) for p in a.written] == ["t-00000-of-00003.bzna", "t-00002-of-00003.bzna"]
+    b = convert(ImageFolderSource(folder), parts / "t.bzna", num_shards=3, shards=[1], workers=0, **FAST)
+    assert [os.path.basename(p) for p in b.written] == ["t-00001-of-00003.bzna"]
+    for name in sorted(os.listdir(whole)):
+        assert (parts / name).read_bytes() == (whole / name).read_bytes()
+    for kwargs, fragment in [
+        ({"worker_index": 2, "num_workers": 2}, r"worker_index.*\[0, 2\)"),
+        ({"worker_index": 0}, "together"),
+        ({"shards": [3]}, r"shards.*\[0, 3\)"),
+        ({"shards": [0], "worker_index": 0, "num_workers": 1}, "not both"),
+    ]:
+        with pytest.raises(ValueError, match=fragment):
+            convert(ImageFolderSource(folder), parts / "t.bzna", num_shards=3, workers=0, **kwargs, **FAST)
+
+
+def test_shard_size_is_estimated_the_same_way_every_time(tmp_path, folder):
+    small = convert(ImageFolderSource(folder), tmp_path / "s.bzna", shard_size=1, workers=0, **FAST)
+    assert small.num_shards == 8  # 1 byte per shard: one image each (at most one shard per image)
+    big = convert(ImageFolderSource(folder), tmp_path / "b.bzna", shard_size=1e9, workers=0, **FAST)
+    assert big.num_shards == 1 and big.written == [str(tmp_path / "b-00000-of-00001.bzna")]
+    with BznaFile(big.written[0]) as f:
+        per_image = f.file_size / len(f)
+    mid = convert(
+        ImageFolderSource(folder), tmp_path / "m.bzna", shard_size=2.5 * per_image, workers=0, **FAST
+    )
+    assert 3 <= mid.num_shards <= 4  # 8 images of ~per_image bytes in ~2.5-image shards
+    with pytest.raises(ValueError, match="not both"):
+        convert(ImageFolderSource(folder), tmp_path / "x.bzna", num_shards=2, shard_size=1, **FAST)
+
+
+def test_imagenet_reads_a_directory_of_split_shards(tmp_path, folder):
+    data = tmp_path / "imagenet"
+    data.mkdir()
+    convert(ImageFolderSource(folder), data / "train.bzna", num_shards=2, workers=0, **FAST)
+    val = make_folder(tmp_path / "valsrc", {"ant": 1, "zebra": 2}, size=(16, 16))
+    convert(ImageFolderSource(val), data / "val.bzna", workers=0, **FAST)
+    train = ImageNet(data, split="train")
+    assert len(train) == 8 and train.paths == [
+        *(str(data / f"train-0000{k}-of-00002.bzna") for k in range(2)),
+        str(data / "val.bzna"),
+    ]
+    assert len(ImageNet(data, split="val")) == 3 and len(ImageNet(data, split="validation[:2]")) == 2
+    assert ImageNet(data, split="val").filenames == ["ant_0.ppm", "zebra_0.ppm", "zebra_1.ppm"]
+    assert len(ImageNet(data)) == 11 and len(ImageNet(data, split="train+val")) == 11
+    assert ImageNet(data).class_names == ["ant", "zebra"]
+    with pytest.raises(ValueError, match="holds no test files"):
+        ImageNet(data, split="test")
+    with pytest.raises(
+        FileNotFoundError, match="without ilsvrc2012.bzna or ilsvrc2012.mp4 and without per-split"
+    ):
+        ImageNet(folder)
+
+
+def tfrecord(path, records):
+    import tensorflow as tf
+
+    def feature(v):
+        if isinstance(v, bytes):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for r in records:
+            ex = tf.train.Example(features=tf.train.Features(feature={k: feature(v) for k, v in r.items()}))
+            w.write(ex.SerializeToString())
+
+
+def test_tfds_and_classic_records_are_recognised_with_class_names(tmp_path):
+    images = [ppm(gradient(16, 24, seed=i)) for i in range(3)]
+    tfds = tmp_path / "tfds"
+    tfds.mkdir()
+    tfrecord(
+        tfds / "mnistlike-train.tfrecord-00000-of-00001",
+        [{"image": im, "label": i % 2, "file_name": f"n{i}.png".encode()} for i, im in enumerate(images)],
+    )
+    (tfds / "label.labels.txt").write_text("cat\ndog\n")
+    src = TFRecordSource(str(tfds / "*.tfrecord-*"))
+    assert src.layout == "tfds" and src.class_names == ["cat", "dog"]
+    s = convert(src, tmp_path / "tfds.bzna", workers=0, **FAST)
+    ds = ClassificationDataset(tmp_path / "tfds.bzna")
+    assert ds.filenames == ["n0.png", "n1.png", "n2.png"] and list(ds.targets) == [0, 1, 0]
+    assert ds.class_names == ["cat", "dog"] == s.class_names
+    classic = tmp_path / "classic-00000-of-00001"
+    tfrecord(
+        classic,
+        [
+            {"image/encoded": im, "image/class/label": 1 + 2 * i, "image/class/text": f"c{2 * i}".encode()}
+            for i, im in enumerate(images)
+        ],
+    )
+    src = TFRecordSource(classic, label_offset=-1)
+    assert src.layout == "classic"
+    convert(src, tmp_path / "classic.bzna", workers=0, **FAST)
+    assert BznaFile(tmp_path / "classic.bzna").class_names == ["c0", None, "c2", None, "c4"]
+    # Explicit names win, and a record without the named feature lists what it has.
+    convert(TFRecordSource(classic), tmp_path / "named.bzna", workers=0, class_names=list("abcdef"), **FAST)
+    assert BznaFile(tmp_path / "named.bzna").class_names == list("abcdef")
+    with pytest.raises(
+        SourceError, match=r"no bytes feature 'img'; the record has the features \['image/class"
+    ):
+        list(TFRecordSource(classic, image_key="img"))
+
+
+def test_items_of_a_range_skip_what_is_before(tmp_path, folder):
+    records = [{"image/encoded": ppm(gradient(8, 8, seed=i)), "image/class/label": i} for i in range(7)]
+    tfrecord(tmp_path / "a-0", records[:4])
+    tfrecord(tmp_path / "a-1", records[4:])
+    src = TFRecordSource(str(tmp_path / "a-*"))
+    everything = [i.target for i in src]
+    for start, stop in [(0, 7), (2, 5), (3, 4), (4, 7), (6, 7), (5, 5)]:
+        assert [i.target for i in src.items(start, stop)] == everything[start:stop]
+    folder_src = ImageFolderSource(folder)
+    assert [i.filename for i in folder_src.items(3, 6)] == [i.filename for i in folder_src][3:6]
+
+
+def test_plain_iterables_convert_to_one_file_but_not_to_shards(tmp_path):
+    items = [Item(f"{i}.ppm", i, data=ppm(gradient(8, 8, seed=i))) for i in range(2)]
+    convert(iter(items), tmp_path / "x.bzna", workers=0, **FAST)
+    with pytest.raises(ValueError, match="shards need a source with len"):
+        convert(iter(items), tmp_path / "y.bzna", num_shards=2, workers=0, **FAST)
+    with pytest.raises(ConversionError, match="cannot be fingerprinted"):
+        convert(items, tmp_path / "x.bzna", workers=0, **FAST)  # exists: not known to be this conversion
+
+
+def test_cli_shards_rerun_overwrite_and_info(tmp_path, folder, capsys):
+    from bzna_tf.cli import main
+
+    out = tmp_path / "c.bzna"
+    argv = ["convert", "folder", str(folder), str(out), "--workers", "0", "--preset", "ultrafast"]
+    argv += ["--chroma", "average", "--num-shards", "2", "--no-progress"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "wrote 2 of 2 shards (c-00000-of-00002.bzna .. c-00001-of-00002.bzna): 8 images" in printed
+    assert "class names stored (2): 0 ant, 1 zebra" in printed
+    assert main(argv) == 0
+    assert "skipped 2 files that were already converted" in capsys.readouterr().out
+    assert main([*argv[:-1], "--crf", "30", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bzna-tf convert: refusing to replace existing files") and "--overwrite" in err
+    assert main([*argv, "--crf", "30", "--overwrite"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "c-00001-of-00002.bzna")]) == 0
+    table = capsys.readouterr().out
+    assert (
+        "classes   2 named: 0 ant, 1 zebra" in table and "shard     1 of 2: inputs [4, 8), 0 skipped" in table
+    )
+
+
+def test_compact_layout_through_convert_is_smaller_and_part_of_the_fingerprint(tmp_path, folder):
+    b = convert(ImageFolderSource(folder), tmp_path / "b.bzna", workers=0, **FAST)
+    c = convert(ImageFolderSource(folder), tmp_path / "c.bzna", workers=0, layout="compact", **FAST)
+    assert c.bytes < b.bytes / 2  # 24x32 pictures: 144x144 frames and lean boxes instead of 512x512
+    with BznaFile(tmp_path / "c.bzna") as f:
+        assert f.sample(0).input.coded_size == (144, 144)
+    with pytest.raises(ConversionError, match="other sources or options"):
+        convert(ImageFolderSource(folder), tmp_path / "c.bzna", workers=0, **FAST)
+    with pytest.raises(ValueError, match="layout"):
+        convert(ImageFolderSource(folder), tmp_path / "d.bzna", workers=0, layout="tiny", **FAST)
