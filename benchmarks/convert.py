@@ -32,8 +32,10 @@ would take at that rate; beside it, the same per core in process CPU time
 other jobs on the machine disturb less.
 
 ``--json`` prints one JSON object with ``img_s_1_worker``, ``img_s_2_workers``,
-``scaling``, ``img_s_per_core`` (the 2-worker run per worker process: Benzina's
-default preset), ``bytes_per_image`` (and the sweep; ``pareto`` with
+``scaling`` and ``bytes_per_image`` (Benzina's settings), ``img_s_per_core`` and
+``default_bytes_per_image`` (a 2-worker conversion with the default quality,
+``default_quality``, per worker process), ``img_s_per_core_benzina`` (the same for
+Benzina's settings) (and the sweep; ``pareto`` with
 ``--pareto``, its ``qualities`` keyed by name).
 """
 
@@ -285,7 +287,7 @@ def main():
     if not SOURCES.is_dir():
         sys.exit(f"benchmarks/convert.py needs the fixture's photographs in {SOURCES}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from bzna_tf.convert import DEFAULT_CRF, DEFAULT_PRESET, TFRecordSource, convert
+    from bzna_tf.convert import DEFAULT_CRF, DEFAULT_PRESET, DEFAULT_QUALITY, TFRecordSource, convert
 
     benzina = {"crf": DEFAULT_CRF, "preset": DEFAULT_PRESET, "chroma": "average"}
     photos = sorted(SOURCES.glob("n*.JPEG"))
@@ -299,6 +301,10 @@ def main():
             start = time.perf_counter()
             summary = convert(source, out, workers=workers, progress=False, **benzina)
             runs[workers] = (time.perf_counter() - start, summary)
+        # The package's default quality (convert() without encoder arguments), 2 workers.
+        start = time.perf_counter()
+        default_summary = convert(source, os.path.join(tmp, "default.bzna"), workers=2, progress=False)
+        default_seconds = time.perf_counter() - start
         sweep = []
         for crf in args.crf:
             out = os.path.join(tmp, f"crf{crf:g}.bzna")
@@ -322,8 +328,12 @@ def main():
         "img_s_1_worker": round(one, 3),
         "img_s_2_workers": round(two, 3),
         "scaling": round(two / one, 3),
-        # The 2-worker run per worker process (each one x265 thread, on a core of its own when cores >= 2).
-        "img_s_per_core": round(two / 2, 3),
+        # 2-worker runs per worker process (each one x265 thread, on a core of its own when cores >= 2):
+        # the default quality, and Benzina's settings.
+        "default_quality": DEFAULT_QUALITY,
+        "img_s_per_core": round(n / default_seconds / 2, 3),
+        "default_bytes_per_image": round(default_summary.bytes_per_image, 1),
+        "img_s_per_core_benzina": round(two / 2, 3),
         "bytes_per_image": round(runs[2][1].bytes_per_image, 1),
         "source_jpeg_bytes_per_image": round(sum(p.stat().st_size for p in photos) / len(photos), 1),
         "cores": os.cpu_count(),
@@ -337,6 +347,10 @@ def main():
     print(f"{n} images (9 ImageNet photographs x {args.repeat}), CRF 10, preset medium, averaged chroma")
     print(f"1 worker : {one:6.2f} images/s")
     print(f"2 workers: {two:6.2f} images/s  (x{two / one:.2f})")
+    print(
+        f"default quality ({DEFAULT_QUALITY}), 2 workers: {result['img_s_per_core']:.2f} images/s "
+        f"per worker, {result['default_bytes_per_image'] / 1e3:.1f} kB per image"
+    )
     print(
         f"{result['bytes_per_image'] / 1e3:.1f} kB per image (source JPEGs: "
         f"{result['source_jpeg_bytes_per_image'] / 1e3:.1f} kB)"
