@@ -466,3 +466,62 @@ def test_constant_transforms_and_bias_norm():
         bias_norm(std=(1, 0, 1))
     with pytest.raises(ValueError, match="3 values"):
         ConstantBiasTransform([1, 2])
+
+
+# --------------------------------------------------------------------------- Benzina's log sampler
+
+
+def _ks_two_sample(a, b):
+    """Two-sample Kolmogorov-Smirnov statistic and its asymptotic p-value (NumPy only)."""
+    a, b = np.sort(a), np.sort(b)
+    both = np.concatenate([a, b])
+    d = np.max(
+        np.abs(np.searchsorted(a, both, "right") / a.size - np.searchsorted(b, both, "right") / b.size)
+    )
+    en = np.sqrt(a.size * b.size / (a.size + b.size))
+    lam = (en + 0.12 + 0.11 / en) * d
+    j = np.arange(1, 101)
+    return d, float(np.clip(2 * np.sum((-1.0) ** (j - 1) * np.exp(-2 * j**2 * lam**2)), 0, 1))
+
+
+def _spec_crops(n, w, h, scale, ratio, rng, area_once=True):
+    """Crop (width, height) of SPEC section 5, written from the text: area log-uniform once per sample,
+    up to 10 aspect tries log-uniform, else the centred crop of the image's aspect clamped to ``ratio``."""
+    out = np.empty((n, 2))
+    for k in range(n):
+        s = np.exp(rng.uniform(np.log(scale[0]), np.log(scale[1])))
+        for _ in range(10):
+            if not area_once:
+                s = np.exp(rng.uniform(np.log(scale[0]), np.log(scale[1])))
+            ar = np.exp(rng.uniform(np.log(ratio[0]), np.log(ratio[1])))
+            cw, ch = np.sqrt(s * w * h * ar), np.sqrt(s * w * h / ar)
+            if 0 < cw <= w and 0 < ch <= h:
+                out[k] = cw, ch
+                break
+        else:
+            aspect = min(max(w / h, ratio[0]), ratio[1])
+            cw, ch = np.sqrt(w * h * aspect), np.sqrt(w * h / aspect)
+            fit = min(1.0, w / cw, h / ch)
+            out[k] = cw * fit, ch * fit
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_log_area_sampling_draws_what_benzina_drew(seed):
+    """Two-sample KS tests of area and aspect against SPEC section 5's sampler (the area drawn once)."""
+    w, h, scale, ratio, n = 500, 375, (0.08, 1.0), (3 / 4, 4 / 3), 5000
+    t = SimilarityTransform(scale=scale, ratio=ratio, resize=True, random_crop=True, area_sampling="log")
+    crop = t.get_random_transformation(np.tile([[h, w]], (n, 1)), (224, 224), seed=seed, backend="numpy")[
+        "crop"
+    ]
+    ours_area, ours_aspect = crop[:, 2] * crop[:, 3] / (w * h), crop[:, 3] / crop[:, 2]
+    ref = _spec_crops(n, w, h, scale, ratio, np.random.default_rng(100 + seed))
+    ref_area, ref_aspect = ref[:, 0] * ref[:, 1] / (w * h), ref[:, 0] / ref[:, 1]
+    for what, a, b in [("area", ours_area, ref_area), ("aspect", ours_aspect, ref_aspect)]:
+        d, p = _ks_two_sample(a, b)
+        assert p > 1e-3, f"{what}: KS D={d:.4f}, p={p:.2e} against SPEC section 5's sampler"
+    # The test has the power to see the old mistake (a new area on every try): rejected.
+    wrong = _spec_crops(n, w, h, scale, ratio, np.random.default_rng(200 + seed), area_once=False)
+    assert _ks_two_sample(ours_area, wrong[:, 0] * wrong[:, 1] / (w * h))[1] < 1e-6
+    # Realised medians on a 4:3 image: the README's figures.
+    assert abs(np.median(ours_area) - 0.28) < 0.015
