@@ -106,13 +106,9 @@ def _info(args) -> int:
 
 def _convert(args) -> int:
     from bzna_tf.convert import ConversionError, GulpSource, ImageFolderSource, TFRecordSource, convert
+    from bzna_tf.convert.sources import read_class_names
 
-    class_names = None
-    if args.class_names:
-        with open(args.class_names, encoding="utf-8") as f:
-            class_names = [line.rstrip("\n") for line in f]
-        while class_names and not class_names[-1]:
-            class_names.pop()
+    class_names = read_class_names(args.class_names) if args.class_names else None
     if args.kind == "tfrecord":
         source = TFRecordSource(
             args.sources,

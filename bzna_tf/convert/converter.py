@@ -29,7 +29,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from bzna_tf.convert.encode import DEFAULT_CRF, DEFAULT_PRESET, encode_image
+from bzna_tf.convert.encode import (
+    DEFAULT_CRF,
+    DEFAULT_LAYOUT,
+    DEFAULT_PRESET,
+    DEFAULT_QUALITY,
+    encode_image,
+    quality_options,
+)
 from bzna_tf.convert.images import ImageDecodeError, decode_image
 from bzna_tf.convert.plan import (
     ShardSpec,
@@ -474,18 +481,11 @@ def convert(
 
 
 def _encode_options(quality, crf, preset, chroma, layout, thumbnails_only, encoder, lenient):
-    from bzna_tf.convert import encode
-
-    chosen = {}
-    if quality is not None or getattr(encode, "DEFAULT_QUALITY", None) is not None:
-        chosen = dict(encode.quality_options(quality if quality is not None else encode.DEFAULT_QUALITY))
-    chosen.setdefault("crf", DEFAULT_CRF)
-    chosen.setdefault("preset", DEFAULT_PRESET)
-    chosen.setdefault("chroma", "average")
+    chosen = quality_options(quality if quality is not None else DEFAULT_QUALITY)  # preset, crf, chroma
     for key, value in (("crf", crf), ("preset", preset), ("chroma", chroma)):
         if value is not None:
             chosen[key] = value
-    chosen["layout"] = layout if layout is not None else getattr(encode, "DEFAULT_LAYOUT", "benzina")
+    chosen["layout"] = layout if layout is not None else DEFAULT_LAYOUT
     return EncodeOptions(thumbnails_only=thumbnails_only, encoder=encoder, lenient=lenient, **chosen)
 
 

@@ -295,16 +295,19 @@ def _describe_features(features):
     return "[" + ", ".join(kinds) + "]" if kinds else "[] (none)"
 
 
-def _labels_txt(folder):
-    """The class names TFDS writes beside its records (``label.labels.txt``), or None."""
-    path = os.path.join(folder, "label.labels.txt")
-    if not os.path.isfile(path):
-        return None
+def read_class_names(path) -> list[str]:
+    """Class names from a text file, one per line by target (trailing empty lines dropped)."""
     with open(path, encoding="utf-8") as f:
         names = [line.rstrip("\n") for line in f]
     while names and not names[-1]:
         names.pop()
-    return names or None
+    return names
+
+
+def _labels_txt(folder):
+    """The class names TFDS writes beside its records (``label.labels.txt``), or None."""
+    path = os.path.join(folder, "label.labels.txt")
+    return (read_class_names(path) or None) if os.path.isfile(path) else None
 
 
 class ImageFolderSource:
