@@ -390,16 +390,15 @@ def encode_image_with(
     layout: str = "benzina",
     chroma: str | None = None,
 ):
-    """(input, thumb) pictures of an image, each made by ``encode(rgb, coded_size=None)``.
+    """(input, thumb) pictures of an image, each made by ``encode(rgb, coded_size=(w, h))``.
 
     The thumbnail (SPEC.md section 2: at most 512 on a side, sizes truncated)
     is resized bicubically; none when the image fits, or with
-    ``thumbnails_only`` (the input is then the thumbnail). With
-    ``layout="benzina"`` the input gets ``encode``'s default frame and the
-    thumbnail a 512x512 one; with ``"compact"`` each is given its
-    :func:`compact_coded_size` and the pictures are marked compact (whatever
-    the encoder). A ``chroma`` (``CHROMA_MODES``) is passed on to every call
-    as ``encode(..., chroma=chroma)``; None calls ``encode`` without it.
+    ``thumbnails_only`` (the input is then the thumbnail). Each picture is
+    coded in its :func:`layout_coded_size` frame; with ``"compact"`` the
+    pictures are marked compact (whatever the encoder). A ``chroma``
+    (``CHROMA_MODES``) is passed on to every call as ``encode(...,
+    chroma=chroma)``; None calls ``encode`` without it.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
@@ -413,10 +412,9 @@ def encode_image_with(
     small = None if tsize is None else resize_rgb(rgb, tsize)
 
     def code(image, thumbnail=False):
-        if layout == "benzina":
-            return encode(image, coded_size=(THUMB_MAX, THUMB_MAX)) if thumbnail else encode(image)
-        p = encode(image, coded_size=compact_coded_size((image.shape[1], image.shape[0])))
-        if p.layout == layout:
+        size = (image.shape[1], image.shape[0])
+        p = encode(image, coded_size=layout_coded_size(size, layout, thumbnail=thumbnail))
+        if layout == "benzina" or p.layout == layout:
             return p
         # Another encoder's picture (NVENC): compact boxes, and no SEI in the hvcC.
         lean = p.hvcc.parameter_sets_only() if isinstance(p.hvcc, HvcC) and p.sample_entry is None else p.hvcc
