@@ -8,7 +8,8 @@ surface only; it imports no TensorFlow and never loads the native library.
 The TensorFlow parts are submodules, imported on first use:
 ``bzna_tf.layers`` (Keras layers), ``bzna_tf.callbacks`` (Keras callbacks),
 ``bzna_tf.transforms`` (the affine math and samplers), ``bzna_tf.ops`` (the
-native ops), ``bzna_tf.service`` (tf.data service servers) and ``bzna_tf.decode``.
+native ops), ``bzna_tf.service`` (tf.data service servers), ``bzna_tf.decode`` and
+``bzna_tf.verify`` (checksums and decoding of whole files).
 """
 
 import importlib
@@ -37,7 +38,7 @@ __version__ = "0.1.0"
 
 # Submodules that import TensorFlow: loaded when first touched, so that
 # `import bzna_tf` stays light and `bzna_tf.layers.RandomResizedCrop` works.
-_LAZY_SUBMODULES = ("callbacks", "decode", "layers", "ops", "service", "transforms")
+_LAZY_SUBMODULES = ("callbacks", "decode", "layers", "ops", "service", "transforms", "verify")
 
 
 def __getattr__(name):

@@ -4,6 +4,7 @@ bzna-tf info FILE... [--json]
 bzna-tf convert tfrecord|folder|gulp SRC... OUT.bzna [--workers N] [--crf C] [--preset P] ...
 bzna-tf samplelist FILE... -o LIST [--type T] [--ids indices|names] [--split S] | --check LIST [FILE...]
 bzna-tf preview FILE... -o GRID.png [--n 16] [--warp ...] [--size H W] [--seed S]
+bzna-tf verify FILE... [--workers N] [--track T] [--no-decode] [--exclusion-list LIST] [--json] [--progress]
 bzna-tf service dispatcher [--port P] [--work-dir D] | worker --dispatcher HOST:P [--port Q] [--address A]
 """
 
@@ -12,10 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 
 from bzna_tf.format import BznaFile, BznaFormatError, expand_paths
+from bzna_tf.format.wording import count
 
 __all__ = ["main", "describe"]
+
+
+def error_text(e: Exception) -> str:
+    """One line for an error: an OSError as "PATH: what" (``dd: Is a directory``), others as they say."""
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        also = f" -> {e.filename2}" if e.filename2 is not None else ""
+        return f"{e.filename}{also}: {e.strerror}"
+    return str(e)
 
 
 def describe(f: BznaFile) -> dict:
@@ -82,7 +93,7 @@ def _info(args) -> int:
             with BznaFile(path) as f:
                 results.append(describe(f))
         except (BznaFormatError, OSError) as e:
-            print(f"bzna-tf info: {e}", file=sys.stderr)
+            print(f"bzna-tf info: {error_text(e)}", file=sys.stderr)
             status = 1
     if args.json:
         if len(results) == 1 and len(args.files) == 1 and status == 0:
@@ -100,7 +111,7 @@ def _info(args) -> int:
     else:
         print("\n\n".join(_table(r) for r in results))
         if len(results) > 1:
-            print(f"\ntotal: {sum(r['samples'] for r in results):,} samples in {len(results)} files")
+            print(f"\ntotal: {count(sum(r['samples'] for r in results), 'sample')} in {len(results)} files")
     return status
 
 
@@ -250,7 +261,7 @@ def _add_convert(sub):
 
 
 def _lines(lst) -> str:
-    return f"{len(lst.entries)} {'sample lines' if lst.type == 'SINGLE-SAMPLE' else 'file lines'}"
+    return count(len(lst.entries), "sample line" if lst.type == "SINGLE-SAMPLE" else "file line")
 
 
 def _samplelist(args) -> int:
@@ -264,7 +275,7 @@ def _samplelist(args) -> int:
             used = ds.sample_list_positions(lst)
             print(
                 f"{args.check}: {lst.type}, {_lines(lst)}, "
-                f"{len(used):,} samples used of {len(ds):,} in {len(ds.paths)} data file(s)"
+                f"{count(len(used), 'sample')} used of {len(ds):,} in {count(len(ds.paths), 'data file')}"
             )
         return 0
     if not args.files or not args.output:
@@ -274,7 +285,7 @@ def _samplelist(args) -> int:
             ds = ds.select(ds.targets >= 0)
         lst = ds.to_sample_list(args.type, ids=args.ids, base=args.base)
         lst.write(args.output, ranges=not args.no_ranges)
-    print(f"{args.output}: {lst.type}, {len(lst):,} samples, {_lines(lst)}, base {lst.base}")
+    print(f"{args.output}: {lst.type}, {count(len(lst), 'sample')}, {_lines(lst)}, base {lst.base}")
     return 0
 
 
@@ -333,10 +344,14 @@ def _warp(args):
 
 def _preview(args) -> int:
     from bzna_tf.datasets import ClassificationDataset
-    from bzna_tf.previews import preview, write_png
+    from bzna_tf.previews import PreviewWarning, preview, write_png
 
     size = args.size if len(args.size) == 2 else args.size * 2
-    with ClassificationDataset(args.files, input_label=args.track, split=args.split) as ds:
+    with (
+        ClassificationDataset(args.files, input_label=args.track, split=args.split) as ds,
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always", PreviewWarning)
         p = preview(
             ds,
             args.n,
@@ -347,10 +362,16 @@ def _preview(args) -> int:
             training=not args.eval,
             columns=args.columns,
             sample_list=args.sample_list,
+            antialias=not args.no_antialias,
         )
+    for w in caught:  # ours as one line each ("asked for 16 samples, but ..."), others as they were
+        if issubclass(w.category, PreviewWarning):
+            print(f"bzna-tf preview: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     write_png(args.output, p.image)
     print(
-        f"{args.output}: {p.image.shape[1]}x{p.image.shape[0]}, {len(p.indices)} samples "
+        f"{args.output}: {p.image.shape[1]}x{p.image.shape[0]}, {count(len(p.indices), 'sample')} "
         f"({', '.join(str(i) for i in p.indices[:8])}{' ...' if len(p.indices) > 8 else ''})"
     )
     return 0
@@ -391,7 +412,72 @@ def _add_preview(sub):
     )
     c.add_argument("--split", default=None, help="only this split, TFDS style")
     c.add_argument("--sample-list", default=None, help="only the samples of this LBANN sample list")
+    c.add_argument(
+        "--no-antialias", action="store_true", help="sample points where the warp shrinks (Benzina's warp)"
+    )
     c.set_defaults(run=_preview)
+
+
+def _verify(args) -> int:
+    from bzna_tf.verify import format_report, verify
+
+    tracks = ("bzna_thumb", "bzna_input") if args.track == "both" else (args.track,)
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    report = verify(
+        args.files, workers=args.workers, tracks=tracks, decode=not args.no_decode, progress=progress
+    )
+    if args.exclusion_list:
+        lst = report.exclusion_list()
+        lst.write(args.exclusion_list)
+    if args.json:
+        out = report.to_json()
+        if args.exclusion_list:
+            out["exclusion_list"] = args.exclusion_list
+        print(json.dumps(out))
+    else:
+        print(format_report(report))
+        if args.exclusion_list:
+            print(
+                f"{args.exclusion_list}: {lst.type}, leaves out {report.damaged:,} damaged samples, "
+                f"uses {lst.num_included:,}"
+            )
+    return 0 if report.ok else 1
+
+
+def _add_verify(sub):
+    c = sub.add_parser(
+        "verify",
+        help="check every checksum and decode every picture; list the damaged samples",
+        description="Check each picture against the checksum stored when the file was written, and the "
+        "outer index against its own, then decode it with the source op's decoder (FFmpeg). Files without "
+        "checksums (the original tools') are verified by decoding only, which finds only part of the damage. "
+        "Exits 1 when anything is damaged.",
+    )
+    c.add_argument("files", nargs="+", help=".bzna files, glob patterns or directories")
+    c.add_argument("--workers", type=int, default=None, help="threads (default: all cores)")
+    c.add_argument(
+        "--track",
+        choices=("both", "bzna_thumb", "bzna_input"),
+        default="both",
+        help="the pictures to verify (default both)",
+    )
+    c.add_argument("--no-decode", action="store_true", help="checksums only (much quicker)")
+    c.add_argument(
+        "--exclusion-list",
+        metavar="LIST",
+        default=None,
+        help="write a CONDUIT_HDF5_EXCLUSION sample list leaving out the damaged samples",
+    )
+    c.add_argument(
+        "--json", action="store_true", help="print JSON: one object for one file, else {'files': [...]}"
+    )
+    c.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar on stderr (default: when stderr is a terminal)",
+    )
+    c.set_defaults(run=_verify)
 
 
 def _service(args) -> int:
@@ -449,12 +535,13 @@ def main(argv=None) -> int:
     _add_convert(sub)
     _add_samplelist(sub)
     _add_preview(sub)
+    _add_verify(sub)
     _add_service(sub)
     args = p.parse_args(argv)
     try:
         return args.run(args)
-    except (FileNotFoundError, ValueError) as e:  # BznaFormatError and SampleListError are ValueErrors
-        print(f"bzna-tf {args.command}: {e}", file=sys.stderr)
+    except (OSError, ValueError) as e:  # BznaFormatError and SampleListError are ValueErrors
+        print(f"bzna-tf {args.command}: {error_text(e)}", file=sys.stderr)
         return 1
 
 

@@ -23,9 +23,11 @@ import math
 import os
 import random as _random
 import re
+import uuid as _uuid
 
 import numpy as np
 
+from bzna_tf.format import wording
 from bzna_tf.format.samplelist import SampleList, SampleListError
 from bzna_tf.format.shards import BznaShards, expand_paths, file_numbers, is_url
 from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_size_error, imagenet_splits, select_split
@@ -351,7 +353,7 @@ class Dataset:
         if p.size == 0:
             raise ValueError("Expected at least one position. Received: an empty selection")
         if p.min() < -len(self) or p.max() >= len(self):
-            raise IndexError(f"position out of range for a dataset of {len(self)} samples")
+            raise IndexError(f"position out of range for a dataset of {wording.count(len(self), 'sample')}")
         out = copy.copy(self)
         out._indices = self._indices[p]
         out._indices.flags.writeable = False
@@ -384,7 +386,9 @@ class Dataset:
         found = sel[order][at] == wanted
         if not found.any():
             raise SampleListError(
-                f"none of the {len(wanted)} listed samples is in this dataset ({self!r})", path=lst.path
+                f"none of the listed samples ({wording.count(len(wanted), 'sample')}) is in this dataset "
+                f"({self!r})",
+                path=lst.path,
             )
         return order[at[found]]
 
@@ -439,8 +443,9 @@ class Dataset:
         num_files = len(self._index.files)
         if num_files < count and training:
             raise ValueError(
-                f"shard_by='files' needs at least as many files as shards: {num_files} files for "
-                f"{count} shards (use more, smaller .bzna files, or shard_by='samples')"
+                "shard_by='files' needs at least as many files as shards: "
+                f"{wording.count(num_files, 'file')} for {count} shards (use more, smaller .bzna files, or "
+                "shard_by='samples')"
             )
         return sel[file_numbers(self._index.starts, sel) % count == index]
 
@@ -479,9 +484,11 @@ class Dataset:
         device: str = "auto",
         training: bool = True,
         fill_value=None,
+        antialias=None,
         initial_epoch=None,
         num_parallel_calls=None,
         prefetch=None,
+        on_error: str = "raise",
     ):
         """A ``tf.data.Dataset`` of decoded, warped, normalised batches.
 
@@ -550,13 +557,18 @@ class Dataset:
             :class:`bzna_tf.layers.DecodeWarp` (NVDEC + the CUDA warp when the
             model runs on a GPU); elements are ``{"data", "matrices"}``
             (pictures and each sample's matrix, still reproducible from the
-            seed) instead of images, and mean/std/bias/norm/fill_value/layout
-            belong to that layer. ``"auto"`` (default) is ``"cpu"``: the GPU
+            seed) instead of images, and mean/std/bias/norm/fill_value/
+            antialias/layout belong to that layer. ``"auto"`` (default) is ``"cpu"``: the GPU
             path changes what the dataset yields, so it is asked for by name.
           training: False makes the warp deterministic (its centre values:
             use it to evaluate with a training warp).
           fill_value: the raw value of pixels that fall outside the picture
             (a scalar or 3 values); default: the warp layer's, or 0.
+          antialias: where the warp shrinks the picture, average each output
+            pixel's footprint (a triangle filter as wide as the reduction, as
+            torchvision and DALI do) instead of sampling a point (Benzina's
+            warp); see ``bzna_tf.ops.decode_warp``. Default: the warp layer's,
+            or True.
           initial_epoch: None (default): iteration ``k`` of the dataset yields
             data epochs ``k * epochs ...`` (``epochs`` = 1 or ``repeat``), from
             a counter in ``ds.bzna_epochs`` (:class:`EpochState`) that
@@ -566,6 +578,18 @@ class Dataset:
           num_parallel_calls: batches decoded at once (default ``AUTOTUNE``;
             each batch is also spread over TensorFlow's CPU threads).
           prefetch: batches to prefetch (default ``AUTOTUNE``).
+          on_error: what a sample that cannot be read or decoded does (a
+            damaged or malformed sample, a checksum mismatch, a short or failed
+            read). ``"raise"`` (default): the iteration fails with an error
+            naming the file and the sample's index in it. ``"skip"``: the
+            sample is dropped from its batch (the rest of the batch is kept, so
+            batches can be shorter than ``batch_size`` and their first
+            dimension is None), a warning names the file, the sample and the
+            reason (the first 10 one by one, then a summary at most every 30
+            s), and ``ds.bzna_skipped`` (:class:`bzna_tf.ops.SkippedSamples`)
+            counts them. A file that cannot be opened or indexed still fails.
+            With ``device="gpu"`` only reading errors are skipped here:
+            pictures are decoded in the model, where a bad one fails the step.
 
         Returns:
           A ``tf.data.Dataset`` of known cardinality (infinite with ``repeat=True``).
@@ -575,7 +599,14 @@ class Dataset:
         """
         import tensorflow as tf
 
-        from bzna_tf.ops.source import epoch_schedule, read_samples
+        from bzna_tf.ops.source import (
+            SkippedSamples,
+            check_on_error,
+            epoch_schedule,
+            read_samples,
+            report_skips,
+            sample_names,
+        )
         from bzna_tf.ops.warp import decode_warp
         from bzna_tf.transforms import CenterResizedCrop, WarpTransform
         from bzna_tf.transforms.constant import bias_norm, per_channel
@@ -601,9 +632,11 @@ class Dataset:
                 bias=bias,
                 norm=norm,
                 fill_value=fill_value,
+                antialias=antialias,
                 layout=None if layout == "NHWC" else layout,
             ),
         )
+        skip = check_on_error(on_error) == "skip"
         epochs = _epochs(repeat)
         count, index = _shard(shard, input_context)
         if shard is None and input_context is None and (workers := _num_workers()) > 1:
@@ -623,6 +656,8 @@ class Dataset:
         if fill_value is None:
             fill_value = getattr(warp, "fill_value", 0.0)
         oob = per_channel(fill_value, "fill_value")
+        if antialias is None:
+            antialias = getattr(warp, "antialias", True)
         transform = warp.transform if _is_warp_layer(warp) else warp
         if seed is None:
             seed = _random.SystemRandom().randrange(_SEED_MOD)
@@ -635,24 +670,49 @@ class Dataset:
         per_epoch = len(range(index, n, count))
         if per_epoch == 0 and (training or epochs is None):
             raise ValueError(
-                f"Shard {index} of {count} of {n} samples is empty (training=False lets a validation "
-                "shard be empty, when it is not repeated endlessly)"
+                f"Shard {index} of {count} of {wording.count(n, 'sample')} is empty (training=False lets a "
+                "validation shard be empty, when it is not repeated endlessly)"
             )
         files = self.paths
         track = self._track
         selection = tf.constant(sel, tf.int64)
         seed_t = tf.constant(seed, tf.int64)
+        starts = self._index.starts
+        counter = f"bzna_tf-{_uuid.uuid4().hex}" if skip else ""
+
+        def keep_only(ok, images, el):
+            """The samples where ok is true, of images and of el's per-sample vectors."""
+            el = {k: tf.boolean_mask(v, ok) for k, v in el.items()}
+            return tf.nest.map_structure(lambda t: tf.boolean_mask(t, ok), images), el
 
         def decode(positions):
             idx, epoch = epoch_schedule(positions, selection, seed_t, shuffle=shuffle, shard=(count, index))
-            el = read_samples(files, idx, track=track, with_filename=with_filenames)
+            el = read_samples(files, idx, track=track, with_filename=with_filenames, on_error=on_error)
             in_shapes = tf.stack([el["height"], el["width"]], axis=-1)
+            if skip:  # a sample that could not be read has sizes 0: any matrix will do
+                in_shapes = tf.maximum(in_shapes, 1)
             m = transform.matrices(in_shapes, out_hw, seed=seed, epoch=epoch, indices=idx, training=training)
             if payloads:
-                return self._outputs({"data": el["data"], "matrices": m}, el, with_filenames)
+                out = {"data": el["data"], "matrices": m}
+                if skip:
+                    out, el = keep_only(report_skips(el["errors"], counter), out, el)
+                return self._outputs(out, el, with_filenames)
             images = decode_warp(
-                el["data"], m, out_hw, bias=bias, norm=norm, oob_color=oob, data_format=layout
+                el["data"],
+                m,
+                out_hw,
+                bias=bias,
+                norm=norm,
+                oob_color=oob,
+                data_format=layout,
+                antialias=antialias,
+                names=sample_names(files, starts, idx),
+                on_error=on_error,
             )
+            if skip:
+                images, errors = images
+                errors = tf.where(tf.strings.length(el["errors"]) > 0, el["errors"], errors)
+                images, el = keep_only(report_skips(errors, counter), images, el)
             return self._outputs(images, el, with_filenames)
 
         if epochs is None:
@@ -674,14 +734,18 @@ class Dataset:
             # flat_map (and an endless range) hide the count: state it (Keras then knows the steps per epoch).
             ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
         ds = ds.prefetch(prefetch)
-        if state is not None:
+        if state is not None or skip:
             # The root reads and advances the epoch variable once per iteration;
             # an iterator checkpoint need not (and cannot) hold that read: the
-            # running iteration's start is in flat_map's saved state.
+            # running iteration's start is in flat_map's saved state. Nor need
+            # it hold the skip counter (reporting only).
             options = tf.data.Options()
             options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
             ds = ds.with_options(options)
+        if state is not None:
             ds.bzna_epochs = state
+        if skip:
+            ds.bzna_skipped = SkippedSamples(counter)
         return ds
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from bzna_tf.format.atomic import write_atomic
+from bzna_tf.format.wording import count
 
-__all__ = ["Preview", "preview", "render_text", "write_png"]
+__all__ = ["Preview", "PreviewWarning", "preview", "render_text", "write_png"]
 
 PAD = 4  # pixels between tiles and around the grid
 TEXT_SCALE = 2  # each font pixel is a 2 x 2 block
@@ -54,6 +56,10 @@ def caption(index: int, label: int) -> str:
     return f"{index}: {label if label >= 0 else '-'}"
 
 
+class PreviewWarning(UserWarning):
+    """A preview shows fewer samples than asked for: the dataset has fewer."""
+
+
 @dataclass
 class Preview:
     """A preview grid and where each tile lies in it.
@@ -96,13 +102,15 @@ def preview(
     columns: int | None = None,
     track: str = "bzna_thumb",
     sample_list=None,
+    antialias=None,
 ) -> Preview:
     """``n`` samples decoded and warped exactly as ``as_dataset`` would, laid out in a grid.
 
     Args:
       data: a :class:`bzna_tf.Dataset` (any subclass), or paths for a
         :class:`bzna_tf.ClassificationDataset` of ``track``.
-      n: how many samples (at most the dataset's size).
+      n: how many samples; a dataset with fewer gives all of its samples,
+        and a :class:`PreviewWarning` says so.
       shape: each tile's (height, width).
       warp: as for ``as_dataset``: a ``bzna_tf.layers`` warp layer or a
         ``bzna_tf.transforms`` transform (default: the whole picture, centred).
@@ -114,6 +122,9 @@ def preview(
       columns: tiles per row (default: a square grid).
       track: for paths: ``"bzna_thumb"`` (default) or ``"bzna_input"``.
       sample_list: only the samples of this LBANN sample list (a path or a ``SampleList``).
+      antialias: as for ``as_dataset``: filter where the warp shrinks the
+        picture (default: the warp layer's, or True); False shows Benzina's
+        point-sampled warp.
 
     Returns:
       A :class:`Preview`.
@@ -125,7 +136,15 @@ def preview(
         data = ClassificationDataset(data, input_label=track)
     if sample_list is not None:
         data = data.select(SampleList.of(sample_list))
-    n = min(_positive_int(n, "n"), len(data))
+    asked = _positive_int(n, "n")
+    n = min(asked, len(data))
+    if n < asked:
+        warnings.warn(
+            f"asked for {count(asked, 'sample')}, but the dataset ({data._describe_files()}) has "
+            f"{count(n, 'sample')}: the preview shows {'it' if n == 1 else f'all {n}'}",
+            PreviewWarning,
+            stacklevel=2,
+        )
     if columns is not None:
         columns = _positive_int(columns, "columns")
     if shuffle:
@@ -135,7 +154,15 @@ def preview(
     chosen = data.select(positions)
     batch = next(
         iter(
-            chosen.as_dataset(batch_size=n, shape=shape, warp=warp, seed=seed, training=training, prefetch=0)
+            chosen.as_dataset(
+                batch_size=n,
+                shape=shape,
+                warp=warp,
+                seed=seed,
+                training=training,
+                prefetch=0,
+                antialias=antialias,
+            )
         )
     )
     images = batch[0] if isinstance(batch, tuple) else batch

@@ -42,13 +42,15 @@ def _decode(data: bytes):
     return planes
 
 
-def warp_yuv(y, cb, cr, m, out_shape, bias, norm, oob, channels_first):
-    """One frame through the SPEC section 4 reference."""
-    return ref_yuv420(y[None], cb[None], cr[None], m, out_shape, bias, norm, oob, channels_first)[0]
+def warp_yuv(y, cb, cr, m, out_shape, bias, norm, oob, channels_first, antialias=False):
+    """One frame through the SPEC section 4 reference (with warp.h's antialiasing when asked)."""
+    return ref_yuv420(y[None], cb[None], cr[None], m, out_shape, bias, norm, oob, channels_first, antialias)[
+        0
+    ]
 
 
-def warp_image(img, m, out_shape, bias, norm, oob, channels_first):
-    return ref_rgb(img[None], m, out_shape, bias, norm, oob, channels_first)[0]
+def warp_image(img, m, out_shape, bias, norm, oob, channels_first, antialias=False):
+    return ref_rgb(img[None], m, out_shape, bias, norm, oob, channels_first, antialias)[0]
 
 
 def _view(ptr: int, shape, dtype) -> np.ndarray:
@@ -147,12 +149,16 @@ class FakeCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device=0,
     ):
         m = np.broadcast_to(np.asarray(matrices, F).reshape(-1, 3, 3), (len(pictures), 3, 3))
         frames = self._decode_all(pictures)
         return np.stack(
-            [warp_yuv(*f, m[i], out_shape, bias, norm, oob, channels_first) for i, f in enumerate(frames)]
+            [
+                warp_yuv(*f, m[i], out_shape, bias, norm, oob, channels_first, antialias)
+                for i, f in enumerate(frames)
+            ]
         )
 
     def decode_warp(
@@ -167,12 +173,20 @@ class FakeCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device=0,
         stream=None,
     ):
         m = _view(matrices_ptr, (matrix_count, 3, 3), F)
         out = self.decode_warp_host(
-            pictures, m, out_shape, bias=bias, norm=norm, oob=oob, channels_first=channels_first
+            pictures,
+            m,
+            out_shape,
+            bias=bias,
+            norm=norm,
+            oob=oob,
+            channels_first=channels_first,
+            antialias=antialias,
         )
         _view(out_ptr, out.shape, F)[...] = out
 
@@ -189,12 +203,13 @@ class FakeCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device=0,
     ):
         m = np.broadcast_to(np.asarray(matrices, F).reshape(-1, 3, 3), (len(y), 3, 3))
         out = np.stack(
             [
-                warp_yuv(y[i], cb[i], cr[i], m[i], out_shape, bias, norm, oob, channels_first)
+                warp_yuv(y[i], cb[i], cr[i], m[i], out_shape, bias, norm, oob, channels_first, antialias)
                 for i in range(len(y))
             ]
         )
@@ -216,6 +231,7 @@ class FakeCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device=0,
         stream=None,
     ):
@@ -231,6 +247,7 @@ class FakeCore:
             norm=norm,
             oob=oob,
             channels_first=channels_first,
+            antialias=antialias,
         )
         _view(out_ptr, out.shape, F)[...] = out
 
@@ -244,12 +261,13 @@ class FakeCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device=0,
     ):
         m = np.broadcast_to(np.asarray(matrices, F).reshape(-1, 3, 3), (len(images), 3, 3))
         out = np.stack(
             [
-                warp_image(images[i], m[i], out_shape, bias, norm, oob, channels_first)
+                warp_image(images[i], m[i], out_shape, bias, norm, oob, channels_first, antialias)
                 for i in range(len(images))
             ]
         )
@@ -272,6 +290,7 @@ class FakeCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device=0,
         stream=None,
     ):
@@ -284,5 +303,6 @@ class FakeCore:
             norm=norm,
             oob=oob,
             channels_first=channels_first,
+            antialias=antialias,
         )
         _view(out_ptr, out.shape, F)[...] = out

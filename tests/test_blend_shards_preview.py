@@ -10,7 +10,7 @@ from conftest import SHARD_SIZES, shard_colour, shard_sample
 import bzna_tf
 from bzna_tf import ClassificationDataset
 from bzna_tf.cli import main as cli
-from bzna_tf.previews import CAPTION, caption, grid_size, render_text
+from bzna_tf.previews import CAPTION, PreviewWarning, caption, grid_size, render_text
 
 tf = pytest.importorskip("tensorflow")
 
@@ -194,7 +194,8 @@ def test_preview_grid_size_and_tiles_match_the_decoded_samples(flat_shards):
     assert bzna_tf.preview(d, 5, shape=(24, 32), warp=warp, seed=4).indices == p.indices
     assert bzna_tf.preview(d, 5, shape=(24, 32), warp=warp, seed=5).indices != p.indices
     assert bzna_tf.preview(d, 3, shuffle=False, shape=8).indices == [0, 1, 2]
-    assert len(bzna_tf.preview(d, 100, shape=8).indices) == len(d)
+    with pytest.warns(PreviewWarning, match=f"asked for 100 samples, but .* has {len(d)} samples"):
+        assert len(bzna_tf.preview(d, 100, shape=8).indices) == len(d)
 
 
 def test_caption_font():

@@ -363,9 +363,12 @@ def test_converted_file_has_the_original_tools_box_structure(converted, original
         a, b = original_path.read_bytes(), out.read_bytes()
         top_a = parse_boxes(a, 0, len(a))
         top_b = parse_boxes(b, 0, len(b))
-        # Ours adds bzna_tf's metadata box after moov (a uuid box the original tools skip).
+        # Ours adds bzna_tf's metadata and checksum boxes after moov (uuid boxes the original tools skip).
         assert [x.type for x in top_a] == [x.type for x in top_b][:3] == ["ftyp", "mdat", "moov"]
-        assert [x.type for x in top_b][3:] == ["uuid"] and ours.metadata["conversion"]["num_shards"] == 1
+        assert [x.type for x in top_b][3:] == ["uuid", "uuid"] and ours.metadata["conversion"][
+            "num_shards"
+        ] == 1
+        assert ours.checksums.supported and ours.check_index() == []
         assert bytes(top_a[0].payload()) == bytes(top_b[0].payload())
         moov_a, moov_b = top_a[2], top_b[2]
         assert box_structure(a, moov_a.offset, moov_a.offset + moov_a.size) == box_structure(

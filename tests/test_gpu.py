@@ -193,11 +193,12 @@ def _payloads(original_path, size=(96, 128), track="thumb"):
     return data, warp.matrices(hw, size, seed=5, indices=np.arange(len(data)))
 
 
+@pytest.mark.parametrize("antialias", [False, True])
 @pytest.mark.parametrize("track", ["thumb", "input"])
-def test_gpu_decode_warp_matches_the_cpu_op(original_path, track):
+def test_gpu_decode_warp_matches_the_cpu_op(original_path, track, antialias):
     _need_gpu()
     data, m = _payloads(original_path, track=track)
-    kwargs = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    kwargs = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), antialias=antialias)
     with tf.device("/CPU:0"):
         cpu = bzna_tf.ops.decode_warp(data, m, (96, 128), **kwargs).numpy()
     with tf.device("/GPU:0"):
@@ -207,7 +208,8 @@ def test_gpu_decode_warp_matches_the_cpu_op(original_path, track):
     np.testing.assert_allclose(gpu_out.numpy(), cpu, atol=1.0 / (255 * 0.224) + 1e-5)
 
 
-def test_gpu_warps_match_the_cpu_ops():
+@pytest.mark.parametrize("antialias", [False, True])
+def test_gpu_warps_match_the_cpu_ops(antialias):
     _need_gpu()
     rng = np.random.default_rng(0)
     y = rng.integers(0, 256, (3, 61, 75), dtype=np.uint8)
@@ -218,9 +220,9 @@ def test_gpu_warps_match_the_cpu_ops():
         for cast in (None, np.float32) if fn is bzna_tf.ops.warp_rgb else (None,):
             inputs = tuple(a.astype(cast) for a in args) if cast else args
             with tf.device("/CPU:0"):
-                cpu = fn(*inputs, m, (40, 50), data_format="NCHW").numpy()
+                cpu = fn(*inputs, m, (40, 50), data_format="NCHW", antialias=antialias).numpy()
             with tf.device("/GPU:0"):
-                gpu_out = fn(*inputs, m, (40, 50), data_format="NCHW").numpy()
+                gpu_out = fn(*inputs, m, (40, 50), data_format="NCHW", antialias=antialias).numpy()
             # The same float32 operations in the same order (nvcc --fmad=false): equal but for
             # a rounding case of the division on the GPU.
             assert np.mean(gpu_out == cpu) > 0.999 and np.abs(gpu_out - cpu).max() <= 1.0

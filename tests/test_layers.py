@@ -42,7 +42,7 @@ def all_layers():
             seed=3,
         ),
         RandomResizedCrop(32, 48, flip_h=0.5, seed=4),
-        CenterResizedCrop(32, 48, scale=0.875),
+        CenterResizedCrop(32, 48, scale=0.875, antialias=False),
         Normalize(mean=MEAN, std=STD),
     ]
 
@@ -60,7 +60,10 @@ def test_layer_output_is_the_warp_of_its_transform_matrices(images):
         scale=(0.3, 1), ratio=(0.5, 2), degrees=20, flip_h=0.5, random_crop=True
     ).matrices([[60, 80]] * 4, (32, 48), seed=1234)
     np.testing.assert_array_equal(params["matrices"].numpy(), m.numpy())
-    np.testing.assert_array_equal(out.numpy(), warp_rgb(images, m, (32, 48), oob_color=9).numpy())
+    np.testing.assert_array_equal(
+        out.numpy(),
+        warp_rgb(images, m, (32, 48), oob_color=9, antialias=True).numpy(),  # the default
+    )
     # The layer's own matrices, as as_dataset will ask for them, are the transform's.
     np.testing.assert_array_equal(
         layer.matrices([[60, 80]] * 4, seed=1234, indices=tf.range(4, dtype=tf.int64)).numpy(), m.numpy()
@@ -70,17 +73,18 @@ def test_layer_output_is_the_warp_of_its_transform_matrices(images):
 def test_center_resized_crop_is_resize_then_centre_crop(images):
     # 48 x 64, scale 0.75: the 36 x 48 centre onto 18 x 24 = resize to 24 x 32, keep [3:21, 4:28].
     x = images[:, :48, :64]
-    ours = CenterResizedCrop(18, 24, scale=0.75)(x).numpy()
-    ref = tf.image.resize(x.astype(np.float32), (24, 32), method="bilinear", antialias=False).numpy()
-    ref = ref[:, 3:21, 4:28]
-    assert np.abs(ours - ref).max() <= 0.5 + 1e-3  # ours is rounded to integers, as uint8 input is
+    for antialias in (True, False):
+        ours = CenterResizedCrop(18, 24, scale=0.75, antialias=antialias)(x).numpy()
+        ref = tf.image.resize(x.astype(np.float32), (24, 32), method="bilinear", antialias=antialias).numpy()
+        ref = ref[:, 3:21, 4:28]
+        assert np.abs(ours - ref).max() <= 0.5 + 1e-3  # ours is rounded to integers, as uint8 input is
 
 
 def test_random_resized_crop_at_inference_is_a_plain_resize(images):
     x = images[:, :45, :60]  # aspect 4/3: inside the default ratio range, so the whole image
     layer = RandomResizedCrop(20, 30, flip_h=0.5, seed=2)
     ours = layer(x, training=False).numpy()
-    ref = tf.image.resize(x.astype(np.float32), (20, 30), method="bilinear", antialias=False).numpy()
+    ref = tf.image.resize(x.astype(np.float32), (20, 30), method="bilinear", antialias=True).numpy()
     assert np.abs(ours - ref).max() <= 0.5 + 1e-3
     np.testing.assert_array_equal(layer(x, training=False).numpy(), ours)
 
@@ -234,6 +238,7 @@ def test_normalize_errors():
         (lambda: RandomResizedCrop(10, 10, scale=(1, 0.5)), "scale"),
         (lambda: SimilarityTransform(10, 10, fill_value="black"), "fill_value"),
         (lambda: CenterResizedCrop(10, 10, scale=0), "scale"),
+        (lambda: CenterResizedCrop(10, 10, antialias="yes"), "antialias"),
     ],
 )
 def test_layer_argument_errors(make, fragment):

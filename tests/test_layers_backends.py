@@ -89,7 +89,7 @@ def test_run_layer_test_normalize(harness):
 
 def test_run_layer_test_decode_warp(harness, original_path):
     data, matrices = pictures(original_path)
-    init = dict(height=24, width=32, mean=MEAN, std=STD, fill_value=(1, 2, 3))
+    init = dict(height=24, width=32, mean=MEAN, std=STD, fill_value=(1, 2, 3), antialias=False)
     harness.run_layer_test(
         DecodeWarp,
         init_kwargs=init,
@@ -107,7 +107,7 @@ def test_run_layer_test_decode_warp(harness, original_path):
 def test_decode_warp_keywords_dict_and_model(original_path, tmp_path):
     data, matrices = pictures(original_path)
     layer = DecodeWarp(24, 32, mean=MEAN, std=STD)
-    want = decode_warp(data, matrices, (24, 32), mean=MEAN, std=STD).numpy()
+    want = decode_warp(data, matrices, (24, 32), mean=MEAN, std=STD, antialias=True).numpy()  # the default
     np.testing.assert_array_equal(layer(data=data, matrices=matrices).numpy(), want)
     np.testing.assert_array_equal(layer({"data": data, "matrices": matrices}).numpy(), want)
     # One picture, and one matrix for every picture.

@@ -196,13 +196,21 @@ def test_hvcc_from_parameter_sets_matches_the_muxer(f):
 
 
 def test_rewriting_the_original_gives_identical_bytes(f, original_path, tmp_path):
-    """Our writer, fed the original per-image mp4s, reproduces the whole file byte for byte."""
-    out = tmp_path / "copy.bzna"
-    with BznaWriter(out) as w:
-        for i in range(len(f)):
-            t = f.target(i)
-            w.append_mp4(f.sample_bytes(i), target=None if t < 0 else t, filename=f.filename(i))
-    assert out.read_bytes() == original_path.read_bytes()
+    """Our writer, fed the original per-image mp4s, reproduces the whole file byte for byte.
+
+    By default it then adds its checksum box (a uuid box the original tools
+    skip); without it the files are identical.
+    """
+    orig = original_path.read_bytes()
+    for checksums in (False, True):
+        out = tmp_path / f"copy-{checksums}.bzna"
+        with BznaWriter(out, checksums=checksums) as w:
+            for i in range(len(f)):
+                t = f.target(i)
+                w.append_mp4(f.sample_bytes(i), target=None if t < 0 else t, filename=f.filename(i))
+        data = out.read_bytes()
+        assert data[: len(orig)] == orig
+        assert [b.type for b in parse_boxes(data, len(orig), len(data))] == (["uuid"] if checksums else [])
 
 
 def test_rebuilding_per_image_mp4s_from_pictures(f, original_path, tmp_path):
@@ -212,7 +220,7 @@ def test_rebuilding_per_image_mp4s_from_pictures(f, original_path, tmp_path):
     timescale (20), where ffmpeg left 1000 from its own timescale.
     """
     out = tmp_path / "rebuilt.bzna"
-    with BznaWriter(out) as w:
+    with BznaWriter(out, checksums=False) as w:
         for i in range(len(f)):
             s = f.sample(i)
             t = f.target(i)

@@ -9,10 +9,10 @@ import zlib
 import numpy as np
 import pytest
 import tensorflow as tf
-from _warp_reference import F, ref_oob, ref_points, ref_rgb, ref_yuv420  # noqa: F401
+from _warp_reference import F, ref_bilinear, ref_oob, ref_points, ref_rgb, ref_yuv420  # noqa: F401
 
 from bzna_tf.ops import warp as warp_module
-from bzna_tf.ops.warp import warp_rgb, warp_yuv420
+from bzna_tf.ops.warp import decode_warp, warp_rgb, warp_yuv420
 from bzna_tf.transforms.constant import bias_norm
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -41,6 +41,15 @@ def make_matrix(rng, kind, in_wh, out_wh):
         theta = rng.uniform(-np.pi, np.pi)
         sx, sy = rng.uniform(0.5, 1.5, 2) * rng.choice([-1.0, 1.0], 2)
         tx, ty = rng.uniform(-0.3, 0.3, 2) * (wi, hi)
+    elif kind == "reduce":  # axis-aligned, 1.2 to 4.5 times smaller, flips
+        sx, sy = rng.uniform(1.2, 4.5, 2) * rng.choice([-1.0, 1.0], 2)
+    elif kind == "reduce_rotated":
+        theta = rng.uniform(-np.pi, np.pi)
+        sx, sy = rng.uniform(1.2, 3.0, 2)
+    elif kind == "reduce_perspective":
+        theta = rng.uniform(-0.3, 0.3)
+        sx = sy = 2.0
+        px, py = rng.uniform(-3e-3, 3e-3, 2)
     c, s = np.cos(theta), np.sin(theta)
     to_src = np.array([[1, 0, (wi - 1) / 2 + tx], [0, 1, (hi - 1) / 2 + ty], [0, 0, 1]])
     rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
@@ -238,6 +247,193 @@ def test_rgb_agrees_with_image_projective_transform(kind):
     # Unrounded float input: the same interpolation.
     ours_f = warp_rgb(images.astype(F), mats, (ho, wo)).numpy()
     assert np.abs(ours_f - theirs_f)[keep].max() <= 0.01
+
+
+# --------------------------------------------------------------------------- antialiasing
+
+AA_KINDS = ["reduce", "reduce_rotated", "reduce_perspective", "scale", "mixed"]
+# (input H, W), (output H, W): the output several times smaller, odd plane sizes.
+AA_SIZES = [((37, 53), (13, 16)), ((51, 30), (20, 9))]
+
+
+def resize_matrix(in_hw, out_hw):
+    """Output -> source matrix of a plain resize, pixel centres placed as tf.image.resize and Pillow do."""
+    sy, sx = in_hw[0] / out_hw[0], in_hw[1] / out_hw[1]
+    return F([[sx, 0, 0.5 * sx - 0.5], [0, sy, 0.5 * sy - 0.5], [0, 0, 1]])
+
+
+@pytest.mark.parametrize("sizes", AA_SIZES, ids=["wide", "tall_odd"])
+@pytest.mark.parametrize("kind", AA_KINDS)
+def test_antialias_matches_reference(kind, sizes):
+    rng = np.random.default_rng(zlib.crc32(repr(("aa", kind, sizes)).encode()))
+    (h, w), (ho, wo) = sizes
+    y, cb, cr = random_yuv(rng, 2, h, w)
+    mats = np.stack([make_matrix(rng, kind, (w, h), (wo, ho)) for _ in range(2)])
+    got = warp_yuv420(y, cb, cr, mats, (ho, wo), mean=0.5, std=0.25, oob_color=(1, 2, 3), antialias=True)
+    bias, norm = F(127.5), F(1 / 63.75)
+    want = ref_yuv420(y, cb, cr, mats, (ho, wo), (bias,) * 3, (norm,) * 3, (1, 2, 3), antialias=True)
+    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-4)
+    # The filter does something here: not the point samples.
+    assert (
+        np.abs(want - ref_yuv420(y, cb, cr, mats, (ho, wo), (bias,) * 3, (norm,) * 3, (1, 2, 3))).max() > 0.1
+    )
+    for dtype in (np.uint8, np.float32):
+        images = rng.integers(0, 256, (2, h, w, 3)).astype(dtype)
+        got = warp_rgb(images, mats, (ho, wo), oob_color=-1, data_format="NCHW", antialias=True).numpy()
+        want = ref_rgb(images, mats, (ho, wo), oob_color=(-1, -1, -1), nchw=True, antialias=True)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["identity", "flip", "translate_oob", "rotation", "upscale"])
+def test_antialias_leaves_warps_that_do_not_shrink_unchanged(kind):
+    rng = np.random.default_rng(zlib.crc32(kind.encode()))
+    (h, w), (ho, wo) = SIZES[1]
+    if kind == "upscale":
+        mats = np.stack([resize_matrix((h, w), (2 * h + 1, 3 * w)) for _ in range(2)])
+        ho, wo = 2 * h + 1, 3 * w
+    else:
+        mats = np.stack([make_matrix(rng, kind, (w, h), (wo, ho)) for _ in range(2)])
+    y, cb, cr = random_yuv(rng, 2, h, w)
+    np.testing.assert_array_equal(
+        warp_yuv420(y, cb, cr, mats, (ho, wo), antialias=True).numpy(),
+        warp_yuv420(y, cb, cr, mats, (ho, wo)).numpy(),
+    )
+    images = rng.uniform(0, 255, (2, h, w, 3)).astype(F)
+    np.testing.assert_array_equal(
+        warp_rgb(images, mats, (ho, wo), antialias=True).numpy(), warp_rgb(images, mats, (ho, wo)).numpy()
+    )
+
+
+@pytest.mark.parametrize("out_hw", [(24, 30), (16, 20), (12, 15), (19, 24), (40, 50), (48, 20)])
+def test_antialias_resize_is_the_triangle_filter_of_tf_image_resize_and_pillow(out_hw):
+    """Axis-aligned reductions, integer or not, edges included: tf.image.resize(antialias=True)'s
+    triangle exactly, and Pillow's BILINEAR within its 8-bit rounding."""
+    from PIL import Image
+
+    rng = np.random.default_rng(11)
+    image = rng.integers(0, 256, (48, 60, 3), dtype=np.uint8)
+    m = resize_matrix((48, 60), out_hw)
+    ours = warp_rgb(image.astype(F), m, out_hw, antialias=True).numpy()
+    theirs = tf.image.resize(image.astype(F), out_hw, method="bilinear", antialias=True).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=2e-3)
+    pillow = Image.fromarray(image).resize(out_hw[::-1], Image.BILINEAR, reducing_gap=None)
+    assert np.abs(warp_rgb(image, m, out_hw, antialias=True).numpy() - np.asarray(pillow)).max() <= 1
+
+
+def test_antialias_footprint_turns_with_the_matrix():
+    # A quarter turn of a 2x reduction (a footprint along the texel axes, but with u along y and v
+    # along x: the general path) is the reduction turned.
+    rng = np.random.default_rng(12)
+    image = rng.uniform(0, 255, (1, 20, 28, 3)).astype(F)
+    straight = warp_rgb(image, resize_matrix((20, 28), (10, 14)), (10, 14), antialias=True).numpy()
+    # Output (x, y) of the turned 14 x 10 result reads where output (13 - y, x) of the straight one does.
+    turn = F([[0, -1, 13], [1, 0, 0], [0, 0, 1]])
+    turned = warp_rgb(image, resize_matrix((20, 28), (10, 14)) @ turn, (14, 10), antialias=True).numpy()
+    np.testing.assert_allclose(turned[0], np.rot90(straight[0], 1), rtol=0, atol=1e-3)
+
+
+def test_antialias_bounds_are_the_centre_point_and_footprints_are_cut_at_the_edge():
+    image = np.arange(8, dtype=F)[None, None, :, None] * np.ones((1, 8, 1, 3), F)  # X in every channel
+    # 4x narrower, output x = 0 reads X = 0: inside, its footprint half outside the image.
+    m = F([[4, 0, 0], [0, 1, 0], [0, 0, 1]])
+    got = warp_rgb(image, m, (8, 2), oob_color=-1, antialias=True).numpy()
+    w = 1 - np.arange(4) / 4  # Pillow's triangle over texels 0..3, renormalised without the outside half
+    np.testing.assert_allclose(got[0, :, 0, 0], (w * np.arange(4)).sum() / w.sum(), rtol=1e-6)
+    np.testing.assert_allclose(got[0, :, 1, 0], (np.r_[w[:0:-1], w] * np.arange(1, 8)).sum() / 4, rtol=1e-6)
+    # A centre just outside is out of bounds, whatever its footprint covers.
+    m = F([[4, 0, -1e-3], [0, 1, 0], [0, 0, 1]])
+    assert np.all(warp_rgb(image, m, (8, 1), oob_color=-1, antialias=True).numpy() == -1)
+
+
+def test_antialias_degenerate_and_extreme_matrices():
+    rng = np.random.default_rng(13)
+    y, cb, cr = random_yuv(rng, 5, 40, 44)
+    mats = np.stack([np.eye(3, dtype=F)] * 5)
+    mats[0, :2, 0] = 0  # a zero column: no footprint, the point sample
+    mats[1] = F([[100, 0, 3], [0, 0.01, 20], [0, 0, 1]])  # 100x along x: the filter stops at 16
+    mats[2] = F([[1, 30, 0], [1, 30.001, 0], [0, 0, 1]])  # nearly parallel columns: an extreme shear
+    mats[3] = F([[2, 0, 0], [0, 2, 0], [0.03, 0.03, 1]])  # perspective running to a horizon
+    mats[4, 0, 0] = np.nan
+    got = warp_yuv420(y, cb, cr, mats, (9, 11), oob_color=(1, 2, 3), antialias=True).numpy()
+    assert np.isfinite(got).all()
+    want = ref_yuv420(y, cb, cr, mats, (9, 11), oob_color=(1, 2, 3), antialias=True)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+    np.testing.assert_array_equal(got[0], warp_yuv420(y[:1], cb[:1], cr[:1], mats[0], (9, 11)).numpy()[0])
+    np.testing.assert_array_equal(got[4], np.broadcast_to(F([1, 2, 3]), (9, 11, 3)))
+
+
+def test_antialias_filters_chroma_by_its_own_reduction():
+    # Grey chroma, luma of alternating columns: a 2x reduction averages luma to mid-grey where the
+    # point sample keeps the stripes; chroma at 2x is 1:1 (a point), at 4x a 2x footprint.
+    rng = np.random.default_rng(14)
+    y = np.tile(np.uint8([0, 200]), (1, 24, 16))
+    cb, cr = random_yuv(rng, 1, 24, 32)[1:]
+    for factor, chroma_filtered in ((2, False), (4, True)):
+        m = resize_matrix((24, 32), (24 // factor, 32 // factor))
+        got = warp_yuv420(y, cb, cr, m, (24 // factor, 32 // factor), antialias=True).numpy()
+        want = ref_yuv420(y, cb, cr, m, (24 // factor, 32 // factor), antialias=True)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+        grey = warp_yuv420(y, np.full_like(cb, 128), np.full_like(cr, 128), m, got.shape[1:3], antialias=True)
+        assert np.abs(grey.numpy()[0, 1:-1, 1:-1] - 100).max() <= 1
+        chroma_point = ref_yuv420(np.full_like(y, 100), cb, cr, m, got.shape[1:3])
+        chroma_aa = ref_yuv420(np.full_like(y, 100), cb, cr, m, got.shape[1:3], antialias=True)
+        assert np.array_equal(chroma_point, chroma_aa) != chroma_filtered
+
+
+def test_decode_warp_antialias_equals_decode_then_warp(original_path):
+    from bzna_tf.decode import decode_annexb
+    from bzna_tf.format import BznaFile
+
+    with BznaFile(original_path) as f:
+        data = [f.sample(i).thumb.annexb() for i in range(3)]
+    planes = [decode_annexb(d) for d in data]
+    m = np.stack([resize_matrix(p[0].shape, (48, 64)) for p in planes])
+    got = decode_warp(data, m, (48, 64), mean=0.5, std=0.25, antialias=True).numpy()
+    for k, (y, cb, cr) in enumerate(planes):
+        want = warp_yuv420(y, cb, cr, m[k], (48, 64), mean=0.5, std=0.25, antialias=True).numpy()
+        np.testing.assert_array_equal(got[k], want)
+    assert not np.array_equal(got, decode_warp(data, m, (48, 64), mean=0.5, std=0.25).numpy())
+
+
+def test_as_dataset_and_preview_take_antialias_default_from_the_warp_layer(original_path):
+    import bzna_tf
+
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(3))
+
+    def images(**kwargs):
+        return next(iter(d.as_dataset(batch_size=3, shape=(24, 32), **kwargs)))[0].numpy()
+
+    on, off = images(), images(antialias=False)
+    assert not np.array_equal(on, off)  # 512-pixel thumbnails onto 24 x 32: reduced ~16x
+    np.testing.assert_array_equal(images(warp=bzna_tf.layers.CenterResizedCrop(24, 32, antialias=False)), off)
+    grid = bzna_tf.preview(d, 3, shape=(24, 32), shuffle=False, antialias=False)
+    for i in range(3):
+        np.testing.assert_array_equal(grid.tile(i), np.clip(np.rint(off[i]), 0, 255).astype(np.uint8))
+    with pytest.raises(ValueError, match="pass antialias to it"):
+        d.as_dataset(batch_size=3, shape=(24, 32), device="gpu", antialias=False)
+
+
+def test_antialias_argument_errors():
+    images = np.zeros((1, 4, 4, 3), np.uint8)
+    with pytest.raises(TypeError, match=r"Expected `antialias` as a bool. Received: antialias='yes'"):
+        warp_rgb(images, np.eye(3), (4, 4), antialias="yes")
+    with pytest.raises(TypeError, match=r"antialias=1"):
+        warp_yuv420(
+            images[..., 0], images[:, :2, :2, 0], images[:, :2, :2, 0], np.eye(3), (4, 4), antialias=1
+        )
+    # The op's attribute defaults to SPEC.md's point sampling.
+    images = np.arange(48, dtype=F).reshape(1, 4, 4, 3)
+    m = resize_matrix((4, 4), (2, 2))
+    raw = warp_module._ops().bzna_warp_rgb(
+        images=images,
+        matrices=m[None],
+        output_shape=np.int32([2, 2]),
+        bias=F([0, 0, 0]),
+        norm=F([1, 1, 1]),
+        oob_color=F([0, 0, 0]),
+    )
+    np.testing.assert_array_equal(raw.numpy(), warp_rgb(images, m, (2, 2)).numpy())
+    assert not np.array_equal(raw.numpy(), warp_rgb(images, m, (2, 2), antialias=True).numpy())
 
 
 # --------------------------------------------------------------------------- normalisation arguments

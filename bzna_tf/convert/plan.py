@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.reader import BznaFile
+from bzna_tf.format.wording import count
 
 __all__ = ["ShardSpec", "fingerprint", "finished", "plan_shards", "shard_paths"]
 
@@ -165,5 +166,9 @@ def finished(spec: ShardSpec, fp: str | None) -> tuple[bool, str, dict | None]:
             )
     skipped = facts.get("skipped", [])
     if not isinstance(skipped, list) or samples + len(skipped) != len(spec):
-        return False, f"holds {samples} samples + {len(skipped)} skipped, its range has {len(spec)}", facts
+        return (
+            False,
+            f"holds {count(samples, 'sample')} + {len(skipped)} skipped, its range has {len(spec)}",
+            facts,
+        )
     return True, "", facts

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bzna_tf.format.sniff import printable
+
 __all__ = ["BznaFormatError"]
 
 
@@ -10,8 +12,10 @@ class BznaFormatError(ValueError):
 
     The message names, where known, the file, the absolute byte offset, the box
     path (for example ``moov/trak[bzna_input]/mdia/minf/stbl/stsz``) and the
-    sample index, then says what was expected and what was found. The same
-    facts are kept as attributes for programs.
+    sample index, then says what was expected and what was found. Bytes that
+    are not printable ASCII (a box type read from a file that is not a .bzna)
+    are written ``\\xNN`` in the message, as the C++ reader writes them; the
+    attributes keep the facts as found, for programs.
 
     Attributes:
       path: the file's name (or ``repr`` of the file object), or None.
@@ -41,7 +45,8 @@ class BznaFormatError(ValueError):
         if sample is not None:
             where.append(f"sample {sample}")
         if box is not None:
-            where.append(f"box {box}")
+            where.append(f"box {printable(box)}")
         if offset is not None:
             where.append(f"byte offset {offset}")
+        reason = printable(reason)
         super().__init__(f"{', '.join(where)}: {reason}" if where else reason)

@@ -21,16 +21,27 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import threading
 from typing import BinaryIO
 
 import numpy as np
 
 from bzna_tf.format.boxes import Where, parse_boxes, read_header
+from bzna_tf.format.checksums import (
+    CHECKSUMS_UUID,
+    ChecksumTable,
+    crc32c,
+    mismatch_reason,
+    parse_checksum_box,
+    thumb_head_end,
+)
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.metadata import MAX_METADATA_BYTES, METADATA_UUID, parse_metadata
 from bzna_tf.format.sample import FNAME, INPUT, TARGET, THUMB, ImageMp4, decode_name, parse_image_mp4
+from bzna_tf.format.sniff import SNIFF_BYTES, not_bzna_reason
 from bzna_tf.format.tracks import Trak, parse_trak
+from bzna_tf.format.wording import count
 
 __all__ = ["BznaFile", "Source"]
 
@@ -49,7 +60,11 @@ class Source:
         if isinstance(source, (str, os.PathLike)):
             self.name = name or os.fspath(source)
             self._fd = os.open(source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-            self.size = os.fstat(self._fd).st_size
+            st = os.fstat(self._fd)
+            if stat.S_ISDIR(st.st_mode):  # Linux opens a directory; reading it fails with no name
+                self.close()
+                raise _is_a_directory(self.name)
+            self.size = st.st_size
         elif hasattr(source, "read") and hasattr(source, "seek"):
             self.name = name or getattr(source, "name", None) or repr(source)
             self._file = source
@@ -100,6 +115,14 @@ class Source:
             self._fd = None
 
 
+def _is_a_directory(path: str) -> IsADirectoryError:
+    # One argument, no errno: str() is then the message alone, not "[Errno 21] ...".
+    return IsADirectoryError(
+        f"{path} is a directory, expected a .bzna file (bzna_tf.open_bzna, the datasets and the bzna-tf "
+        "commands take a directory and read the .bzna files in it)"
+    )
+
+
 class BznaFile:
     """One .bzna file, read lazily.
 
@@ -126,6 +149,7 @@ class BznaFile:
             raise
         self._targets = None
         self._metadata = None
+        self._checksums = False  # not looked up yet
 
     def _open(self):
         src = self._src
@@ -149,10 +173,14 @@ class BznaFile:
         for name in (FNAME, THUMB):
             t = self.tracks.get(name)
             if t is not None and len(t) != n:
-                raise t.box.error(f"track '{name}' has {len(t)} samples, '{INPUT}' has {n}")
+                raise t.box.error(
+                    f"track '{name}' has {count(len(t), 'sample', grouped=False)}, '{INPUT}' has {n}"
+                )
         t = self.tracks.get(TARGET)
         if t is not None and len(t) > n:
-            raise t.box.error(f"track '{TARGET}' has {len(t)} samples, more than the {n} inputs")
+            raise t.box.error(
+                f"track '{TARGET}' has {count(len(t), 'sample', grouped=False)}, more than the {n} inputs"
+            )
 
     # Basic facts.
 
@@ -212,6 +240,122 @@ class BznaFile:
             raise self._src.where.error("bzna_tf metadata: class_names is not a list of strings", box="uuid")
         return list(names)
 
+    @property
+    def checksums(self) -> ChecksumTable | None:
+        """The per-picture checksum table (:mod:`bzna_tf.format.checksums`), or None without one.
+
+        Read on first use. A table in a version or algorithm this reader does
+        not know has ``supported`` False and no columns.
+
+        Raises:
+          BznaFormatError: a malformed table.
+        """
+        if self._checksums is False:
+            found = None
+            for btype, off, header, size in self.top_level:
+                if btype != "uuid" or size < header + 16:
+                    continue
+                if self._src.read(off + header, 16, box="uuid") != CHECKSUMS_UUID:
+                    continue
+                found = parse_checksum_box(
+                    self._src.read,
+                    off,
+                    header,
+                    size,
+                    num_samples=len(self),
+                    has_thumb=THUMB in self.tracks,
+                    where=self._src.where,
+                )
+                break
+            self._checksums = found
+        return self._checksums
+
+    def check_sample(self, i: int, data: bytes | None = None, *, tracks=None) -> tuple[str, ...]:
+        """Checks sample i's pictures against the file's checksums, as the source op does.
+
+        Args:
+          i: the sample index.
+          data: its per-image mp4 (:meth:`sample_bytes`), if already read.
+          tracks: the tracks to check (hdlr names); default all that have checksums.
+
+        Returns:
+          The tracks checked (``()`` when the file has no usable checksums).
+
+        Raises:
+          BznaFormatError: a checksum mismatch (naming the file, the sample and
+            the track, stored and computed values), or a thumbnail the
+            checksum cannot be defined for.
+        """
+        sums = self.sample_checksums(i, data, tracks=tracks)
+        for name, (stored, computed, covered) in sums.items():
+            if stored != computed:
+                raise self._where(self._index(i)).error(
+                    mismatch_reason(name, stored, computed, covered, self.sample_location(i)[0])
+                )
+        return tuple(sums)
+
+    def sample_checksums(self, i: int, data: bytes | None = None, *, tracks=None) -> dict:
+        """``{track: (stored, computed, bytes covered)}`` for sample i's pictures that have checksums.
+
+        Args: as :meth:`check_sample`, which raises on the first mismatch.
+
+        Raises:
+          BznaFormatError: a thumbnail the checksum cannot be defined for.
+        """
+        i = self._index(i)
+        table = self.checksums
+        columns = {} if table is None else table.tracks
+        if tracks is not None:
+            columns = {k: v for k, v in columns.items() if k in tracks}
+        if not columns:
+            return {}
+        if data is None:
+            data = self.sample_bytes(i)
+        mv = memoryview(data)
+        whole = None
+        out = {}
+        for name, column in columns.items():
+            head = t = 0
+            if name == THUMB:  # the per-image mp4 without [head, t): see bzna_tf.format.checksums
+                t = self.thumb_location(i)[0] - self.sample_location(i)[0]
+                head = thumb_head_end(mv, t, self._where(i))
+            if head != t:
+                covered, computed = head + len(data) - t, crc32c(mv[t:], crc32c(mv[:head]))
+            else:
+                whole = crc32c(mv) if whole is None else whole
+                covered, computed = len(data), whole
+            out[name] = (int(column[i]), computed, covered)
+        return out
+
+    def check_index(self) -> list[str]:
+        """What differs from the checksums of the outer index (moov, targets, names): [] when all match.
+
+        Nothing is checked without a usable checksum table. The source op does
+        not check these (``bzna-tf verify`` does).
+        """
+        table = self.checksums
+        if table is None or not table.supported:
+            return []
+        problems = []
+        moov = next(b for b in self.top_level if b[0] == "moov")
+        parts = [
+            ("moov", table.moov, lambda: self._src.read(moov[1], moov[3], box="moov")),
+            (
+                "targets",
+                table.targets,
+                lambda: self._gather(self.tracks[TARGET]) if TARGET in self.tracks else b"",
+            ),
+            ("names", table.names, lambda: self._gather(self.tracks[FNAME]) if FNAME in self.tracks else b""),
+        ]
+        for what, stored, read in parts:
+            computed = crc32c(read())
+            if computed != stored:
+                problems.append(
+                    f"{self.name}: checksum mismatch of the {what} (stored 0x{stored:08x}, computed "
+                    f"0x{computed:08x}): the outer index changed since the file was written"
+                )
+        return problems
+
     def __enter__(self):
         return self
 
@@ -224,7 +368,7 @@ class BznaFile:
     def _index(self, i: int) -> int:
         n = len(self)
         if not -n <= i < n:
-            raise IndexError(f"sample index {i} out of range for {self.name} of {n} samples")
+            raise IndexError(f"sample index {i} out of range: {self.name} holds {count(n, 'sample')}")
         return i + n if i < 0 else i
 
     # Targets and names.
@@ -318,16 +462,25 @@ class BznaFile:
         i = self._index(i)
         return self._read_track(self.tracks[INPUT], i)
 
-    def sample(self, i: int) -> ImageMp4:
+    def sample(self, i: int, *, verify: bool = True) -> ImageMp4:
         """Sample i's per-image mp4, parsed (sizes, hvcC, clap, H.265 samples).
 
         Its nested ``target``/``filename`` are None in the compact layout,
         which stores them only in the outer tracks: use :meth:`target` and
         :meth:`filename`, which read those.
+
+        Args:
+          i: the sample index.
+          verify: check both pictures against the file's checksums, when it has
+            them (:meth:`check_sample`), after parsing.
         """
         i = self._index(i)
         off, _ = self.sample_location(i)
-        return parse_image_mp4(self.sample_bytes(i), base=off, where=self._where(i))
+        data = self.sample_bytes(i)
+        parsed = parse_image_mp4(data, base=off, where=self._where(i))
+        if verify:
+            self.check_sample(i, data)
+        return parsed
 
     def __getitem__(self, i: int) -> ImageMp4:
         return self.sample(i)
@@ -343,16 +496,16 @@ class BznaFile:
 
 def _top_level(src: Source) -> list[tuple[str, int, int, int]]:
     """(type, offset, header_size, size) of each top-level box, from headers alone."""
+    first = src.read(0, min(SNIFF_BYTES, src.size), box="file")
+    why = not_bzna_reason(first)  # a JPEG or an empty file, say, before its bytes are read as boxes
+    if why is not None:
+        raise src.where.error(why, offset=0)
     boxes = []
     off = 0
     while off < src.size:
         left = src.size - off
-        head = src.read(off, min(16, left), box="file")
+        head = first[:16] if off == 0 else src.read(off, min(16, left), box="file")
         btype, header, size = read_header(head, 0, left, base=off, where=src.where)
-        if off == 0 and btype != "ftyp":
-            raise src.where.error(f"expected an 'ftyp' box first, found {btype!r}", offset=0)
         boxes.append((btype, off, header, size))
         off += size
-    if not boxes:
-        raise src.where.error("expected an 'ftyp' box first, found an empty file", offset=0)
     return boxes

@@ -274,7 +274,7 @@ def parse_image_mp4(data, *, base: int = 0, where: Where = Where()) -> ImageMp4:
     top = parse_boxes(data, 0, len(data), base=base, where=where)
     if top and top[0].type != "ftyp":  # SPEC section 2; the C++ reader refuses it too
         raise where.error(
-            f"expected the per-image mp4 to start with 'ftyp', found {top[0].type!r}", offset=top[0].offset
+            f"expected the per-image mp4 to start with 'ftyp', found '{top[0].type}'", offset=top[0].offset
         )
     moov = require(top, "moov", None, where)
     traks = {}

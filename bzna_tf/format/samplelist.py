@@ -38,6 +38,7 @@ import numpy as np
 
 from bzna_tf.format.atomic import write_atomic
 from bzna_tf.format.shards import file_numbers, is_url
+from bzna_tf.format.wording import count
 
 __all__ = ["LIST_TYPES", "SampleList", "SampleListError", "FileEntry"]
 
@@ -217,6 +218,7 @@ class SampleList:
         else:
             (inc_total, num_files), exc_total = counts, 0
 
+        body_line = "sample line" if kind == SINGLE else "file line"
         entries = []
         for number, raw in enumerate(lines[body_start:], start=body_start + 1):
             tokens = raw.split()
@@ -224,26 +226,27 @@ class SampleList:
                 continue
             if len(entries) == num_files:
                 raise error(
-                    f"the counts announce {num_files} {'sample' if kind == SINGLE else 'file'} lines, "
+                    f"the counts announce {count(num_files, body_line)}, "
                     f"but there are more (this is line {len(entries) + 1} of the body)",
                     number,
                 )
             entries.append(cls._parse_line(kind, tokens, number, error))
         if len(entries) != num_files:
             raise error(
-                f"the counts announce {num_files} {'sample' if kind == SINGLE else 'file'} lines, "
-                f"found {len(entries)}",
+                f"the counts announce {count(num_files, body_line)}, found {len(entries)}",
                 2,
             )
         out = cls(kind, base, entries, label_file, path)
         inc = out.num_included
         if inc != inc_total:
             raise error(
-                f"the counts announce {inc_total} included samples, the file lines add up to {inc}", 2
+                f"the counts announce {count(inc_total, 'included sample')}, the file lines add up to {inc}",
+                2,
             )
         if _has_excluded_field(kind) and out.num_excluded != exc_total:
             raise error(
-                f"the counts announce {exc_total} excluded samples, the lines add up to {out.num_excluded}",
+                f"the counts announce {count(exc_total, 'excluded sample')}, the lines add up to "
+                f"{out.num_excluded}",
                 2,
             )
         return out
@@ -270,7 +273,9 @@ class SampleList:
         which = "excluded" if _is_exclusion(kind) else "included"
         if len(ids) != listed:
             raise error(
-                f"{tokens[0]}: the line says {listed} {which} samples but lists {len(ids)} ids", number
+                f"{tokens[0]}: the line says {count(listed, which + ' sample')} but lists "
+                f"{count(len(ids), 'id')}",
+                number,
             )
         seen = set()
         for i in ids:
@@ -343,7 +348,9 @@ class SampleList:
             if isinstance(ident, int):
                 if ident >= size:
                     raise self._error(
-                        f"{paths[k]}: sample index {ident} out of range: the file holds {size}", e.line
+                        f"{paths[k]}: sample index {ident} out of range: the file holds "
+                        f"{count(size, 'sample')}",
+                        e.line,
                     )
                 return ident
             if k not in names:
@@ -379,7 +386,7 @@ class SampleList:
                 if e.included + e.excluded != size:
                     raise self._error(
                         f"{e.file}: {e.included} included + {e.excluded} excluded samples, "
-                        f"but the file holds {size}",
+                        f"but the file holds {count(size, 'sample')}",
                         e.line,
                     )
                 local = _complement(size, local)

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 
+from bzna_tf.format import wording
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import ImageMp4
@@ -181,7 +182,10 @@ class BznaShards:
         """(file number, index in that file) of global sample i."""
         n = len(self)
         if not -n <= i < n:
-            raise IndexError(f"sample index {i} out of range for {n} samples in {len(self.files)} files")
+            raise IndexError(
+                f"sample index {i} out of range: {wording.holds(f.name for f in self.files)} "
+                f"{wording.count(n, 'sample')}"
+            )
         i = i + n if i < 0 else i
         k = int(file_numbers(self.starts, i))
         return k, i - int(self.starts[k])

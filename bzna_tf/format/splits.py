@@ -12,6 +12,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from bzna_tf.format.wording import count
+
 __all__ = ["IMAGENET_SPLITS", "imagenet_size_error", "imagenet_split", "imagenet_splits", "select_split"]
 
 # (split, entries counted from the end of the file): val and test have fixed sizes.
@@ -146,7 +148,8 @@ def select_split(
             i = _bound(start, n, spec)
             if start.endswith("%") or not -n <= i < n:
                 raise ValueError(
-                    f"Index {start} is not a sample of split {name!r} ({n} samples). Received: split={spec!r}"
+                    f"Index {start} is not a sample of split {name!r} ({count(n, 'sample')}). "
+                    f"Received: split={spec!r}"
                 )
             parts.append(np.array([r[i]], dtype=np.int64))
             continue

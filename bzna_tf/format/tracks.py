@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bzna_tf.format import wording
 from bzna_tf.format.boxes import Box, box, find, full_box, require
 from bzna_tf.format.errors import BznaFormatError
 
@@ -109,7 +110,9 @@ class Trak:
     def _check_index(self, i: int) -> int:
         n = self.sample_count
         if not -n <= i < n:
-            raise IndexError(f"sample index {i} out of range for track '{self.name}' of {n} samples")
+            raise IndexError(
+                f"sample index {i} out of range for track '{self.name}' of {wording.count(n, 'sample')}"
+            )
         return i + n if i < 0 else i
 
     def size(self, i: int) -> int:
@@ -243,7 +246,8 @@ def parse_trak(trak: Box, *, limit: int) -> Trak:
         offsets_be = chunk_offsets
     else:
         if int(spc.sum()) != count:
-            raise stsc.error(f"chunks hold {int(spc.sum())} samples but stsz has {count}")
+            held = wording.count(int(spc.sum()), "sample", grouped=False)
+            raise stsc.error(f"chunks hold {held} but stsz has {count}")
         sizes = (
             sizes_be.astype(np.int64) if sizes_be is not None else np.full(count, const_size, dtype=np.int64)
         )

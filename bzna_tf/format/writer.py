@@ -18,6 +18,7 @@ from array import array
 import numpy as np
 
 from bzna_tf.format.boxes import box
+from bzna_tf.format.checksums import build_checksum_box, crc32c, picture_checksums
 from bzna_tf.format.metadata import build_metadata_box
 from bzna_tf.format.sample import (
     FNAME,
@@ -56,13 +57,17 @@ class BznaWriter:
         fits in 32 bits. Offsets past 4 GiB always get ``co64``.
       metadata: a JSON-serialisable dict stored after ``moov`` in a ``uuid``
         box the original tools ignore (:mod:`bzna_tf.format.metadata`); the
-        ``metadata`` attribute may be changed until :meth:`close`. None or {}:
-        no box, the original tools' layout byte for byte.
+        ``metadata`` attribute may be changed until :meth:`close`. None or {}
+        (with ``checksums=False``): no box, the original tools' layout byte
+        for byte.
       partial: the temporary file to write (default: a new randomly named
         ``.NAME.XXXXXXXX.partial`` beside ``path``). A given name is taken
         over (truncated) unless another live process holds it, which is an
         error: resumable conversions use deterministic names. Either way the
         file is created with mode 0666 minus the umask, like any other file.
+      checksums: store a CRC-32C of each picture (both tracks) and of the
+        outer index in a last ``uuid`` box the original tools ignore
+        (:mod:`bzna_tf.format.checksums`); readers verify them. False: no box.
 
     Example:
 
@@ -83,9 +88,11 @@ class BznaWriter:
         force_co64: bool = False,
         metadata: dict | None = None,
         partial: str | os.PathLike | None = None,
+        checksums: bool = True,
     ):
         self.path = os.fspath(path)
         self.force_co64 = force_co64
+        self.checksums = bool(checksums)
         self.metadata = dict(metadata) if metadata else {}
         folder = os.path.dirname(os.path.abspath(self.path))
         if partial is None:
@@ -103,6 +110,7 @@ class BznaWriter:
         self._th_off, self._th_size = array("Q"), array("Q")
         self._targets = array("q")
         self._names: list[bytes] = []
+        self._in_crc, self._th_crc = array("I"), array("I")
         self._thumb_entry: bytes | None = None
         self._closed = False
 
@@ -177,6 +185,10 @@ class BznaWriter:
             raise ValueError(f"the writer for {self.path} is closed")
         if self._thumb_entry is None:
             self._thumb_entry = outer_thumb_entry(thumb_entry)
+        if self.checksums:
+            in_crc, th_crc = picture_checksums(data, thumb_off)
+            self._in_crc.append(in_crc)
+            self._th_crc.append(th_crc)
         self._file.write(data)
         self._in_off.append(self._pos)
         self._in_size.append(len(data))
@@ -198,9 +210,11 @@ class BznaWriter:
         try:
             f = self._file
             tg_off = self._pos
-            f.write(np.asarray(self._targets, dtype="<i8").tobytes())
+            targets = np.asarray(self._targets, dtype="<i8").tobytes()
+            f.write(targets)
             fn_off = tg_off + 8 * len(self._targets)
-            f.write(b"".join(self._names))
+            names = b"".join(self._names)
+            f.write(names)
             name_sizes = np.fromiter(map(len, self._names), dtype=np.int64, count=len(self._names))
             end = fn_off + int(name_sizes.sum())
             moov = build_moov(
@@ -218,6 +232,15 @@ class BznaWriter:
             f.write(moov)
             if self.metadata:
                 f.write(build_metadata_box(self.metadata))
+            if self.checksums:
+                f.write(
+                    build_checksum_box(
+                        {INPUT: self._in_crc, THUMB: self._th_crc},
+                        moov=crc32c(moov),
+                        targets=crc32c(targets),
+                        names=crc32c(names),
+                    )
+                )
             f.seek(len(FTYP) + 8)
             f.write(struct.pack(">Q", end - len(FTYP)))
             f.flush()

@@ -46,7 +46,17 @@ class WarpLayer(TensorFlowLayer):
     """
 
     def __init__(
-        self, height, width, transform, *, random=True, fill_value=0.0, seed=None, data_format=None, **kwargs
+        self,
+        height,
+        width,
+        transform,
+        *,
+        random=True,
+        fill_value=0.0,
+        antialias=True,
+        seed=None,
+        data_format=None,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         self.height = _positive_int(height, "height")
@@ -55,6 +65,9 @@ class WarpLayer(TensorFlowLayer):
         if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
             raise ValueError(f"Expected `fill_value` as a number. Received: fill_value={fill_value!r}")
         self.fill_value = fill_value
+        if not isinstance(antialias, bool):
+            raise ValueError(f"Expected `antialias` as a bool. Received: antialias={antialias!r}")
+        self.antialias = antialias
         self.data_format = standardize_data_format(data_format)
         # Like Keras' own layers: without a seed, a random one that get_config records.
         self.seed = seed if seed is not None or not random else _random.randint(1, 2**31 - 1)
@@ -165,6 +178,7 @@ class WarpLayer(TensorFlowLayer):
             (self.height, self.width),
             oob_color=self.fill_value,
             data_format="NCHW" if self.data_format == "channels_first" else "NHWC",
+            antialias=self.antialias,
         )
         return out if self.compute_dtype == "float32" else tf.cast(out, self.compute_dtype)
 
@@ -189,6 +203,7 @@ class WarpLayer(TensorFlowLayer):
                 "height": self.height,
                 "width": self.width,
                 "fill_value": self.fill_value,
+                "antialias": self.antialias,
                 "seed": self.seed,
                 "data_format": self.data_format,
                 **{name: getattr(self, name) for name in getattr(self, "_config_names", ())},

@@ -31,6 +31,9 @@ class CenterResizedCrop(WarpLayer):
       scale: the crop's side as a fraction of the image's side (> 0; above 1 zooms out). Default 1.
       keep_ratio: one scale for both axes (default), so nothing is distorted.
       fill_value: the value of output pixels whose source point is outside the image.
+      antialias: where the warp shrinks the image, average each output pixel's footprint instead of
+        sampling a point (a triangle filter as wide as the reduction, torchvision's and DALI's default;
+        see ``bzna_tf.ops.warp_rgb``). Default True; False is Benzina's point sampling.
       data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
       **kwargs: base layer arguments (``name``, ``dtype``).
 
@@ -42,7 +45,17 @@ class CenterResizedCrop(WarpLayer):
     ```
     """
 
-    def __init__(self, height, width, scale=1.0, keep_ratio=True, fill_value=0.0, data_format=None, **kwargs):
+    def __init__(
+        self,
+        height,
+        width,
+        scale=1.0,
+        keep_ratio=True,
+        fill_value=0.0,
+        antialias=True,
+        data_format=None,
+        **kwargs,
+    ):
         arguments = dict(scale=scale, keep_ratio=keep_ratio)
         super().__init__(
             height,
@@ -50,6 +63,7 @@ class CenterResizedCrop(WarpLayer):
             transforms.CenterResizedCrop(**arguments),
             random=False,
             fill_value=fill_value,
+            antialias=antialias,
             data_format=data_format,
             **kwargs,
         )

@@ -39,6 +39,8 @@ class DecodeWarp(TensorFlowLayer):
       mean, std: normalisation in [0, 1] units (``(rgb / 255 - mean) / std``); exclude ``bias``/``norm``.
       bias, norm: the kernel's own terms, ``(rgb - bias) * norm`` with rgb in [0, 255].
       fill_value: the raw value of output pixels outside the picture (a number or 3).
+      antialias: average each output pixel's footprint where the warp shrinks the picture (default;
+        as ``as_dataset(device="cpu")`` does); False samples a point (Benzina's warp).
       data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
       **kwargs: base layer arguments (``name``, ``dtype``).
 
@@ -63,6 +65,7 @@ class DecodeWarp(TensorFlowLayer):
         bias=None,
         norm=None,
         fill_value=0.0,
+        antialias=True,
         data_format=None,
         **kwargs,
     ):
@@ -77,6 +80,9 @@ class DecodeWarp(TensorFlowLayer):
             raise ValueError(f"Expected `fill_value` as a number or 3. Received: fill_value={fill_value!r}")
         self.fill_value = fill_value
         self._fill = per_channel(fill_value, "fill_value")
+        if not isinstance(antialias, bool):
+            raise ValueError(f"Expected `antialias` as a bool. Received: antialias={antialias!r}")
+        self.antialias = antialias
         self.data_format = standardize_data_format(data_format)
         self.supports_jit = False
 
@@ -107,6 +113,7 @@ class DecodeWarp(TensorFlowLayer):
             norm=self._norm,
             oob_color=self._fill,
             data_format="NCHW" if self.data_format == "channels_first" else "NHWC",
+            antialias=self.antialias,
         )
         return out if self.compute_dtype == "float32" else tf.cast(out, self.compute_dtype)
 
@@ -152,6 +159,7 @@ class DecodeWarp(TensorFlowLayer):
             bias=self.bias,
             norm=self.norm,
             fill_value=self.fill_value,
+            antialias=self.antialias,
             data_format=self.data_format,
         )
         return config

@@ -17,7 +17,8 @@ class RandomResizedCrop(WarpLayer):
     ``ratio``, up to 10 tries for a crop that fits in the image, else the
     largest centred crop whose aspect ratio is clamped to ``ratio`` (for that
     image only); the crop is placed uniformly in the image and resized
-    bilinearly, with optional flips, rotation and translation. See
+    bilinearly (antialiased where it shrinks, by default), with optional
+    flips, rotation and translation. See
     :class:`bzna_tf.transforms.SimilarityTransform` for the details and
     ``area_sampling``.
 
@@ -47,6 +48,9 @@ class RandomResizedCrop(WarpLayer):
       flip_v: the probability of a top-bottom mirror.
       area_sampling: ``"uniform"`` (default, torchvision's) or ``"log"`` (Benzina's).
       fill_value: the value of output pixels whose source point is outside the image.
+      antialias: where the warp shrinks the image, average each output pixel's footprint instead of
+        sampling a point (a triangle filter as wide as the reduction, torchvision's and DALI's default;
+        see ``bzna_tf.ops.warp_rgb``). Default True; False is Benzina's point sampling.
       seed: an integer seed; default a random one (recorded in ``get_config``).
       data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
       **kwargs: base layer arguments (``name``, ``dtype``).
@@ -75,6 +79,7 @@ class RandomResizedCrop(WarpLayer):
         flip_v=0.0,
         area_sampling="uniform",
         fill_value=0.0,
+        antialias=True,
         seed=None,
         data_format=None,
         **kwargs,
@@ -93,6 +98,7 @@ class RandomResizedCrop(WarpLayer):
             width,
             transforms.RandomResizedCrop(**arguments),
             fill_value=fill_value,
+            antialias=antialias,
             seed=seed,
             data_format=data_format,
             **kwargs,

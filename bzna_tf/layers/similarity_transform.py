@@ -18,7 +18,8 @@ class SimilarityTransform(WarpLayer):
     (with ``resize``), ``random_crop`` moves it, then an angle in ``degrees``,
     a translation within +-``translate`` of the output size and flips with
     probabilities ``flip_h``/``flip_v``. The image is sampled bilinearly by
-    the fused warp op (``bzna_tf.ops.warp_rgb``); points outside the image get
+    the fused warp op (``bzna_tf.ops.warp_rgb``), averaging a footprint where
+    the warp shrinks it (``antialias``); points outside the image get
     ``fill_value``. With the defaults it is a centre crop of the output size.
 
     Training vs inference: with ``training=True`` (``model.fit``, or a direct
@@ -58,6 +59,9 @@ class SimilarityTransform(WarpLayer):
       random_crop: whether the crop's centre is random.
       area_sampling: ``"uniform"`` (default, torchvision's) or ``"log"`` (Benzina's).
       fill_value: the value of output pixels whose source point is outside the image.
+      antialias: where the warp shrinks the image, average each output pixel's footprint instead of
+        sampling a point (a triangle filter as wide as the reduction, torchvision's and DALI's default;
+        see ``bzna_tf.ops.warp_rgb``). Default True; False is Benzina's point sampling.
       seed: an integer seed; default a random one (recorded in ``get_config``).
       data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
       **kwargs: base layer arguments (``name``, ``dtype``).
@@ -86,6 +90,7 @@ class SimilarityTransform(WarpLayer):
         random_crop=False,
         area_sampling="uniform",
         fill_value=0.0,
+        antialias=True,
         seed=None,
         data_format=None,
         **kwargs,
@@ -107,6 +112,7 @@ class SimilarityTransform(WarpLayer):
             width,
             transforms.SimilarityTransform(**arguments),
             fill_value=fill_value,
+            antialias=antialias,
             seed=seed,
             data_format=data_format,
             **kwargs,

@@ -8,12 +8,14 @@ not build or load anything.
 
 from bzna_tf.ops._build import BuildError, build, build_gpu, gpu_toolchain_error
 from bzna_tf.ops._load import ffmpeg_error, gpu_error, load_gpu_library, load_library
-from bzna_tf.ops.source import BznaDataset, epoch_schedule, num_samples, read_samples
+from bzna_tf.ops.checksums import verify_checksums
+from bzna_tf.ops.source import BznaDataset, SkippedSamples, epoch_schedule, num_samples, read_samples
 from bzna_tf.ops.warp import decode_warp, warp_rgb, warp_yuv420
 
 __all__ = [
     "BuildError",
     "BznaDataset",
+    "SkippedSamples",
     "build",
     "build_gpu",
     "decode_warp",
@@ -25,6 +27,7 @@ __all__ = [
     "load_library",
     "num_samples",
     "read_samples",
+    "verify_checksums",
     "warp_rgb",
     "warp_yuv420",
 ]

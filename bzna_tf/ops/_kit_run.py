@@ -380,7 +380,13 @@ def check_fixture_decode(core, fixture: Path, manifest: dict, refs) -> dict:
 
 
 def _case_kwargs(c: dict) -> dict:
-    return {"bias": c["bias"], "norm": c["norm"], "oob": c["oob"], "channels_first": c["channels_first"]}
+    return {
+        "bias": c["bias"],
+        "norm": c["norm"],
+        "oob": c["oob"],
+        "channels_first": c["channels_first"],
+        "antialias": c.get("antialias", False),  # kits made before antialias have none
+    }
 
 
 def _atol(norm) -> float:
@@ -432,15 +438,21 @@ def check_reference_cases(core, refs, meta: dict, thumbs, nvdec: bool) -> None:
     }
     out = {}
     for dtype in ("uint8", "float32"):
-        images, ref = refs[f"rgb_{dtype}.images"], refs[f"rgb_{dtype}.out"]
-        out[dtype] = _guarded(
-            lambda images=images, ref=ref: compare(
-                core.warp_rgb_host(images, refs["rgb.matrices"], rgb["out_shape"], **kw),
-                ref,
-                _atol(rgb["norm"]),
+        # Point sampling, then the footprint filter (kits made before antialias have no such reference).
+        for suffix, antialias in (("", False), ("_antialias", True)):
+            if f"rgb_{dtype}.out{suffix}" not in refs.files:
+                continue
+            images, ref = refs[f"rgb_{dtype}.images"], refs[f"rgb_{dtype}.out{suffix}"]
+            out[dtype + suffix] = _guarded(
+                lambda images=images, ref=ref, antialias=antialias: compare(
+                    core.warp_rgb_host(
+                        images, refs["rgb.matrices"], rgb["out_shape"], antialias=antialias, **kw
+                    ),
+                    ref,
+                    _atol(rgb["norm"]),
+                )
             )
-        )
-        log(f"  warp_rgb {dtype}: {out[dtype]['pass']}")
+            log(f"  warp_rgb {dtype + suffix}: {out[dtype + suffix]['pass']}")
     results["checks"]["warp_rgb"] = out
 
 

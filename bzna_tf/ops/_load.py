@@ -6,16 +6,28 @@ import ctypes
 import glob
 import json
 import os
+import sys
 import threading
 import warnings
+from pathlib import Path
 
-from bzna_tf.ops._build import BuildError, build, build_gpu, plan
+from bzna_tf.ops._build import (
+    CORE_LIB_NAME,
+    GPU_NVDEC_LIB_NAME,
+    GPU_WARP_LIB_NAME,
+    BuildError,
+    GpuLibraries,
+    build,
+    build_gpu,
+    plan,
+)
 from bzna_tf.ops.gpu_core import HAS_CUDA, HAS_NVDEC, GpuCore
 
 __all__ = ["load_library", "load_gpu_library", "ffmpeg_libraries", "ffmpeg_error", "gpu_error"]
 
 _lock = threading.Lock()
 _module = None
+_path = None  # the libbzna_tf_ops.so loaded (ctypes calls go to this very file)
 _ffmpeg_error = None
 _gpu_state = None  # None: not tried; else (library path or None, error or None)
 
@@ -67,20 +79,51 @@ def _load_ffmpeg(path) -> str | None:
     return None if err is None else err.decode(errors="replace")
 
 
+# Libraries built elsewhere (Bazel: `bazel build //:libbzna_tf_ops.so //:gpu`), loaded instead of
+# bzna_tf's own g++ build: the ops library, and the folder holding the three GPU libraries.
+OPS_LIBRARY_VAR = "BZNA_TF_OPS_LIBRARY"
+GPU_LIBRARY_DIR_VAR = "BZNA_TF_GPU_LIBRARY_DIR"
+
+
+def _given_library() -> Path | None:
+    """$BZNA_TF_OPS_LIBRARY's absolute path, or None when unset."""
+    given = os.environ.get(OPS_LIBRARY_VAR)
+    if not given:
+        return None
+    if not os.path.isfile(given):
+        raise BuildError(f"${OPS_LIBRARY_VAR} names {given}, which is not a file (unset it to build the ops)")
+    return Path(given).absolute()
+
+
+def _given_gpu_libraries() -> GpuLibraries | None:
+    """The GPU libraries in $BZNA_TF_GPU_LIBRARY_DIR, or None when unset."""
+    folder = os.environ.get(GPU_LIBRARY_DIR_VAR)
+    if not folder:
+        return None
+    paths = [Path(folder).absolute() / n for n in (CORE_LIB_NAME, GPU_WARP_LIB_NAME, GPU_NVDEC_LIB_NAME)]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise BuildError(f"${GPU_LIBRARY_DIR_VAR} is {folder}, which lacks {', '.join(missing)}")
+    return GpuLibraries(*paths)
+
+
 def load_library():
     """The op module of ``libbzna_tf_ops.so``, built for the installed TensorFlow if needed.
+
+    ``$BZNA_TF_OPS_LIBRARY`` names a library built elsewhere (by Bazel) to load instead.
 
     Raises:
       BuildError: no compiler, a failed build, or a library TensorFlow refuses to load.
     """
-    global _module
+    global _module, _path
     first = False
     with _lock:
         if _module is None:
             first = True
             import tensorflow as tf
 
-            path = build()
+            given = _given_library()
+            path = given or build()
             try:
                 _module = tf.load_op_library(str(path))
             except Exception as e:  # tf raises NotFoundError or RuntimeError with the dlerror text
@@ -88,12 +131,18 @@ def load_library():
                     built_for = json.loads((path.parent / "build.json").read_text())["tensorflow"]
                 except (OSError, ValueError, KeyError):
                     built_for = "unknown"
+                rebuild = (
+                    f"Rebuild it (bazel build //:libbzna_tf_ops.so) or unset ${OPS_LIBRARY_VAR}"
+                    if given
+                    else f"Rebuild it with: python -m bzna_tf.ops build --force (key {plan().key})"
+                )
                 raise BuildError(
                     f"TensorFlow {tf.__version__} could not load {path} (built for TensorFlow {built_for}): "
-                    f"{e}. Rebuild it with: python -m bzna_tf.ops build --force (key {plan().key})"
+                    f"{e}. {rebuild}"
                 ) from e
             global _ffmpeg_error
             _ffmpeg_error = _load_ffmpeg(path)
+            _path = path
     if first and _gpu_wanted():  # once: load_library() is on every op's path
         load_gpu_library()
     return _module
@@ -106,6 +155,36 @@ def _gpu_wanted() -> bool:
         return False
     if flag in ("1", "true", "yes", "on"):
         return True
+    return _tf_sees_gpu()
+
+
+# Files an NVIDIA driver creates: the kernel module's /proc entry and device nodes (also in containers
+# run with the NVIDIA runtime), WSL 2's GPU device, Jetson's integrated GPU.
+DRIVER_FILES = ("proc/driver/nvidia", "dev/nvidiactl", "dev/nvidia0", "dev/dxg", "dev/nvhost-ctrl-gpu")
+
+
+def nvidia_driver_present(root: str = "/") -> bool:
+    """Whether this machine may have an NVIDIA driver, from the files one creates (loads nothing).
+
+    Always True off Linux, where there is no such cheap check.
+    """
+    if not sys.platform.startswith("linux"):
+        return True
+    return any(os.path.exists(os.path.join(root, f)) for f in DRIVER_FILES) or bool(
+        glob.glob(os.path.join(root, "dev", "nvidia[0-9]*"))
+    )
+
+
+def _tf_sees_gpu() -> bool:
+    """Whether TensorFlow lists a GPU, asked only where an NVIDIA driver may be.
+
+    TensorFlow's GPU query initialises its devices, which calls cuInit; without
+    a driver that logs "failed call to cuInit: ... UNKNOWN ERROR (303)" (an
+    ERROR, so TF_CPP_MIN_LOG_LEVEL=2 keeps it). TensorFlow logs the same line
+    at its first op anyway, but bzna_tf's probe is never what prints it.
+    """
+    if not nvidia_driver_present():
+        return False
     import tensorflow as tf
 
     return bool(tf.config.list_physical_devices("GPU"))
@@ -124,6 +203,9 @@ def load_gpu_library():
       capability): the warp kernels only; decode_warp runs on the CPU;
     - no usable driver, or no nvcc / nv-codec-headers to build with: none.
 
+    ``$BZNA_TF_GPU_LIBRARY_DIR`` names a folder of GPU libraries built
+    elsewhere (by Bazel) to load instead of building them.
+
     :func:`gpu_error` says why decoding is not on the GPU; a warning says it
     once where TensorFlow sees a GPU.
 
@@ -138,7 +220,7 @@ def load_gpu_library():
 
         libraries, error = None, None
         try:
-            libraries = build_gpu()
+            libraries = _given_gpu_libraries() or build_gpu()
             bits, reason = GpuCore(libraries.core).probe()
             if bits & HAS_CUDA:
                 tf.load_library(str(libraries.warp))
@@ -150,7 +232,7 @@ def load_gpu_library():
         except Exception as e:  # TensorFlow's load error (NotFoundError with the dlerror text)
             error = f"TensorFlow could not load bzna_tf's GPU kernels: {e}"
         _gpu_state = (libraries, error)
-        if error is not None and tf.config.list_physical_devices("GPU"):
+        if error is not None and _tf_sees_gpu():
             warnings.warn(f"bzna_tf decodes on the CPU: {error}", RuntimeWarning, stacklevel=2)
         return libraries
 

@@ -18,8 +18,10 @@ Matrices map OUTPUT pixel indices to SOURCE pixel indices of the coded frame
 (SPEC.md section 4), 3x3 row-major float32; one per picture, or one for all.
 Output: float32 ``(N, H, W, 3)``, or ``(N, 3, H, W)`` with ``channels_first``;
 ``out[c] = (rgb[c] - bias[c]) * norm[c]`` inside the source, ``oob[c]`` (raw)
-outside. Every failure raises a :class:`GpuCoreError` carrying the core's
-status code and its message (``bzna_gpu_last_error()``).
+outside; with ``antialias=True``, pixels where the matrix reduces average a
+footprint of bilinear taps (the CPU ops' ``antialias``). Every failure raises a
+:class:`GpuCoreError` carrying the core's status code and its message
+(``bzna_gpu_last_error()``).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ __all__ = [
 ]
 
 LIB_NAME = "libbzna_tf_gpu_core.so"
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # Status codes (bzna_gpu.h).
 OK = 0
@@ -132,7 +134,7 @@ def error_for(code: int, message: str, function: str | None = None) -> GpuCoreEr
 
 
 class WarpParams(ctypes.Structure):
-    """``bzna_gpu_warp_params``: output size, normalisation, out-of-bounds colour and layout."""
+    """``bzna_gpu_warp_params``: output size, normalisation, out-of-bounds colour, layout, antialias."""
 
     _fields_ = [
         ("out_height", ctypes.c_int32),
@@ -141,6 +143,7 @@ class WarpParams(ctypes.Structure):
         ("norm", ctypes.c_float * 3),
         ("oob", ctypes.c_float * 3),
         ("channels_first", ctypes.c_int32),
+        ("antialias", ctypes.c_int32),
     ]
 
 
@@ -238,7 +241,9 @@ def _three(value, arg) -> tuple[float, float, float]:
     return tuple(float(x) for x in v)
 
 
-def warp_params(out_shape, bias=(0, 0, 0), norm=(1, 1, 1), oob=(0, 0, 0), channels_first=False) -> WarpParams:
+def warp_params(
+    out_shape, bias=(0, 0, 0), norm=(1, 1, 1), oob=(0, 0, 0), channels_first=False, antialias=False
+) -> WarpParams:
     """A :class:`WarpParams` from Python values (``out_shape`` = (height, width))."""
     h, w = _pair(out_shape, "out_shape")
     p = WarpParams()
@@ -247,6 +252,7 @@ def warp_params(out_shape, bias=(0, 0, 0), norm=(1, 1, 1), oob=(0, 0, 0), channe
     p.norm[:] = _three(norm, "norm")
     p.oob[:] = _three(oob, "oob")
     p.channels_first = 1 if channels_first else 0
+    p.antialias = 1 if antialias else 0
     return p
 
 
@@ -397,6 +403,7 @@ class GpuCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device: int = 0,
     ) -> np.ndarray:
         """Decodes pictures with NVDEC and warps each with its matrix (host memory in and out).
@@ -408,6 +415,8 @@ class GpuCore:
           bias, norm: ``out = (rgb - bias) * norm`` per channel (scalars or 3 values).
           oob: the raw colour outside the source.
           channels_first: (N, 3, H, W) instead of (N, H, W, 3).
+          antialias: where a matrix reduces, average a footprint of bilinear taps instead of
+            sampling a point (the CPU ops' ``antialias``; custom_ops/lib/warp.h).
           device: the CUDA device ordinal.
 
         Returns:
@@ -419,7 +428,7 @@ class GpuCore:
         """
         ptrs, sizes, keep = _pictures(pictures)
         m = _matrices(matrices)
-        params = warp_params(out_shape, bias, norm, oob, channels_first)
+        params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
         out = _out_array(len(keep), params)
         self._call(
             "bzna_gpu_decode_warp_host",
@@ -485,6 +494,7 @@ class GpuCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device: int = 0,
     ) -> np.ndarray:
         """Warps planar 4:2:0 frames on the GPU (host memory in and out).
@@ -492,7 +502,8 @@ class GpuCore:
         Args:
           y: uint8 (N, H, W) (or (H, W) for one frame).
           cb, cr: uint8 (N, (H + 1) // 2, (W + 1) // 2).
-          matrices, out_shape, bias, norm, oob, channels_first, device: as for :meth:`decode_warp_host`.
+          matrices, out_shape, bias, norm, oob, channels_first, antialias, device: as for
+            :meth:`decode_warp_host`.
 
         Returns:
           float32 array (N, H', W', 3), or (N, 3, H', W') with ``channels_first``.
@@ -504,7 +515,7 @@ class GpuCore:
         y, cb, cr = _planes(y, cb, cr)
         n, h, w = y.shape
         m = _matrices(matrices)
-        params = warp_params(out_shape, bias, norm, oob, channels_first)
+        params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
         out = _out_array(n, params)
         self._call(
             "bzna_gpu_warp_yuv420_host",
@@ -532,6 +543,7 @@ class GpuCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device: int = 0,
     ) -> np.ndarray:
         """Warps interleaved RGB images on the GPU (host memory in and out).
@@ -541,7 +553,8 @@ class GpuCore:
 
         Args:
           images: uint8 or float32 (N, H, W, 3) (or (H, W, 3) for one image).
-          matrices, out_shape, bias, norm, oob, channels_first, device: as for :meth:`decode_warp_host`.
+          matrices, out_shape, bias, norm, oob, channels_first, antialias, device: as for
+            :meth:`decode_warp_host`.
 
         Returns:
           float32 array (N, H', W', 3), or (N, 3, H', W') with ``channels_first``.
@@ -562,7 +575,7 @@ class GpuCore:
         images = np.ascontiguousarray(images)
         n, h, w, _ = images.shape
         m = _matrices(matrices)
-        params = warp_params(out_shape, bias, norm, oob, channels_first)
+        params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
         out = _out_array(n, params)
         self._call(
             "bzna_gpu_warp_rgb_host",
@@ -593,6 +606,7 @@ class GpuCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device: int = 0,
         stream: int | None = None,
     ) -> None:
@@ -604,7 +618,7 @@ class GpuCore:
           matrix_count: 1 or N.
           out_ptr: device pointer to float32 (N, H, W, 3), or (N, 3, H, W) with ``channels_first``.
           out_shape: the output (height, width).
-          bias, norm, oob, channels_first: as for :meth:`decode_warp_host`.
+          bias, norm, oob, channels_first, antialias: as for :meth:`decode_warp_host`.
           device: the CUDA device ordinal (ignored with a stream: the stream's context is used).
           stream: a ``CUstream`` as an int, or None for the device's primary context.
 
@@ -615,7 +629,7 @@ class GpuCore:
           GpuCoreError: as for :meth:`decode_warp_host`.
         """
         ptrs, sizes, keep = _pictures(pictures)
-        params = warp_params(out_shape, bias, norm, oob, channels_first)
+        params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
         self._call(
             "bzna_gpu_decode_warp",
             int(device),
@@ -690,6 +704,7 @@ class GpuCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device: int = 0,
         stream: int | None = None,
     ) -> None:
@@ -700,14 +715,14 @@ class GpuCore:
           cb_ptr, cr_ptr: device pointers to uint8 (count, (H + 1) // 2, (W + 1) // 2).
           count: the number of frames.
           frame_shape: (H, W) of the frames.
-          matrices_ptr, matrix_count, out_ptr, out_shape, bias, norm, oob, channels_first, device, stream:
-            as for :meth:`decode_warp`.
+          matrices_ptr, matrix_count, out_ptr, out_shape, bias, norm, oob, channels_first, antialias, device,
+            stream: as for :meth:`decode_warp`.
 
         Raises:
           GpuCoreError: as for :meth:`decode_warp_host`.
         """
         h, w = _pair(frame_shape, "frame_shape")
-        params = warp_params(out_shape, bias, norm, oob, channels_first)
+        params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
         self._call(
             "bzna_gpu_warp_yuv420",
             int(device),
@@ -739,6 +754,7 @@ class GpuCore:
         norm=(1, 1, 1),
         oob=(0, 0, 0),
         channels_first=False,
+        antialias=False,
         device: int = 0,
         stream: int | None = None,
     ) -> None:
@@ -749,15 +765,15 @@ class GpuCore:
           dtype: ``np.uint8`` / ``np.float32`` (or the core's code, :data:`UINT8` / :data:`FLOAT32`).
           count: the number of images.
           image_shape: (H, W) of the images.
-          matrices_ptr, matrix_count, out_ptr, out_shape, bias, norm, oob, channels_first, device, stream:
-            as for :meth:`decode_warp`.
+          matrices_ptr, matrix_count, out_ptr, out_shape, bias, norm, oob, channels_first, antialias, device,
+            stream: as for :meth:`decode_warp`.
 
         Raises:
           TypeError: a NumPy dtype other than uint8 or float32.
           GpuCoreError: as for :meth:`decode_warp_host` (an unknown integer dtype code included).
         """
         h, w = _pair(image_shape, "image_shape")
-        params = warp_params(out_shape, bias, norm, oob, channels_first)
+        params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
         self._call(
             "bzna_gpu_warp_rgb",
             int(device),

@@ -242,10 +242,21 @@ def reference_cases(shapes: np.ndarray) -> dict:
             matrices=single, bias=[10, 20, 30], norm=[0.5, 0.25, 2.0], oob=[1, 2, 3], channels_first=False
         ),
         "degenerate_w0": dict(matrices=degenerate, **normed, oob=[7, 8, 9], channels_first=True),
+        # Antialiasing (lib/warp.h): random crops (diagonal footprints, per row and column) and the
+        # centre half of each picture turned 30 degrees (parallelograms), reduced 1.3 to 5 times.
+        "antialias": dict(matrices=rrc, **normed, oob=[0, 0, 0], channels_first=False, antialias=True),
+        "antialias_rotation": dict(
+            matrices=affine(crop=whole * [1, 1, 0.5, 0.5], degrees=30.0),
+            **normed,
+            oob=[0, 0, 0],
+            channels_first=False,
+            antialias=True,
+        ),
     }
     out_shapes = {"non_square": (48, 80)}
     for name, c in cases.items():
         c["out_shape"] = list(out_shapes.get(name, REF_OUT))
+        c.setdefault("antialias", False)
     return cases
 
 
@@ -294,6 +305,7 @@ def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
             norm=c["norm"],
             oob_color=c["oob"],
             data_format="NCHW" if c["channels_first"] else "NHWC",
+            antialias=c["antialias"],
         )
         dw = decode_warp(data, c["matrices"], c["out_shape"], **kw).numpy()
         wy = warp_yuv420(y, cb, cr, c["matrices"], c["out_shape"], **kw).numpy()
@@ -308,6 +320,7 @@ def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
             "norm": [float(v) for v in c["norm"]],
             "oob": [float(v) for v in c["oob"]],
             "channels_first": bool(c["channels_first"]),
+            "antialias": bool(c["antialias"]),
             "matrix_count": int(len(c["matrices"])),
             "warp_yuv420_equals_decode_warp": same,
         }
@@ -316,9 +329,16 @@ def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
     rgb = {"bias": [255 * v for v in MEAN], "norm": [1 / (255 * s) for s in STD], "oob": [0.5, 0.5, 0.5]}
     for dtype, images in (("uint8", u8), ("float32", f32)):
         arrays[f"rgb_{dtype}.images"] = images
-        arrays[f"rgb_{dtype}.out"] = warp_rgb(
-            images, m, (32, 48), bias=rgb["bias"], norm=rgb["norm"], oob_color=rgb["oob"]
-        ).numpy()
+        for suffix, antialias in (("", False), ("_antialias", True)):
+            arrays[f"rgb_{dtype}.out{suffix}"] = warp_rgb(
+                images,
+                m,
+                (32, 48),
+                bias=rgb["bias"],
+                norm=rgb["norm"],
+                oob_color=rgb["oob"],
+                antialias=antialias,
+            ).numpy()
     arrays["rgb.matrices"] = m
     meta["rgb"] = {"out_shape": [32, 48], "channels_first": False, **rgb}
     np.savez_compressed(out_dir / "reference.npz", **arrays)

@@ -8,7 +8,7 @@ from tensorflow.python.data.ops import dataset_ops
 
 from bzna_tf.ops._load import load_library
 
-__all__ = ["BznaDataset", "epoch_schedule", "num_samples", "read_samples"]
+__all__ = ["BznaDataset", "SkippedSamples", "epoch_schedule", "num_samples", "read_samples"]
 
 TRACKS = ("thumb", "input")
 
@@ -64,7 +64,9 @@ class BznaDataset(dataset_ops.DatasetSource):
     checkpointed, and it serialises to a graph (tf.data service ships it).
 
     Malformed files raise ``tf.errors.DataLossError`` naming the file, the
-    sample (index within that file), the box and the byte offset.
+    sample (index within that file), the box and the byte offset; so does a
+    picture whose CRC-32C (stored by bzna_tf's writer since the checksum
+    box; files without one are not checked) does not match.
 
     Args:
       filenames: a path or a list of paths.
@@ -149,20 +151,90 @@ def epoch_schedule(positions, selection, seed, *, shuffle=False, shard=(1, 0)):
     )
 
 
+ON_ERROR = ("raise", "skip")
+
+
+def check_on_error(on_error) -> str:
+    if on_error not in ON_ERROR:
+        raise ValueError(f"Expected `on_error` in {ON_ERROR}. Received: on_error={on_error!r}")
+    return on_error
+
+
 @tf.autograph.experimental.do_not_convert
-def read_samples(filenames, indices, *, track: str = "thumb", with_filename: bool = False) -> dict:
+def read_samples(
+    filenames, indices, *, track: str = "thumb", with_filename: bool = False, on_error: str = "raise"
+) -> dict:
     """The samples ``indices`` (global, any order) as :class:`BznaDataset` gives them, batched.
 
-    Returns a dict of vectors: ``data``, ``height``, ``width``, ``target`` and,
-    with ``with_filename``, ``filename``. The files' indices are parsed once
-    per process.
+    Returns a dict of vectors: ``data``, ``height``, ``width``, ``target``,
+    ``errors`` and, with ``with_filename``, ``filename``. The files' indices
+    are parsed once per process.
+
+    ``on_error="raise"`` (default): a sample that cannot be read (malformed,
+    damaged, a checksum mismatch, a short or failed read) fails the op with an
+    error naming the file and the sample's index in it; ``errors`` is all
+    empty. ``"skip"``: such a sample gets an empty ``data``, sizes 0 and its
+    reason (``"<file>, sample <i>: ..."``) in ``errors``; the others are read.
+    A file that cannot be opened or indexed fails the op either way.
     """
     if track not in TRACKS:
         raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")
-    data, names, height, target, width = load_library().bzna_read_samples(
-        _filenames(filenames), indices, track=track, with_filename=bool(with_filename)
+    data, names, height, target, width, errors = load_library().bzna_read_samples(
+        _filenames(filenames),
+        indices,
+        track=track,
+        with_filename=bool(with_filename),
+        on_error=check_on_error(on_error),
     )
     out = {"data": data, "height": height, "index": indices, "target": target, "width": width}
+    out["errors"] = errors
     if with_filename:
         out["filename"] = names
     return out
+
+
+def sample_names(filenames, starts, indices) -> tf.Tensor:
+    """``"<file>, sample <i>"`` for global ``indices``: how errors name a sample.
+
+    Args:
+      filenames: the files, a string vector.
+      starts: int64 vector, each file's first global index, then the total.
+      indices: int64 vector of global indices.
+    """
+    starts = tf.convert_to_tensor(starts, tf.int64)
+    f = tf.searchsorted(starts[:-1], indices, side="right") - 1
+    local = indices - tf.gather(starts, f)
+    files = tf.gather(tf.convert_to_tensor(filenames, tf.string), f)
+    return tf.strings.join([files, ", sample ", tf.strings.as_string(local)])
+
+
+class SkippedSamples:
+    """The samples a pipeline made with ``on_error="skip"`` dropped, in this process.
+
+    ``count`` is how many so far and ``recent`` the reasons of the last ones
+    (at most 100, each naming the file and the sample). Counting happens where
+    the pipeline runs: in a tf.data service worker, not in the trainer.
+    """
+
+    def __init__(self, counter: str):
+        self.counter = counter
+
+    def _read(self):
+        return load_library().bzna_skip_counts(counter=self.counter)
+
+    @property
+    def count(self) -> int:
+        return int(self._read()[0].numpy())
+
+    @property
+    def recent(self) -> list[str]:
+        return [r.decode("utf-8", "replace") for r in self._read()[1].numpy()]
+
+    def __repr__(self):
+        return f"SkippedSamples(count={self.count})"
+
+
+@tf.autograph.experimental.do_not_convert
+def report_skips(errors, counter: str) -> tf.Tensor:
+    """True where ``errors`` is empty; each other sample is counted under ``counter`` and logged."""
+    return load_library().bzna_report_skips(errors, counter=counter)

@@ -8,7 +8,9 @@ indices to SOURCE pixel indices (the direction of
 is NaN or outside ``[0, W - 1] x [0, H - 1]`` gives ``oob_color`` as is;
 otherwise the image is sampled bilinearly (fetches clamped to the image), and
 each channel becomes ``(rgb - bias) * norm``. The full contract is SPEC.md
-section 4.
+section 4. With ``antialias=True`` a pixel whose matrix shrinks the image is
+instead the mean of its footprint under Pillow's triangle filter
+(custom_ops/lib/warp.h, "Antialiasing"); the ops' default is False.
 
 Normalisation: pass torchvision-style ``mean``/``std`` (per channel, in [0, 1]
 units) and the wrappers compute ``bias = 255 * mean`` and
@@ -18,6 +20,7 @@ units) and the wrappers compute ``bias = 255 * mean`` and
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from bzna_tf.transforms.constant import bias_norm, per_channel
@@ -106,6 +109,12 @@ def _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_forma
     return m, _output_shape(output_shape), bias, norm, oob
 
 
+def _antialias(antialias) -> bool:
+    if not isinstance(antialias, (bool, np.bool_)):
+        raise TypeError(f"Expected `antialias` as a bool. Received: antialias={antialias!r}")
+    return bool(antialias)
+
+
 def _require_dtype(t, arg, dtypes):
     if t.dtype not in dtypes:
         names = " or ".join(d.name for d in dtypes)
@@ -125,6 +134,7 @@ def warp_yuv420(
     std=None,
     oob_color=(0, 0, 0),
     data_format="NHWC",
+    antialias=False,
     name=None,
 ):
     """Warps decoded YUV 4:2:0 frames into normalised RGB, in one pass.
@@ -137,6 +147,8 @@ def warp_yuv420(
     at (X, Y) and chroma at (X/2 - 0.25, Y/2 - 0.25), fetches clamped to each
     plane; full-range BT.601 converts to RGB, rounded half away from zero and
     clamped to [0, 255]; and channel c becomes ``(rgb[c] - bias[c]) * norm[c]``.
+    With ``antialias=True`` luma and chroma are filtered where the matrix
+    shrinks them (chroma by half the luma's footprint: its planes are half-size).
 
     Normalise with ``mean``/``std``, torchvision style, in [0, 1] units: they
     become ``bias = 255 * mean`` and ``norm = 1 / (255 * std)``. Benzina's docs
@@ -156,13 +168,19 @@ def warp_yuv420(
       std: per-channel standard deviation in [0, 1] units (e.g. (0.229, 0.224, 0.225)).
       oob_color: the raw value of out-of-bounds pixels; a scalar or 3 values.
       data_format: ``"NHWC"`` (default) or ``"NCHW"``, the layout of the result.
+      antialias: where the matrix shrinks the image (a column of the output->source map's Jacobian
+        longer than one pixel), make each output pixel the mean of its footprint, weighted by
+        Pillow's triangle filter laid along the Jacobian's columns (for resizes and crops, exactly
+        ``tf.image.resize(..., antialias=True)`` and Pillow's antialiased bilinear resize), instead of
+        one bilinear sample. Out of bounds is still decided by the source point alone. Default False:
+        SPEC.md section 4 exactly.
       name: name scope of the op.
 
     Returns:
       A float32 tensor (N, height, width, 3), or (N, 3, height, width) for NCHW; without N for one frame.
 
     Raises:
-      TypeError: planes that are not uint8, or arguments of the wrong kind.
+      TypeError: planes that are not uint8, or arguments of the wrong kind (``antialias`` not a bool).
       ValueError: shapes that do not fit together, both mean/std and bias/norm, a zero std, or an
         unknown data_format.
       tf.errors.InvalidArgumentError: shapes that do not fit together, found when the op runs.
@@ -192,7 +210,9 @@ def warp_yuv420(
         args = _common(
             matrices, output_shape, bias, norm, mean, std, oob_color, data_format, planes[0].shape[0]
         )
-        out = _ops().bzna_warp_yuv420(*planes, *args, data_format=data_format)
+        out = _ops().bzna_warp_yuv420(
+            *planes, *args, data_format=data_format, antialias=_antialias(antialias)
+        )
         return out[0] if single else out
 
 
@@ -207,6 +227,7 @@ def warp_rgb(
     std=None,
     oob_color=(0, 0, 0),
     data_format="NHWC",
+    antialias=False,
     name=None,
 ):
     """Warps RGB images and normalises them, in one pass.
@@ -237,6 +258,7 @@ def warp_rgb(
       std: per-channel standard deviation in [0, 1] units.
       oob_color: the raw value of out-of-bounds pixels; a scalar or 3 values.
       data_format: ``"NHWC"`` (default) or ``"NCHW"``, the layout of the result.
+      antialias: as for :func:`warp_yuv420` (chroma aside).
       name: name scope of the op.
 
     Returns:
@@ -260,7 +282,7 @@ def warp_rgb(
         if single:
             images = images[tf.newaxis]
         args = _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_format, images.shape[0])
-        out = _ops().bzna_warp_rgb(images, *args, data_format=data_format)
+        out = _ops().bzna_warp_rgb(images, *args, data_format=data_format, antialias=_antialias(antialias))
         return out[0] if single else out
 
 
@@ -275,6 +297,9 @@ def decode_warp(
     std=None,
     oob_color=(0, 0, 0),
     data_format="NHWC",
+    antialias=False,
+    names=None,
+    on_error="raise",
     name=None,
 ):
     """Decodes H.265 pictures on the CPU and warps them, fused: no plane is copied.
@@ -290,18 +315,26 @@ def decode_warp(
 
     Args:
       data: tf.string pictures, shape (N,), or a scalar for one picture.
-      matrices, output_shape, bias, norm, mean, std, oob_color, data_format: as
+      matrices, output_shape, bias, norm, mean, std, oob_color, data_format, antialias: as
         for :func:`warp_yuv420` (``mean``/``std`` in [0, 1] units give
         ``bias = 255 * mean``, ``norm = 1 / (255 * std)``).
+      names: how error messages name each picture: a string per picture
+        (``"train.bzna, sample 17"``; as_dataset passes the file and the
+        sample's index in it). Default: its position in the batch.
+      on_error: ``"raise"`` (default): a picture that cannot be decoded fails
+        the op. ``"skip"``: it becomes ``oob_color`` everywhere, and the op
+        returns ``(images, errors)``: a tf.string vector, ``""`` where the
+        picture decoded, else the reason.
       name: name scope of the op.
 
     Returns:
       A float32 tensor (N, height, width, 3), or (N, 3, height, width) for NCHW; without N for a scalar.
+      With ``on_error="skip"``: ``(images, errors)``.
 
     Raises:
       ValueError, TypeError: as for :func:`warp_yuv420`.
-      tf.errors.InvalidArgumentError: a picture FFmpeg cannot decode (the message names its position
-        in the batch), or shapes that do not fit together.
+      tf.errors.InvalidArgumentError: a picture FFmpeg cannot decode (the message starts with its
+        name, see ``names``), or shapes that do not fit together.
       tf.errors.FailedPreconditionError: no usable libavcodec (see ``bzna_tf.ops.ffmpeg_error()``).
     """
     with tf.name_scope(name or "decode_warp"):
@@ -314,6 +347,17 @@ def decode_warp(
         single = data.shape.rank == 0
         if single:
             data = data[tf.newaxis]
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"Expected `on_error` in ('raise', 'skip'). Received: on_error={on_error!r}")
+        if names is None:
+            names = tf.zeros([0], tf.string)
+        names = tf.convert_to_tensor(names, tf.string)
+        if single and names.shape.rank == 0:
+            names = names[tf.newaxis]
         args = _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_format, data.shape[0])
-        out = _ops().bzna_decode_warp(data, *args, data_format=data_format)
-        return out[0] if single else out
+        out, errors = _ops().bzna_decode_warp(
+            data, *args, names, data_format=data_format, antialias=_antialias(antialias), on_error=on_error
+        )
+        if single:
+            out, errors = out[0], errors[0]
+        return (out, errors) if on_error == "skip" else out

@@ -34,6 +34,7 @@ inline bzna_gpu_warp_params CoreParams(const WarpArgs& args, const warp::OutputL
     p.oob[c] = args.color.oob[c];
   }
   p.channels_first = layout.channels_first ? 1 : 0;
+  p.antialias = args.antialias ? 1 : 0;
   return p;
 }
 

@@ -22,12 +22,14 @@ using ::tensorflow::DEVICE_GPU;
 
 class DecodeWarpGpuOp : public WarpOpBase {
  public:
-  explicit DecodeWarpGpuOp(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+  explicit DecodeWarpGpuOp(OpKernelConstruction* ctx) : WarpOpBase(ctx), errors_(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& data = ctx->input(0);
     OP_REQUIRES_OK(ctx, CheckPictures(data));
     const int64_t batch = data.dim_size(0);
+    DecodeErrors errors = errors_;
+    OP_REQUIRES_OK(ctx, errors.Prepare(ctx, batch));
     WarpArgs args;
     Tensor* output = nullptr;
     if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
@@ -41,13 +43,38 @@ class DecodeWarpGpuOp : public WarpOpBase {
       sizes[n] = strings(n).size();
     }
     const bzna_gpu_warp_params p = CoreParams(args, Layout(args));
-    OP_REQUIRES_OK(ctx, CoreStatus(bzna_gpu_decode_warp(-1, stream, pictures.data(), sizes.data(), batch,
-                                                        args.matrices, args.broadcast_matrix ? 1 : batch, &p,
-                                                        output->flat<float>().data())));
+    float* out = output->flat<float>().data();
+    const absl::Status all = CoreStatus(bzna_gpu_decode_warp(-1, stream, pictures.data(), sizes.data(), batch,
+                                                             args.matrices, args.broadcast_matrix ? 1 : batch,
+                                                             &p, out));
+    if (all.ok()) return;
+    if (!DecodeErrors::Skippable(all)) {
+      ctx->SetStatus(all);  // the core's message names the sample
+      return;
+    }
+    // Some picture is bad. Errors are rare: decode the batch again one picture
+    // at a time, to name (or skip) each bad one; the good ones are rewritten.
+    const int64_t per_sample = 3 * args.out_height * args.out_width;
+    for (int64_t n = 0; n < batch; ++n) {
+      const float* m = args.matrices + (args.broadcast_matrix ? 0 : 9 * n);
+      absl::Status s = CoreStatus(
+          bzna_gpu_decode_warp(-1, stream, &pictures[n], &sizes[n], 1, m, 1, &p, out + n * per_sample));
+      if (s.ok()) continue;
+      OP_REQUIRES_OK(ctx, errors.Fail(n, s));
+      OP_REQUIRES_OK(ctx, CoreStatus(bzna_gpu_fill_oob(-1, stream, 1, &p, out + n * per_sample)));
+    }
   }
+
+ private:
+  DecodeErrors errors_;  // the attr; Compute works on a copy (kernels run concurrently)
 };
 
-REGISTER_KERNEL_BUILDER(Name("BznaDecodeWarp").Device(DEVICE_GPU).HostMemory("data").BZNA_WARP_HOST_INPUTS,
+REGISTER_KERNEL_BUILDER(Name("BznaDecodeWarp")
+                            .Device(DEVICE_GPU)
+                            .HostMemory("data")
+                            .HostMemory("names")
+                            .HostMemory("errors")
+                            .BZNA_WARP_HOST_INPUTS,
                         DecodeWarpGpuOp);
 
 }  // namespace

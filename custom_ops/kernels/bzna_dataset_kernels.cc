@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/bzna_format.h"
 #include "ops/dataset_ops.h"
@@ -80,6 +82,17 @@ class TfFile : public ByteSource {
   const uint64_t size_;
   const std::unique_ptr<tensorflow::RandomAccessFile> file_;
 };
+
+// Sample `local` of `file` failed to read with `s`: the error named
+// "<file>, sample <local>: ..." (byte-level read errors name only the file).
+absl::Status Named(const std::string& file, int64_t local, const absl::Status& s) {
+  if (s.ok()) return s;
+  const std::string sample = absl::StrCat(file, ", sample ", local);
+  absl::string_view m = s.message();
+  if (absl::StartsWith(m, sample)) return s;
+  if (absl::StartsWith(m, file) && absl::StartsWith(m.substr(file.size()), ", ")) m.remove_prefix(file.size() + 2);
+  return absl::Status(s.code(), absl::StrCat(sample, ": ", m));
+}
 
 // An open file and its parsed index, shared by every dataset that reads it.
 struct OpenFile {
@@ -217,12 +230,13 @@ class Dataset : public DatasetBase {
     const int64_t local = global - starts_[k];
     const OpenFile& f = *files_[k];
     Picture pic;
-    TF_RETURN_IF_ERROR(ReadPicture(*f.file, f.index, local,
-                                   track_ == "input" ? PictureTrack::kInput : PictureTrack::kThumb, &pic));
+    TF_RETURN_IF_ERROR(Named(f.file->name(), local,
+                             ReadPicture(*f.file, f.index, local,
+                                         track_ == "input" ? PictureTrack::kInput : PictureTrack::kThumb, &pic)));
     out->emplace_back(tstring(std::move(pic.annexb)));
     if (with_filename_) {
       std::string name;
-      TF_RETURN_IF_ERROR(ReadFilename(*f.file, f.index, local, &name));
+      TF_RETURN_IF_ERROR(Named(f.file->name(), local, ReadFilename(*f.file, f.index, local, &name)));
       out->emplace_back(tstring(std::move(name)));
     }
     out->emplace_back(static_cast<int32_t>(pic.height));
@@ -353,9 +367,10 @@ class BznaDatasetOp : public tensorflow::data::DatasetOpKernel {
     const auto flat = indices.flat<int64_t>();
     for (int64_t k = 0; k < flat.size(); ++k) {
       OP_REQUIRES(ctx, flat(k) >= 0 && flat(k) < total,
-                  absl::InvalidArgumentError(absl::StrCat("indices[", k, "] = ", flat(k), " is out of range: ",
-                                                          filenames.size() == 1 ? filenames[0] : "the files",
-                                                          " hold ", total, " samples")));
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "indices[", k, "] = ", flat(k), " is out of range: ",
+                      filenames.size() == 1 ? absl::StrCat(filenames[0], " holds ") : "the files hold ", total,
+                      total == 1 ? " sample" : " samples")));
     }
     *output = new Dataset(ctx, std::move(filenames), std::move(files), indices, track_, with_filename_);
   }
@@ -427,7 +442,7 @@ class BznaEpochScheduleOp : public tensorflow::OpKernel {
     const int64_t k = positions.size();
     OP_REQUIRES(ctx, per_epoch > 0 || k == 0,
                 absl::InvalidArgumentError(absl::StrCat("shard ", index_, " of ", count_, " of a selection of ", n,
-                                                        " samples is empty")));
+                                                        n == 1 ? " sample" : " samples", " is empty")));
     Tensor* indices = nullptr;
     Tensor* epochs = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {k}, &indices));
@@ -489,6 +504,16 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrackAttr, &track));
     track_ = track == "input" ? PictureTrack::kInput : PictureTrack::kThumb;
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kWithFilenameAttr, &with_filename_));
+    std::string on_error;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("on_error", &on_error));
+    skip_ = on_error == "skip";
+  }
+
+  // With on_error = "skip", a sample that cannot be read (a malformed or
+  // damaged sample, a short or failed read) is reported in `errors` instead of
+  // failing the batch; running out of memory and cancellation still fail it.
+  bool Skippable(const absl::Status& s) const {
+    return skip_ && s.code() != absl::StatusCode::kResourceExhausted && s.code() != absl::StatusCode::kCancelled;
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -504,23 +529,34 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, {k}, &height));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, {k}, &target));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, {k}, &width));
+    Tensor* errors = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, {k}, &errors));
     for (int64_t t = 0; t < k; ++t) {
       const int64_t global = indices(t);
       OP_REQUIRES(ctx, global >= 0 && global < total,
-                  absl::InvalidArgumentError(absl::StrCat("sample index ", global, " is out of range: ",
-                                                          files.size() == 1 ? files[0]->file->name() : "the files",
-                                                          " hold ", total, " samples")));
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "sample index ", global, " is out of range: ",
+                      files.size() == 1 ? absl::StrCat(files[0]->file->name(), " holds ") : "the files hold ",
+                      total, total == 1 ? " sample" : " samples")));
       const size_t f = std::upper_bound(starts.begin(), starts.end(), global) - starts.begin() - 1;
       const int64_t local = global - starts[f];
       const OpenFile& file = *files[f];
       Picture pic;
-      OP_REQUIRES_OK(ctx, ReadPicture(*file.file, file.index, local, track_, &pic));
-      data->flat<tstring>()(t) = tstring(std::move(pic.annexb));
-      if (with_filename_) {
-        std::string name;
-        OP_REQUIRES_OK(ctx, ReadFilename(*file.file, file.index, local, &name));
-        names->flat<tstring>()(t) = tstring(std::move(name));
+      std::string name;
+      absl::Status s = ReadPicture(*file.file, file.index, local, track_, &pic);
+      if (s.ok() && with_filename_) s = ReadFilename(*file.file, file.index, local, &name);
+      if (!s.ok()) {
+        s = Named(file.file->name(), local, s);
+        OP_REQUIRES(ctx, Skippable(s), s);
+        // Skipped: no picture, sizes 0, the reason in errors.
+        errors->flat<tstring>()(t) = tstring(std::string(s.message()));
+        target->flat<int64_t>()(t) = static_cast<int64_t>(file.index.target(local));
+        height->flat<int32_t>()(t) = 0;
+        width->flat<int32_t>()(t) = 0;
+        continue;
       }
+      data->flat<tstring>()(t) = tstring(std::move(pic.annexb));
+      if (with_filename_) names->flat<tstring>()(t) = tstring(std::move(name));
       height->flat<int32_t>()(t) = static_cast<int32_t>(pic.height);
       target->flat<int64_t>()(t) = static_cast<int64_t>(file.index.target(local));
       width->flat<int32_t>()(t) = static_cast<int32_t>(pic.width);
@@ -553,6 +589,7 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
 
   PictureTrack track_ = PictureTrack::kThumb;
   bool with_filename_ = false;
+  bool skip_ = false;
   absl::Mutex mu_;
   std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<const OpenFile>> files_ ABSL_GUARDED_BY(mu_);

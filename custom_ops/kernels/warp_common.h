@@ -35,6 +35,7 @@ struct WarpArgs {
   int64_t out_height = 0;
   int64_t out_width = 0;
   warp::ColorTransform color;
+  bool antialias = false;  // the op's attribute, set by WarpOpBase::PrepareWarp
 };
 
 inline absl::Status CheckSide(const char* what, int64_t size) {
@@ -144,13 +145,15 @@ inline absl::Status CheckPictures(const Tensor& data) {
   return absl::OkStatus();
 }
 
-// State shared by both kernels: the output layout attribute.
+// State shared by the warp kernels: the output layout and antialias
+// attributes.
 class WarpOpBase : public OpKernel {
  public:
   explicit WarpOpBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
     std::string data_format;
     OP_REQUIRES_OK(ctx, ctx->GetAttr(warp::kDataFormatAttr, &data_format));
     channels_first_ = data_format == warp::kChannelsFirst;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(warp::kAntialiasAttr, &antialias_));
   }
 
  protected:
@@ -172,6 +175,7 @@ class WarpOpBase : public OpKernel {
   // kernel has nothing left to do: an error was set, or the output is empty.
   bool PrepareWarp(OpKernelContext* ctx, int first, int64_t batch, WarpArgs* args, Tensor** output) const {
     absl::Status s = ReadWarpArgs(ctx, first, batch, args);
+    args->antialias = antialias_;
     if (s.ok()) s = AllocateWarpOutput(ctx, batch, *args, output);
     if (!s.ok()) {
       ctx->SetStatus(s);
@@ -190,6 +194,67 @@ class WarpOpBase : public OpKernel {
 
  private:
   bool channels_first_ = false;
+  bool antialias_ = false;
+};
+
+// BznaDecodeWarp's error handling, shared by its CPU and GPU kernels: the
+// `names` input (6) that error messages start with, the `on_error` attr, and
+// the `errors` output (1), one string per picture, empty when it decoded.
+class DecodeErrors {
+ public:
+  static constexpr int kNamesInput = 6;
+  static constexpr int kErrorsOutput = 1;
+
+  explicit DecodeErrors(OpKernelConstruction* ctx) {
+    std::string on_error;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("on_error", &on_error));
+    skip_ = on_error == "skip";
+  }
+
+  bool skip() const { return skip_; }
+
+  // Checks `names` ([0] or [batch]) and allocates `errors`, all empty.
+  absl::Status Prepare(OpKernelContext* ctx, int64_t batch) {
+    names_ = &ctx->input(kNamesInput);
+    if (names_->dims() != 1 || (names_->dim_size(0) != 0 && names_->dim_size(0) != batch)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expected `names` of shape [0] or [", batch, "] (one per picture). Received shape ",
+          names_->shape().DebugString()));
+    }
+    TF_RETURN_IF_ERROR(ctx->allocate_output(kErrorsOutput, TensorShape({batch}), &errors_));
+    return absl::OkStatus();
+  }
+
+  // How messages name picture n: names[n], or its position in the batch.
+  std::string Name(int64_t n) const {
+    if (names_ != nullptr && names_->dim_size(0) > 0) {
+      return std::string(names_->flat<tensorflow::tstring>()(n));
+    }
+    return absl::StrCat("sample ", n, " of the batch");
+  }
+
+  // Errors about the picture's data: what on_error = "skip" skips. The rest
+  // (no usable decoder, out of memory, a failed CUDA call) always fail the op.
+  static bool Skippable(const absl::Status& s) {
+    return s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kDataLoss;
+  }
+
+  // Picture n failed with `s`: with "skip" (and a skippable error) records
+  // the reason and returns OK (the caller fills the picture with oob_color);
+  // otherwise returns the error the op fails with, named.
+  absl::Status Fail(int64_t n, const absl::Status& s) {
+    std::string named = absl::StrCat(Name(n), ": ", s.message());
+    if (skip_ && Skippable(s)) {
+      errors_->flat<tensorflow::tstring>()(n) = std::move(named);
+      return absl::OkStatus();
+    }
+    return absl::Status(s.code(), named);
+  }
+
+ private:
+  bool skip_ = false;
+  const Tensor* names_ = nullptr;
+  Tensor* errors_ = nullptr;
 };
 
 }  // namespace bzna_tf

@@ -30,6 +30,10 @@ using ::tensorflow::DEVICE_CPU;
 // flops each (~75), colour conversion, rounding, normalisation and three
 // scattered stores (~55).
 constexpr int64_t kCostPerPixel = 150;
+// With antialias, at the 1.5-2x reductions of typical crops: the footprint's
+// row and column weights and a 4 x 4 texel window for luma (lib/warp.h),
+// about twice the point sample (benchmarks/antialias.py).
+constexpr int64_t kCostPerPixelAntialias = 300;
 
 // Runs fn(begin, end) over [0, total) on the CPU worker threads, in shards of
 // at least `cost_per_unit` cycles per unit. This ParallelFor is in every
@@ -48,8 +52,9 @@ void ParallelFor(OpKernelContext* ctx, int64_t total, int64_t cost_per_unit,
 void ForEachOutputRow(OpKernelContext* ctx, int64_t batch, const WarpArgs& args,
                       const std::function<void(int64_t, int64_t)>& row) {
   const int64_t height = args.out_height;
-  // One unit is one output row: out_width pixels at kCostPerPixel cycles each.
-  ParallelFor(ctx, batch * height, args.out_width * kCostPerPixel,
+  // One unit is one output row: out_width pixels at per_pixel cycles each.
+  const int64_t per_pixel = args.antialias ? kCostPerPixelAntialias : kCostPerPixel;
+  ParallelFor(ctx, batch * height, args.out_width * per_pixel,
               [&](int64_t begin, int64_t end) {
                 for (int64_t i = begin; i < end; ++i) {
                   row(i / height, i % height);
@@ -95,7 +100,7 @@ class WarpYuv420Op : public WarpOpBase {
       const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
       for (int64_t x = 0; x < args.out_width; ++x) {
         warp::WarpYuv420Pixel(luma, blue, red, m, args.color, layout, n, row, x,
-                              out);
+                              out, args.antialias);
       }
     });
   }
@@ -128,7 +133,7 @@ class WarpRgbOp : public WarpOpBase {
       }
       const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
       for (int64_t x = 0; x < args.out_width; ++x) {
-        warp::WarpRgbPixel(channels, m, args.color, layout, n, row, x, out);
+        warp::WarpRgbPixel(channels, m, args.color, layout, n, row, x, out, args.antialias);
       }
     });
   }
@@ -146,14 +151,25 @@ void FramePlanes(const DecodedPicture& pic, warp::Plane<uint8_t> planes[3]) {
   planes[2] = {pic.plane(2), (w + 1) / 2, (h + 1) / 2, pic.stride(2), 1};
 }
 
+// Writes the raw out-of-bounds colour into every pixel of sample n.
+void FillOob(const WarpArgs& args, const warp::OutputLayout& layout, int64_t n, float* out) {
+  for (int64_t row = 0; row < args.out_height; ++row) {
+    for (int64_t x = 0; x < args.out_width; ++x) {
+      for (int c = 0; c < 3; ++c) out[warp::OutputIndex(layout, n, row, x, c)] = args.color.oob[c];
+    }
+  }
+}
+
 class DecodeWarpOp : public WarpOpBase {
  public:
-  explicit DecodeWarpOp(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+  explicit DecodeWarpOp(OpKernelConstruction* ctx) : WarpOpBase(ctx), errors_(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& data = ctx->input(0);
     OP_REQUIRES_OK(ctx, CheckPictures(data));
     const int64_t batch = data.dim_size(0);
+    DecodeErrors errors = errors_;
+    OP_REQUIRES_OK(ctx, errors.Prepare(ctx, batch));
     WarpArgs args;
     Tensor* output = nullptr;
     if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
@@ -172,7 +188,7 @@ class DecodeWarpOp : public WarpOpBase {
       const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
       for (int64_t row = 0; row < args.out_height; ++row) {
         for (int64_t x = 0; x < args.out_width; ++x) {
-          warp::WarpYuv420Pixel(p[0], p[1], p[2], m, args.color, layout, n, row, x, out);
+          warp::WarpYuv420Pixel(p[0], p[1], p[2], m, args.color, layout, n, row, x, out, args.antialias);
         }
       }
       return absl::OkStatus();
@@ -181,10 +197,14 @@ class DecodeWarpOp : public WarpOpBase {
       for (int64_t n = begin; n < end; ++n) status[n] = one(n);
     });
     for (int64_t n = 0; n < batch; ++n) {
-      OP_REQUIRES(ctx, status[n].ok(),
-                  absl::Status(status[n].code(), absl::StrCat("sample ", n, " of the batch: ", status[n].message())));
+      if (status[n].ok()) continue;
+      OP_REQUIRES_OK(ctx, errors.Fail(n, status[n]));
+      FillOob(args, layout, n, out);
     }
   }
+
+ private:
+  DecodeErrors errors_;  // the attr; Compute works on a copy (kernels run concurrently)
 };
 
 class DecodeYuv420Op : public OpKernel {

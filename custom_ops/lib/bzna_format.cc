@@ -1,11 +1,15 @@
 #include "lib/bzna_format.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lib/crc32c.h"
 
 namespace bzna_tf {
 namespace {
@@ -21,6 +25,14 @@ constexpr uint64_t kMaxMoovBytes = uint64_t{2} << 30;
 // hvc1 is a VisualSampleEntry: 78 bytes of fields before its child boxes.
 constexpr size_t kVisualSampleEntryBytes = 78;
 constexpr char kStartCode[4] = {0, 0, 0, 1};
+// The checksum box (bzna_tf/format/checksums.py): a top-level uuid box with
+// this usertype, uuid5(NAMESPACE_URL, "https://bzna_tf/checksums/1").
+constexpr uint8_t kChecksumsUuid[16] = {0x9a, 0xad, 0x41, 0xed, 0xa1, 0x4f, 0x56, 0x55,
+                                        0xa1, 0x35, 0xf3, 0x08, 0x55, 0xb0, 0x89, 0x81};
+constexpr uint8_t kChecksumsVersion = 1;
+constexpr char kChecksumsAlgorithm[4] = {'c', '3', '2', 'c'};  // CRC-32C
+// version/flags, algorithm, sample_count, three index checksums, track_count.
+constexpr uint64_t kChecksumsFixed = 4 + 4 + 4 + 12 + 1;
 
 uint16_t Be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
 uint32_t Be32(const uint8_t* p) {
@@ -392,6 +404,87 @@ class Window {
   std::string data_;
 };
 
+// *out = the CRC-32C of bytes [from, to) of the per-image mp4 at `base`,
+// continuing `crc`: from the window where it holds them, else read.
+absl::Status CrcOf(const ByteSource& src, const Window& win, uint64_t base, uint64_t from, uint64_t to,
+                   uint32_t crc, uint32_t* out) {
+  if (to <= from) {
+    *out = crc;
+    return absl::OkStatus();
+  }
+  if (win.Covers(from, to - from)) {
+    *out = Crc32cExtend(crc, win.data() + (from - win.begin()), to - from);
+    return absl::OkStatus();
+  }
+  std::string bytes;
+  BZNA_RETURN_IF_ERROR(src.Read(base + from, to - from, &bytes));
+  *out = Crc32cExtend(crc, bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+// The checksum table in the uuid box at `off` (usertype already matched).
+// Another version or algorithm leaves index->checksums empty, as the Python
+// reader does; a malformed table is an error. Needs the input count and
+// has_thumb.
+absl::Status ReadChecksums(const ByteSource& src, uint64_t off, uint64_t header, uint64_t size,
+                           BznaIndex* index) {
+  const Where top{&index->name, -1, 0};
+  const uint64_t start = off + header + 16;
+  const uint64_t length = size - header - 16;
+  auto bad = [&](uint64_t at, const std::string& what) {
+    return Err(top, "uuid", at, absl::StrCat("checksum table: ", what));
+  };
+  if (length < 4) return bad(off, absl::StrCat(length, " bytes of payload, too short for its version"));
+  std::string head;
+  BZNA_RETURN_IF_ERROR(src.Read(start, std::min<uint64_t>(length, kChecksumsFixed + 255 * 256), &head));
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(head.data());
+  if (p[0] != kChecksumsVersion) return absl::OkStatus();
+  if (length < kChecksumsFixed) {
+    return bad(off, absl::StrCat(length, " bytes of payload, the fixed fields need ", kChecksumsFixed));
+  }
+  if (std::memcmp(p + 4, kChecksumsAlgorithm, 4) != 0) return absl::OkStatus();
+  const uint64_t n = Be32(p + 8);
+  if (n != static_cast<uint64_t>(index->num_samples())) {
+    return bad(start + 8, absl::StrCat(n, " samples, the file has ", index->num_samples()));
+  }
+  const int k = p[24];
+  uint64_t pos = kChecksumsFixed;
+  std::vector<std::string> names;
+  for (int j = 0; j < k; ++j) {
+    if (pos >= head.size() || pos + 1 + p[pos] > head.size()) {
+      return bad(start + pos, absl::StrCat("truncated track names: ", length, " bytes of payload"));
+    }
+    std::string name(reinterpret_cast<const char*>(p + pos + 1), p[pos]);
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      return bad(start + pos, absl::StrCat("track '", name, "' listed twice"));
+    }
+    names.push_back(std::move(name));
+    pos += 1 + p[pos];
+  }
+  const uint64_t expected = pos + 4 * static_cast<uint64_t>(k) * n;
+  if (length != expected) {
+    return bad(off, absl::StrCat(length, " bytes of payload, expected ", expected, " for ", k, " x ", n, " checksums"));
+  }
+  if (!index->has_thumb && std::find(names.begin(), names.end(), kThumb) != names.end()) {
+    return bad(off, absl::StrCat("a '", kThumb, "' column, but the file has no '", kThumb, "' track"));
+  }
+  std::string column;
+  for (int j = 0; j < k; ++j) {
+    std::vector<uint32_t>* out = names[j] == kInput   ? &index->checksums.input
+                                 : names[j] == kThumb ? &index->checksums.thumb
+                                                      : nullptr;
+    if (!out) continue;  // a track this reader does not know
+    BZNA_RETURN_IF_ERROR(src.Read(start + pos + 4 * n * j, 4 * n, &column));
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(column.data());
+    out->resize(n);
+    for (uint64_t s = 0; s < n; ++s) (*out)[s] = Be32(c + 4 * s);
+  }
+  index->checksums.box_offset = off;
+  return absl::OkStatus();
+}
+
+std::atomic<int> g_verify_checksums{-1};  // -1: not yet read from the environment
+
 absl::Status AppendNals(const uint8_t* p, size_t n, int length_size, const Where& w, uint64_t at,
                         std::string* out) {
   size_t pos = 0;
@@ -429,7 +522,152 @@ std::string Printable(const std::string& s) {
   return out;
 }
 
+// What a file that is not a .bzna looks like, from its first bytes: the twin
+// of bzna_tf/format/sniff.py (the same table and words; the tests run every
+// signature of the Python table through this reader).
+constexpr size_t kSniffBytes = 512;
+
+struct Magic {
+  size_t offset;
+  const char* bytes;
+  size_t size;  // 0: unused
+};
+
+struct Signature {
+  Magic parts[2];
+  const char* what;
+};
+
+#define BZNA_MAGIC(offset, literal) \
+  { offset, literal, sizeof(literal) - 1 }
+constexpr Signature kSignatures[] = {
+    {{BZNA_MAGIC(0, "\xff\xd8\xff")}, "a JPEG image"},
+    {{BZNA_MAGIC(0, "\x89PNG\r\n\x1a\n")}, "a PNG image"},
+    {{BZNA_MAGIC(0, "GIF87a")}, "a GIF image"},
+    {{BZNA_MAGIC(0, "GIF89a")}, "a GIF image"},
+    {{BZNA_MAGIC(0, "RIFF"), BZNA_MAGIC(8, "WEBP")}, "a WebP image"},
+    {{BZNA_MAGIC(0, "RIFF"), BZNA_MAGIC(8, "AVI ")}, "an AVI video"},
+    {{BZNA_MAGIC(0, "RIFF"), BZNA_MAGIC(8, "WAVE")}, "a WAV audio file"},
+    {{BZNA_MAGIC(0, "II*\x00")}, "a TIFF image"},
+    {{BZNA_MAGIC(0, "MM\x00*")}, "a TIFF image"},
+    {{BZNA_MAGIC(0, "\x00\x00\x00\x0cjP  \r\n\x87\n")}, "a JPEG 2000 image"},
+    {{BZNA_MAGIC(0, "\x00\x00\x00\x0cJXL \r\n\x87\n")}, "a JPEG XL image"},
+    {{BZNA_MAGIC(0, "\xff\x0a")}, "a JPEG XL image"},
+    {{BZNA_MAGIC(0, "\x00\x00\x00\x01\x40\x01")}, "an H.265 stream (Annex-B)"},
+    {{BZNA_MAGIC(0, "\x1a" "E\xdf\xa3")}, "a Matroska or WebM video"},
+    {{BZNA_MAGIC(0, "PK\x03\x04")}, "a zip archive"},
+    {{BZNA_MAGIC(0, "PK\x05\x06")}, "a zip archive"},
+    {{BZNA_MAGIC(0, "\x1f\x8b")}, "a gzip file"},
+    {{BZNA_MAGIC(0, "BZh")}, "a bzip2 file"},
+    {{BZNA_MAGIC(0, "\xfd" "7zXZ\x00")}, "an xz file"},
+    {{BZNA_MAGIC(0, "(\xb5/\xfd")}, "a zstd file"},
+    {{BZNA_MAGIC(0, "7z\xbc\xaf\x27\x1c")}, "a 7-Zip archive"},
+    {{BZNA_MAGIC(257, "ustar")}, "a tar archive"},
+    {{BZNA_MAGIC(0, "\x93NUMPY")}, "a NumPy .npy file"},
+    {{BZNA_MAGIC(0, "\x89HDF\r\n\x1a\n")}, "an HDF5 file"},
+    {{BZNA_MAGIC(0, "SQLite format 3\x00")}, "an SQLite database"},
+    {{BZNA_MAGIC(0, "%PDF-")}, "a PDF document"},
+    {{BZNA_MAGIC(0, "\x7f" "ELF")}, "an ELF executable or library"},
+    {{BZNA_MAGIC(0, "version https://git-lfs.github.com/spec/")}, "a Git LFS pointer (run git lfs pull)"},
+};
+#undef BZNA_MAGIC
+
+// ISO base media files that are not .bzna, by brand (4-character codes run
+// together); a .bzna lists the brand 'bzna', and a file listing neither it
+// nor one of these is read on.
+constexpr struct {
+  const char* brands;
+  const char* what;
+} kBrands[] = {
+    {"avifavis", "an AVIF image"},
+    {"heicheixheimheishevchevxhevmhevsmif1msf1", "a HEIF image"},
+    {"crx ", "a Canon raw image"},
+    {"qt  ", "a QuickTime movie"},
+    {"M4A M4B M4P ", "an MPEG-4 audio file"},
+    {"3gp43gp53gp63gp73g2a3g2b3g2c", "a 3GP video"},
+    {"mp41mp42mp71avc1dashM4V f4v ", "an MP4 video"},
+};
+
+// What `head` (a file's first bytes, at most kSniffBytes) looks like, or
+// nullptr when unknown or a .bzna.
+const char* Sniff(const std::string& head) {
+  if (head.empty()) return "an empty file";
+  if (head.size() >= 8 && head.compare(4, 4, "ftyp") == 0) {
+    const size_t end = std::min<size_t>(Be32(reinterpret_cast<const uint8_t*>(head.data())), head.size());
+    std::vector<std::string> brands;
+    if (end >= 12) brands.push_back(head.substr(8, 4));
+    for (size_t k = 16; k + 4 <= end; k += 4) brands.push_back(head.substr(k, 4));
+    if (std::find(brands.begin(), brands.end(), "bzna") != brands.end()) return nullptr;
+    for (const auto& group : kBrands) {
+      for (const char* b = group.brands; *b; b += 4) {
+        if (std::find(brands.begin(), brands.end(), std::string(b, 4)) != brands.end()) return group.what;
+      }
+    }
+    return nullptr;
+  }
+  for (const Signature& s : kSignatures) {
+    bool match = true;
+    for (const Magic& m : s.parts) {
+      if (m.size > 0 && (m.offset + m.size > head.size() || head.compare(m.offset, m.size, m.bytes, m.size) != 0)) {
+        match = false;
+      }
+    }
+    if (match) return s.what;
+  }
+  if (head.size() >= 12) {  // TFRecord: a u64 length, then its masked CRC-32C (both little-endian)
+    const uint32_t crc = Crc32c(head.data(), 8);
+    const uint32_t masked = ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+    const auto* p = reinterpret_cast<const uint8_t*>(head.data() + 8);
+    if (masked == (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24)) {
+      return "a TFRecord file (bzna-tf convert tfrecord makes a .bzna of it)";
+    }
+  }
+  const auto text = [](unsigned char c) {
+    return (c >= 0x20 && c != 0x7f) || c == '\t' || c == '\n' || c == '\f' || c == '\r';
+  };
+  if (std::all_of(head.begin(), head.end(), text)) {
+    std::string start = head.substr(std::min(head.find_first_not_of(" \t\n\f\r"), head.size()), 14);
+    for (char& c : start) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (start.rfind("<!doctype html", 0) == 0 || start.rfind("<html", 0) == 0) return "an HTML page";
+    return "a text file";
+  }
+  return nullptr;
+}
+
+// Why a file starting with `head` is not a .bzna, or "" when it may be one.
+std::string NotBznaReason(const std::string& head) {
+  if (head.empty()) return "not a .bzna file: expected an 'ftyp' box first, found an empty file";
+  const char* what = Sniff(head);
+  if (head.size() >= 8 && head.compare(4, 4, "ftyp") == 0) {
+    if (what == nullptr) return "";
+    return absl::StrCat("not a .bzna file: it looks like ", what, " (its 'ftyp' box has the brand '",
+                        head.substr(8, 4), "' and not 'bzna')");
+  }
+  const std::string start = absl::StrCat("the file starts with '", head.substr(0, 8), "'");
+  if (what == nullptr) return absl::StrCat("not a .bzna file: expected an 'ftyp' box first, ", start);
+  return absl::StrCat("not a .bzna file: it looks like ", what, " (expected an 'ftyp' box first, ", start, ")");
+}
+
 }  // namespace
+
+bool ChecksumVerification() {
+  int v = g_verify_checksums.load(std::memory_order_relaxed);
+  if (v < 0) {
+    std::string env;
+    if (const char* e = std::getenv("BZNA_TF_VERIFY_CHECKSUMS")) env = e;
+    for (char& c : env) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const int from_env = (env == "0" || env == "false" || env == "no" || env == "off") ? 0 : 1;
+    g_verify_checksums.compare_exchange_strong(v, from_env);
+    v = g_verify_checksums.load(std::memory_order_relaxed);
+  }
+  return v != 0;
+}
+
+bool SetChecksumVerification(bool on) {
+  const bool previous = ChecksumVerification();
+  g_verify_checksums.store(on ? 1 : 0, std::memory_order_relaxed);
+  return previous;
+}
 
 absl::Status FormatError(const std::string& file, int64_t sample, const std::string& box, int64_t offset,
                          const std::string& what) {
@@ -448,27 +686,41 @@ absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index) {
 
   // Top-level boxes, from their headers alone.
   uint64_t moov_off = 0, moov_size = 0, moov_header = 0;
-  std::string seen, head;
+  uint64_t sums_off = 0, sums_size = 0, sums_header = 0;
+  std::string seen, head, first;
+  // A JPEG or an empty file, say, is named before its bytes are read as boxes.
+  if (size > 0) BZNA_RETURN_IF_ERROR(src.Read(0, std::min<uint64_t>(kSniffBytes, size), &first));
+  const std::string not_bzna = NotBznaReason(first);
+  if (!not_bzna.empty()) return Err(top, "", 0, not_bzna);
   for (uint64_t off = 0; off < size;) {
-    BZNA_RETURN_IF_ERROR(src.Read(off, std::min<uint64_t>(16, size - off), &head));
+    if (off == 0) {
+      head = first.substr(0, 16);
+    } else {
+      BZNA_RETURN_IF_ERROR(src.Read(off, std::min<uint64_t>(16, size - off), &head));
+    }
     std::string type, why;
     uint64_t header, box_size;
     const uint8_t* p = reinterpret_cast<const uint8_t*>(head.data());
     if (!ParseHeader(p, head.size(), size - off, &type, &header, &box_size, &why).ok()) {
       return Err(top, "file", off, why);
     }
-    if (off == 0 && type != "ftyp") {
-      return Err(top, "", 0, absl::StrCat("expected an 'ftyp' box first, found '", type, "'"));
-    }
     if (type == "moov" && moov_size == 0) {
       moov_off = off;
       moov_size = box_size;
       moov_header = header;
     }
+    if (type == "uuid" && sums_size == 0 && box_size >= header + 16) {
+      std::string user;
+      BZNA_RETURN_IF_ERROR(src.Read(off + header, 16, &user));
+      if (std::memcmp(user.data(), kChecksumsUuid, 16) == 0) {
+        sums_off = off;
+        sums_size = box_size;
+        sums_header = header;
+      }
+    }
     absl::StrAppend(&seen, seen.empty() ? "" : ", ", type);
     off += box_size;
   }
-  if (size == 0) return Err(top, "", 0, "expected an 'ftyp' box first, found an empty file");
   if (moov_size == 0) return Err(top, "", -1, absl::StrCat("no 'moov' box among the top-level boxes (", seen, ")"));
   if (moov_size > kMaxMoovBytes) {
     return Err(top, "moov", moov_off,
@@ -504,7 +756,8 @@ absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index) {
     if (it == by_name.end()) continue;
     if (it->second.table.count() != n) {
       return Err(w, it->second.box.path, it->second.box.begin,
-                 absl::StrCat("track '", name, "' has ", it->second.table.count(), " samples, '", kInput, "' has ", n));
+                 absl::StrCat("track '", name, "' has ", it->second.table.count(),
+                              it->second.table.count() == 1 ? " sample" : " samples", ", '", kInput, "' has ", n));
     }
     if (name == kFname) {
       index->fname = std::move(it->second.table);
@@ -520,7 +773,8 @@ absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index) {
     const SampleTable& t = target->second.table;
     if (t.count() > n) {
       return Err(w, target->second.box.path, target->second.box.begin,
-                 absl::StrCat("track '", kTarget, "' has ", t.count(), " samples, more than the ", n, " inputs"));
+                 absl::StrCat("track '", kTarget, "' has ", t.count(), t.count() == 1 ? " sample" : " samples",
+                              ", more than the ", n, " inputs"));
     }
     bool contiguous = true;
     for (int64_t k = 0; k < t.count(); ++k) {
@@ -547,6 +801,8 @@ absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index) {
       }
     }
   }
+  index->checksums = BznaChecksums();
+  if (sums_size) BZNA_RETURN_IF_ERROR(ReadChecksums(src, sums_off, sums_header, sums_size, index));
   return absl::OkStatus();
 }
 
@@ -554,20 +810,37 @@ absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t 
                          Picture* out) {
   const uint64_t base = index.input.offsets[i];
   const uint64_t size = index.input.sizes[i];
-  // Where the wanted picture starts, if the outer index says (it lets one read
-  // fetch the picture together with the moov that follows it).
-  uint64_t hint = size;
-  if (track == PictureTrack::kThumb && index.has_thumb) {
+  const bool thumb = track == PictureTrack::kThumb;
+  // Where the thumbnail picture starts in the per-image mp4, if the outer
+  // index says so (size if not).
+  uint64_t thumb_at = size;
+  if (index.has_thumb) {
     uint64_t t = index.thumb.offsets[i];
-    if (t >= base && t < base + size) hint = t - base;
-  } else if (track == PictureTrack::kInput) {
-    hint = 0;
+    if (t >= base && t < base + size) thumb_at = t - base;
+  }
+  // Where the wanted picture starts: it lets one read fetch the picture
+  // together with the moov that follows it.
+  const uint64_t hint = thumb ? thumb_at : 0;
+  const std::vector<uint32_t>& stored = thumb ? index.checksums.thumb : index.checksums.input;
+  const bool verify = !stored.empty() && ChecksumVerification();
+  if (verify && thumb && thumb_at == size) {
+    return FormatError(index.name, i, "", -1,
+                       absl::StrCat("the thumbnail picture starts at byte ",
+                                    static_cast<int64_t>(index.thumb.offsets[i]) - static_cast<int64_t>(base),
+                                    " of a ", size, "-byte per-image mp4 (outer '", kThumb,
+                                    "' index): outside it, so its checksum cannot be checked"));
   }
   Window win(src, base, size);
   BZNA_RETURN_IF_ERROR(win.Load(0, std::min<uint64_t>(size, 64)));
 
   Where w{&index.name, i, base};
   uint64_t moov_begin = 0, moov_header = 0, moov_end = 0;
+  // The thumbnail's checksum leaves out [head_end, thumb_at): head_end is the
+  // first payload byte of the top-level box holding thumb_at.
+  bool head_found = !(verify && thumb);
+  uint64_t head_end = 0;
+  uint32_t head_crc = 0;
+  bool head_crc_known = false;
   for (uint64_t pos = 0; pos < size;) {
     uint64_t want = std::min<uint64_t>(16, size - pos);
     if (!win.Covers(pos, want)) {
@@ -582,15 +855,29 @@ absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t 
     if (pos == 0 && type != "ftyp") {
       return Err(w, "", 0, absl::StrCat("expected the per-image mp4 to start with 'ftyp', found '", type, "'"));
     }
-    if (type == "moov") {
+    if (!head_found && thumb_at >= pos + header && thumb_at < pos + box_size) {
+      head_found = true;
+      head_end = pos + header;
+      if (win.Covers(0, head_end)) {
+        head_crc = Crc32c(win.data(), head_end);
+        head_crc_known = true;
+      }
+    }
+    if (type == "moov" && moov_end == 0) {
       moov_begin = pos;
       moov_header = header;
       moov_end = pos + box_size;
-      break;
     }
+    if (moov_end != 0 && head_found) break;
     pos += box_size;
   }
   if (moov_end == 0) return Err(w, "", 0, "the per-image mp4 has no 'moov' box");
+  if (!head_found) {
+    return FormatError(index.name, i, "", -1,
+                       absl::StrCat("the thumbnail picture starts at byte ", thumb_at,
+                                    " of the per-image mp4, in no top-level box's payload, so its checksum "
+                                    "cannot be checked"));
+  }
   if (!win.Covers(moov_begin, moov_end - moov_begin)) {
     BZNA_RETURN_IF_ERROR(win.Load(std::min(hint, moov_begin), moov_end));
   }
@@ -667,9 +954,38 @@ absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t 
     BZNA_RETURN_IF_ERROR(AppendNals(reinterpret_cast<const uint8_t*>(bytes.data()), n, length_size, w, off,
                                     &out->annexb));
   }
+  if (verify) {
+    uint32_t crc = 0;
+    uint64_t covered = size;
+    if (!thumb) {
+      BZNA_RETURN_IF_ERROR(CrcOf(src, win, base, 0, size, 0, &crc));
+    } else {
+      if (head_crc_known) {
+        crc = head_crc;
+      } else {
+        BZNA_RETURN_IF_ERROR(CrcOf(src, win, base, 0, head_end, 0, &crc));
+      }
+      BZNA_RETURN_IF_ERROR(CrcOf(src, win, base, thumb_at, size, crc, &crc));
+      covered = head_end + (size - thumb_at);
+    }
+    if (crc != stored[i]) {
+      return FormatError(
+          index.name, i, "", -1,
+          absl::StrCat("checksum mismatch (stored 0x", absl::Hex(stored[i], absl::kZeroPad8), ", computed 0x",
+                       absl::Hex(crc, absl::kZeroPad8), ") of its '", thumb ? kThumb : kInput, "' picture: the ",
+                       covered, " bytes it covers in the per-image mp4 at byte offset ", base,
+                       " changed since the file was written (damaged storage or copy)"));
+    }
+  }
   out->width = chosen.width;
   out->height = chosen.height;
   return absl::OkStatus();
+}
+
+// For Python (ctypes, bzna_tf.ops.verify_checksums): on < 0 only asks; else
+// sets. Returns the value before the call.
+extern "C" __attribute__((visibility("default"))) int bzna_tf_verify_checksums(int on) {
+  return on < 0 ? ChecksumVerification() : SetChecksumVerification(on != 0);
 }
 
 absl::Status ReadFilename(const ByteSource& src, const BznaIndex& index, int64_t i, std::string* out) {

@@ -43,6 +43,23 @@ struct SampleTable {
   int64_t count() const { return static_cast<int64_t>(offsets.size()); }
 };
 
+// The per-picture checksums of a file (bzna_tf/format/checksums.py: a
+// top-level uuid box after moov). Each column holds one CRC-32C per sample, or
+// is empty when the table has none for that track (or the file has no table
+// this reader knows: no box, or another version or algorithm).
+//
+// What a checksum covers in sample i's per-image mp4 M = [0, S):
+//   bzna_input: all of M.
+//   bzna_thumb: M without [h, t), t = where the thumbnail picture starts in M
+//     (outer bzna_thumb offset - outer bzna_input offset), h = the first
+//     payload byte of M's top-level box holding byte t (its mdat).
+// That is every byte ReadPicture reads for that track.
+struct BznaChecksums {
+  std::vector<uint32_t> input;
+  std::vector<uint32_t> thumb;
+  uint64_t box_offset = 0;  // of the uuid box, when there is one this reader uses
+};
+
 // What a reader needs of the outer moov.
 struct BznaIndex {
   std::string name;
@@ -53,6 +70,7 @@ struct BznaIndex {
   bool has_thumb = false;
   bool has_fname = false;
   std::vector<int64_t> targets;  // the labelled prefix; later samples have none
+  BznaChecksums checksums;
 
   int64_t num_samples() const { return input.count(); }
   int64_t target(int64_t i) const {
@@ -60,8 +78,18 @@ struct BznaIndex {
   }
 };
 
-// Reads the top-level box headers, the moov, and the target samples.
+// Reads the top-level box headers, the moov, the target samples and the
+// checksum table (a malformed table is a DataLossError naming the file and
+// the box's offset; sizes are checked against the sample count before
+// anything is allocated).
 absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index);
+
+// Whether ReadPicture verifies checksums: on unless the environment variable
+// BZNA_TF_VERIFY_CHECKSUMS is 0, false, no or off when first asked, and
+// SetChecksumVerification changes it for the whole process (it returns the
+// previous value). Python: bzna_tf.ops.verify_checksums().
+bool ChecksumVerification();
+bool SetChecksumVerification(bool on);
 
 // Which picture of a sample to read.
 enum class PictureTrack { kThumb, kInput };
@@ -75,7 +103,10 @@ struct Picture {
 // Sample `i` (0-based within this file) as an Annex-B H.265 picture. Reads
 // the per-image mp4's header and then, in one read, everything from the
 // picture to the end of its moov; never the other picture's bytes when the
-// thumbnail is separate.
+// thumbnail is separate. When the file has a checksum for that track and
+// verification is on, the bytes read are checked against it once the picture
+// has been parsed: a mismatch is a DataLossError "<file>, sample <i>:
+// checksum mismatch (stored X, computed Y) ...", like any damage found.
 absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t i,
                          PictureTrack track, Picture* out);
 

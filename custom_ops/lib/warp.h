@@ -13,6 +13,11 @@
 //      to [0, 255].
 //   6. out[c] = (rgb[c] - bias[c]) * norm[c].
 //
+// With antialias (the ops' `antialias` attribute; off, the above exactly),
+// steps 3-4 average a footprint instead of sampling a point wherever the
+// matrix reduces (see "Antialiasing" below); step 2 still tests the centre
+// point only.
+//
 // Everything is float32 in a fixed operation order so that a NumPy reference
 // can agree exactly. That needs the compiler not to fuse multiply-adds
 // (g++ -ffp-contract=off; nvcc --fmad=false).
@@ -45,6 +50,7 @@ namespace warp {
 // Attribute names shared by the op registrations and the kernels.
 constexpr char kDataFormatAttr[] = "data_format";
 constexpr char kTypeAttr[] = "T";
+constexpr char kAntialiasAttr[] = "antialias";
 // The data_format value for channels-first output; the other is "NHWC".
 constexpr char kChannelsFirst[] = "NCHW";
 
@@ -198,6 +204,192 @@ BZNA_HOST_DEVICE float FinishSample(float v, uint8_t /*source_tag*/) {
 }
 BZNA_HOST_DEVICE float FinishSample(float v, float /*source_tag*/) { return v; }
 
+// ------------------------------------------------------------ Antialiasing
+//
+// A bilinear sample of one point aliases once neighbouring output pixels are
+// more than a texel apart in the source. With antialias, an output pixel
+// whose matrix reduces averages the texels of its footprint instead: the
+// triangle filter of Pillow's antialiased BILINEAR resize (and of
+// tf.image.resize(antialias=True)), laid in the local frame of the
+// output->source map.
+//
+// The columns u and v of the map's Jacobian at the pixel are the source-space
+// steps of one output pixel along x and along y (the matrix's 2x2 part for an
+// affine map; the derivative at the pixel for a projective one). Each is
+// stretched to at least one texel (where the map does not reduce along it,
+// the filter is bilinear's own tent there) and shortened to at most
+// kMaxFootprint texels. With F = [u v] so adjusted and d = t - p the offset of
+// texel t from the source point, (a, b) = F^-1 d, texel t weighs
+// max(0, 1 - |a|) max(0, 1 - |b|), and the pixel is the weighted mean of the
+// texels of the plane. When F is diagonal (resizes, crops, flips: most warps)
+// this is Pillow's separable triangle of support s = |u| along x and |v|
+// along y, at any (not only integer) scale, and the weights are computed per
+// column and per row; texels outside the plane are left out and the weights
+// renormalised, as Pillow and TensorFlow do at the edges. Rotated and sheared
+// footprints get the same triangle along u and v (a parallelogram).
+//
+// Where neither column is longer than one texel (kMinReduction), or the map
+// is degenerate (a zero, infinite or NaN column), the pixel is the point
+// sample, bit for bit: upsampling and 1:1 warps, rotations included, are
+// unchanged. Chroma planes are half-size, so their Jacobian is half the
+// luma's (a 2x luma reduction samples chroma at a point).
+//
+// Out of bounds is decided by the centre point alone (step 2), as without
+// antialias: a pixel whose centre is inside gets the in-plane part of its
+// footprint. Beyond a kMaxFootprint-times reduction the filter stops
+// widening (some aliasing returns) so that a pixel's cost stays bounded.
+//
+// Sums run in a fixed order in float32, like everything else here, so the
+// NumPy reference can agree.
+
+// The longest footprint column, in texels: an axis-aligned pixel reads at
+// most 2 * 16 texels along each axis.
+constexpr float kMaxFootprint = 16.0f;
+// A column reduces when it is longer than this: a 1:1 rotation, whose
+// columns come out of float32 a rounding error longer than 1, stays the
+// point sample.
+constexpr float kMinReduction = 1.001f;
+// Largest finite float32.
+constexpr float kMaxFloat = 3.40282347e+38f;
+
+// The footprint of one output pixel: columns u = (ux, uy) and v = (vx, vy),
+// each at least one texel long (or a point sample when `point`).
+struct Footprint {
+  float ux, uy;
+  float vx, vy;
+  bool point;
+};
+
+// Column (dx, dy) stretched to at least 1 and at most kMaxFootprint texels.
+// False for a zero, NaN or infinite column.
+BZNA_HOST_DEVICE bool FootprintColumn(float* dx, float* dy, bool* reduces) {
+  const float length = sqrtf(*dx * *dx + *dy * *dy);
+  if (!(length > 0.0f && length <= kMaxFloat)) return false;
+  *reduces = length > kMinReduction;
+  if (length < 1.0f || length > kMaxFootprint) {
+    const float target = length < 1.0f ? 1.0f : kMaxFootprint;
+    *dx = *dx * target / length;
+    *dy = *dy * target / length;
+  }
+  return true;
+}
+
+// The footprint of output pixel (x, y), whose source point is p, in a plane
+// `scale` times the size of the one M addresses (1 for luma and RGB, 0.5 for
+// 4:2:0 chroma). d(X'/W')/dx = (m0 - X m6) / W', and so on.
+BZNA_HOST_DEVICE Footprint MakeFootprint(const float* m, float x, float y, SourcePoint p, float scale) {
+  const float wp = (m[6] * x + m[7] * y) + m[8];
+  Footprint f;
+  f.ux = (m[0] - p.x * m[6]) / wp * scale;
+  f.uy = (m[3] - p.y * m[6]) / wp * scale;
+  f.vx = (m[1] - p.x * m[7]) / wp * scale;
+  f.vy = (m[4] - p.y * m[7]) / wp * scale;
+  bool u_reduces = false, v_reduces = false;
+  const bool ok = FootprintColumn(&f.ux, &f.uy, &u_reduces) && FootprintColumn(&f.vx, &f.vy, &v_reduces);
+  f.point = !ok || !(u_reduces || v_reduces);
+  return f;
+}
+
+// Pillow's triangle: 1 - |t|, or 0 beyond one.
+BZNA_HOST_DEVICE float Triangle(float t) {
+  const float w = 1.0f - fabsf(t);
+  return w > 0.0f ? w : 0.0f;
+}
+
+// The texels [first, last] within `reach` of c along one axis of a plane of
+// `size` texels (no more than it holds).
+BZNA_HOST_DEVICE void TexelRange(float c, float reach, int size, int* first, int* last) {
+  *first = ClampIndex(FloorToInt(c - reach) + 1, size);
+  *last = ClampIndex(FloorToInt(c + reach), size);
+}
+
+// Texels along one axis of a footprint of half-width kMaxFootprint, at most.
+constexpr int kMaxWindow = 2 * static_cast<int>(kMaxFootprint) + 2;
+
+// The weights of texels first .. first + count - 1 along one axis of an
+// axis-aligned footprint of half-width `support` around c, and their sum (in
+// order).
+struct AxisWeights {
+  int first;
+  int count;
+  float sum;
+  float weight[kMaxWindow];
+};
+
+BZNA_HOST_DEVICE void MakeAxisWeights(float c, float support, int size, AxisWeights* w) {
+  int last;
+  TexelRange(c, support, size, &w->first, &last);
+  w->count = last - w->first + 1;
+  const float inverse = 1.0f / support;
+  w->sum = 0.0f;
+  for (int i = 0; i < w->count; ++i) {
+    w->weight[i] = Triangle((static_cast<float>(w->first + i) - c) * inverse);
+    w->sum += w->weight[i];
+  }
+}
+
+// kPlanes planes sharing `plane`'s size and strides, sampled at (x, y)
+// through footprint f into value[]: the point sample when f is one, else the
+// weighted mean of the footprint's texels (rows in order, each a sum over its
+// texels in order, then divided by the sum of the weights).
+template <typename T, int kPlanes>
+BZNA_HOST_DEVICE void SampleFootprint(const Plane<T>& plane, const T* const (&data)[kPlanes],
+                                      const Footprint& f, float x, float y, float (&value)[kPlanes]) {
+  if (!f.point) {
+    for (int c = 0; c < kPlanes; ++c) value[c] = 0.0f;
+    if (f.uy == 0.0f && f.vx == 0.0f) {
+      // Diagonal: separable, one weight per column and per row.
+      AxisWeights cols, rows;
+      MakeAxisWeights(x, fabsf(f.ux), plane.width, &cols);
+      MakeAxisWeights(y, fabsf(f.vy), plane.height, &rows);
+      for (int r = 0; r < rows.count; ++r) {
+        const int64_t row = (rows.first + r) * plane.row_stride;
+        float line[kPlanes];
+        for (int c = 0; c < kPlanes; ++c) line[c] = 0.0f;
+        for (int i = 0; i < cols.count; ++i) {
+          const int64_t at = row + (cols.first + i) * plane.col_stride;
+          for (int c = 0; c < kPlanes; ++c) line[c] += cols.weight[i] * static_cast<float>(data[c][at]);
+        }
+        for (int c = 0; c < kPlanes; ++c) value[c] += rows.weight[r] * line[c];
+      }
+      const float total = cols.sum * rows.sum;
+      if (total > 0.0f) {
+        for (int c = 0; c < kPlanes; ++c) value[c] = value[c] / total;
+        return;
+      }
+    } else {
+      // General: (a, b) = F^-1 d per texel of the footprint's bounding box.
+      const float det = f.ux * f.vy - f.vx * f.uy;
+      const float i00 = f.vy / det, i01 = -f.vx / det;
+      const float i10 = -f.uy / det, i11 = f.ux / det;
+      int x0, x1, y0, y1;
+      TexelRange(x, fabsf(f.ux) + fabsf(f.vx), plane.width, &x0, &x1);
+      TexelRange(y, fabsf(f.uy) + fabsf(f.vy), plane.height, &y0, &y1);
+      float total = 0.0f;
+      for (int ty = y0; ty <= y1; ++ty) {
+        const float dy = static_cast<float>(ty) - y;
+        const int64_t row = ty * plane.row_stride;
+        for (int tx = x0; tx <= x1; ++tx) {
+          const float dx = static_cast<float>(tx) - x;
+          const float w = Triangle(i00 * dx + i01 * dy) * Triangle(i10 * dx + i11 * dy);
+          if (w > 0.0f) {
+            const int64_t at = row + tx * plane.col_stride;
+            for (int c = 0; c < kPlanes; ++c) value[c] += w * static_cast<float>(data[c][at]);
+            total += w;
+          }
+        }
+      }
+      if (total > 0.0f) {
+        for (int c = 0; c < kPlanes; ++c) value[c] = value[c] / total;
+        return;
+      }
+    }
+    // No texel weighs anything (an extreme shear): the point sample.
+  }
+  const BilinearTaps t = Taps(plane, x, y);
+  for (int c = 0; c < kPlanes; ++c) value[c] = Sample(data[c], t);
+}
+
 BZNA_HOST_DEVICE void WriteOob(const ColorTransform& color,
                                const OutputLayout& layout, int64_t n, int64_t y,
                                int64_t x, float* out) {
@@ -223,9 +415,10 @@ BZNA_HOST_DEVICE void WarpYuv420Pixel(const Plane<uint8_t>& luma,
                                       const Plane<uint8_t>& cr, const float* m,
                                       const ColorTransform& color,
                                       const OutputLayout& layout, int64_t n,
-                                      int64_t y, int64_t x, float* out) {
-  const SourcePoint p =
-      ApplyMatrix(m, static_cast<float>(x), static_cast<float>(y));
+                                      int64_t y, int64_t x, float* out,
+                                      bool antialias) {
+  const float fx = static_cast<float>(x), fy = static_cast<float>(y);
+  const SourcePoint p = ApplyMatrix(m, fx, fy);
   if (OutOfBounds(p, luma.width, luma.height)) {
     WriteOob(color, layout, n, y, x, out);
     return;
@@ -234,10 +427,25 @@ BZNA_HOST_DEVICE void WarpYuv420Pixel(const Plane<uint8_t>& luma,
   // (chroma_sample_loc_type 1).
   const float xc = p.x / 2.0f - 0.25f;
   const float yc = p.y / 2.0f - 0.25f;
-  const float lum = SampleBilinear(luma, p.x, p.y);
-  const BilinearTaps chroma = Taps(cb, xc, yc);  // Cr has Cb's size
-  const float cb_c = Sample(cb.data, chroma) - kChromaOffset;
-  const float cr_c = Sample(cr.data, chroma) - kChromaOffset;
+  float lum, cb_c, cr_c;
+  if (antialias) {
+    const uint8_t* const luma_data[1] = {luma.data};
+    const uint8_t* const chroma_data[2] = {cb.data, cr.data};  // Cr has Cb's size
+    float l[1], c[2];
+    const Footprint luma_fp = MakeFootprint(m, fx, fy, p, 1.0f);
+    SampleFootprint(luma, luma_data, luma_fp, p.x, p.y, l);
+    // Chroma's columns are half as long: a point wherever the luma's is.
+    const Footprint chroma_fp = luma_fp.point ? luma_fp : MakeFootprint(m, fx, fy, p, 0.5f);
+    SampleFootprint(cb, chroma_data, chroma_fp, xc, yc, c);
+    lum = l[0];
+    cb_c = c[0] - kChromaOffset;
+    cr_c = c[1] - kChromaOffset;
+  } else {
+    lum = SampleBilinear(luma, p.x, p.y);
+    const BilinearTaps chroma = Taps(cb, xc, yc);  // Cr has Cb's size
+    cb_c = Sample(cb.data, chroma) - kChromaOffset;
+    cr_c = Sample(cr.data, chroma) - kChromaOffset;
+  }
   float rgb[3];
   rgb[0] = RoundAndClamp(lum + kCrToR * cr_c);
   rgb[1] = RoundAndClamp(lum - kCbToG * cb_c - kCrToG * cr_c);
@@ -251,16 +459,23 @@ template <typename T>
 BZNA_HOST_DEVICE void WarpRgbPixel(const Plane<T> channels[3], const float* m,
                                    const ColorTransform& color,
                                    const OutputLayout& layout, int64_t n,
-                                   int64_t y, int64_t x, float* out) {
-  const SourcePoint p =
-      ApplyMatrix(m, static_cast<float>(x), static_cast<float>(y));
+                                   int64_t y, int64_t x, float* out,
+                                   bool antialias) {
+  const float fx = static_cast<float>(x), fy = static_cast<float>(y);
+  const SourcePoint p = ApplyMatrix(m, fx, fy);
   if (OutOfBounds(p, channels[0].width, channels[0].height)) {
     WriteOob(color, layout, n, y, x, out);
     return;
   }
   float rgb[3];
-  for (int c = 0; c < 3; ++c) {
-    rgb[c] = FinishSample(SampleBilinear(channels[c], p.x, p.y), T());
+  if (antialias) {
+    const T* const data[3] = {channels[0].data, channels[1].data, channels[2].data};
+    SampleFootprint(channels[0], data, MakeFootprint(m, fx, fy, p, 1.0f), p.x, p.y, rgb);
+    for (int c = 0; c < 3; ++c) rgb[c] = FinishSample(rgb[c], T());
+  } else {
+    for (int c = 0; c < 3; ++c) {
+      rgb[c] = FinishSample(SampleBilinear(channels[c], p.x, p.y), T());
+    }
   }
   WriteNormalized(rgb, color, layout, n, y, x, out);
 }

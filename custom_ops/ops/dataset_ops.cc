@@ -124,8 +124,10 @@ REGISTER_OP("BznaReadSamples")
     .Output("height: int32")
     .Output("target: int64")
     .Output("width: int32")
+    .Output("errors: string")
     .Attr(absl::StrCat(kTrackAttr, ": {'thumb', 'input'} = 'thumb'"))
     .Attr(absl::StrCat(kWithFilenameAttr, ": bool = false"))
+    .Attr("on_error: {'raise', 'skip'} = 'raise'")
     // Not stateful (like ReadFile): iterators of pipelines that use it can be
     // checkpointed. Its inputs are never constants in as_dataset's pipeline.
     .SetShapeFn([](InferenceContext* c) {
@@ -134,7 +136,7 @@ REGISTER_OP("BznaReadSamples")
       TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &indices));
       bool with_filename = false;
       TF_RETURN_IF_ERROR(c->GetAttr(kWithFilenameAttr, &with_filename));
-      for (int k = 0; k < 5; ++k) c->set_output(k, indices);
+      for (int k = 0; k < 6; ++k) c->set_output(k, indices);
       if (!with_filename) c->set_output(1, c->Vector(0));
       return absl::OkStatus();
     })
@@ -145,6 +147,12 @@ as_dataset's pipeline. The files' indices are parsed once per process and
 shared with BznaDataset. Errors name the file and the sample.
 
 filename: the stored basenames, or an empty vector without with_filename.
+errors: one string per sample, empty when it was read. With on_error =
+  "raise" (default) the first sample that cannot be read fails the op and
+  errors is all empty; with "skip" a sample that cannot be read (malformed,
+  damaged, a short or failed read) gets an empty picture, sizes 0 and its
+  reason ("<file>, sample <i>: ...") here. Files that cannot be opened or
+  indexed, and indices out of range, fail the op either way.
 )doc");
 
 }  // namespace bzna_tf

@@ -99,11 +99,22 @@ norm: [3] multiplies each channel after the bias.
 oob_color: [3] written as is where the source point is out of bounds.
 output: [N, height, width, 3] float32, or [N, 3, height, width] with NCHW.
 data_format: layout of `output`.
+antialias: where the matrix reduces (a column of the output->source map's
+  Jacobian at the pixel longer than one texel), the pixel is the weighted mean
+  of its footprint's texels instead of a point sample: with F the Jacobian
+  (each column stretched to at least 1 and at most 16 texels) and d a texel's
+  offset from (X, Y), the texel weighs max(0, 1 - |a|) max(0, 1 - |b|) for
+  (a, b) = F^-1 d; texels outside the plane are left out. For resizes and
+  crops that is Pillow's antialiased BILINEAR filter (tf.image.resize with
+  antialias). Chroma's footprint is half the luma's. Out of bounds is still
+  decided by (X, Y) alone. False (default): the point sampling above.
 )doc";
 
 std::string DataFormatAttr() {
   return absl::StrCat(warp::kDataFormatAttr, ": {'NHWC', 'NCHW'} = 'NHWC'");
 }
+
+std::string AntialiasAttr() { return absl::StrCat(warp::kAntialiasAttr, ": bool = false"); }
 
 }  // namespace
 
@@ -118,6 +129,7 @@ REGISTER_OP("BznaWarpYuv420")
     .Input("oob_color: float")
     .Output("output: float")
     .Attr(DataFormatAttr())
+    .Attr(AntialiasAttr())
     .SetShapeFn(WarpYuv420Shape)
     .Doc(absl::StrCat(R"doc(
 Warps decoded full-range BT.601 YUV 4:2:0 frames into normalised RGB float32.
@@ -148,6 +160,7 @@ REGISTER_OP("BznaWarpRgb")
     .Output("output: float")
     .Attr(absl::StrCat(warp::kTypeAttr, ": {uint8, float}"))
     .Attr(DataFormatAttr())
+    .Attr(AntialiasAttr())
     .SetShapeFn(WarpRgbShape)
     .Doc(absl::StrCat(R"doc(
 Warps RGB images into normalised RGB float32.
@@ -171,11 +184,17 @@ REGISTER_OP("BznaDecodeWarp")
     .Input("bias: float")
     .Input("norm: float")
     .Input("oob_color: float")
+    .Input("names: string")
     .Output("output: float")
+    .Output("errors: string")
     .Attr(DataFormatAttr())
+    .Attr(AntialiasAttr())
+    .Attr("on_error: {'raise', 'skip'} = 'raise'")
     .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle data;
+      ShapeHandle data, names;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &data));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(6), 1, &names));
+      c->set_output(1, c->Vector(c->Dim(data, 0)));
       return SetWarpOutput(c, c->Dim(data, 0), 1);
     })
     .Doc(absl::StrCat(R"doc(
@@ -189,6 +208,12 @@ against the coded size). Samples are spread over the CPU worker threads, one
 decoder per sample at a time; no plane is copied.
 
 data: [N] string, one picture each.
+names: [N] string naming each picture in error messages (e.g. "train.bzna,
+  sample 17"), or [0] for "sample n of the batch".
+errors: [N] string, empty for pictures that decoded. With on_error = "raise"
+  the first failure fails the op (its message starts with the picture's name)
+  and errors is all empty; with "skip" a picture that fails to decode gets
+  oob_color everywhere and its reason in errors.
 )doc", kWarpArgsDoc));
 
 REGISTER_OP("BznaDecodeYuv420")

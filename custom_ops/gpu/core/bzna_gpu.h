@@ -18,7 +18,11 @@
  *   for every sample) or `count`.
  * - Output: float32 [count, H, W, 3], or [count, 3, H, W] with
  *   channels_first; out[c] = (rgb[c] - bias[c]) * norm[c] inside the source,
- *   oob[c] (raw) outside (SPEC.md section 4).
+ *   oob[c] (raw) outside (SPEC.md section 4). With params->antialias, pixels
+ *   where the matrix reduces average a footprint of bilinear taps instead of
+ *   sampling a point (custom_ops/lib/warp.h, "Antialiasing"), as the CPU ops
+ *   do with their `antialias` attribute.
+ * - ABI version 2 added bzna_gpu_warp_params.antialias.
  * - Device pointers: `device` is a CUDA device ordinal; with stream == NULL
  *   the call uses that device's primary context (the one CUDA runtime users,
  *   e.g. PyTorch, share) and returns when the results are written. With a
@@ -37,7 +41,7 @@
 extern "C" {
 #endif
 
-#define BZNA_GPU_ABI_VERSION 1
+#define BZNA_GPU_ABI_VERSION 2
 
 /* Status codes. */
 #define BZNA_GPU_OK 0
@@ -61,6 +65,7 @@ typedef struct bzna_gpu_warp_params {
   float norm[3];
   float oob[3];           /* raw colour outside the source (no bias, no norm) */
   int32_t channels_first; /* 0: [N, H, W, 3]; 1: [N, 3, H, W] */
+  int32_t antialias;      /* 1: filter where the matrix reduces (lib/warp.h); 0: SPEC.md's point sampling */
 } bzna_gpu_warp_params;
 
 int bzna_gpu_abi_version(void);
@@ -132,6 +137,13 @@ int bzna_gpu_warp_rgb_host(int device, const void* images, int32_t dtype, int64_
                            int32_t height, int32_t width, const float* matrices,
                            int64_t matrix_count, const bzna_gpu_warp_params* params,
                            float* out);
+
+/* Writes params->oob (raw) into every pixel of `count` consecutive output
+ * samples at `out` (device memory), after the work queued on `stream`; returns
+ * when written. What a picture that failed to decode becomes when the caller
+ * skips it. */
+int bzna_gpu_fill_oob(int device, void* stream, int64_t count, const bzna_gpu_warp_params* params,
+                      float* out);
 
 /* Device memory for callers without a CUDA runtime of their own (the kit):
  * allocated in `device`'s primary context; copies in either direction

@@ -48,6 +48,9 @@ Status CheckParams(const bzna_gpu_warp_params* p) {
   if (p->channels_first != 0 && p->channels_first != 1) {
     return InvalidArgument("expected channels_first 0 or 1. Received ", p->channels_first);
   }
+  if (p->antialias != 0 && p->antialias != 1) {
+    return InvalidArgument("expected antialias 0 or 1. Received ", p->antialias);
+  }
   return Status();
 }
 
@@ -182,6 +185,7 @@ Launch BaseLaunch(const float* matrices, int64_t matrix_count, const bzna_gpu_wa
   q.first_sample = 0;
   q.color = Color(p);
   q.layout = Layout(p);
+  q.antialias = p.antialias;
   q.out = out;
   return q;
 }
@@ -557,6 +561,39 @@ int bzna_gpu_free(int device, void* ptr) {
   return g::Finish(g::WithGpu(device, nullptr, [&](const g::Gpu& gpu) {
     return g::Check(*gpu.d, gpu.d->cu->cuMemFree(reinterpret_cast<CUdeviceptr>(ptr)), "cuMemFree");
   }));
+}
+
+int bzna_gpu_fill_oob(int device, void* stream, int64_t count, const bzna_gpu_warp_params* params, float* out) {
+  Status s = g::CheckParams(params);
+  if (s.ok() && count < 0) s = g::InvalidArgument("expected a count of at least 0. Received ", count);
+  if (s.ok()) s = g::CheckPointer(out, count, "an output buffer");
+  if (s.ok() && count > 0) {
+    auto cu_stream = static_cast<CUstream>(stream);
+    s = g::WithGpu(device, cu_stream, [&](const g::Gpu& gpu) -> Status {
+      // One sample's worth of the colour in the output layout, copied into each slot.
+      const int64_t per_sample = g::OutputElements(*params, 1);
+      const bzna_tf::warp::OutputLayout layout = g::Layout(*params);
+      std::vector<float> sample(static_cast<size_t>(per_sample));
+      for (int64_t y = 0; y < params->out_height; ++y) {
+        for (int64_t x = 0; x < params->out_width; ++x) {
+          for (int c = 0; c < 3; ++c) sample[bzna_tf::warp::OutputIndex(layout, 0, y, x, c)] = params->oob[c];
+        }
+      }
+      if (cu_stream != nullptr) {
+        BZNA_GPU_RETURN_IF_ERROR(
+            g::Check(*gpu.d, gpu.d->cu->cuStreamSynchronize(cu_stream), "waiting for the stream (cuStreamSynchronize)"));
+      }
+      for (int64_t k = 0; k < count; ++k) {
+        BZNA_GPU_RETURN_IF_ERROR(g::Check(
+            *gpu.d,
+            gpu.d->cu->cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(out + k * per_sample), sample.data(),
+                                    static_cast<size_t>(per_sample) * sizeof(float)),
+            "copying to the GPU (cuMemcpyHtoD)"));
+      }
+      return Status();
+    });
+  }
+  return g::Finish(s);
 }
 
 int bzna_gpu_copy(int device, void* dst, const void* src, uint64_t bytes) {

@@ -24,7 +24,7 @@ extern "C" __global__ void bzna_warp_yuv(const YuvLaunch p) {
   cr.data += s * p.chroma_sample_stride;
   const int64_t n = p.first_sample + s;
   const float* m = p.matrices + (p.broadcast_matrix ? 0 : n * 9);
-  warp::WarpYuv420Pixel(luma, cb, cr, m, p.color, p.layout, n, y, x, p.out);
+  warp::WarpYuv420Pixel(luma, cb, cr, m, p.color, p.layout, n, y, x, p.out, p.antialias != 0);
 }
 
 template <typename T>
@@ -40,7 +40,7 @@ __device__ void WarpRgb(const RgbLaunch& p) {
     channels[c] = {image + c, p.width, p.height, row, 3};
   }
   const float* m = p.matrices + (p.broadcast_matrix ? 0 : n * 9);
-  warp::WarpRgbPixel(channels, m, p.color, p.layout, n, y, x, p.out);
+  warp::WarpRgbPixel(channels, m, p.color, p.layout, n, y, x, p.out, p.antialias != 0);
 }
 
 extern "C" __global__ void bzna_warp_rgb_u8(const RgbLaunch p) { WarpRgb<uint8_t>(p); }

@@ -31,7 +31,8 @@ struct YuvLaunch {
   int64_t first_sample;
   warp::ColorTransform color;
   warp::OutputLayout layout;
-  float* out;  // device
+  int antialias;  // 1: footprint filtering where the matrix reduces
+  float* out;     // device
 };
 
 // A batch of interleaved RGB images, [N, H, W, 3], uint8 (rgb_u8 kernel) or
@@ -46,6 +47,7 @@ struct RgbLaunch {
   int64_t first_sample;
   warp::ColorTransform color;
   warp::OutputLayout layout;
+  int antialias;
   float* out;
 };
 

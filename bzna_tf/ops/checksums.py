@@ -1,0 +1,34 @@
+"""Turning the source ops' checksum verification off and on (for the whole process)."""
+
+from __future__ import annotations
+
+import ctypes
+
+from bzna_tf.ops import _load
+
+__all__ = ["verify_checksums"]
+
+
+def verify_checksums(enabled: bool | None = None) -> bool:
+    """Whether ``BznaDataset`` and ``read_samples`` verify pictures against the files' checksums.
+
+    Verification is on by default; ``BZNA_TF_VERIFY_CHECKSUMS=0`` in the
+    environment before the first read turns it off. A picture whose bytes do
+    not match the checksum stored when the file was written raises
+    ``tf.errors.DataLossError`` (``"<file>, sample <i>: checksum mismatch
+    ..."``). The setting is process-wide and takes effect for the next picture
+    read; files without checksums are never verified. ``bzna-tf verify``
+    checks the checksums whatever this says.
+
+    Args:
+      enabled: True or False to set it; None only asks.
+
+    Returns:
+      The setting before the call.
+    """
+    _load.load_library()
+    lib = ctypes.CDLL(str(_load._path))
+    fn = lib.bzna_tf_verify_checksums
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int]
+    return bool(fn(-1 if enabled is None else int(bool(enabled))))

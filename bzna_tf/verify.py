@@ -1,0 +1,389 @@
+"""``bzna-tf verify``: check every checksum and decode every picture of .bzna files.
+
+Bit rot in a picture's H.265 payload mostly decodes to a wrong, concealed
+picture without any error: only a checksum sees it. :func:`verify` checks each
+sample's pictures against the checksums the writer stored
+(:mod:`bzna_tf.format.checksums`), and the outer index (moov, targets, names)
+against theirs, then decodes each picture with the source op's decoder
+(FFmpeg, through the ``BznaDecodeYuv420`` op) and checks the decoded frame
+holds the image. Files without checksums (the original tools') are verified by
+decoding only, which finds some damage, not all.
+
+Samples are checked in parallel threads (reading, CRC-32C in NumPy and
+decoding release the GIL for most of their time). The damaged samples can be
+written as an LBANN exclusion sample list, which ``as_dataset(sample_list=...)``
+takes to read only the good ones.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+
+from bzna_tf.format.checksums import TRACKS, mismatch_reason
+from bzna_tf.format.errors import BznaFormatError
+from bzna_tf.format.reader import BznaFile
+from bzna_tf.format.sample import INPUT, THUMB, parse_image_mp4
+from bzna_tf.format.samplelist import SampleList
+from bzna_tf.format.shards import expand_paths, open_file
+
+__all__ = ["Damage", "FileReport", "VerifyReport", "verify"]
+
+KINDS = ("checksum", "decode", "format", "index")
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One problem found.
+
+    Attributes:
+      sample: the sample's index in its file (None for the outer index).
+      track: the picture's track (``bzna_input`` or ``bzna_thumb``), or None.
+      kind: ``"checksum"`` (the bytes differ from when the file was written),
+        ``"decode"`` (the decoder refused the picture, or its frame is smaller
+        than the image), ``"format"`` (the per-image mp4 does not parse) or
+        ``"index"`` (the outer moov, targets or names changed).
+      message: what is wrong, naming the file and the sample.
+    """
+
+    sample: int | None
+    track: str | None
+    kind: str
+    message: str
+
+    def to_json(self) -> dict:
+        return {"sample": self.sample, "track": self.track, "kind": self.kind, "message": self.message}
+
+
+@dataclass
+class FileReport:
+    """What :func:`verify` found in one file.
+
+    Attributes:
+      file: its path.
+      samples: its sample count (0 when it could not be opened).
+      checksums: the checksum table's description (``"CRC-32C of bzna_input,
+        bzna_thumb"``), or None when the file has none.
+      method: how its pictures were verified, in words.
+      pictures_checked: pictures checked against a checksum.
+      pictures_decoded: pictures decoded.
+      damage: the problems, by sample.
+      error: why the file could not be read at all, or None.
+    """
+
+    file: str
+    samples: int = 0
+    checksums: str | None = None
+    method: str = ""
+    pictures_checked: int = 0
+    pictures_decoded: int = 0
+    damage: list[Damage] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def bad_samples(self) -> list[int]:
+        """The damaged samples' indices in this file, sorted."""
+        return sorted({d.sample for d in self.damage if d.sample is not None})
+
+    @property
+    def ok(self) -> bool:
+        """Readable, and nothing damaged found (see also ``verified``)."""
+        return self.error is None and not self.damage
+
+    @property
+    def verified(self) -> bool:
+        """Whether anything was checked: False for a file without checksums when decoding is off."""
+        return self.error is None and (self.samples == 0 or self.pictures_checked + self.pictures_decoded > 0)
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.file,
+            "samples": self.samples,
+            "checksums": self.checksums,
+            "method": self.method,
+            "verified": self.verified,
+            "pictures_checked": self.pictures_checked,
+            "pictures_decoded": self.pictures_decoded,
+            "damaged_samples": self.bad_samples,
+            "damage": [d.to_json() for d in self.damage],
+            "error": self.error,
+        }
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify` found, file by file, and how long it took."""
+
+    files: list[FileReport]
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """No damage found and every file verified."""
+        return all(f.ok and f.verified for f in self.files)
+
+    @property
+    def samples(self) -> int:
+        return sum(f.samples for f in self.files)
+
+    @property
+    def damaged(self) -> int:
+        return sum(len(f.bad_samples) for f in self.files)
+
+    def exclusion_list(self, *, base: str | None = None) -> SampleList:
+        """A ``CONDUIT_HDF5_EXCLUSION`` sample list leaving out every damaged sample.
+
+        Files that could not be opened are on no line, so the list uses none
+        of their samples.
+
+        Args:
+          base: the list's base directory (default: the files' common one).
+        """
+        readable = [f for f in self.files if f.error is None and f.samples]
+        if not readable:
+            raise ValueError("no file could be read: there is nothing for a sample list to use")
+        paths, starts, good = [], [0], []
+        for f in readable:
+            bad = set(f.bad_samples)
+            good.extend(starts[-1] + i for i in range(f.samples) if i not in bad)
+            paths.append(f.file)
+            starts.append(starts[-1] + f.samples)
+        return SampleList.from_indices(paths, starts, good, kind="CONDUIT_HDF5_EXCLUSION", base=base)
+
+    def to_json(self) -> dict:
+        """One file: its object; several: ``{"files": [...], totals}`` (as ``bzna-tf info --json``)."""
+        if len(self.files) == 1:
+            return {**self.files[0].to_json(), "seconds": round(self.seconds, 3)}
+        return {
+            "files": [f.to_json() for f in self.files],
+            "samples": self.samples,
+            "damaged": self.damaged,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _track_names(tracks) -> tuple[str, ...]:
+    if isinstance(tracks, str):
+        tracks = (tracks,)
+    tracks = tuple(tracks)
+    if not tracks or any(t not in TRACKS for t in tracks):
+        raise ValueError(f"Expected tracks among {TRACKS}. Received: tracks={tracks!r}")
+    return tracks
+
+
+def _decoder():
+    """bytes -> (height, width) of the decoded frame; raises ValueError when the decoder refuses them."""
+    import tensorflow as tf
+
+    from bzna_tf.decode import decode
+    from bzna_tf.ops import ffmpeg_error, load_library
+
+    load_library()
+    why = ffmpeg_error()
+    if why is not None:
+        raise RuntimeError(f"bzna-tf verify cannot decode pictures: {why}")
+
+    def run(annexb: bytes) -> tuple[int, int]:
+        try:
+            y, _, _ = decode(annexb)
+        except tf.errors.InvalidArgumentError as e:
+            # The decoder's own words, without TensorFlow's "{{function_node ...}}" and "[Op:...]".
+            raise ValueError(re.sub(r"^\{\{[^}]*\}\}\s*|\s*\[Op:[^\]]*\].*$", "", e.message)) from None
+        return int(y.shape[0]), int(y.shape[1])
+
+    return run
+
+
+def _check(f: BznaFile, i: int, tracks, decode) -> tuple[list[Damage], int, int]:
+    """(damage, pictures checked against a checksum, pictures decoded) of sample i."""
+    try:
+        base = f.sample_location(i)[0]
+        data = f.sample_bytes(i)
+        img = parse_image_mp4(data, base=base, where=f._where(i))
+        sums = f.sample_checksums(i, data, tracks=tracks)
+    except BznaFormatError as e:
+        return [Damage(i, None, "format", str(e))], 0, 0
+    damage = [
+        Damage(i, name, "checksum", f"{f.name}, sample {i}: {mismatch_reason(name, *sum_, base)}")
+        for name, sum_ in sums.items()
+        if sum_[0] != sum_[1]
+    ]
+    if damage or decode is None:  # a picture that changed is damaged, whatever it decodes to
+        return damage, len(sums), 0
+    decoded = 0
+    for name in tracks:
+        pic = img.thumb if name == THUMB else img.input
+        if name == THUMB and not img.has_separate_thumb and INPUT in tracks:
+            continue  # the same picture as the input: decoded once
+        try:
+            annexb = pic.annexb()
+        except BznaFormatError as e:
+            damage.append(Damage(i, name, "format", str(e)))
+            continue
+        try:
+            h, w = decode(annexb)
+        except ValueError as e:
+            damage.append(Damage(i, name, "decode", f"{f.name}, sample {i}: its '{name}' picture: {e}"))
+            continue
+        decoded += 1
+        if w < pic.width or h < pic.height:
+            damage.append(
+                Damage(
+                    i,
+                    name,
+                    "decode",
+                    f"{f.name}, sample {i}: its '{name}' picture decodes to a {w}x{h} frame, smaller than "
+                    f"the {pic.width}x{pic.height} image",
+                )
+            )
+    return damage, len(sums), decoded
+
+
+def _method(table, tracks, decode) -> str:
+    if table is not None and table.tracks:
+        checked = [t for t in tracks if t in table.tracks]
+        what = f"checksums of {', '.join(checked)}" if checked else "no checksum of these tracks"
+        return f"{what} + decoding" if decode else what
+    why = "no checksums" if table is None else table.describe()
+    return f"{why}: verified by decoding only" if decode else f"{why}: not verified (decoding is off)"
+
+
+def verify(
+    paths,
+    *,
+    workers: int | None = None,
+    tracks=TRACKS,
+    decode: bool = True,
+    progress: bool = False,
+    log=None,
+) -> VerifyReport:
+    """Checks every checksum and decodes every picture of .bzna files.
+
+    Args:
+      paths: a path, a directory, a glob pattern, or a list of them (shard
+        sets must be complete, as everywhere).
+      workers: threads (default: the CPU cores this process may use).
+      tracks: the pictures to verify: ``"bzna_thumb"``, ``"bzna_input"`` or
+        both (default).
+      decode: also decode each picture (checksums alone are much quicker but
+        leave files without checksums unverified).
+      progress: a progress bar on ``log``.
+      log: where the progress bar goes (default ``sys.stderr``).
+
+    Returns:
+      A :class:`VerifyReport`; ``report.exclusion_list().write(path)`` writes
+      the LBANN sample list that leaves the damaged samples out.
+
+    Raises:
+      ValueError: bad arguments, or no file to verify.
+      RuntimeError: decoding asked for but FFmpeg unavailable.
+    """
+    tracks = _track_names(tracks)
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if workers < 1:
+        raise ValueError(f"Expected workers >= 1. Received: workers={workers}")
+    run = _decoder() if decode else None
+    start = time.perf_counter()
+    reports, opened = [], []
+    for path in expand_paths(paths):
+        r = FileReport(path)
+        reports.append(r)
+        try:
+            f = open_file(path)
+        except (BznaFormatError, OSError) as e:
+            r.error = str(e)
+            continue
+        try:
+            r.samples = len(f)
+            table = f.checksums
+            r.checksums = None if table is None else table.describe()
+            r.method = _method(table, tracks, decode)
+            r.damage.extend(Damage(None, None, "index", m) for m in f.check_index())
+            if len(f):  # the lazily converted tables, before threads share them
+                f.sample_location(0)
+                if THUMB in f.tracks:
+                    f.thumb_location(0)
+        except BznaFormatError as e:
+            r.error = str(e)
+            f.close()
+            continue
+        opened.append((r, f))
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(
+            total=sum(r.samples for r, _ in opened), unit="sample", file=log or sys.stderr, smoothing=0.05
+        )
+    try:
+        jobs = ((r, f, i) for r, f in opened for i in range(len(f)))
+        damaged = [0]
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            pending = collections.deque()
+            for r, f, i in jobs:  # a bounded window of samples in flight, collected in order
+                pending.append((r, pool.submit(_check, f, i, tracks, run)))
+                if len(pending) >= 4 * workers:
+                    _collect(pending.popleft(), bar, damaged)
+            while pending:
+                _collect(pending.popleft(), bar, damaged)
+    finally:
+        if bar is not None:
+            bar.close()
+        for _, f in opened:
+            f.close()
+    for r in reports:
+        r.damage.sort(key=lambda d: (-1 if d.sample is None else d.sample, d.track or ""))
+    return VerifyReport(reports, time.perf_counter() - start)
+
+
+def _collect(item, bar, damaged):
+    r, future = item
+    damage, checked, decoded = future.result()
+    r.damage.extend(damage)
+    r.pictures_checked += checked
+    r.pictures_decoded += decoded
+    if bar is not None:
+        if damage:
+            damaged[0] += 1
+            bar.set_postfix_str(f"{damaged[0]} damaged", refresh=False)
+        bar.update(1)
+
+
+def format_report(report: VerifyReport, *, limit: int = 20) -> str:
+    """The text ``bzna-tf verify`` prints: a line per file, its damage (at most ``limit`` lines), a total."""
+    lines = []
+    for r in report.files:
+        if r.error is not None:
+            lines.append(f"{r.file}: could not be read: {r.error}")
+            continue
+        bad = r.bad_samples
+        verdict = "OK" if r.ok else f"{len(bad):,} damaged sample{'s' * (len(bad) != 1)}"
+        if not r.ok and not bad:
+            verdict = "damaged index"
+        if r.ok and not r.verified:
+            verdict = "NOT VERIFIED"
+        lines.append(
+            f"{r.file}: {r.samples:,} samples, {r.method} ({r.pictures_checked:,} pictures checked, "
+            f"{r.pictures_decoded:,} decoded): {verdict}"
+        )
+        lines += [f"  {d.kind}: {d.message}" for d in r.damage[:limit]]
+        if len(r.damage) > limit:
+            lines.append(f"  ... and {len(r.damage) - limit:,} more")
+    rate = report.samples / report.seconds if report.seconds else 0.0
+    files = sum(1 for r in report.files if not (r.ok and r.verified))
+    lines.append(
+        f"verified {report.samples:,} samples in {len(report.files)} file{'s' * (len(report.files) != 1)} "
+        f"in {report.seconds:.1f} s ({rate:,.1f} samples/s): "
+        + (
+            "no damage found"
+            if report.ok
+            else f"{report.damaged:,} damaged samples, {files} file(s) with problems or not verified"
+        )
+    )
+    return "\n".join(lines)

@@ -1,0 +1,511 @@
+"""Per-picture checksums: the box, both readers (Python and the source op), and bzna-tf verify.
+
+Files here are the original-tools fixture's per-image mp4s copied by our
+writer (no encoding, so they are quick to make): samples 2, 9 and 10 have a
+separate thumbnail, the others do not.
+"""
+
+import json
+import shutil
+import struct
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import SHARD_SIZES, gradient
+
+from bzna_tf import ClassificationDataset
+from bzna_tf.cli import main
+from bzna_tf.format import BznaFile, BznaFormatError, BznaWriter
+from bzna_tf.format.boxes import box, parse_boxes
+from bzna_tf.format.checksums import CHECKSUMS_UUID, build_checksum_box, crc32c
+from bzna_tf.format.samplelist import SampleList
+from bzna_tf.ops import BznaDataset, read_samples, verify_checksums
+from bzna_tf.verify import verify
+
+SEPARATE_THUMBS = (2, 9, 10)
+
+
+def _bitwise_crc32c(data: bytes) -> int:
+    """CRC-32C straight from its definition, one bit at a time."""
+    c = 0xFFFFFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFF
+
+
+def test_crc32c_matches_its_definition():
+    assert crc32c(b"") == 0
+    assert crc32c(b"123456789") == 0xE3069283
+    # RFC 3720 (iSCSI), appendix B.4.
+    assert crc32c(bytes(32)) == 0x8A9136AA
+    assert crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert crc32c(bytes(range(32))) == 0x46DD794E
+    assert crc32c(bytes(range(31, -1, -1))) == 0x113FDB5C
+    rng = np.random.default_rng(0)
+    for n in (1, 3, 4, 63, 64, 65, 128, 129, 1000, 4099):
+        d = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        assert crc32c(d) == _bitwise_crc32c(d), n
+        k = n // 3
+        assert crc32c(d[k:], crc32c(d[:k])) == crc32c(d), n  # continuing a CRC
+
+
+CRC_DRIVER = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include "lib/crc32c.h"
+// Prints the hardware flag, then the CRC of every (start, length) pair of stdin's bytes given as arguments.
+int main(int argc, char** argv) {
+  std::vector<unsigned char> d;
+  for (int c; (c = std::getchar()) != EOF;) d.push_back(static_cast<unsigned char>(c));
+  std::printf("%d\n", bzna_tf::Crc32cIsHardware() ? 1 : 0);
+  for (int k = 1; k + 1 < argc; k += 2) {
+    size_t at = std::strtoul(argv[k], nullptr, 10), n = std::strtoul(argv[k + 1], nullptr, 10);
+    std::printf("%u\n", bzna_tf::Crc32cExtend(bzna_tf::Crc32c(d.data(), at), d.data() + at, n));
+  }
+}
+"""
+
+
+def test_cpp_crc32c_matches_on_both_paths(tmp_path):
+    """lib/crc32c.cc, with the crc32 instruction (where the CPU has it) and with its table."""
+    import shutil
+    import subprocess
+    import sys
+
+    from bzna_tf.ops._build import source_dir
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    (tmp_path / "driver.cc").write_text(CRC_DRIVER)
+    data = np.random.default_rng(1).integers(0, 256, 5000, dtype=np.uint8).tobytes()
+    pairs = [(0, 0), (0, 9), (3, 1), (1, 4999), (7, 4096), (0, 5000), (4991, 9)]
+    want = [crc32c(data[: a + n]) for a, n in pairs]
+    flags = []
+    for extra in ([], ["-DBZNA_TF_CRC32C_NO_HARDWARE"]):
+        exe = tmp_path / f"crc{len(extra)}"
+        sources = [str(tmp_path / "driver.cc"), str(source_dir() / "lib" / "crc32c.cc")]
+        subprocess.run(
+            [cxx, "-O2", "-std=c++17", *extra, f"-I{source_dir()}", *sources, "-o", str(exe)], check=True
+        )
+        args = [str(v) for p in pairs for v in p]
+        out = subprocess.run([str(exe), *args], input=data, capture_output=True, check=True).stdout.split()
+        flags.append(int(out[0]))
+        assert [int(v) for v in out[1:]] == want, extra
+    assert flags[1] == 0 and (flags[0] == 1 or sys.platform != "linux" or "sse4_2" not in _cpu_flags())
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _copy_original(f, path, **kw):
+    with BznaWriter(path, **kw) as w:
+        for i in range(len(f)):
+            t = f.target(i)
+            w.append_mp4(f.sample_bytes(i), target=None if t < 0 else t, filename=f.filename(i))
+    return path
+
+
+@pytest.fixture(scope="module")
+def original(original_path):
+    with BznaFile(original_path) as f:
+        yield f
+
+
+@pytest.fixture(scope="module")
+def written(original, tmp_path_factory):
+    """The fixture's samples written by our writer: the original bytes, then the checksum box."""
+    return _copy_original(original, tmp_path_factory.mktemp("sums") / "good.bzna")
+
+
+def _flip(path, out, *offsets):
+    b = bytearray(path.read_bytes())
+    for off in offsets:
+        b[off] ^= 0x10
+    out.write_bytes(bytes(b))
+    return out
+
+
+def _payload_middle(f, i, track):
+    """A byte in the middle of sample i's H.265 picture of that track."""
+    s = f.sample(i, verify=False)
+    pic = s.thumb if track == "bzna_thumb" else s.input
+    return pic.sample_offset + len(pic.sample) // 2
+
+
+@pytest.fixture(scope="module")
+def damaged(written, tmp_path_factory):
+    """`written` with one byte flipped in sample 2's thumbnail and one in sample 9's input picture."""
+    with BznaFile(written) as f:
+        offsets = _payload_middle(f, 2, "bzna_thumb"), _payload_middle(f, 9, "bzna_input")
+    return _flip(written, tmp_path_factory.mktemp("sums") / "bad.bzna", *offsets)
+
+
+def test_box_layout_and_what_each_checksum_covers(original, original_path, written, tmp_path):
+    orig, ours = original_path.read_bytes(), written.read_bytes()
+    assert ours[: len(orig)] == orig  # the original tools' layout, then one box they skip
+    (tail,) = parse_boxes(ours, len(orig), len(ours))
+    payload = bytes(tail.payload())
+    assert tail.type == "uuid" and payload[:16] == CHECKSUMS_UUID
+    head = payload[16:]
+    assert head[:4] == b"\x01\x00\x00\x00" and head[4:8] == b"c32c"
+    n, moov_sum, targets_sum, names_sum, k = struct.unpack_from(">IIIIB", head, 8)
+    assert (n, k) == (12, 2)
+    assert head[25:47] == b"\x0abzna_input\x0abzna_thumb"
+    columns = np.frombuffer(head[47:], ">u4").reshape(2, n)
+    assert len(head) == 47 + 8 * n
+    top = {b[0]: b for b in original.top_level}
+    _, off, _, size = top["moov"]
+    assert moov_sum == crc32c(orig[off : off + size])
+    t = original.tracks
+    targets = b"".join(
+        orig[o : o + s] for o, s in zip(t["bzna_target"].offsets, t["bzna_target"].sizes, strict=True)
+    )
+    names = b"".join(
+        orig[o : o + s] for o, s in zip(t["bzna_fname"].offsets, t["bzna_fname"].sizes, strict=True)
+    )
+    assert (targets_sum, names_sum) == (crc32c(targets), crc32c(names))
+    for i in range(n):
+        base, size = original.sample_location(i)
+        mp4 = orig[base : base + size]
+        assert mp4[24:28] == b"mdat" and columns[0, i] == crc32c(mp4)  # the input: all of it
+        at = original.thumb_location(i)[0] - base
+        # The thumbnail: ftyp + the mdat header (28 bytes), then from the thumbnail on.
+        assert columns[1, i] == crc32c(mp4[:28] + mp4[at:])
+        assert (at > 28) == (i in SEPARATE_THUMBS)
+    with BznaFile(written) as f:
+        table = f.checksums
+        assert table.supported and table.describe() == "CRC-32C of bzna_input, bzna_thumb"
+        assert [c.tolist() for c in table.tracks.values()] == columns.tolist()
+        assert f.check_index() == [] and all(
+            f.check_sample(i) == ("bzna_input", "bzna_thumb") for i in range(n)
+        )
+    # checksums=False writes the original tools' file byte for byte.
+    assert _copy_original(original, tmp_path / "plain.bzna", checksums=False).read_bytes() == orig
+
+
+def test_python_reader_finds_a_flipped_byte(damaged):
+    with BznaFile(damaged) as f:
+        with pytest.raises(BznaFormatError) as e:
+            f.sample(2)
+        assert e.value.sample == 2 and f"{damaged}, sample 2: checksum mismatch (stored 0x" in str(e.value)
+        assert "of its 'bzna_input' picture" in str(e.value)  # the input's covers the whole mp4
+        with pytest.raises(BznaFormatError, match=r"sample 2: checksum mismatch .* 'bzna_thumb' picture"):
+            f.check_sample(2, tracks=("bzna_thumb",))
+        with pytest.raises(BznaFormatError, match=r"sample 9: checksum mismatch .* 'bzna_input' picture"):
+            f.sample(9)
+        # The thumbnail's checksum does not cover the full-size picture, which its readers skip.
+        assert f.check_sample(9, tracks=("bzna_thumb",)) == ("bzna_thumb",)
+        f.sample(9, verify=False)
+        sums = f.sample_checksums(2)
+        assert (
+            sums["bzna_input"][0] != sums["bzna_input"][1] and sums["bzna_thumb"][0] != sums["bzna_thumb"][1]
+        )
+        for i in set(range(12)) - {2, 9}:
+            f.sample(i)
+
+
+def _op_read(path, track, indices=None):
+    return [int(e["index"]) for e in BznaDataset(str(path), indices, track=track)]
+
+
+def test_source_op_raises_data_loss_naming_file_and_sample(written, damaged):
+    for track in ("thumb", "input"):
+        assert _op_read(written, track) == list(range(12))
+    with pytest.raises(tf.errors.DataLossError) as e:
+        _op_read(damaged, "thumb")
+    assert f"{damaged}, sample 2: checksum mismatch (stored 0x" in e.value.message
+    assert "of its 'bzna_thumb' picture" in e.value.message
+    with pytest.raises(tf.errors.DataLossError, match=r"sample 9: checksum mismatch .* 'bzna_input' picture"):
+        _op_read(damaged, "input", [9])
+    # Sample 9's thumbnail is intact: reading it never touches the damaged input picture.
+    assert _op_read(damaged, "thumb", [9, 10, 11]) == [9, 10, 11]
+    # Two files: the message names the file and the index within it.
+    with pytest.raises(tf.errors.DataLossError, match=f"{damaged}, sample 2: checksum mismatch"):
+        read_samples([str(written), str(damaged)], tf.constant([14], tf.int64), track="thumb")
+    # Verification off: the damaged pictures are read as they are.
+    before = verify_checksums(False)
+    try:
+        assert verify_checksums() is False
+        assert _op_read(damaged, "thumb") == list(range(12))
+    finally:
+        verify_checksums(before)
+    assert verify_checksums() is True
+
+
+def test_the_environment_turns_verification_off():
+    """$BZNA_TF_VERIFY_CHECKSUMS, read once in a fresh process (the library alone, through ctypes)."""
+    import glob
+    import os
+    import subprocess
+    import sys
+
+    from bzna_tf.ops import _load, load_library
+
+    load_library()
+    framework = glob.glob(os.path.join(tf.sysconfig.get_lib(), "libtensorflow_framework.so*"))
+    if not framework:
+        pytest.skip("no libtensorflow_framework.so to load the ops library beside")
+    code = (
+        "import ctypes, sys; ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL); "
+        "print(ctypes.CDLL(sys.argv[2]).bzna_tf_verify_checksums(-1))"
+    )
+    for value, on in (("0", 0), ("Off", 0), ("no", 0), ("1", 1), ("", 1), (None, 1)):
+        env = {k: v for k, v in os.environ.items() if k != "BZNA_TF_VERIFY_CHECKSUMS"}
+        if value is not None:
+            env["BZNA_TF_VERIFY_CHECKSUMS"] = value
+        args = [sys.executable, "-c", code, framework[0], str(_load._path)]
+        out = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
+        assert int(out) == on, value
+
+
+def test_a_checksum_mismatch_is_subject_to_on_error(damaged):
+    out = read_samples(str(damaged), tf.constant([1, 2, 3], tf.int64), track="thumb", on_error="skip")
+    errors = [e.decode() for e in out["errors"].numpy()]
+    assert errors[0] == errors[2] == "" and f"{damaged}, sample 2: checksum mismatch" in errors[1]
+    assert out["data"].numpy()[1] == b"" and out["data"].numpy()[0] != b""
+
+
+def _with_table(path, out, table: bytes):
+    """`path` with its checksum box (the last box) replaced by `table`."""
+    data = path.read_bytes()
+    last = parse_boxes(data, 0, len(data))[-1]
+    assert bytes(last.payload()[:16]) == CHECKSUMS_UUID
+    out.write_bytes(data[: last.offset] + table)
+    return out
+
+
+def _fixed(n=12, k=2, algorithm=b"c32c", version=1):
+    return bytes((version, 0, 0, 0)) + struct.pack(">4sIIIIB", algorithm, n, 0, 0, 0, k)
+
+
+def _names(*names):
+    return b"".join(bytes((len(n),)) + n for n in names)
+
+
+MALFORMED = {
+    "too short": (box(b"uuid", CHECKSUMS_UUID, b"\x01\x00"), "2 bytes of payload, too short for its version"),
+    "no names": (box(b"uuid", CHECKSUMS_UUID, _fixed(k=1)), "truncated track names"),
+    "fixed fields": (box(b"uuid", CHECKSUMS_UUID, b"\x01\0\0\0c32c"), "the fixed fields need 25"),
+    "sample count": (
+        build_checksum_box({"bzna_input": np.zeros(11, np.uint32)}, moov=0, targets=0, names=0),
+        "checksum table: 11 samples, the file has 12",
+    ),
+    "truncated names": (box(b"uuid", CHECKSUMS_UUID, _fixed(k=1), b"\x0abzna"), "truncated track names"),
+    "listed twice": (
+        box(b"uuid", CHECKSUMS_UUID, _fixed(k=2), _names(b"bzna_input", b"bzna_input"), bytes(96)),
+        "track 'bzna_input' listed twice",
+    ),
+    "size": (
+        box(b"uuid", CHECKSUMS_UUID, _fixed(k=1), _names(b"bzna_input"), bytes(44)),
+        "80 bytes of payload, expected 84 for 1 x 12 checksums",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_tables_are_refused_by_both_readers(written, tmp_path, case):
+    table, fragment = MALFORMED[case]
+    path = _with_table(written, tmp_path / f"{case.replace(' ', '_')}.bzna", table)
+    with BznaFile(path) as f:
+        with pytest.raises(BznaFormatError, match=fragment) as e:
+            _ = f.checksums
+        assert str(path) in str(e.value) and "box uuid" in str(e.value)
+    with pytest.raises(tf.errors.DataLossError, match=fragment) as e:
+        _op_read(path, "thumb")
+    assert f"{path}, box uuid, byte offset " in e.value.message
+
+
+def test_a_thumbnail_column_needs_the_thumbnail_track(written, tmp_path):
+    data = bytearray(written.read_bytes())
+    moov = next(b for b in parse_boxes(bytes(data), 0, len(data)) if b.type == "moov")
+    at = bytes(data).rindex(b"bzna_thumb", moov.offset, moov.offset + moov.size)  # the outer hdlr name
+    data[at + 9] = ord("X")
+    path = tmp_path / "no_thumb_track.bzna"
+    path.write_bytes(bytes(data))
+    fragment = "a 'bzna_thumb' column, but the file has no 'bzna_thumb' track"
+    with pytest.raises(BznaFormatError, match=fragment):
+        _ = BznaFile(path).checksums
+    with pytest.raises(tf.errors.DataLossError, match=fragment):
+        _op_read(path, "thumb")
+
+
+@pytest.mark.parametrize("version, algorithm", [(2, b"c32c"), (1, b"xxh3")])
+def test_tables_of_another_version_or_algorithm_are_ignored(damaged, tmp_path, version, algorithm):
+    fields = _fixed(version=version, algorithm=algorithm, k=1) + _names(b"bzna_input") + bytes(48)
+    path = _with_table(damaged, tmp_path / "other.bzna", box(b"uuid", CHECKSUMS_UUID, fields))
+    with BznaFile(path) as f:
+        assert not f.checksums.supported and f.checksums.tracks == {}
+        assert "ignored" in f.checksums.describe()
+        f.sample(2)  # nothing to check against
+    assert _op_read(path, "thumb") == list(range(12))
+    report = verify(path, decode=False)
+    assert "checksum table ignored" in report.files[0].method
+
+
+def test_columns_of_unknown_tracks_are_ignored(written, damaged, tmp_path):
+    with BznaFile(written) as f:
+        inputs = f.checksums.tracks["bzna_input"]
+    table = build_checksum_box(
+        {"bzna_other": np.zeros(12, np.uint32), "bzna_input": inputs}, moov=0, targets=0, names=0
+    )
+    path = _with_table(damaged, tmp_path / "other_track.bzna", table)
+    with BznaFile(path) as f:
+        assert list(f.checksums.tracks) == ["bzna_input"]
+        assert f.check_sample(2, tracks=("bzna_thumb",)) == ()  # no thumbnail column: nothing to check
+    assert _op_read(path, "thumb") == list(range(12))
+    with pytest.raises(tf.errors.DataLossError, match="sample 2: checksum mismatch"):
+        _op_read(path, "input", [2])
+
+
+def _moved_thumbnail(written, out, where):
+    """`written` with the outer bzna_thumb offset of sample 0 set to `where(file)`."""
+    data = bytearray(written.read_bytes())
+    with BznaFile(written) as f:
+        trak = f.tracks["bzna_thumb"].box
+        value = where(f)
+    stco = bytes(data).index(b"stco", trak.offset, trak.offset + trak.size)
+    data[stco + 12 : stco + 16] = struct.pack(">I", value)  # after type, version/flags, entry_count
+    out.write_bytes(bytes(data))
+    return out
+
+
+@pytest.mark.parametrize(
+    "where, fragment",
+    [
+        (lambda f: f.sample_location(1)[0] + 28, "starts at byte 87000 of a 86972-byte per-image mp4"),
+        (
+            lambda f: f.sample_location(0)[0] + 4,
+            "starts at byte 4 of the per-image mp4, in no top-level box's",
+        ),
+    ],
+    ids=["outside the sample", "in a box header"],
+)
+def test_a_thumbnail_its_checksum_cannot_cover_is_refused(written, tmp_path, where, fragment):
+    path = _moved_thumbnail(written, tmp_path / "moved.bzna", where)
+    with BznaFile(path) as f:
+        with pytest.raises(BznaFormatError, match=fragment) as e:
+            f.sample(0)
+        assert str(e.value).startswith(f"{path}, sample 0: ")
+        f.check_sample(0, tracks=("bzna_input",))  # the input's checksum does not depend on it
+    with pytest.raises(tf.errors.DataLossError, match=fragment) as e:
+        _op_read(path, "thumb", [0])
+    assert f"{path}, sample 0: " in e.value.message
+    assert _op_read(path, "input", [0]) == [0]
+
+
+def test_index_checksums(written, tmp_path):
+    with BznaFile(written) as f:
+        first_target = int(f.tracks["bzna_target"].offsets[0])
+    path = _flip(written, tmp_path / "label.bzna", first_target)
+    with BznaFile(path) as f:
+        (problem,) = f.check_index()
+        assert f"{path}: checksum mismatch of the targets" in problem
+    # The source op does not check the index: verify does.
+    assert _op_read(path, "thumb", [0]) == [0]
+    (r,) = verify(path, decode=False).files
+    assert not r.ok and r.bad_samples == [] and [d.kind for d in r.damage] == ["index"]
+
+
+def test_compact_layout_pictures_verify(tmp_path):
+    from bzna_tf.convert import encode_image
+
+    path = tmp_path / "compact.bzna"
+    with BznaWriter(path) as w:
+        for i, (h, w_) in enumerate([(40, 48), (300, 700)]):
+            inp, thumb = encode_image(gradient(h, w_, i), preset="ultrafast", layout="compact")
+            w.append(inp, thumb=thumb, target=i, filename=f"{i}.png")
+    for track in ("thumb", "input"):
+        assert _op_read(path, track) == [0, 1]
+    report = verify(path)
+    assert report.ok and report.files[0].pictures_checked == 4 and report.files[0].pictures_decoded == 3
+
+
+def test_verify_finds_the_damage_and_its_list_excludes_it(flat_shards, tmp_path):
+    data = tmp_path / "shards"
+    data.mkdir()
+    for p in flat_shards:
+        shutil.copy(p, data)
+    bad = {("part-1.bzna", 3), ("part-2.bzna", 0)}
+    for name, i in bad:
+        with BznaFile(data / name) as f:
+            at = _payload_middle(f, i, "bzna_input")
+        _flip(data / name, data / name, at)
+    report = verify(str(data), workers=2)
+    assert not report.ok and report.damaged == 2 and report.samples == sum(SHARD_SIZES)
+    found = {(r.file.rsplit("/", 1)[1], i) for r in report.files for i in r.bad_samples}
+    assert found == bad
+    assert {d.kind for r in report.files for d in r.damage} == {"checksum"}
+    assert all(r.pictures_checked == 2 * r.samples for r in report.files)
+    listed = report.exclusion_list().write(tmp_path / "good.list")
+    lst = SampleList.read(listed)
+    assert lst.type == "CONDUIT_HDF5_EXCLUSION" and lst.num_excluded == 2
+    ds = ClassificationDataset(str(data))
+    with pytest.raises(tf.errors.DataLossError, match="checksum mismatch"):
+        for _ in ds.as_dataset(batch_size=8, shape=16):
+            pass
+    seen = []
+    for _, labels, names in ds.as_dataset(batch_size=8, shape=16, sample_list=listed, with_filenames=True):
+        seen += [(n.decode(), int(t)) for n, t in zip(names.numpy(), labels.numpy(), strict=True)]
+    expected = [
+        (f"s{k}_{i:02d}.png", k)
+        for k, n in enumerate(SHARD_SIZES)
+        for i in range(n)
+        if (f"part-{k}.bzna", i) not in bad
+    ]
+    assert seen == expected
+
+
+def _decode_failure(original, i):
+    """Sample i's input picture with its first_slice_segment_in_pic_flag cleared: FFmpeg returns nothing."""
+    s = original.sample(i)
+    return s.input.sample_offset + 6  # 4-byte length, 2-byte NAL header, then the slice header
+
+
+def test_verify_original_tools_file_by_decoding_only(original, original_path, tmp_path, capsys):
+    (r,) = verify(original_path).files
+    assert r.ok and r.checksums is None and r.method == "no checksums: verified by decoding only"
+    assert (r.pictures_checked, r.pictures_decoded) == (0, 12 + len(SEPARATE_THUMBS))
+    assert main(["verify", str(original_path), "--no-progress"]) == 0
+    assert "no checksums: verified by decoding only" in capsys.readouterr().out
+    # Without checksums nor decoding nothing is verified: said, and not a success.
+    report = verify(original_path, decode=False)
+    assert not report.ok and not report.files[0].verified and report.damaged == 0
+    assert main(["verify", str(original_path), "--no-decode"]) == 1
+    assert "no checksums: not verified (decoding is off) (0 pictures checked, 0 decoded): NOT VERIFIED" in (
+        capsys.readouterr().out
+    )
+    b = bytearray(original_path.read_bytes())
+    b[_decode_failure(original, 4)] = 0
+    path = tmp_path / "undecodable.bzna"
+    path.write_bytes(bytes(b))
+    (r,) = verify(path, workers=1).files
+    assert r.bad_samples == [4]
+    (d,) = r.damage
+    assert d.kind == "decode" and d.track == "bzna_input" and d.message.startswith(f"{path}, sample 4:")
+    assert "no picture came out" in d.message
+
+
+def test_cli_verify(written, damaged, tmp_path, capsys):
+    listed = tmp_path / "exclude.list"
+    assert main(["verify", str(written), str(damaged), "--exclusion-list", str(listed), "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert f"{written}: 12 samples, checksums of bzna_thumb, bzna_input + decoding" in out
+    assert f"checksum: {damaged}, sample 2: checksum mismatch" in out and "2 damaged samples" in out
+    assert f"{listed}: CONDUIT_HDF5_EXCLUSION, leaves out 2 damaged samples, uses 22" in out
+    assert SampleList.read(listed).num_included == 22
+    assert main(["verify", str(damaged), "--json", "--no-decode", "--track", "bzna_thumb"]) == 1
+    got = json.loads(capsys.readouterr().out)
+    assert got["file"] == str(damaged) and got["damaged_samples"] == [2]  # sample 9's thumbnail is intact
+    assert got["checksums"] == "CRC-32C of bzna_input, bzna_thumb" and got["pictures_decoded"] == 0
+    assert main(["verify", str(written), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["damage"] == []
