@@ -438,7 +438,7 @@ def _verify(args) -> int:
         print(format_report(report))
         if args.exclusion_list:
             print(
-                f"{args.exclusion_list}: {lst.type}, leaves out {report.damaged:,} damaged samples, "
+                f"{args.exclusion_list}: {lst.type}, leaves out {count(report.damaged, 'damaged sample')}, "
                 f"uses {lst.num_included:,}"
             )
     return 0 if report.ok else 1

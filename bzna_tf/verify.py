@@ -31,6 +31,7 @@ from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import INPUT, THUMB, parse_image_mp4
 from bzna_tf.format.samplelist import SampleList
 from bzna_tf.format.shards import expand_paths, open_file
+from bzna_tf.format.wording import count
 
 __all__ = ["Damage", "FileReport", "VerifyReport", "verify"]
 
@@ -363,14 +364,14 @@ def format_report(report: VerifyReport, *, limit: int = 20) -> str:
             lines.append(f"{r.file}: could not be read: {r.error}")
             continue
         bad = r.bad_samples
-        verdict = "OK" if r.ok else f"{len(bad):,} damaged sample{'s' * (len(bad) != 1)}"
+        verdict = "OK" if r.ok else count(len(bad), "damaged sample")
         if not r.ok and not bad:
             verdict = "damaged index"
         if r.ok and not r.verified:
             verdict = "NOT VERIFIED"
         lines.append(
-            f"{r.file}: {r.samples:,} samples, {r.method} ({r.pictures_checked:,} pictures checked, "
-            f"{r.pictures_decoded:,} decoded): {verdict}"
+            f"{r.file}: {count(r.samples, 'sample')}, {r.method} ({count(r.pictures_checked, 'picture')} "
+            f"checked, {r.pictures_decoded:,} decoded): {verdict}"
         )
         lines += [f"  {d.kind}: {d.message}" for d in r.damage[:limit]]
         if len(r.damage) > limit:
@@ -378,12 +379,13 @@ def format_report(report: VerifyReport, *, limit: int = 20) -> str:
     rate = report.samples / report.seconds if report.seconds else 0.0
     files = sum(1 for r in report.files if not (r.ok and r.verified))
     lines.append(
-        f"verified {report.samples:,} samples in {len(report.files)} file{'s' * (len(report.files) != 1)} "
+        f"verified {count(report.samples, 'sample')} in {count(len(report.files), 'file')} "
         f"in {report.seconds:.1f} s ({rate:,.1f} samples/s): "
         + (
             "no damage found"
             if report.ok
-            else f"{report.damaged:,} damaged samples, {files} file(s) with problems or not verified"
+            else f"{count(report.damaged, 'damaged sample')}, "
+            f"{count(files, 'file')} with problems or not verified"
         )
     )
     return "\n".join(lines)
