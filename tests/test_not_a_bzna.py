@@ -91,7 +91,9 @@ def test_text_html_and_short_files(tmp_path, data, what):
 
 
 def test_a_tfrecord_is_recognised_by_its_checksum(tmp_path):
-    from bzna_tf.convert.tfrecord import masked_crc32c  # the converter's own CRC, a second implementation
+    from bzna_tf.convert.tfrecord import (
+        masked_crc32c,  # the TFRecord reader's CRC (checked against TF's files)
+    )
 
     payload = b"\x0a\x00"
     length = struct.pack("<Q", len(payload))

@@ -27,6 +27,8 @@ import os
 import struct
 import zlib
 
+from bzna_tf.format.checksums import masked_crc32c
+
 __all__ = ["TFRecordError", "iter_records", "parse_example", "count_records", "COMPRESSIONS"]
 
 COMPRESSIONS = (None, "GZIP", "ZLIB")
@@ -34,28 +36,6 @@ COMPRESSIONS = (None, "GZIP", "ZLIB")
 
 class TFRecordError(ValueError):
     """A malformed TFRecord file or Example: names the file, the record and the byte offset."""
-
-
-def _crc32c_table():
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC32C (Castagnoli), for short inputs."""
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    crc ^= 0xFFFFFFFF
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 class _ZlibReader:

@@ -190,6 +190,12 @@ def crc32c(data, crc: int = 0) -> int:
     return _mulmod(_zeros_operator(n), (crc ^ 0xFFFFFFFF) & 0xFFFFFFFF) ^ raw ^ 0xFFFFFFFF
 
 
+def masked_crc32c(data: bytes) -> int:
+    """TFRecord's masked CRC-32C of ``data`` (its record headers and payloads carry one)."""
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
 # --------------------------------------------------------------------- what is covered
 
 

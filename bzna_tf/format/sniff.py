@@ -87,17 +87,6 @@ def printable(text) -> str:
     return "".join(out)
 
 
-def _masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC-32C (bit by bit: only ever 8 bytes here)."""
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-    crc ^= 0xFFFFFFFF
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 def _brands(head: bytes) -> list[str]:
     """The major and compatible brands of an ``ftyp`` box at the start of ``head`` (as far as it holds)."""
     size = struct.unpack_from(">I", head)[0]
@@ -132,7 +121,10 @@ def sniff(head: bytes) -> str | None:
     for parts, what in SIGNATURES:
         if all(head[off : off + len(magic)] == magic for off, magic in parts):
             return what
-    if len(head) >= 12 and _masked_crc32c(head[:8]) == struct.unpack_from("<I", head, 8)[0]:
+    # Imported here: checksums imports boxes, which imports errors, which imports this module.
+    from bzna_tf.format.checksums import masked_crc32c
+
+    if len(head) >= 12 and masked_crc32c(head[:8]) == struct.unpack_from("<I", head, 8)[0]:
         return "a TFRecord file (bzna-tf convert tfrecord makes a .bzna of it)"
     if _is_text(head):
         start = head.lstrip(b" \t\n\x0c\r")[:14].lower()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from bzna_tf.ops.source import check_on_error
 from bzna_tf.transforms.constant import bias_norm, per_channel
 
 __all__ = ["decode_warp", "warp_rgb", "warp_yuv420"]
@@ -347,8 +348,7 @@ def decode_warp(
         single = data.shape.rank == 0
         if single:
             data = data[tf.newaxis]
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"Expected `on_error` in ('raise', 'skip'). Received: on_error={on_error!r}")
+        check_on_error(on_error)
         if names is None:
             names = tf.zeros([0], tf.string)
         names = tf.convert_to_tensor(names, tf.string)
