@@ -184,14 +184,12 @@ def train(train_path, val_path, args):
         shuffle=True,
         seed=args.seed,
         warp=bzna_tf.layers.RandomResizedCrop(size, size, scale=(0.4, 1.0), flip_h=0.5, flip_v=0.5),
-        mean=mean,
-        std=std,
+        normalize=(mean, std),
     )
     val_ds = val_set.as_dataset(
         batch_size=args.batch_size,
         warp=bzna_tf.layers.CenterResizedCrop(size, size),
-        mean=mean,
-        std=std,
+        normalize=(mean, std),
     )
     model = build_model(size, num_classes, steps=args.epochs * len(train_ds))
     t = time.perf_counter()

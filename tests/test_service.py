@@ -106,9 +106,11 @@ def _names(ds):
 
 
 def _as_dataset(path, **kwargs):
+    """Every sample of the file (3 of its 12 unlabelled: label -1; the default warp is deterministic)."""
     import bzna_tf
 
     kwargs = {"batch_size": 2, "shape": 8, "with_filenames": True, "seed": 5, "initial_epoch": 0, **kwargs}
+    kwargs = {"training": False, "unlabelled": "keep", **kwargs}
     return bzna_tf.ClassificationDataset(str(path)).as_dataset(**kwargs)
 
 
@@ -133,7 +135,9 @@ def test_as_dataset_served_images_are_the_local_ones(service, original_path):
         return {n.decode(): x for xs, _, ns in ds for x, n in zip(xs.numpy(), ns.numpy(), strict=True)}
 
     warp = bzna_tf.layers.RandomResizedCrop(8, 8, flip_h=0.5)
-    make = lambda: _as_dataset(original_path, shuffle=True, warp=warp, initial_epoch=3)  # noqa: E731
+    kw = dict(shuffle=True, warp=warp, initial_epoch=3, training=True, unlabelled="raise")
+    d = bzna_tf.ClassificationDataset(str(original_path)).labelled()
+    make = lambda: d.as_dataset(batch_size=2, with_filenames=True, seed=5, **kw)  # noqa: E731
     local, served = images(make()), images(_served(make(), service))
     assert sorted(local) == sorted(served)
     for name, x in local.items():
