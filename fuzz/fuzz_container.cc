@@ -1,0 +1,72 @@
+// libFuzzer harness: a whole .bzna file from the fuzzer's bytes, walked the
+// way the source op walks it (kernels/bzna_dataset_kernels.cc): the outer
+// index (top-level boxes, the four tracks and their sample tables, targets,
+// the checksum table), then for each sample both pictures (with checksum
+// verification on, then off), its filename and its target.
+//
+// Rule: every call succeeds or returns a DataLossError naming the file; no
+// memory error, no undefined behaviour, no allocation beyond a few times the
+// input (libFuzzer's -malloc_limit_mb catches the rest), no hang.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz/fuzz_common.h"
+#include "lib/bzna_format.h"
+
+namespace {
+
+using bzna_tf::fuzz::CheckReaderError;
+using bzna_tf::fuzz::Fail;
+
+// Samples read per input: the first ones and the last (past that the work
+// grows with the input, not the coverage).
+constexpr int64_t kSamplesRead = 16;
+
+void ReadSample(const bzna_tf::ByteSource& src, const bzna_tf::BznaIndex& index, int64_t i) {
+  for (auto track : {bzna_tf::PictureTrack::kThumb, bzna_tf::PictureTrack::kInput}) {
+    bzna_tf::Picture pic;
+    const absl::Status s = bzna_tf::ReadPicture(src, index, i, track, &pic);
+    CheckReaderError(s, src.name(), "ReadPicture");
+    if (s.ok()) {
+      if (pic.width <= 0 || pic.height <= 0) Fail("ReadPicture succeeded with a non-positive size");
+      if (pic.annexb.size() < 5 || pic.annexb.compare(0, 4, std::string("\0\0\0\1", 4)) != 0) {
+        Fail("ReadPicture succeeded without an Annex-B start code first");
+      }
+    }
+  }
+  std::string name;
+  CheckReaderError(bzna_tf::ReadFilename(src, index, i, &name), src.name(), "ReadFilename");
+  const int64_t target = index.target(i);
+  if (i >= static_cast<int64_t>(index.targets.size()) && target != -1) Fail("an unlabelled sample has a target");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  bzna_tf::fuzz::MemorySource src(data, size);
+  bzna_tf::BznaIndex index;
+  const absl::Status s = bzna_tf::ReadBznaIndex(src, &index);
+  CheckReaderError(s, src.name(), "ReadBznaIndex");
+  if (!s.ok()) return 0;
+  const int64_t n = index.num_samples();
+  if (index.file_size != size) Fail("the index does not record the file's size");
+  if (index.has_thumb && index.thumb.count() != n) Fail("bzna_thumb and bzna_input counts differ");
+  if (index.has_fname && index.fname.count() != n) Fail("bzna_fname and bzna_input counts differ");
+  if (static_cast<int64_t>(index.targets.size()) > n) Fail("more targets than samples");
+  for (const auto* column : {&index.checksums.input, &index.checksums.thumb}) {
+    if (!column->empty() && static_cast<int64_t>(column->size()) != n) Fail("a checksum column of the wrong length");
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    if (index.input.offsets[k] > size || index.input.sizes[k] > size - index.input.offsets[k]) {
+      Fail("a bzna_input sample ends past the file");
+    }
+  }
+  for (bool verify : {true, false}) {
+    bzna_tf::SetChecksumVerification(verify);
+    for (int64_t i = 0; i < n && i < kSamplesRead; ++i) ReadSample(src, index, i);
+    if (n > kSamplesRead) ReadSample(src, index, n - 1);
+  }
+  return 0;
+}
