@@ -1,6 +1,6 @@
 """The Python reader and the sample-list parser under the fuzzing rule, and the fixed findings.
 
-The rule (fuzz/fuzz_format.py, whose ``exercise`` these tests run): on any
+The rule (fuzz/format_rule.py, whose ``exercise`` these tests run): on any
 bytes, each parser succeeds or raises the error its contract names
 (BznaFormatError for .bzna data, SampleListError for lists), never another
 exception, a hang or an allocation out of proportion to what the input
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from bzna_tf.format import BznaFile, BznaWriter, SampleList, SampleListError
 
 sys.path.insert(0, str(ROOT / "fuzz"))
-from fuzz_format import Finding, exercise  # noqa: E402
+from format_rule import Finding, exercise  # noqa: E402
 
 REGRESSIONS = ROOT / "fuzz" / "regressions"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
