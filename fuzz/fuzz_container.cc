@@ -10,10 +10,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "fuzz/fuzz_common.h"
 #include "lib/bzna_format.h"
+#include "lib/crc32c.h"
 
 namespace {
 
@@ -24,11 +27,27 @@ using bzna_tf::fuzz::Fail;
 // grows with the input, not the coverage).
 constexpr int64_t kSamplesRead = 16;
 
+// With $BZNA_FUZZ_DUMP set, what was read is printed to stdout, one line per
+// call, for fuzz/differential.py to compare with the Python reader.
+bool Dump() {
+  static const bool dump = std::getenv("BZNA_FUZZ_DUMP") != nullptr;
+  return dump;
+}
+
 void ReadSample(const bzna_tf::ByteSource& src, const bzna_tf::BznaIndex& index, int64_t i) {
   for (auto track : {bzna_tf::PictureTrack::kThumb, bzna_tf::PictureTrack::kInput}) {
     bzna_tf::Picture pic;
     const absl::Status s = bzna_tf::ReadPicture(src, index, i, track, &pic);
     CheckReaderError(s, src.name(), "ReadPicture");
+    if (Dump()) {
+      std::printf("picture %lld %s %d ", static_cast<long long>(i), track == bzna_tf::PictureTrack::kThumb ? "thumb" : "input",
+                  bzna_tf::ChecksumVerification() ? 1 : 0);
+      if (s.ok()) {
+        std::printf("%d %d %zu %08x\n", pic.width, pic.height, pic.annexb.size(), bzna_tf::Crc32c(pic.annexb.data(), pic.annexb.size()));
+      } else {
+        std::printf("error\n");
+      }
+    }
     if (s.ok()) {
       if (pic.width <= 0 || pic.height <= 0) Fail("ReadPicture succeeded with a non-positive size");
       if (pic.annexb.size() < 5 || pic.annexb.compare(0, 4, std::string("\0\0\0\1", 4)) != 0) {
@@ -37,8 +56,15 @@ void ReadSample(const bzna_tf::ByteSource& src, const bzna_tf::BznaIndex& index,
     }
   }
   std::string name;
-  CheckReaderError(bzna_tf::ReadFilename(src, index, i, &name), src.name(), "ReadFilename");
+  const absl::Status s = bzna_tf::ReadFilename(src, index, i, &name);
+  CheckReaderError(s, src.name(), "ReadFilename");
   const int64_t target = index.target(i);
+  if (Dump()) {
+    std::printf("sample %lld %lld %s ", static_cast<long long>(i), static_cast<long long>(target),
+                !s.ok() ? "error" : index.has_fname ? "name" : "none");
+    for (unsigned char c : name) std::printf("%02x", c);
+    std::printf("\n");
+  }
   if (i >= static_cast<int64_t>(index.targets.size()) && target != -1) Fail("an unlabelled sample has a target");
 }
 
@@ -49,6 +75,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bzna_tf::BznaIndex index;
   const absl::Status s = bzna_tf::ReadBznaIndex(src, &index);
   CheckReaderError(s, src.name(), "ReadBznaIndex");
+  if (Dump()) {
+    std::printf("input %zu %08x\nindex %s %lld\n", size, bzna_tf::Crc32c(data, size), s.ok() ? "ok" : "error",
+                static_cast<long long>(s.ok() ? index.num_samples() : -1));
+  }
   if (!s.ok()) return 0;
   const int64_t n = index.num_samples();
   if (index.file_size != size) Fail("the index does not record the file's size");

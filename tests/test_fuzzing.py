@@ -21,7 +21,7 @@ from conftest import ORIGINAL, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bzna_tf.format import BznaFile, BznaWriter, SampleList, SampleListError
+from bzna_tf.format import BznaFile, BznaFormatError, BznaWriter, SampleList, SampleListError
 
 sys.path.insert(0, str(ROOT / "fuzz"))
 from format_rule import Finding, exercise  # noqa: E402
@@ -30,16 +30,19 @@ REGRESSIONS = ROOT / "fuzz" / "regressions"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+def _small_bzna_bytes(path):
+    with BznaFile(ORIGINAL) as src, BznaWriter(path) as w:
+        for i in (11, 11):
+            w.append_mp4(src.sample_bytes(i), target=src.target(i), filename=src.filename(i))
+    return path.read_bytes()
+
+
 @pytest.fixture(scope="module")
 def small_bzna(tmp_path_factory):
     """The original-tools fixture's smallest picture (hopper.jpg) repacked by our writer, with checksums."""
     if not ORIGINAL.exists():
         pytest.skip(f"the original-tools fixture is not at {ORIGINAL}")
-    path = tmp_path_factory.mktemp("fuzz") / "small.bzna"
-    with BznaFile(ORIGINAL) as src, BznaWriter(path) as w:
-        for i in (11, 11):
-            w.append_mp4(src.sample_bytes(i), target=src.target(i), filename=src.filename(i))
-    return path.read_bytes()
+    return _small_bzna_bytes(tmp_path_factory.mktemp("fuzz") / "small.bzna")
 
 
 def _box_offsets(data: bytes) -> list[int]:
@@ -140,6 +143,30 @@ def test_a_range_is_counted_before_it_is_expanded():
             tracemalloc.stop()
         assert message in str(e.value)
         assert peak < 1 << 20, f"{peak} bytes allocated to refuse a {len(text)}-byte list"
+
+
+def test_chunks_holding_more_samples_than_stsz_are_refused_by_the_op(small_bzna, tmp_path):
+    """Finding (fuzz/differential.py on the fuzz_container corpus): an outer sample table whose
+    stsc puts more samples in its chunks than stsz sizes was read by the source op, which placed
+    the first ones and ignored the rest, while the Python reader refuses it. Which samples are
+    meant is a guess: the op now refuses it too, with the Python reader's words."""
+    import tensorflow as tf
+
+    from bzna_tf.ops import BznaDataset
+
+    data = bytearray(small_bzna)
+    with BznaFile(io.BytesIO(small_bzna)) as f:
+        trak = f.tracks["bzna_input"].box
+    stsc = data.find(b"stsc", trak.offset, trak.offset + trak.size) - 4
+    # entry_count 1: (first_chunk 1, samples_per_chunk 1 -> 2, sample_description_index 1)
+    assert struct.unpack_from(">IIII", data, stsc + 12) == (1, 1, 1, 1)
+    struct.pack_into(">I", data, stsc + 20, 2)
+    path = tmp_path / "stsc.bzna"
+    path.write_bytes(bytes(data))
+    with pytest.raises(BznaFormatError, match="chunks hold 4 samples but stsz has 2"):
+        BznaFile(path)
+    with pytest.raises(tf.errors.DataLossError, match=r"stsc\b.*chunks hold 4 samples but stsz has 2"):
+        list(BznaDataset(str(path)))
 
 
 def test_python_reproducers_stay_fixed():
