@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "fuzz/box_mutator.h"
 #include "fuzz/fuzz_common.h"
 #include "lib/bzna_format.h"
 #include "lib/crc32c.h"
@@ -99,4 +100,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n > kSamplesRead) ReadSample(src, index, n - 1);
   }
   return 0;
+}
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  return bzna_tf::fuzz::MutateBoxes(data, size, max_size, seed, 0);
 }

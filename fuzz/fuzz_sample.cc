@@ -18,8 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/box_mutator.h"
 #include "fuzz/fuzz_common.h"
 #include "lib/bzna_format.h"
+
+namespace {
+constexpr size_t kParamBytes = 15;  // before the mp4
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bzna_tf::fuzz::Params params(data, size);
@@ -61,4 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   return 0;
+}
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  return bzna_tf::fuzz::MutateBoxes(data, size, max_size, seed, kParamBytes);
 }
