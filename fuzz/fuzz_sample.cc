@@ -1,4 +1,4 @@
-// libFuzzer harness: one per-image mp4 (the bytes after a 12-byte header of
+// libFuzzer harness: one per-image mp4 (the bytes after a 15-byte header of
 // parameters) read by ReadPicture, the code the kernels use to turn a sample
 // into an Annex-B H.265 picture: the top-level box walk, the nested moov and
 // its video tracks, the sample table, the hvc1/hvcC sample entry (parameter
