@@ -10,6 +10,17 @@ FIXTURES = ROOT.parent / "shared" / "fixtures" / "benzina-original"
 ORIGINAL = FIXTURES / "benzina_original_mini.bzna"
 
 
+# `pytest -n auto` (pytest-xdist, the README's test command): one worker per CPU this process may run
+# on (its affinity, which containers and batch systems narrow, not the machine's count), at most 8. Each
+# worker imports TensorFlow (about 1 GB of memory) and most tests run multi-threaded TensorFlow ops or
+# child processes, so more workers than CPUs only adds memory.
+MAX_WORKERS = 8
+
+
+def pytest_xdist_auto_num_workers(config):
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
 def _need_fixture():
     if not ORIGINAL.exists():
         pytest.skip(f"the original-tools fixture is not at {ORIGINAL} (shared/ must sit beside the repo)")
