@@ -18,6 +18,7 @@ ORIGINAL = FIXTURES / "benzina_original_mini.bzna"
 MAX_WORKERS = 8
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without xdist, pytest runs all the same
 def pytest_xdist_auto_num_workers(config):
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
