@@ -34,7 +34,7 @@ from bzna_tf.format import (
 )
 from bzna_tf.previews import preview
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the only place the version is written: pyproject.toml reads it from here
 
 # Submodules that import TensorFlow: loaded when first touched, so that
 # `import bzna_tf` stays light and `bzna_tf.layers.RandomResizedCrop` works.

@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 from conftest import gradient
 
-pytest.importorskip("apache_beam", reason="Apache Beam is an optional extra: pip install 'bzna-tf[beam]'")
+pytest.importorskip(
+    "apache_beam",
+    reason="Apache Beam is an optional extra: pip install 'bzna-tf[beam]' (.ci/extras runs this test)",
+)
 
 from bzna_tf.convert import ConversionSummary, EncodeOptions, ImageFolderSource, convert  # noqa: E402
 from bzna_tf.convert.beam import ConvertShards, merge_summaries, run  # noqa: E402

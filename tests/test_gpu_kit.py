@@ -65,7 +65,7 @@ def ran_kit(kit):
     """``bash run.sh --no-bench`` on this machine (no GPU): it builds the core, then reports the driver."""
     nvcc = _build.nvcc()
     if nvcc is None:
-        pytest.skip("no nvcc: pip install 'bzna-tf[gpu-build]' (CI installs it with the test extra)")
+        pytest.skip("no nvcc: pip install 'bzna-tf[gpu-build]' (.ci/gpu-build runs these tests)")
     out, _ = kit
     env = {**os.environ, "NVCC": nvcc, "PYTHON": sys.executable}
     r = subprocess.run(
