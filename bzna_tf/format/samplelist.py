@@ -337,8 +337,8 @@ class SampleList:
 
         Raises:
           SampleListError: a file the data lacks, an id out of range, a
-          filename not stored (or stored twice) in its file, a count that
-          disagrees with the file (each naming the line).
+            filename not stored (or stored twice) in its file, a count that
+            disagrees with the file (each naming the line).
         """
         matcher = _FileMatcher(paths)
         names = {}

@@ -69,12 +69,11 @@ class BznaWriter:
         outer index in a last ``uuid`` box the original tools ignore
         (:mod:`bzna_tf.format.checksums`); readers verify them. False: no box.
 
-    Example:
-
-    >>> with BznaWriter("small.bzna") as w:                     # doctest: +SKIP
-    ...     w.append(picture, target=3, filename="cat.jpg")
-    ...     w.append(big_picture, thumb=thumbnail, target=5, filename="dog.jpg")
-    ...     w.append(other, filename="unlabelled.jpg")           # no target: last
+    Examples:
+      >>> with BznaWriter("small.bzna") as w:                     # doctest: +SKIP
+      ...     w.append(picture, target=3, filename="cat.jpg")
+      ...     w.append(big_picture, thumb=thumbnail, target=5, filename="dog.jpg")
+      ...     w.append(other, filename="unlabelled.jpg")           # no target: last
 
     Raises:
       ValueError: on close with no sample; on a labelled sample after an
