@@ -55,6 +55,13 @@ fifth figure and the CPU use of each:
 - ``*_cpu_cores``: process CPU time / wall time during each pass (how many
   cores the input pipeline keeps busy).
 
+``--sweep-threads 1 2 4`` measures, instead, throughput against the thread count: for each T,
+``as_dataset`` (antialiased, and with ``antialias=False``), the decoder limit and the JPEG
+baseline on T threads (interleaved, the best of ``--repeats``); ``--plot FILE.png`` draws it
+(matplotlib, the ``docs`` extra). The docs' plot is made by
+
+    python benchmarks/pipeline.py --sweep-threads 1 2 4 --plot docs/images/pipeline-threads.png
+
     python benchmarks/pipeline.py [--samples N] [--threads T] [--device cpu|gpu] [--json]
 """
 
@@ -258,6 +265,52 @@ def decode_limit(thumbs, threads: int) -> float:
         return len(thumbs) / (time.perf_counter() - t)
 
 
+SWEEP = {
+    "as_dataset_img_s": "as_dataset (random resized crops, antialiased)",
+    "as_dataset_no_antialias_img_s": "as_dataset, antialias=False",
+    "decode_limit_img_s": "decoder limit (decode only, PyAV)",
+    "jpeg_img_s": "tf.data JPEG (decode_jpeg + resize)",
+}
+
+
+def sweep_threads(a, path, jpeg_t, thumbs) -> list[dict]:
+    """Images/s of each SWEEP pipeline on each thread count: interleaved, the best of the repeats."""
+    best = {t: dict.fromkeys(SWEEP, 0.0) for t in a.sweep_threads}
+    for _ in range(a.repeats):
+        for t in a.sweep_threads:
+            row = best[t]
+            row["decode_limit_img_s"] = max(row["decode_limit_img_s"], decode_limit(thumbs, t))
+            for key, kwargs in (
+                ("as_dataset_img_s", {}),
+                ("as_dataset_no_antialias_img_s", {"antialias": False}),
+            ):
+                row[key] = max(
+                    row[key], time_dataset(as_dataset_pipeline(path, a.batch, a.size, t, **kwargs), a.samples)
+                )
+            row["jpeg_img_s"] = max(
+                row["jpeg_img_s"], time_dataset(jpeg_pipeline(jpeg_t, a.batch, a.size, t), a.samples)
+            )
+    return [{"threads": t, **{k: round(v, 1) for k, v in best[t].items()}} for t in a.sweep_threads]
+
+
+def plot_sweep(rows, path, tensorflow: str) -> None:
+    import _plot
+
+    fig = _plot.figure(8, 4.6)
+    ax = fig.add_axes([0.1, 0.19, 0.86, 0.72])
+    threads = [r["threads"] for r in rows]
+    for (key, label), marker in zip(SWEEP.items(), "osD^", strict=True):
+        ax.plot(threads, [r[key] for r in rows], marker=marker, label=label)
+    ax.set_xlabel("threads")
+    ax.set_ylabel("images/s (224 x 224, batches of 64)")
+    ax.set_xticks(threads)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.set_title("CPU pipeline throughput against threads")
+    ax.legend(loc="upper left", fontsize=8)
+    _plot.save(fig, path, tensorflow)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--samples", type=int, default=768, help="images per pass (default 768)")
@@ -268,7 +321,17 @@ def main(argv=None) -> int:
     p.add_argument("--fixture", type=Path, default=FIXTURE, help="the original-tools fixture folder")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: add the NVDEC + CUDA path")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--sweep-threads",
+        type=int,
+        nargs="+",
+        metavar="T",
+        help="measure throughput against these thread counts",
+    )
+    p.add_argument("--plot", metavar="FILE.png", help="with --sweep-threads: draw it (matplotlib)")
     a = p.parse_args(argv)
+    if a.plot and not a.sweep_threads:
+        p.error("--plot draws the thread sweep: give --sweep-threads too (e.g. --sweep-threads 1 2 4)")
     if not (a.fixture / "benzina_original_mini.bzna").exists():
         p.error(f"the fixture is not at {a.fixture} (give --fixture)")
     import tensorflow as tf
@@ -284,6 +347,19 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path, jpegs, thumbs = make_inputs(Path(tmp), a.samples, a.fixture)
         jpeg_t = tf.constant(jpegs)
+        if a.sweep_threads:
+            rows = sweep_threads(a, path, jpeg_t, thumbs)
+            out = {"sweep": rows, "samples": a.samples, "batch": a.batch, "size": a.size}
+            out.update(tensorflow=tf.__version__, cores=os.cpu_count())
+            if a.plot:
+                plot_sweep(rows, a.plot, tf.__version__)
+            if a.json:
+                print(json.dumps(out))
+            else:
+                print("threads " + " ".join(f"{k:>30s}" for k in SWEEP))
+                for r in rows:
+                    print(f"{r['threads']:7d} " + " ".join(f"{r[k]:30.1f}" for k in SWEEP))
+            return 0
         runs = {"pipeline_img_s": [], "as_dataset_img_s": [], "decode_limit_img_s": [], "jpeg_img_s": []}
         runs.update(as_dataset_no_checksums_img_s=[], read_img_s=[], read_no_checksums_img_s=[])
         runs.update(verify_ms_per_sample=[], verify_checksums_only_ms_per_sample=[])

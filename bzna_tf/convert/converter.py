@@ -378,7 +378,7 @@ def convert(
 
     Each image is decoded, padded (right/bottom edge smear) and encoded as one
     full-range BT.601 4:2:0 H.265 picture, with a thumbnail when it exceeds
-    512 on a side (SPEC.md section 2). ``layout="benzina"`` pads to multiples
+    512 on a side (SPEC section 2). ``layout="benzina"`` pads to multiples
     of 512 with 512x512 thumbnail frames, as the original tools; "compact"
     rounds frames to 64 (at least 144) and writes leaner per-image boxes.
 
@@ -390,12 +390,12 @@ def convert(
         ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ...
       workers: encoding processes; default all usable cores; 0 encodes in this process. Each
         picture is encoded by one x265 thread either way, so the bytes never depend on ``workers``.
-      quality: a named preset, "archival" (Benzina's), "balanced" or "fast" (see the README's
-        table); ``crf``/``preset``/``chroma`` given explicitly override it.
+      quality: a named preset, "archival" (Benzina's), "balanced" or "fast" (see the docs'
+        Benchmarks page); ``crf``/``preset``/``chroma`` given explicitly override it.
       crf: x265 constant rate factor (lower is better and bigger); the constant QP with NVENC.
       preset: x265 preset, "ultrafast" ... "placebo".
       chroma: how 4:2:0 chroma is made: "average" (of each 2x2 block) or "lsq" (least squares).
-      layout: "benzina" (the original tools' frames) or "compact" (see the README).
+      layout: "benzina" (the original tools' frames) or "compact" (the docs' "Layouts").
       thumbnails_only: store only the <= 512x512 thumbnails (a much smaller file).
       encoder: "x265" (CPU, default) or "nvenc" (NVIDIA GPU through PyNvVideoCodec).
       strict: stop at the first undecodable image instead of skipping it.

@@ -53,7 +53,7 @@ THUMB_MAX = 512
 # in NVIDIA's decoder programming guide), so every picture decodes on the GPU.
 COMPACT_BLOCK = 64
 NVDEC_MIN_SIDE = 144
-# The layout of new files' per-image mp4s (README, "Converting datasets").
+# The layout of new files' per-image mp4s (docs/guides/converting.md, "Layouts").
 DEFAULT_LAYOUT = "benzina"
 # Benzina's own tools encoded ImageNet with CRF 10 and x265's "medium" preset.
 DEFAULT_CRF = 10
@@ -61,8 +61,8 @@ DEFAULT_PRESET = "medium"
 # How 4:2:0 chroma is made from the full-resolution Cb/Cr (see rgb_to_yuv420).
 CHROMA_MODES = ("average", "lsq")
 
-# Named encoder settings, chosen from benchmarks/convert.py --pareto (README,
-# "Benchmarks": ten fixture photographs, 2 shared cores). For one intra picture
+# Named encoder settings, chosen from benchmarks/convert.py --pareto (docs/benchmarks.md:
+# ten fixture photographs, 2 shared cores). For one intra picture
 # x265's presets fall in three groups: ultrafast (about 3x faster than medium,
 # 25-30% more bytes at equal PSNR); superfast to medium (size and PSNR within
 # 2% of each other; veryfast and fast give identical bitstreams; superfast and
@@ -126,7 +126,7 @@ def compact_coded_size(size, block: int = COMPACT_BLOCK, minimum: int = NVDEC_MI
 def layout_coded_size(size, layout: str = "benzina", *, thumbnail: bool = False) -> tuple[int, int]:
     """The coded frame of a picture in a layout (``LAYOUTS``).
 
-    ``"benzina"`` (SPEC.md section 2): an image's sides rounded up to 512, a
+    ``"benzina"`` (SPEC section 2): an image's sides rounded up to 512, a
     thumbnail in 512 x 512. ``"compact"``: :func:`compact_coded_size` for both.
     """
     if layout not in LAYOUTS:
@@ -289,7 +289,7 @@ def encode_picture(
         squares against the loader's upsampling): see :func:`rgb_to_yuv420`.
       threads: x265 worker threads; default x265's own choice (all cores).
         Parallel converters give each process one.
-      layout: ``"benzina"`` (SPEC.md section 2) or ``"compact"``: frames of
+      layout: ``"benzina"`` (SPEC section 2) or ``"compact"``: frames of
         :func:`compact_coded_size`, no x265 version/options SEI in the ``hvcC``
         (``info=0``; about 2.3 kB a picture), and lean per-image boxes
         (``Picture.layout``).
@@ -392,7 +392,7 @@ def encode_image_with(
 ):
     """(input, thumb) pictures of an image, each made by ``encode(rgb, coded_size=(w, h))``.
 
-    The thumbnail (SPEC.md section 2: at most 512 on a side, sizes truncated)
+    The thumbnail (SPEC section 2: at most 512 on a side, sizes truncated)
     is resized bicubically; none when the image fits, or with
     ``thumbnails_only`` (the input is then the thumbnail). Each picture is
     coded in its :func:`layout_coded_size` frame; with ``"compact"`` the
