@@ -35,6 +35,7 @@ from bzna_tf.format import (
 from bzna_tf.previews import preview
 
 __version__ = "0.1.0"
+"""The version of the installed bzna_tf."""
 
 # Submodules that import TensorFlow: loaded when first touched, so that
 # `import bzna_tf` stays light and `bzna_tf.layers.RandomResizedCrop` works.

@@ -57,9 +57,12 @@ NVDEC_MIN_SIDE = 144
 DEFAULT_LAYOUT = "benzina"
 # Benzina's own tools encoded ImageNet with CRF 10 and x265's "medium" preset.
 DEFAULT_CRF = 10
+"""Benzina's CRF: what :func:`encode_image` and :func:`encode_picture` use unless told."""
 DEFAULT_PRESET = "medium"
+"""Benzina's x265 preset: what :func:`encode_image` and :func:`encode_picture` use unless told."""
 # How 4:2:0 chroma is made from the full-resolution Cb/Cr (see rgb_to_yuv420).
 CHROMA_MODES = ("average", "lsq")
+"""How 4:2:0 chroma is made: ``"average"`` (of each 2x2 block, Benzina's) or ``"lsq"`` (least squares)."""
 
 # Named encoder settings, chosen from benchmarks/convert.py --pareto (docs/benchmarks.md:
 # ten fixture photographs, 2 shared cores). For one intra picture
@@ -80,10 +83,12 @@ QUALITY_PRESETS = {
     # ultrafast: 2.5-3x less CPU than balanced, 0.2 dB less RGB PSNR, 17% more bytes.
     "fast": {"preset": "ultrafast", "crf": 14, "chroma": "lsq"},
 }
+"""The named qualities: name -> the ``preset``, ``crf`` and ``chroma`` keywords of :func:`encode_image`."""
 # The default: a conversion at ImageNet scale is paid in core-hours and its
 # files in bytes read every epoch; "balanced" lowers both against Benzina's
 # settings and still raises the RGB PSNR the loader delivers.
 DEFAULT_QUALITY = "balanced"
+"""The quality :func:`bzna_tf.convert.convert` and ``bzna-tf convert`` use unless told."""
 
 
 def quality_options(name: str) -> dict:

@@ -51,6 +51,7 @@ LIST_TYPES = (
     "CONDUIT_HDF5_INCLUSION",
     "CONDUIT_HDF5_EXCLUSION",
 )
+"""The six LBANN sample-list types (line 1 of a list), each read and written."""
 _LABEL_LINE = {SINGLE, "MULTI-SAMPLE_INCLUSION", "MULTI-SAMPLE_EXCLUSION"}
 RANGE = "..."
 NO_LABEL_FILE = "-"  # what bzna-tf writes on the label line: labels are the .bzna targets

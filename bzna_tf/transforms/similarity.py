@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 AREA_SAMPLINGS = ("uniform", "log")
+"""How the crop's area fraction is drawn: ``"uniform"`` (torchvision's, default) or ``"log"`` (Benzina's)."""
 CROP_TRIES = 10
 
 # Draw ids: number j of a sample's random stream is always used for the same
