@@ -155,36 +155,51 @@ class _Server:
 
     def __init__(self):
         self.proc = None
+        self.lines = None
+
+    def _start(self):
+        import queue
+        import threading
+
+        self.proc = subprocess.Popen(
+            [sys.executable, str(RUNNER), "--serve"],
+            cwd=ROOT,
+            env=_runner_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        # A thread reads the output (a select() on the pipe would miss lines already buffered).
+        self.lines = queue.Queue()
+
+        def pump(stdout, lines):
+            for line in stdout:
+                lines.put(line)
+            lines.put(None)  # the runner ended
+
+        threading.Thread(target=pump, args=(self.proc.stdout, self.lines), daemon=True).start()
 
     def run(self, request: pathlib.Path, timeout: float) -> tuple[bool, str]:
-        import selectors
+        import queue
 
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(RUNNER), "--serve"],
-                cwd=ROOT,
-                env=_runner_env(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
+            self._start()
         self.proc.stdin.write(f"{request}\n")
         self.proc.stdin.flush()
         lines, deadline = [], time.monotonic() + timeout
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            while True:
-                if not sel.select(max(0.0, deadline - time.monotonic())):
-                    self.close()
-                    return False, "".join(lines) + f"\n(no answer after {timeout:.0f} s: stopped)"
-                line = self.proc.stdout.readline()
-                if not line:  # the runner died
-                    self.proc = None
-                    return False, "".join(lines) + "\n(the runner process ended)"
-                if line.strip() == _docs_runner.DONE:
-                    return True, "".join(lines)
-                lines.append(line)
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close()
+                return False, "".join(lines) + f"\n(no answer after {timeout:.0f} s: stopped)"
+            if line is None:
+                self.proc = None
+                return False, "".join(lines) + "\n(the runner process ended)"
+            if line.strip() == _docs_runner.DONE:
+                return True, "".join(lines)
+            lines.append(line)
 
     def close(self):
         if self.proc is not None and self.proc.poll() is None:
