@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import time
+import unicodedata
 
 import _docs_blocks
 import _docs_runner
@@ -276,13 +277,29 @@ def test_mkdocs_build_strict(tmp_path):
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
 
 
+def _anchors(page: pathlib.Path) -> set[str]:
+    """The heading anchors of a page, as MkDocs makes them (explicit ``{#id}``, else the slug)."""
+    out = set()
+    for line in page.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^#{1,6} (.*?)\s*(?:\{#([\w-]+)\})?\s*$", line)
+        if m:
+            if m[2]:
+                out.add(m[2])
+            else:
+                text = unicodedata.normalize("NFKD", m[1].replace("`", "")).encode("ascii", "ignore").decode()
+                out.add(re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower()))
+    return out
+
+
 def test_readme_is_a_front_page():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.encode()) <= 12_000, f"README.md is {len(readme.encode())} bytes; keep it <= 12,000"
-    links = re.findall(r"\]\(((?!https?:)[^)#\s]+)(?:#[^)\s]*)?\)", readme)
+    links = re.findall(r"\]\(((?!https?:)[^)#\s]+)(?:#([^)\s]*))?\)", readme)
     assert links, "the README links into the docs"
-    missing = [link for link in links if not (ROOT / link).exists()]
+    missing = [link for link, _ in links if not (ROOT / link).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+    broken = [f"{link}#{a}" for link, a in links if a and a not in _anchors(ROOT / link)]
+    assert not broken, f"README.md links to anchors that do not exist: {broken}"
 
 
 # ----------------------------------------------------------------------------------- the API reference
