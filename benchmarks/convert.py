@@ -1,6 +1,6 @@
 """Conversion speed and size: images/s with 1 and 2 worker processes, bytes per image, encoder presets.
 
-    python benchmarks/convert.py [--json] [--repeat 5] [--crf 10 16 22] [--pareto]
+    python benchmarks/convert.py [--json] [--repeat 5] [--crf 10 16 22] [--pareto] [--plot FILE.png]
 
 The images are the nine ImageNet photographs of the original-tools fixture
 (``../shared/fixtures/benzina-original/sources``), repeated, written as classic
@@ -30,6 +30,12 @@ converts the same TFRecords with 2 workers: its images/s per worker process
 would take at that rate; beside it, the same per core in process CPU time
 (JPEG decode + ``encode_image`` in this process, thumbnails included), which
 other jobs on the machine disturb less.
+
+``--plot FILE.png`` (implies ``--pareto``) draws the sweep: size against RGB PSNR, each preset
+and chroma mode, the size/PSNR front, the named qualities and Benzina's settings (matplotlib, the
+``docs`` extra). The docs' plot is made by
+
+    python benchmarks/convert.py --plot docs/images/convert-pareto.png
 
 ``--json`` prints one JSON object with ``img_s_1_worker``, ``img_s_2_workers``,
 ``scaling`` and ``bytes_per_image`` (Benzina's settings), ``img_s_per_core`` and
@@ -301,6 +307,71 @@ def order_ratio(source, folder, pairs=3):
     return round(statistics.median(seconds["source"]) / statistics.median(seconds["shuffle"]), 3)
 
 
+def plot_pareto(pareto, path) -> None:
+    """Size against RGB PSNR of every sweep point; the front; the named qualities and Benzina's."""
+    import _plot
+
+    from bzna_tf.convert.encode import DEFAULT_CRF, DEFAULT_PRESET, QUALITY_PRESETS
+
+    fig = _plot.figure(8, 5)
+    ax = fig.add_axes([0.09, 0.17, 0.88, 0.75])
+    presets = list(dict.fromkeys(q["preset"] for q in pareto["points"]))
+    markers = dict(zip(presets, "os^vDP*Xh", strict=False))
+    colours = {"average": "tab:orange", "lsq": "tab:blue"}
+    for q in pareto["points"]:
+        ax.scatter(
+            q["bytes_per_picture"] / 1e3,
+            q["rgb_psnr_db"],
+            marker=markers[q["preset"]],
+            color=colours[q["chroma"]],
+            s=28,
+            alpha=0.85,
+        )
+    front = sorted(
+        (q for q in pareto["points"] if q["size_quality_front"]), key=lambda q: q["bytes_per_picture"]
+    )
+    ax.plot(
+        [q["bytes_per_picture"] / 1e3 for q in front],
+        [q["rgb_psnr_db"] for q in front],
+        color="0.4",
+        lw=1,
+        ls="--",
+        label="size / PSNR front",
+    )
+    named = {name: (o["preset"], o["crf"], o["chroma"]) for name, o in QUALITY_PRESETS.items()}
+    named["Benzina's settings"] = (DEFAULT_PRESET, DEFAULT_CRF, "average")
+    for name, (preset, crf, chroma) in named.items():
+        for q in pareto["points"]:
+            if (q["preset"], q["crf"], q["chroma"]) == (preset, crf, chroma):
+                x, y = q["bytes_per_picture"] / 1e3, q["rgb_psnr_db"]
+                ax.annotate(
+                    f"{name}\n({preset}, CRF {crf:g})",
+                    (x, y),
+                    xytext=(8, -22),
+                    textcoords="offset points",
+                    fontsize=8,
+                    arrowprops={"arrowstyle": "-", "color": "0.5"},
+                )
+    for preset, marker in markers.items():
+        ax.scatter([], [], marker=marker, color="0.3", label=f"x265 {preset}")
+    for chroma, colour in colours.items():
+        ax.scatter(
+            [],
+            [],
+            marker="s",
+            color=colour,
+            label={"average": "averaged chroma (Benzina's)", "lsq": "least-squares chroma"}[chroma],
+        )
+    ax.set_xlabel("kB per picture (sample + hvcC)")
+    ax.set_ylabel("RGB PSNR as the loader decodes it, dB")
+    ax.set_title(
+        f"x265 presets x CRFs on {len(pareto['photos'])} photographs (higher and further left is better)"
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=7, ncol=2)
+    _plot.save(fig, path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--json", action="store_true")
@@ -309,7 +380,11 @@ def main():
     p.add_argument("--pareto", action="store_true", help="also sweep x265 presets x CRFs x chroma modes")
     p.add_argument("--presets", nargs="+", default=list(PARETO_PRESETS), help="x265 presets of --pareto")
     p.add_argument("--pareto-crf", type=float, nargs="+", default=list(PARETO_CRFS), help="CRFs of --pareto")
+    p.add_argument(
+        "--plot", metavar="FILE.png", help="draw the --pareto sweep (implies --pareto; matplotlib)"
+    )
     args = p.parse_args()
+    args.pareto = args.pareto or bool(args.plot)
     if not SOURCES.is_dir():
         sys.exit(f"benchmarks/convert.py needs the fixture's photographs in {SOURCES}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -388,6 +463,8 @@ def main():
     }
     if args.pareto:
         result["pareto"] = pareto
+    if args.plot:
+        plot_pareto(pareto, args.plot)
     if args.json:
         print(json.dumps(result))
         return

@@ -35,6 +35,7 @@ from bzna_tf.format import (
 from bzna_tf.previews import preview
 
 __version__ = "0.1.0"  # the only place the version is written: pyproject.toml reads it from here
+"""The version of the installed bzna_tf."""
 
 # Submodules that import TensorFlow: loaded when first touched, so that
 # `import bzna_tf` stays light and `bzna_tf.layers.RandomResizedCrop` works.

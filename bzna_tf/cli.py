@@ -19,7 +19,7 @@ import warnings
 from bzna_tf.format import BznaFile, BznaFormatError, expand_paths
 from bzna_tf.format.wording import count
 
-__all__ = ["main", "describe"]
+__all__ = ["build_parser", "describe", "main"]
 
 
 def error_text(e: Exception) -> str:
@@ -255,7 +255,7 @@ def _add_convert(sub):
         "--quality",
         choices=tuple(encode.QUALITY_PRESETS),
         default=None,
-        help=f"named x265 settings (default {encode.DEFAULT_QUALITY}): "
+        help=f"named x265 settings (default {encode.DEFAULT_QUALITY}; the Benchmarks page compares them): "
         + "; ".join(
             f"{name}: {v['preset']}, CRF {v['crf']}, {v['chroma']} chroma"
             for name, v in encode.QUALITY_PRESETS.items()
@@ -664,7 +664,8 @@ def _add_service(sub):
     c.set_defaults(run=_service)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``bzna-tf`` argument parser, with every subcommand (the docs' CLI reference is made from it)."""
     p = argparse.ArgumentParser(prog="bzna-tf", description="Benzina (.bzna) datasets for TensorFlow.")
     sub = p.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="describe .bzna files")
@@ -680,7 +681,12 @@ def main(argv=None) -> int:
     _add_preview(sub)
     _add_verify(sub)
     _add_service(sub)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    """Runs ``bzna-tf`` with ``argv`` (default: the process's arguments); returns the exit status."""
+    args = build_parser().parse_args(argv)
     try:
         return args.run(args)
     except (OSError, ValueError) as e:  # BznaFormatError and SampleListError are ValueErrors

@@ -5,7 +5,7 @@ size), its ``run.sh`` run once (it compiles the core with nvcc, then reports
 the missing driver), and the binding tested on the library that run built:
 argument checks answer before the driver is touched. The runner's checks and
 benchmark run end to end against a stand-in core (tests/_fake_gpu_core.py:
-FFmpeg + a NumPy warp from SPEC.md), so the first GPU to see the kit does not
+FFmpeg + a NumPy warp from SPEC section 4), so the first GPU to see the kit does not
 meet untried code.
 
 The kit is tooling, not runtime: it lives in ``tools/gpu_kit/`` (run as

@@ -517,7 +517,7 @@ def convert(
 
     Each image is decoded, padded (right/bottom edge smear) and encoded as one
     full-range BT.601 4:2:0 H.265 picture, with a thumbnail when it exceeds
-    512 on a side (SPEC.md section 2), as ``encoding`` says.
+    512 on a side (SPEC section 2), as ``encoding`` says.
 
     The images are written in a shuffled order by default: a permutation drawn
     from ``seed`` (recorded in each file's metadata), the same on every rerun

@@ -133,11 +133,10 @@ class BznaFile:
     Raises:
       BznaFormatError: the file is not a readable .bzna.
 
-    Example:
-
-    >>> with BznaFile("ilsvrc2012.bzna") as f:          # doctest: +SKIP
-    ...     len(f), f.target(0), f.filename(0)
-    ...     pic = f.sample(0).thumb.annexb()   # H.265 Annex-B for a decoder
+    Examples:
+      >>> with BznaFile("ilsvrc2012.bzna") as f:          # doctest: +SKIP
+      ...     len(f), f.target(0), f.filename(0)
+      ...     pic = f.sample(0).thumb.annexb()   # H.265 Annex-B for a decoder
     """
 
     def __init__(self, source: str | os.PathLike | BinaryIO, *, name: str | None = None):

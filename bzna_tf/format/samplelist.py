@@ -51,6 +51,7 @@ LIST_TYPES = (
     "CONDUIT_HDF5_INCLUSION",
     "CONDUIT_HDF5_EXCLUSION",
 )
+"""The six LBANN sample-list types (line 1 of a list), each read and written."""
 _LABEL_LINE = {SINGLE, "MULTI-SAMPLE_INCLUSION", "MULTI-SAMPLE_EXCLUSION"}
 RANGE = "..."
 NO_LABEL_FILE = "-"  # what bzna-tf writes on the label line: labels are the .bzna targets
@@ -352,8 +353,8 @@ class SampleList:
 
         Raises:
           SampleListError: a file the data lacks, an id out of range, a
-          filename not stored (or stored twice) in its file, a count that
-          disagrees with the file (each naming the line).
+            filename not stored (or stored twice) in its file, a count that
+            disagrees with the file (each naming the line).
         """
         matcher = _FileMatcher(paths)
         names = {}

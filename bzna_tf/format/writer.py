@@ -70,12 +70,11 @@ class BznaWriter:
         outer index in a last ``uuid`` box the original tools ignore
         (:mod:`bzna_tf.format.checksums`); readers verify them. False: no box.
 
-    Example:
-
-    >>> with BznaWriter("small.bzna") as w:                     # doctest: +SKIP
-    ...     w.append(picture, target=3, filename="cat.jpg")
-    ...     w.append(big_picture, thumb=thumbnail, target=5, filename="dog.jpg")
-    ...     w.append(other, filename="unlabelled.jpg")           # no target: last
+    Examples:
+      >>> with BznaWriter("small.bzna") as w:                     # doctest: +SKIP
+      ...     w.append(picture, target=3, filename="cat.jpg")
+      ...     w.append(big_picture, thumb=thumbnail, target=5, filename="dog.jpg")
+      ...     w.append(other, filename="unlabelled.jpg")           # no target: last
 
     Raises:
       ValueError: on close with no sample; on a labelled sample after an
@@ -309,7 +308,7 @@ def _discard(f, tmp):
 def _check_name(filename) -> str:
     """A name to store: a base name, or a relative path with '/' separators (``"cat/sub/1.jpg"``).
 
-    The original tools store base names (SPEC.md section 1); bzna_tf's folder
+    The original tools store base names (SPEC section 1); bzna_tf's folder
     converter stores paths relative to the source folder so that names are
     unique, which every reader takes (they are bytes up to a NUL).
     """

@@ -252,7 +252,7 @@ def reference_cases(shapes: np.ndarray) -> dict:
     persp = affine() @ np.array([[1, 0.1, 0], [0.05, 1, 0], [0.004, -0.003, 1]], np.float32)
     # Zoom out by 1.6 and rotate 10 degrees: the borders fall outside the source.
     zoom = affine(crop=whole * [1, 1, 1.6, 1.6], degrees=10.0)
-    # A NaN/inf bottom row on half the samples: W' = 0 (SPEC.md section 4: NaN -> out of bounds).
+    # A NaN/inf bottom row on half the samples: W' = 0 (SPEC section 4: NaN -> out of bounds).
     degenerate = affine(keep_ratio=True)
     degenerate[::2, 2] = 0.0
     single = compute_affine_matrix((512, 512), REF_OUT).astype(np.float32)[None]  # a centre crop, one matrix
