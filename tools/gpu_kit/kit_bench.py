@@ -174,7 +174,11 @@ def _make_bench(folder: Path, n: int, seed: int, crf: float, fixture: Path, work
     for i in range(n):
         img = bench_image(seed, i, photos)
         jpegs.append(tf.io.encode_jpeg(img, quality=JPEG_QUALITY).numpy())
-    _log(log, f"benchmark set: {n} images generated; encoding with x265 CRF {crf:g}, preset {DEFAULT_PRESET}")
+    _log(
+        log,
+        f"benchmark set: {n} images generated; encoding with x265 CRF {crf:g}, preset {DEFAULT_PRESET}, "
+        "averaged chroma",
+    )
     # The converter decodes each JPEG and encodes it: the .bzna holds exactly the images the JPEGs hold.
     items = [
         Item(filename=f"bench_{i:05d}.jpg", target=i % 10, data=j, origin=f"bench {i}")
@@ -183,7 +187,7 @@ def _make_bench(folder: Path, n: int, seed: int, crf: float, fixture: Path, work
     convert(
         items,
         folder / "bench.bzna",
-        encoding=EncodeOptions(crf=crf),
+        encoding=EncodeOptions(crf=crf, preset=DEFAULT_PRESET, chroma="average"),  # Benzina's, as logged
         workers=workers,
         order="source",  # sample i is JPEG i
         strict=True,

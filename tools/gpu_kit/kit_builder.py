@@ -449,7 +449,7 @@ Exit status: 0 all checks passed; 1 a check failed or a stage raised; 2 the kit 
 Benchmark set: {bench_images} images ({bench_mb:.1f} MB as .bzna, {jpeg_mb:.1f} MB as JPEG),
 generated from seed {seed}: random crops, rescales, flips and colour changes of the fixture's
 source photographs, and procedural textures; encoded by bzna_tf's converter with x265
-preset medium, CRF {crf:g}. {crf_note}
+preset medium, CRF {crf:g}, averaged chroma. {crf_note}
 """
 
 
