@@ -26,7 +26,13 @@ Three measurements, in one run:
   milliseconds of process CPU time per image, best of 5; off and on, and
   their ratio.
 
-    python benchmarks/antialias.py [--json] [--fixture DIR]
+``--plot FILE.png`` draws the quality figures: the zone plate reduced 3 times, point-sampled,
+antialiased and by Pillow, and the PSNR against Pillow at each reduction (matplotlib, the
+``docs`` extra). The docs' plot is made by
+
+    python benchmarks/antialias.py --plot docs/images/antialias.png
+
+    python benchmarks/antialias.py [--json] [--fixture DIR] [--plot FILE.png]
 """
 
 from __future__ import annotations
@@ -180,10 +186,66 @@ def measure_cost(repeats: int = 5) -> dict:
     return rows
 
 
+def plot_quality(out: dict, path: str, tensorflow: str) -> None:
+    """The zone plate reduced 3x (off, on, Pillow) and the PSNR against Pillow per reduction."""
+    import _plot
+    from PIL import Image
+
+    from bzna_tf.ops import warp_rgb
+
+    plate = zone_plate()
+    rgb = np.repeat(plate[..., None], 3, axis=-1)
+    k = 3
+    n = PLATE // k
+    m = resize_matrix((PLATE, PLATE), (n, n))
+    panels = {
+        "point sampling (antialias=False)": warp_rgb(rgb, m, (n, n)).numpy()[..., 0],
+        "antialias=True": warp_rgb(rgb, m, (n, n), antialias=True).numpy()[..., 0],
+        "Pillow (BILINEAR, reducing_gap=None)": np.asarray(
+            Image.fromarray(plate).resize((n, n), Image.BILINEAR, reducing_gap=None)
+        ),
+    }
+    fig = _plot.figure(10, 4.2)
+    zp = out["zone_plate"][str(k)]
+    aliasing = {
+        "point sampling (antialias=False)": zp["off_alias_db"],
+        "antialias=True": zp["on_alias_db"],
+        "Pillow (BILINEAR, reducing_gap=None)": zp["pillow_alias_db"],
+    }
+    for i, (title, image) in enumerate(panels.items()):
+        ax = fig.add_axes([0.01 + i * 0.2, 0.2, 0.19, 0.62])
+        ax.imshow(
+            np.clip(image, 0, 255).astype(np.uint8), cmap="gray", vmin=0, vmax=255, interpolation="nearest"
+        )
+        ax.set_title(f"{title}\naliased power {aliasing[title]} dB", fontsize=7.5)
+        ax.axis("off")
+    fig.text(
+        0.31, 0.9, f"a {PLATE} x {PLATE} zone plate reduced {k} times by warp_rgb", ha="center", fontsize=9
+    )
+    ax = fig.add_axes([0.67, 0.2, 0.31, 0.65])
+    factors = [int(f) for f in out["psnr"]]
+    series = {
+        "rgb_off": ("warp_rgb, off", "o--"),
+        "rgb_on": ("warp_rgb, on", "o-"),
+        "yuv_off": ("loader (4:2:0), off", "s--"),
+        "yuv_on": ("loader (4:2:0), on", "s-"),
+        "tf_antialias": ("tf.image.resize(antialias=True)", "^:"),
+    }
+    for key, (label, style) in series.items():
+        ax.plot(factors, [out["psnr"][str(f)][key][0] for f in factors], style, label=label, ms=4)
+    ax.set_xticks(factors)
+    ax.set_xlabel("reduction")
+    ax.set_ylabel("PSNR against Pillow, dB (mean of 12 photos)", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6.5, loc="center right")
+    _plot.save(fig, path, tensorflow)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fixture", type=Path, default=FIXTURE, help="the original-tools fixture folder")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the quality figures (matplotlib)")
     a = p.parse_args(argv)
     if not (a.fixture / "sources").is_dir():
         p.error(f"the fixture is not at {a.fixture} (give --fixture)")
@@ -200,6 +262,8 @@ def main(argv=None) -> int:
         "warp_ms": measure_cost(),
         "tensorflow": tf.__version__,
     }
+    if a.plot:
+        plot_quality(out, a.plot, tf.__version__)
     if a.json:
         print(json.dumps(out))
         return 0

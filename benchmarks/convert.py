@@ -1,6 +1,6 @@
 """Conversion speed and size: images/s with 1 and 2 worker processes, bytes per image, encoder presets.
 
-    python benchmarks/convert.py [--json] [--repeat 5] [--crf 10 16 22] [--pareto]
+    python benchmarks/convert.py [--json] [--repeat 5] [--crf 10 16 22] [--pareto] [--plot FILE.png]
 
 The images are the nine ImageNet photographs of the original-tools fixture
 (``../shared/fixtures/benzina-original/sources``), repeated, written as classic
@@ -30,6 +30,12 @@ converts the same TFRecords with 2 workers: its images/s per worker process
 would take at that rate; beside it, the same per core in process CPU time
 (JPEG decode + ``encode_image`` in this process, thumbnails included), which
 other jobs on the machine disturb less.
+
+``--plot FILE.png`` (implies ``--pareto``) draws the sweep: size against RGB PSNR, each preset
+and chroma mode, the size/PSNR front, the named qualities and Benzina's settings (matplotlib, the
+``docs`` extra). The docs' plot is made by
+
+    python benchmarks/convert.py --plot docs/images/convert-pareto.png
 
 ``--json`` prints one JSON object with ``img_s_1_worker``, ``img_s_2_workers``,
 ``scaling`` and ``bytes_per_image`` (Benzina's settings), ``img_s_per_core`` and
@@ -247,7 +253,7 @@ def _tiny_picture():
 
 def quality_runs(source, folder, photos):
     """Each named quality: a 2-worker conversion of ``source``, and one core's CPU time per image."""
-    from bzna_tf.convert import convert, decode_image, encode_image
+    from bzna_tf.convert import EncodeOptions, convert, decode_image, encode_image
     from bzna_tf.convert.encode import DEFAULT_QUALITY, QUALITY_PRESETS, quality_options
 
     data = [p.read_bytes() for p in photos]
@@ -256,7 +262,12 @@ def quality_runs(source, folder, photos):
         options = quality_options(name)
         start = time.perf_counter()
         summary = convert(
-            source, os.path.join(folder, f"{name}.bzna"), workers=2, quality=name, progress=False
+            source,
+            os.path.join(folder, f"{name}.bzna"),
+            encoding=EncodeOptions(quality=name),
+            workers=2,
+            order="source",
+            progress=False,
         )
         per_core = len(source) / (time.perf_counter() - start) / 2
         start = time.process_time()
@@ -275,6 +286,92 @@ def quality_runs(source, folder, photos):
     return out
 
 
+def order_ratio(source, folder, pairs=3):
+    """Images/s of a shuffled conversion over the source order's: medians of alternating 2-worker runs.
+
+    x265's fastest preset, so that reading (records at their offsets, in a
+    random order) weighs as much as it can against encoding.
+    """
+    import statistics
+
+    from bzna_tf.convert import EncodeOptions, convert
+
+    encoding = EncodeOptions(preset="ultrafast", crf=22, chroma="average")
+    seconds = {"source": [], "shuffle": []}
+    for k in range(pairs):
+        for order in seconds:
+            start = time.perf_counter()
+            out = os.path.join(folder, f"order-{order}-{k}.bzna")
+            convert(source, out, encoding=encoding, workers=2, order=order, progress=False)
+            seconds[order].append(time.perf_counter() - start)
+    return round(statistics.median(seconds["source"]) / statistics.median(seconds["shuffle"]), 3)
+
+
+def plot_pareto(pareto, path) -> None:
+    """Size against RGB PSNR of every sweep point; the front; the named qualities and Benzina's."""
+    import _plot
+
+    from bzna_tf.convert.encode import DEFAULT_CRF, DEFAULT_PRESET, QUALITY_PRESETS
+
+    fig = _plot.figure(8, 5)
+    ax = fig.add_axes([0.09, 0.17, 0.88, 0.75])
+    presets = list(dict.fromkeys(q["preset"] for q in pareto["points"]))
+    markers = dict(zip(presets, "os^vDP*Xh", strict=False))
+    colours = {"average": "tab:orange", "lsq": "tab:blue"}
+    for q in pareto["points"]:
+        ax.scatter(
+            q["bytes_per_picture"] / 1e3,
+            q["rgb_psnr_db"],
+            marker=markers[q["preset"]],
+            color=colours[q["chroma"]],
+            s=28,
+            alpha=0.85,
+        )
+    front = sorted(
+        (q for q in pareto["points"] if q["size_quality_front"]), key=lambda q: q["bytes_per_picture"]
+    )
+    ax.plot(
+        [q["bytes_per_picture"] / 1e3 for q in front],
+        [q["rgb_psnr_db"] for q in front],
+        color="0.4",
+        lw=1,
+        ls="--",
+        label="size / PSNR front",
+    )
+    named = {name: (o["preset"], o["crf"], o["chroma"]) for name, o in QUALITY_PRESETS.items()}
+    named["Benzina's settings"] = (DEFAULT_PRESET, DEFAULT_CRF, "average")
+    for name, (preset, crf, chroma) in named.items():
+        for q in pareto["points"]:
+            if (q["preset"], q["crf"], q["chroma"]) == (preset, crf, chroma):
+                x, y = q["bytes_per_picture"] / 1e3, q["rgb_psnr_db"]
+                ax.annotate(
+                    f"{name}\n({preset}, CRF {crf:g})",
+                    (x, y),
+                    xytext=(8, -22),
+                    textcoords="offset points",
+                    fontsize=8,
+                    arrowprops={"arrowstyle": "-", "color": "0.5"},
+                )
+    for preset, marker in markers.items():
+        ax.scatter([], [], marker=marker, color="0.3", label=f"x265 {preset}")
+    for chroma, colour in colours.items():
+        ax.scatter(
+            [],
+            [],
+            marker="s",
+            color=colour,
+            label={"average": "averaged chroma (Benzina's)", "lsq": "least-squares chroma"}[chroma],
+        )
+    ax.set_xlabel("kB per picture (sample + hvcC)")
+    ax.set_ylabel("RGB PSNR as the loader decodes it, dB")
+    ax.set_title(
+        f"x265 presets x CRFs on {len(pareto['photos'])} photographs (higher and further left is better)"
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=7, ncol=2)
+    _plot.save(fig, path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--json", action="store_true")
@@ -283,11 +380,22 @@ def main():
     p.add_argument("--pareto", action="store_true", help="also sweep x265 presets x CRFs x chroma modes")
     p.add_argument("--presets", nargs="+", default=list(PARETO_PRESETS), help="x265 presets of --pareto")
     p.add_argument("--pareto-crf", type=float, nargs="+", default=list(PARETO_CRFS), help="CRFs of --pareto")
+    p.add_argument(
+        "--plot", metavar="FILE.png", help="draw the --pareto sweep (implies --pareto; matplotlib)"
+    )
     args = p.parse_args()
+    args.pareto = args.pareto or bool(args.plot)
     if not SOURCES.is_dir():
         sys.exit(f"benchmarks/convert.py needs the fixture's photographs in {SOURCES}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from bzna_tf.convert import DEFAULT_CRF, DEFAULT_PRESET, DEFAULT_QUALITY, TFRecordSource, convert
+    from bzna_tf.convert import (
+        DEFAULT_CRF,
+        DEFAULT_PRESET,
+        DEFAULT_QUALITY,
+        EncodeOptions,
+        TFRecordSource,
+        convert,
+    )
 
     benzina = {"crf": DEFAULT_CRF, "preset": DEFAULT_PRESET, "chroma": "average"}
     photos = sorted(SOURCES.glob("n*.JPEG"))
@@ -299,16 +407,28 @@ def main():
         for workers in (1, 2):
             out = os.path.join(tmp, f"w{workers}.bzna")
             start = time.perf_counter()
-            summary = convert(source, out, workers=workers, progress=False, **benzina)
+            # order="source": sample i is photograph i % 9 (thumbnail_psnr compares them in order)
+            summary = convert(
+                source,
+                out,
+                encoding=EncodeOptions(**benzina),
+                workers=workers,
+                order="source",
+                progress=False,
+            )
             runs[workers] = (time.perf_counter() - start, summary)
+        shuffled = order_ratio(source, tmp)
         # The package's default quality (convert() without encoder arguments), 2 workers.
         start = time.perf_counter()
-        default_summary = convert(source, os.path.join(tmp, "default.bzna"), workers=2, progress=False)
+        default_summary = convert(
+            source, os.path.join(tmp, "default.bzna"), workers=2, order="source", progress=False
+        )
         default_seconds = time.perf_counter() - start
         sweep = []
         for crf in args.crf:
             out = os.path.join(tmp, f"crf{crf:g}.bzna")
-            summary = convert(source, out, workers=2, progress=False, **{**benzina, "crf": crf})
+            encoding = EncodeOptions(**{**benzina, "crf": crf})
+            summary = convert(source, out, encoding=encoding, workers=2, order="source", progress=False)
             mean_psnr, min_psnr = thumbnail_psnr(out, photos)
             sweep.append(
                 {
@@ -328,6 +448,8 @@ def main():
         "img_s_1_worker": round(one, 3),
         "img_s_2_workers": round(two, 3),
         "scaling": round(two / one, 3),
+        # images/s in the default order (shuffled: each record read at its offset) over the source order
+        "shuffled_over_source": shuffled,
         # 2-worker runs per worker process (each one x265 thread, on a core of its own when cores >= 2):
         # the default quality, and Benzina's settings.
         "default_quality": DEFAULT_QUALITY,
@@ -341,12 +463,15 @@ def main():
     }
     if args.pareto:
         result["pareto"] = pareto
+    if args.plot:
+        plot_pareto(pareto, args.plot)
     if args.json:
         print(json.dumps(result))
         return
     print(f"{n} images (9 ImageNet photographs x {args.repeat}), CRF 10, preset medium, averaged chroma")
     print(f"1 worker : {one:6.2f} images/s")
     print(f"2 workers: {two:6.2f} images/s  (x{two / one:.2f})")
+    print(f"2 workers, shuffled order: x{result['shuffled_over_source']:.2f} the source order's images/s")
     print(
         f"default quality ({DEFAULT_QUALITY}), 2 workers: {result['img_s_per_core']:.2f} images/s "
         f"per worker, {result['default_bytes_per_image'] / 1e3:.1f} kB per image"

@@ -55,6 +55,14 @@ fifth figure and the CPU use of each:
 - ``*_cpu_cores``: process CPU time / wall time during each pass (how many
   cores the input pipeline keeps busy).
 
+``--sweep-threads 1 2 4`` measures, instead, throughput against the thread count: for each T,
+``as_dataset`` (antialiased, and with ``antialias=False``), the decoder limit and the JPEG
+baseline on T threads: images/s, and process CPU ms per image, which other jobs on a shared
+machine disturb less (interleaved, the best of ``--repeats``); ``--plot FILE.png`` draws both
+(matplotlib, the ``docs`` extra). The docs' plot is made by
+
+    python benchmarks/pipeline.py --sweep-threads 1 2 4 --plot docs/images/pipeline-threads.png
+
     python benchmarks/pipeline.py [--samples N] [--threads T] [--device cpu|gpu] [--json]
 """
 
@@ -258,6 +266,76 @@ def decode_limit(thumbs, threads: int) -> float:
         return len(thumbs) / (time.perf_counter() - t)
 
 
+SWEEP = {
+    "as_dataset_img_s": "as_dataset (random resized crops, antialiased)",
+    "as_dataset_no_antialias_img_s": "as_dataset, antialias=False",
+    "decode_limit_img_s": "decoder limit (decode only, PyAV)",
+    "jpeg_img_s": "tf.data JPEG (decode_jpeg + resize)",
+}
+
+
+def sweep_threads(a, path, jpeg_t, thumbs) -> list[dict]:
+    """Images/s (and CPU ms per image) of each SWEEP pipeline on each thread count.
+
+    Interleaved, the best of the repeats: the most images/s, the fewest CPU ms (the decoder
+    limit's loop runs in Python threads, whose CPU time is not measured per image).
+    """
+    best = {
+        t: {**dict.fromkeys(SWEEP, 0.0), **dict.fromkeys(_cpu_keys(), float("inf"))} for t in a.sweep_threads
+    }
+    for _ in range(a.repeats):
+        for t in a.sweep_threads:
+            row = best[t]
+            row["decode_limit_img_s"] = max(row["decode_limit_img_s"], decode_limit(thumbs, t))
+            for key, ds in (
+                ("as_dataset_img_s", as_dataset_pipeline(path, a.batch, a.size, t)),
+                (
+                    "as_dataset_no_antialias_img_s",
+                    as_dataset_pipeline(path, a.batch, a.size, t, antialias=False),
+                ),
+                ("jpeg_img_s", jpeg_pipeline(jpeg_t, a.batch, a.size, t)),
+            ):
+                row[key] = max(row[key], time_dataset(ds, a.samples))
+                cpu = key.replace("_img_s", "_cpu_ms_per_img")
+                row[cpu] = min(row[cpu], _last_cpu_ms_per_img)
+    return [{"threads": t, **{k: round(v, 2) for k, v in best[t].items()}} for t in a.sweep_threads]
+
+
+def _cpu_keys():
+    return [k.replace("_img_s", "_cpu_ms_per_img") for k in SWEEP if k != "decode_limit_img_s"]
+
+
+def plot_sweep(rows, path, tensorflow: str) -> None:
+    import _plot
+
+    fig = _plot.figure(10, 4.6)
+    threads = [r["threads"] for r in rows]
+    ax = fig.add_axes([0.07, 0.2, 0.5, 0.7])
+    for (key, label), marker in zip(SWEEP.items(), "osD^", strict=True):
+        ax.plot(threads, [r[key] for r in rows], marker=marker, label=label)
+    ax.set_xlabel("threads")
+    ax.set_ylabel("images/s (224 x 224, batches of 64)")
+    ax.set_xticks(threads)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.set_title("throughput (wall clock)", fontsize=10)
+    ax.legend(loc="upper left", fontsize=7)
+    ax = fig.add_axes([0.67, 0.2, 0.31, 0.7])
+    for (key, label), marker in zip(SWEEP.items(), "osD^", strict=True):
+        cpu = key.replace("_img_s", "_cpu_ms_per_img")
+        if cpu in rows[0]:
+            ax.plot(threads, [r[cpu] for r in rows], marker=marker, label=label)
+        else:
+            ax.plot([], [])  # keep the colours of the first panel
+    ax.set_xlabel("threads")
+    ax.set_ylabel("process CPU ms per image")
+    ax.set_xticks(threads)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.set_title("cost (CPU time, less disturbed by other jobs)", fontsize=10)
+    _plot.save(fig, path, tensorflow)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--samples", type=int, default=768, help="images per pass (default 768)")
@@ -268,7 +346,17 @@ def main(argv=None) -> int:
     p.add_argument("--fixture", type=Path, default=FIXTURE, help="the original-tools fixture folder")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: add the NVDEC + CUDA path")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--sweep-threads",
+        type=int,
+        nargs="+",
+        metavar="T",
+        help="measure throughput against these thread counts",
+    )
+    p.add_argument("--plot", metavar="FILE.png", help="with --sweep-threads: draw it (matplotlib)")
     a = p.parse_args(argv)
+    if a.plot and not a.sweep_threads:
+        p.error("--plot draws the thread sweep: give --sweep-threads too (e.g. --sweep-threads 1 2 4)")
     if not (a.fixture / "benzina_original_mini.bzna").exists():
         p.error(f"the fixture is not at {a.fixture} (give --fixture)")
     import tensorflow as tf
@@ -284,6 +372,19 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path, jpegs, thumbs = make_inputs(Path(tmp), a.samples, a.fixture)
         jpeg_t = tf.constant(jpegs)
+        if a.sweep_threads:
+            rows = sweep_threads(a, path, jpeg_t, thumbs)
+            out = {"sweep": rows, "samples": a.samples, "batch": a.batch, "size": a.size}
+            out.update(tensorflow=tf.__version__, cores=os.cpu_count())
+            if a.plot:
+                plot_sweep(rows, a.plot, tf.__version__)
+            if a.json:
+                print(json.dumps(out))
+            else:
+                keys = [k for k in rows[0] if k != "threads"]
+                for r in rows:
+                    print(f"threads {r['threads']}: " + ", ".join(f"{k} {r[k]}" for k in keys))
+            return 0
         runs = {"pipeline_img_s": [], "as_dataset_img_s": [], "decode_limit_img_s": [], "jpeg_img_s": []}
         runs.update(as_dataset_no_checksums_img_s=[], read_img_s=[], read_no_checksums_img_s=[])
         runs.update(verify_ms_per_sample=[], verify_checksums_only_ms_per_sample=[])

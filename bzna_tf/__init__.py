@@ -37,7 +37,8 @@ from bzna_tf.format import (
 )
 from bzna_tf.previews import preview
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the only place the version is written: pyproject.toml reads it from here
+"""The version of the installed bzna_tf."""
 
 register_layers_with_keras()
 

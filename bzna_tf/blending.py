@@ -11,6 +11,7 @@ from bzna_tf.datasets.arguments import positive_int
 __all__ = ["blend", "MIXES"]
 
 MIXES = ("batch", "sample")
+"""How :func:`blend` mixes: ``"batch"`` (whole batches from one source) or ``"sample"`` (within batches)."""
 
 
 def _weights(weights, n):

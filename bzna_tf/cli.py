@@ -1,9 +1,9 @@
 """The ``bzna-tf`` command line.
 
 bzna-tf info FILE... [--json]
-bzna-tf convert tfrecord|folder|gulp SRC... OUT.bzna [--workers N] [--crf C] [--preset P] ...
+bzna-tf convert tfrecord|folder|gulp SRC... OUT.bzna [--workers N] [--order O --seed S] [--quality Q] ...
 bzna-tf samplelist FILE... -o LIST [--type T] [--ids indices|names] [--split S] | --check LIST [FILE...]
-bzna-tf preview FILE... -o GRID.png [--n 16] [--warp ...] [--size H W] [--seed S]
+bzna-tf preview FILE... -o GRID.png|GRID.jpg [--n 16] [--warp ...] [--size H W] [--seed S] [--on-error skip]
 bzna-tf verify FILE... [--workers N] [--track T] [--no-decode] [--exclusion-list LIST] [--json] [--progress]
 bzna-tf service dispatcher [--port P] [--work-dir D] | worker --dispatcher HOST:P [--port Q] [--address A]
 """
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 
 from bzna_tf.format import BznaFile, BznaFormatError, expand_paths
 from bzna_tf.format.wording import count
 
-__all__ = ["main", "describe"]
+__all__ = ["build_parser", "describe", "main"]
 
 
 def error_text(e: Exception) -> str:
@@ -115,42 +116,83 @@ def _info(args) -> int:
     return status
 
 
-def _convert(args) -> int:
-    from bzna_tf.convert import ConversionError, GulpSource, ImageFolderSource, TFRecordSource, convert
-    from bzna_tf.convert.sources import read_class_names
+def _path(text: str) -> str:
+    """A path or pattern argument with ``~`` expanded (a quoted ``'~/tfr/*'`` reaches us unexpanded)."""
+    return os.path.expanduser(text)
 
-    class_names = read_class_names(args.class_names) if args.class_names else None
-    if args.kind == "tfrecord":
-        source = TFRecordSource(
-            args.sources,
-            image_key=args.image_key,
-            label_key="auto" if args.label_key is None else (args.label_key or None),
-            filename_key="auto" if args.filename_key is None else (args.filename_key or None),
-            label_offset=args.label_offset,
-            compression=args.compression,
+
+# The flags of `convert` that only some sources take (see SOURCES' cli_options), with their defaults.
+_SOURCE_FLAGS = {
+    "image_key": None,
+    "label_key": None,
+    "filename_key": None,
+    "label_offset": 0,
+    "compression": None,
+    "allow_unlabelled": False,
+}
+
+
+def _source(args):
+    """The source of ``bzna-tf convert KIND``, refusing flags that KIND does not take."""
+    from bzna_tf.convert import SOURCES
+
+    cls = SOURCES[args.kind]
+    given = [k for k, default in _SOURCE_FLAGS.items() if getattr(args, k) != default]
+    foreign = [k for k in given if k not in cls.cli_options]
+    if foreign:
+        flags = ", ".join("--" + k.replace("_", "-") for k in foreign)
+        takers = {k: [kind for kind, c in SOURCES.items() if k in c.cli_options] for k in foreign}
+        which = "; ".join(f"--{k.replace('_', '-')}: {', '.join(v)}" for k, v in takers.items())
+        raise ValueError(
+            f"{flags} {'does' if len(foreign) == 1 else 'do'} not apply to {args.kind} sources ({which})"
         )
-    elif args.kind == "folder":
-        if len(args.sources) != 1:
-            raise ValueError(f"Expected one folder. Received: {args.sources}")
-        source = ImageFolderSource(args.sources[0])
-    else:
-        label_key = "label" if args.label_key is None else (args.label_key or None)
-        source = GulpSource(args.sources, label_key=label_key)
+    return cls.from_cli(args.sources, **{k: getattr(args, k) for k in cls.cli_options})
+
+
+def _encoding(args):
+    from bzna_tf.convert import DEFAULT_QUALITY, EncodeOptions
+    from bzna_tf.convert.encode import DEFAULT_LAYOUT
+
+    return EncodeOptions(
+        quality=args.quality or DEFAULT_QUALITY,
+        crf=args.crf,
+        preset=args.preset,
+        chroma=args.chroma,
+        layout=args.layout or DEFAULT_LAYOUT,
+        thumbnails_only=args.thumbnails_only,
+        encoder=args.encoder,
+        lenient=args.lenient,
+    )
+
+
+def _convert(args) -> int:
+    from bzna_tf.convert import ConversionError, ConversionInterrupted, convert
+    from bzna_tf.convert.converter import _check_int as check_int
+    from bzna_tf.convert.plan import check_order, shard_paths
+    from bzna_tf.convert.sources import read_class_names
+    from bzna_tf.format.atomic import make_parent
+
+    # Everything that can be checked is checked before the source is read (a folder of a million images
+    # takes minutes to list) and before any image is encoded.
+    encoding = _encoding(args)
+    check_order(args.order, args.seed)
+    for name, low in (("workers", 0), ("num_shards", 1), ("num_workers", 1), ("worker_index", 0)):
+        check_int(getattr(args, name), name, low)
+    shard_paths(args.output, None)  # a file name, not a folder
+    make_parent(args.output)
+    class_names = read_class_names(args.class_names) if args.class_names else None
+    source = _source(args)
     try:
         summary = convert(
             source,
             args.output,
+            encoding=encoding,
             workers=args.workers,
-            quality=args.quality,
-            crf=args.crf,
-            preset=args.preset,
-            chroma=args.chroma,
-            layout=args.layout,
-            thumbnails_only=args.thumbnails_only,
-            encoder=args.encoder,
+            order=args.order,
+            seed=args.seed,
             strict=args.strict,
-            lenient=args.lenient,
             missing_label=args.missing_label,
+            negative_labels=args.negative_labels,
             num_shards=args.num_shards,
             shard_size=None if args.shard_size is None else args.shard_size * 1e6,
             worker_index=args.worker_index,
@@ -159,6 +201,9 @@ def _convert(args) -> int:
             class_names=class_names,
             progress=not args.no_progress,
         )
+    except ConversionInterrupted as e:
+        print(f"bzna-tf convert: {e}", file=sys.stderr)
+        return 130
     except ConversionError as e:
         print(f"bzna-tf convert: {e}", file=sys.stderr)
         return 1
@@ -167,39 +212,71 @@ def _convert(args) -> int:
 
 
 def _add_convert(sub):
-    from bzna_tf.convert import encode
+    from bzna_tf.convert import DEFAULT_SEED, ORDERS, SOURCES, X265_PRESETS, encode
 
     c = sub.add_parser(
         "convert",
         help="convert TFRecords, an image folder or GulpIO chunks to .bzna (one file or shards)",
         description="Decode every image, encode it as H.265 (libx265, or NVENC) and write one .bzna file or "
-        "shards. Output order = input order; undecodable images are reported and skipped; nothing appears "
-        "under a final name until that file is complete; rerunning the same command skips finished files.",
+        "shards, in a shuffled order (seed recorded) unless --order source. Undecodable images are reported "
+        "and skipped; nothing appears under a final name until that file is complete; rerunning the same "
+        "command skips finished files; Ctrl-C keeps the finished ones.",
     )
-    c.add_argument("kind", choices=("tfrecord", "folder", "gulp"), help="what the sources are")
+    c.add_argument("kind", choices=tuple(SOURCES), help="what the sources are")
     c.add_argument(
         "sources",
         nargs="+",
-        help="tfrecord: files or glob patterns (quote them); folder: one folder with a sub-folder per class; "
-        "gulp: chunk folders or .gmeta files",
+        type=_path,
+        help="; ".join(f"{kind}: {cls.cli_help}" for kind, cls in SOURCES.items()),
     )
     c.add_argument(
-        "output", help="the .bzna file to write; with shards, DIR/NAME.bzna gives NAME-00000-of-0000N"
+        "output",
+        type=_path,
+        help="the .bzna file to write (its folder is created); with shards, DIR/NAME.bzna gives "
+        "NAME-00000-of-0000N.bzna",
     )
     c.add_argument("--workers", type=int, default=None, help="encoding processes (default: all cores)")
-    q = c.add_argument_group("quality and layout")
+    o = c.add_argument_group("order")
+    o.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="shuffle",
+        help="shuffle (default): the images in a random order drawn from --seed, so that every shard and "
+        "every slice holds every class; source: the sources' order (class by class for a folder)",
+    )
+    o.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"the shuffle's seed, stored in each file's metadata (default {DEFAULT_SEED})",
+    )
+    q = c.add_argument_group("quality and layout (checked before any work)")
     q.add_argument(
         "--quality",
         choices=tuple(encode.QUALITY_PRESETS),
         default=None,
-        help=f"named x265 settings (default {encode.DEFAULT_QUALITY}; see the README's table)",
+        help=f"named x265 settings (default {encode.DEFAULT_QUALITY}; the Benchmarks page compares them): "
+        + "; ".join(
+            f"{name}: {v['preset']}, CRF {v['crf']}, {v['chroma']} chroma"
+            for name, v in encode.QUALITY_PRESETS.items()
+        ),
     )
     q.add_argument(
-        "--crf", type=float, default=None, help="x265 quality, lower is better (overrides --quality)"
+        "--crf",
+        type=float,
+        default=None,
+        help="x265 constant rate factor in [0, 51], lower is better and bigger (overrides --quality); "
+        "NVENC's constant QP",
     )
-    q.add_argument("--preset", default=None, help="x265 preset (overrides --quality)")
     q.add_argument(
-        "--chroma", choices=("average", "lsq"), default=None, help="4:2:0 chroma (overrides --quality)"
+        "--preset", choices=X265_PRESETS, default=None, metavar="PRESET",
+        help=f"x265 preset (overrides --quality): {', '.join(X265_PRESETS)}",
+    )  # fmt: skip
+    q.add_argument(
+        "--chroma",
+        choices=encode.CHROMA_MODES,
+        default=None,
+        help="4:2:0 chroma, average (of each 2x2 block) or lsq (least squares; overrides --quality)",
     )
     q.add_argument(
         "--layout",
@@ -208,7 +285,12 @@ def _add_convert(sub):
         help=f"coded frames and boxes (default {encode.DEFAULT_LAYOUT}; benzina = the original tools')",
     )
     q.add_argument("--thumbnails-only", action="store_true", help="store only the <= 512x512 thumbnails")
-    q.add_argument("--encoder", choices=("x265", "nvenc"), default="x265", help="nvenc needs an NVIDIA GPU")
+    q.add_argument(
+        "--encoder",
+        choices=("x265", "nvenc"),
+        default="x265",
+        help="nvenc needs an NVIDIA GPU and PyNvVideoCodec",
+    )
     s = c.add_argument_group("shards, resuming and array jobs")
     s.add_argument("--num-shards", type=int, default=None, help="write N shards NAME-0000k-of-0000N.bzna")
     s.add_argument(
@@ -221,17 +303,31 @@ def _add_convert(sub):
     s.add_argument(
         "--overwrite", action="store_true", help="replace existing outputs (else finished ones are skipped)"
     )
-    c.add_argument("--strict", action="store_true", help="stop at the first undecodable image")
-    c.add_argument("--lenient", action="store_true", help="keep images the decoder had to repair")
-    c.add_argument(
+    b = c.add_argument_group("bad images and labels")
+    b.add_argument("--strict", action="store_true", help="stop at the first undecodable image")
+    b.add_argument("--lenient", action="store_true", help="keep images the decoder had to repair")
+    b.add_argument(
         "--missing-label",
         type=int,
         default=None,
-        help="target for unlabelled images followed by labelled ones",
+        help="target stored for unlabelled images followed by labelled ones",
     )
-    c.add_argument("--class-names", default=None, help="a text file of class names, one per line, by target")
+    b.add_argument(
+        "--negative-labels",
+        choices=("error", "unlabelled"),
+        default="error",
+        help="a negative label (after --label-offset): error (default) names the record; unlabelled stores "
+        "the image as unlabelled (TFDS writes -1 for images without a label)",
+    )
+    b.add_argument(
+        "--class-names",
+        type=_path,
+        default=None,
+        help="a text file of class names, one per line, by target (a folder or GulpIO source needs one per "
+        "class)",
+    )
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
-    t = c.add_argument_group("tfrecord and gulp options")
+    t = c.add_argument_group("source options (each refused by the sources that do not take it)")
     t.add_argument(
         "--image-key",
         default=None,
@@ -257,6 +353,11 @@ def _add_convert(sub):
     t.add_argument(
         "--compression", choices=("GZIP", "ZLIB"), default=None, help="tfrecord: the files' compression"
     )
+    t.add_argument(
+        "--allow-unlabelled",
+        action="store_true",
+        help="folder: store image files beside the class folders as unlabelled images (else an error)",
+    )
     c.set_defaults(run=_convert)
 
 
@@ -266,6 +367,7 @@ def _lines(lst) -> str:
 
 def _samplelist(args) -> int:
     from bzna_tf.datasets import Dataset
+    from bzna_tf.format.atomic import make_parent
     from bzna_tf.format.samplelist import SampleList
 
     if args.check:
@@ -280,6 +382,7 @@ def _samplelist(args) -> int:
         return 0
     if not args.files or not args.output:
         raise ValueError("give the .bzna files and -o LIST (or --check LIST)")
+    make_parent(args.output)
     with Dataset(args.files, split=args.split) as ds:
         if args.labelled_only:
             from bzna_tf.format.labels import is_labelled
@@ -302,9 +405,12 @@ def _add_samplelist(sub):
         "or, with --check, read a list and resolve it against its files.",
     )
     c.add_argument(
-        "files", nargs="*", help=".bzna files or glob patterns (--check: the data to resolve against)"
+        "files",
+        nargs="*",
+        type=_path,
+        help=".bzna files or glob patterns (--check: the data to resolve against)",
     )
-    c.add_argument("-o", "--output", help="the list file to write")
+    c.add_argument("-o", "--output", type=_path, help="the list file to write (its folder is created)")
     c.add_argument("--type", choices=LIST_TYPES, default="CONDUIT_HDF5_INCLUSION", help="the list type")
     c.add_argument(
         "--ids",
@@ -315,10 +421,15 @@ def _add_samplelist(sub):
     c.add_argument("--split", default=None, help="only this split, TFDS style ('[:90%%]', 'all[1000:]')")
     c.add_argument("--labelled-only", action="store_true", help="only labelled samples (target >= 0)")
     c.add_argument(
-        "--base", default=None, help="the base directory on line 3 (default: the files' common one)"
+        "--base",
+        type=_path,
+        default=None,
+        help="the base directory on line 3 (default: the files' common one)",
     )
     c.add_argument("--no-ranges", action="store_true", help="write every index, no 'a ... b' ranges")
-    c.add_argument("--check", metavar="LIST", default=None, help="read LIST and report what it selects")
+    c.add_argument(
+        "--check", metavar="LIST", type=_path, default=None, help="read LIST and report what it selects"
+    )
     c.set_defaults(run=_samplelist)
 
 
@@ -345,33 +456,43 @@ def _warp(args):
 
 
 def _preview(args) -> int:
+    from bzna_tf.format.atomic import make_parent
+    from bzna_tf.previews import PreviewWarning, check_image_path, error_line, preview, write_image
+
+    make_parent(check_image_path(args.output))  # before anything is decoded (or TensorFlow imported)
+    import tensorflow as tf
+
     from bzna_tf.datasets import ClassificationDataset
-    from bzna_tf.previews import PreviewWarning, preview, write_png
 
     size = args.size if len(args.size) == 2 else args.size * 2
-    with (
-        ClassificationDataset(args.files, input_label=args.track, split=args.split) as ds,
-        warnings.catch_warnings(record=True) as caught,
-    ):
-        warnings.simplefilter("always", PreviewWarning)
-        p = preview(
-            ds,
-            args.n,
-            shape=tuple(size),
-            warp=_warp(args),
-            seed=args.seed,
-            shuffle=not args.first,
-            training=not args.eval,
-            columns=args.columns,
-            sample_list=args.sample_list,
-            antialias=not args.no_antialias,
-        )
+    try:
+        with (
+            ClassificationDataset(args.files, input_label=args.track, split=args.split) as ds,
+            warnings.catch_warnings(record=True) as caught,
+        ):
+            warnings.simplefilter("always", PreviewWarning)
+            p = preview(
+                ds,
+                args.n,
+                shape=tuple(size),
+                warp=_warp(args),
+                seed=args.seed,
+                shuffle=not args.first,
+                training=not args.eval,
+                columns=args.columns,
+                sample_list=args.sample_list,
+                antialias=not args.no_antialias,
+                on_error=args.on_error,
+            )
+    except tf.errors.OpError as e:  # a damaged sample: TensorFlow's error names the file and the sample
+        print(f"bzna-tf preview: {error_line(e)} (--on-error skip leaves such samples out)", file=sys.stderr)
+        return 1
     for w in caught:  # ours as one line each ("asked for 16 samples, but ..."), others as they were
         if issubclass(w.category, PreviewWarning):
             print(f"bzna-tf preview: {w.message}", file=sys.stderr)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    write_png(args.output, p.image)
+    write_image(args.output, p.image)
     print(
         f"{args.output}: {p.image.shape[1]}x{p.image.shape[0]}, {count(len(p.indices), 'sample')} "
         f"({', '.join(str(i) for i in p.indices[:8])}{' ...' if len(p.indices) > 8 else ''})"
@@ -382,12 +503,19 @@ def _preview(args) -> int:
 def _add_preview(sub):
     c = sub.add_parser(
         "preview",
-        help="a PNG grid of decoded, augmented samples with their labels",
+        help="a PNG or JPEG grid of decoded, augmented samples with their labels",
         description="Decode and warp samples exactly as as_dataset(seed=SEED, ...) would and write them as "
-        "one PNG grid; each tile is captioned '<sample index>: <label>' ('-': no label).",
+        "one image grid (PNG or JPEG, by the output's suffix); each tile is captioned '<sample index>: "
+        "<label>' ('-': no label).",
     )
-    c.add_argument("files", nargs="+", help=".bzna files or glob patterns")
-    c.add_argument("-o", "--output", required=True, help="the PNG to write")
+    c.add_argument("files", nargs="+", type=_path, help=".bzna files or glob patterns")
+    c.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        type=_path,
+        help="the image to write: .png, or .jpg/.jpeg for JPEG (quality 95); its folder is created",
+    )
     c.add_argument("--n", type=int, default=16, help="how many samples (default 16)")
     c.add_argument(
         "--size", type=int, nargs="+", default=[128], metavar="H [W]", help="tile size (default 128)"
@@ -413,36 +541,49 @@ def _add_preview(sub):
         "--track", choices=("bzna_thumb", "bzna_input"), default="bzna_thumb", help="picture track"
     )
     c.add_argument("--split", default=None, help="only this split, TFDS style")
-    c.add_argument("--sample-list", default=None, help="only the samples of this LBANN sample list")
+    c.add_argument(
+        "--sample-list", type=_path, default=None, help="only the samples of this LBANN sample list"
+    )
     c.add_argument(
         "--no-antialias", action="store_true", help="sample points where the warp shrinks (Benzina's warp)"
+    )
+    c.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a sample that cannot be read or decoded: raise (default) stops with one line naming it; skip "
+        "leaves it out, shows another sample in its place and names it",
     )
     c.set_defaults(run=_preview)
 
 
 def _verify(args) -> int:
+    from bzna_tf.format.atomic import make_parent
     from bzna_tf.verify import format_report, verify
 
     tracks = ("bzna_thumb", "bzna_input") if args.track == "both" else (args.track,)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
+    if args.exclusion_list:
+        make_parent(args.exclusion_list)  # before the run, not after it
     report = verify(
         args.files, workers=args.workers, tracks=tracks, decode=not args.no_decode, progress=progress
     )
-    if args.exclusion_list:
-        lst = report.exclusion_list()
-        lst.write(args.exclusion_list)
     if args.json:
         out = report.to_json()
         if args.exclusion_list:
             out["exclusion_list"] = args.exclusion_list
+    else:  # the report comes first: a list that cannot be written must not hide it
+        print(format_report(report), flush=True)
+    if args.exclusion_list:
+        lst = report.exclusion_list()
+        lst.write(args.exclusion_list)
+    if args.json:
         print(json.dumps(out))
-    else:
-        print(format_report(report))
-        if args.exclusion_list:
-            print(
-                f"{args.exclusion_list}: {lst.type}, leaves out {count(report.damaged, 'damaged sample')}, "
-                f"uses {lst.num_included:,}"
-            )
+    elif args.exclusion_list:
+        print(
+            f"{args.exclusion_list}: {lst.type}, leaves out {count(report.damaged, 'damaged sample')}, "
+            f"uses {lst.num_included:,}"
+        )
     return 0 if report.ok else 1
 
 
@@ -455,7 +596,7 @@ def _add_verify(sub):
         "checksums (the original tools') are verified by decoding only, which finds only part of the damage. "
         "Exits 1 when anything is damaged.",
     )
-    c.add_argument("files", nargs="+", help=".bzna files, glob patterns or directories")
+    c.add_argument("files", nargs="+", type=_path, help=".bzna files, glob patterns or directories")
     c.add_argument("--workers", type=int, default=None, help="threads (default: all cores)")
     c.add_argument(
         "--track",
@@ -467,8 +608,10 @@ def _add_verify(sub):
     c.add_argument(
         "--exclusion-list",
         metavar="LIST",
+        type=_path,
         default=None,
-        help="write a CONDUIT_HDF5_EXCLUSION sample list leaving out the damaged samples",
+        help="write a CONDUIT_HDF5_EXCLUSION sample list leaving out the damaged samples (its folder is "
+        "created before the run)",
     )
     c.add_argument(
         "--json", action="store_true", help="print JSON: one object for one file, else {'files': [...]}"
@@ -523,11 +666,12 @@ def _add_service(sub):
     c.set_defaults(run=_service)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``bzna-tf`` argument parser, with every subcommand (the docs' CLI reference is made from it)."""
     p = argparse.ArgumentParser(prog="bzna-tf", description="Benzina (.bzna) datasets for TensorFlow.")
     sub = p.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="describe .bzna files")
-    info.add_argument("files", nargs="+", help=".bzna files or glob patterns")
+    info.add_argument("files", nargs="+", type=_path, help=".bzna files or glob patterns")
     info.add_argument(
         "--json",
         action="store_true",
@@ -539,12 +683,20 @@ def main(argv=None) -> int:
     _add_preview(sub)
     _add_verify(sub)
     _add_service(sub)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    """Runs ``bzna-tf`` with ``argv`` (default: the process's arguments); returns the exit status."""
+    args = build_parser().parse_args(argv)
     try:
         return args.run(args)
     except (OSError, ValueError) as e:  # BznaFormatError and SampleListError are ValueErrors
         print(f"bzna-tf {args.command}: {error_text(e)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C outside a conversion (which says more): one line, the shell's 130
+        print(f"bzna-tf {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -11,7 +14,24 @@ import numpy as np
 from bzna_tf.format.atomic import write_atomic
 from bzna_tf.format.wording import count
 
-__all__ = ["Preview", "PreviewWarning", "preview", "render_text", "write_png"]
+__all__ = [
+    "IMAGE_FORMATS",
+    "Preview",
+    "PreviewWarning",
+    "check_image_path",
+    "preview",
+    "render_text",
+    "write_image",
+    "write_png",
+]
+
+# The grid's file formats, by suffix (TensorFlow's encoders: no other image library is needed).
+IMAGE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}
+JPEG_QUALITY = 95
+# With on_error="skip": at most this many damaged samples are named one by one.
+_NAMED_SKIPS = 10
+# ... and at most this many samples are tried in all (a file that is mostly damaged ends the search).
+_MAX_TRIES = 256
 
 PAD = 4  # pixels between tiles and around the grid
 TEXT_SCALE = 2  # each font pixel is a 2 x 2 block
@@ -57,7 +77,7 @@ def caption(index: int, label: int) -> str:
 
 
 class PreviewWarning(UserWarning):
-    """A preview shows fewer samples than asked for: the dataset has fewer."""
+    """A preview shows fewer samples than asked for, or left out a damaged sample (``on_error="skip"``)."""
 
 
 @dataclass
@@ -103,6 +123,7 @@ def preview(
     track: str = "bzna_thumb",
     sample_list=None,
     antialias=None,
+    on_error: str = "raise",
 ) -> Preview:
     """``n`` samples decoded and warped exactly as ``as_dataset`` would, laid out in a grid.
 
@@ -125,6 +146,10 @@ def preview(
       antialias: as for ``as_dataset``: filter where the warp shrinks the
         picture (default: the warp layer's, or True); False shows Benzina's
         point-sampled warp.
+      on_error: a sample that cannot be read or decoded: ``"raise"``
+        (default) raises TensorFlow's error, which names the file and the
+        sample; ``"skip"`` leaves it out, takes the next sample instead (the
+        next at random with ``shuffle``), and names it in a :class:`PreviewWarning`.
 
     Returns:
       A :class:`Preview`.
@@ -133,6 +158,8 @@ def preview(
     from bzna_tf.datasets.arguments import positive_int as _positive_int
     from bzna_tf.format.samplelist import SampleList
 
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"Expected `on_error` in ('raise', 'skip'). Received: on_error={on_error!r}")
     if not isinstance(data, Dataset):
         data = ClassificationDataset(_paths(data), input_label=track)
     if sample_list is not None:
@@ -148,29 +175,35 @@ def preview(
         )
     if columns is not None:
         columns = _positive_int(columns, "columns")
-    if shuffle:
-        positions = np.random.default_rng(seed).choice(len(data), size=n, replace=False)
-    else:
-        positions = np.arange(n)
-    chosen = data.select(positions)
-    # A preview shows unlabelled samples too (captioned "-"), with training warps.
-    reading = chosen._reading_unlabelled("show") if isinstance(chosen, ClassificationDataset) else chosen
-    batch = next(
-        iter(
-            Dataset.as_dataset(
-                reading,
-                batch_size=n,
-                shape=shape,
-                warp=warp,
-                seed=seed,
-                training=training,
-                prefetch=0,
-                antialias=antialias,
-            )
+    rng = np.random.default_rng(seed)
+    first = rng.choice(len(data), size=n, replace=False) if shuffle else np.arange(n)
+
+    def render(positions):
+        chosen = data.select(positions)
+        # A preview shows unlabelled samples too (captioned "-"), with training warps.
+        reading = chosen._reading_unlabelled("show") if isinstance(chosen, ClassificationDataset) else chosen
+        dataset = Dataset.as_dataset(
+            reading,
+            batch_size=len(positions),
+            shape=shape,
+            warp=warp,
+            seed=seed,
+            training=training,
+            prefetch=0,
+            antialias=antialias,
         )
-    )
-    images = batch[0] if isinstance(batch, tuple) else batch
-    images = np.clip(np.rint(np.asarray(images)), 0, 255).astype(np.uint8)
+        batch = next(iter(dataset))
+        images = batch[0] if isinstance(batch, tuple) else batch
+        return np.clip(np.rint(np.asarray(images)), 0, 255).astype(np.uint8), chosen
+
+    if on_error == "raise":
+        images, chosen = render(first)
+    else:
+        positions, images = _render_skipping(render, first, _others(rng, len(data), first, shuffle), n, asked)
+        if not positions:
+            raise ValueError(f"no sample of {data._describe_files()} could be read and decoded")
+        images, chosen = np.stack(images), data.select(positions)
+        n = len(positions)
     h, w = images.shape[1:3]
     labels = chosen.targets.tolist()
     indices = chosen.indices.tolist()
@@ -204,6 +237,97 @@ def _paths(data):
         "as_dataset on, and give preview the warp, seed and shape (preview(ds, 16, warp=..., seed=...)). "
         f"Received: data={text if len(text) <= 120 else text[:117] + '...'}"
     )
+
+
+def _others(rng, size, first, shuffle):
+    """The positions to try after ``first`` when some of it is damaged (lazily: most previews need none)."""
+    rest = np.setdiff1d(np.arange(size), first)
+    yield from (rng.permutation(rest) if shuffle else rest)
+
+
+def _render_skipping(render, first, others, n, asked):
+    """(positions, images) of up to ``n`` samples that decode, from ``first`` then ``others``.
+
+    A batch that fails is rendered one sample at a time (each sample's warp
+    depends only on its index, so a tile is the same alone or in a batch);
+    every sample left out is named in a PreviewWarning.
+    """
+    import tensorflow as tf
+
+    good, images, bad = [], [], []
+    todo = [int(p) for p in first]
+    while todo:
+        try:
+            rendered, chosen = render(todo)
+            good += todo
+            images += list(rendered)
+        except tf.errors.OpError:
+            for p in todo:
+                try:
+                    rendered, chosen = render([p])
+                    good.append(p)
+                    images.append(rendered[0])
+                except tf.errors.OpError as e:
+                    bad.append(error_line(e))
+        tried = len(good) + len(bad)
+        todo = [int(p) for p in itertools.islice(others, max(0, min(n - len(good), _MAX_TRIES - tried)))]
+    for reason in bad[:_NAMED_SKIPS]:
+        warnings.warn(f"skipped a damaged sample: {reason}", PreviewWarning, stacklevel=3)
+    if len(bad) > _NAMED_SKIPS:
+        warnings.warn(f"skipped {len(bad) - _NAMED_SKIPS} more damaged samples", PreviewWarning, stacklevel=3)
+    if bad and len(good) < min(n, asked):
+        warnings.warn(
+            f"{count(len(bad), 'damaged sample')} left out: the preview shows {count(len(good), 'sample')}",
+            PreviewWarning,
+            stacklevel=3,
+        )
+    return good, images
+
+
+# What tf.data puts before an op's own message: "{{function_node ...}} Error in user-defined function
+# passed to ParallelMapDatasetV2:4 transformation with iterator: Iterator::Root::...: ".
+_TF_PREFIX = re.compile(
+    r"^(\{\{function_node [^}]*\}\}\s*)?(Error in user-defined function passed to .*? with iterator: \S+: )?"
+)
+
+
+def error_line(error) -> str:
+    """A TensorFlow error's own words: its first line, without tf.data's prefixes and the node context.
+
+    ``"bad.bzna, sample 5, byte offset 31381: box 'ftyp' of 4294967295 bytes runs past ..."``.
+    """
+    message = (getattr(error, "message", None) or str(error)).strip()
+    if not message:
+        return type(error).__name__
+    return _TF_PREFIX.sub("", message.splitlines()[0]).strip()
+
+
+def check_image_path(path) -> str:
+    """``path`` if its suffix names a format of ``IMAGE_FORMATS`` (.png, .jpg, .jpeg), else a ValueError."""
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix not in IMAGE_FORMATS:
+        raise ValueError(
+            f"Expected an image file name ending in {', '.join(IMAGE_FORMATS)} (the suffix chooses the "
+            f"format). Received: {os.fspath(path)!r}"
+        )
+    return os.fspath(path)
+
+
+def write_image(path, image: np.ndarray) -> str:
+    """Writes an (H, W, 3) uint8 image in the format its suffix names (PNG, or JPEG at quality 95).
+
+    Atomic (a temporary file renamed into place); the folder is created when
+    missing. Raises ValueError for another suffix, before anything is written.
+    """
+    import tensorflow as tf
+
+    path = check_image_path(path)
+    image = np.ascontiguousarray(image)
+    if IMAGE_FORMATS[os.path.splitext(path)[1].lower()] == "JPEG":
+        data = tf.io.encode_jpeg(image, quality=JPEG_QUALITY).numpy()
+    else:
+        data = tf.io.encode_png(image).numpy()
+    return write_atomic(path, data)
 
 
 def write_png(path, image: np.ndarray) -> str:

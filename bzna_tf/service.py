@@ -30,9 +30,9 @@ __all__ = ["dispatcher", "load_ops", "worker"]
 
 def load_ops() -> None:
     """Registers bzna_tf's ops (and GPU kernels, where they can run) in this process."""
-    from bzna_tf import ops
+    from bzna_tf.ops import load_library
 
-    ops.load_library()
+    load_library()
 
 
 def dispatcher(port: int = 0, *, work_dir: str | None = None, fault_tolerant_mode: bool = False):

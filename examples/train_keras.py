@@ -88,7 +88,7 @@ def make_tfrecords(path: str, count: int, seed: int) -> None:
 
 def make_data(workdir: str, train_count: int, val_count: int, workers: int | None) -> tuple[str, str]:
     """The demo's train.bzna and val.bzna in ``workdir`` (made once; reused when present)."""
-    from bzna_tf.convert import TFRecordSource, convert
+    from bzna_tf.convert import EncodeOptions, TFRecordSource, convert
 
     paths = []
     for split, count, seed in (("train", train_count, 1), ("val", val_count, 2)):
@@ -103,7 +103,9 @@ def make_data(workdir: str, train_count: int, val_count: int, workers: int | Non
         print(f"drew {count} {split} pictures into {record} in {time.perf_counter() - t:.1f} s")
         source = TFRecordSource(record, label_offset=-1)
         # The pictures are small: a fast x265 preset is plenty for them.
-        summary = convert(source, bzna, workers=workers, preset="fast", progress=False)
+        summary = convert(
+            source, bzna, encoding=EncodeOptions(preset="fast"), workers=workers, progress=False
+        )
         print(f"converted: {summary}")
     return paths[0], paths[1]
 

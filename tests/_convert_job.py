@@ -9,9 +9,9 @@ import argparse
 import os
 import sys
 
-from bzna_tf.convert import ImageFolderSource, convert
+from bzna_tf.convert import EncodeOptions, ImageFolderSource, convert
 
-OPTIONS = {"preset": "medium", "crf": 20, "chroma": "average"}
+OPTIONS = {"encoding": EncodeOptions(preset="medium", crf=20, chroma="average")}
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()

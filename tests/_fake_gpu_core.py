@@ -1,7 +1,7 @@
 """A stand-in for ``bzna_tf.ops.gpu_core.GpuCore`` on machines without a GPU: NumPy + PyAV.
 
 It has GpuCore's methods and writes the same results: FFmpeg decodes (PyAV),
-the NumPy warp reference of SPEC.md section 4 (tests/_warp_reference.py) warps, and "device memory" is host
+the NumPy warp reference of SPEC section 4 (tests/_warp_reference.py) warps, and "device memory" is host
 memory (pointers are NumPy buffers' addresses). tests/test_gpu_kit.py runs the
 kit's runner with it, so every path of the runner runs before a GPU sees it.
 Needs no TensorFlow and no bzna_tf (the runner replaces ``bzna_tf`` by the kit's).

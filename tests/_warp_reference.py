@@ -1,4 +1,4 @@
-"""A NumPy reference of the fused warp, written from SPEC.md section 4 (no TensorFlow).
+"""A NumPy reference of the fused warp, written from SPEC section 4 (no TensorFlow).
 
 The spec's float32 arithmetic in the spec's order: the native ops (built with
 -ffp-contract=off) agree with it to rounding noise. Used by tests/test_warp.py

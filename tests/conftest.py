@@ -1,6 +1,7 @@
 import json
 import os
 import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -8,6 +9,38 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "benzina-original"
 ORIGINAL = FIXTURES / "benzina_original_mini.bzna"
+
+
+# `pytest -n auto` (pytest-xdist, the README's test command): one worker per CPU this process may run
+# on (its affinity, which containers and batch systems narrow, not the machine's count), at most 8. Each
+# worker imports TensorFlow (about 1 GB of memory) and most tests run multi-threaded TensorFlow ops or
+# child processes, so more workers than CPUs only adds memory.
+MAX_WORKERS = 8
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without xdist, pytest runs all the same
+def pytest_xdist_auto_num_workers(config):
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def native_ops_built():
+    """The native ops, built before the first test of a run whose tests import TensorFlow.
+
+    A test that checks what a command prints must not see the one-time "compiling bzna_tf's native
+    ops ..." line, nor, under pytest-xdist, "waiting for another process compiling ..." while another
+    worker builds them, because it happened to be the first to use an op. A build error is left to
+    the tests that use the ops (they raise it). With $BZNA_TF_OPS_LIBRARY (.ci/bazel), nothing is built.
+    """
+    if "tensorflow" not in sys.modules:  # the collected test modules never import it: no op is used
+        return
+    from bzna_tf.ops import _build, _load
+
+    try:
+        if _load._given_library() is None:
+            _build.build()
+    except _build.BuildError:
+        pass
 
 
 def _need_fixture():
@@ -49,33 +82,14 @@ def pictures():
 
 
 @pytest.fixture(scope="session")
-def ffnvcodec(tmp_path_factory):
-    """An include folder holding ffnvcodec/ (installed, or Debian's package unpacked here)."""
-    import shutil
-    import subprocess
-
+def ffnvcodec():
+    """An include folder holding ffnvcodec/: installed, else fetched without root as the GPU build does."""
     from bzna_tf.ops import _build
 
-    found = _build.ffnvcodec_include()
-    if found:
-        return found
-    if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
-        pytest.skip("nv-codec-headers are not installed and apt-get is not available to fetch them")
-    folder = tmp_path_factory.mktemp("ffnvcodec")
-    r = subprocess.run(
-        ["apt-get", "download", "libffmpeg-nvenc-dev"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    debs = list(folder.glob("*.deb"))
-    if r.returncode or not debs:
-        pytest.skip(
-            f"could not fetch nv-codec-headers (apt-get download libffmpeg-nvenc-dev): {r.stderr[-500:]}"
-        )
-    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(folder / "root")], check=True)
-    return str(folder / "root" / "usr" / "include")
+    try:
+        return _build.ffnvcodec_include(fetch=True)
+    except _build.BuildError as e:
+        pytest.skip(str(e))
 
 
 @pytest.fixture()

@@ -7,13 +7,16 @@ import numpy as np
 import pytest
 from conftest import gradient
 
-pytest.importorskip("apache_beam", reason="Apache Beam is an optional extra: pip install 'bzna-tf[beam]'")
+pytest.importorskip(
+    "apache_beam",
+    reason="Apache Beam is an optional extra: pip install 'bzna-tf[beam]' (.ci/extras runs this test)",
+)
 
-from bzna_tf.convert import ConversionSummary, ImageFolderSource, convert  # noqa: E402
+from bzna_tf.convert import ConversionSummary, EncodeOptions, ImageFolderSource, convert  # noqa: E402
 from bzna_tf.convert.beam import ConvertShards, merge_summaries, run  # noqa: E402
 from bzna_tf.format import BznaFile  # noqa: E402
 
-FAST = {"preset": "ultrafast", "crf": 24, "chroma": "average"}
+FAST = {"encoding": EncodeOptions(preset="ultrafast", crf=24, chroma="average")}
 NAMES = [f"train-0000{k}-of-00003.bzna" for k in range(3)]
 
 
@@ -42,6 +45,7 @@ def test_beam_writes_the_local_shards_and_reruns_skip_them(tmp_path, folder):
     assert sorted(os.listdir(out)) == NAMES
     assert summary.written == [str(out / n) for n in NAMES] and summary.finished == []
     assert (summary.images, summary.num_shards, summary.targets) == (6, 3, (0, 1))
+    assert (summary.order, summary.seed) == ("shuffle", 0) and "order: shuffled with seed 0" in str(summary)
     assert summary.class_names == ["ant", "zebra"] and summary.bytes == sum(
         os.path.getsize(out / n) for n in NAMES
     )

@@ -12,6 +12,7 @@ from conftest import FIXTURES, gradient
 
 from bzna_tf.convert import (
     ConversionError,
+    EncodeOptions,
     GulpSource,
     ImageDecodeError,
     ImageFolderSource,
@@ -192,7 +193,14 @@ def test_image_folder_source(tmp_path, small_images):
     (tmp_path / "zebra" / "notes.txt").write_text("not an image")
     src = ImageFolderSource(tmp_path)
     assert src.classes == ["ant", "zebra"] and len(src) == 3
-    assert [(i.filename, i.target) for i in src] == [("x.png", 0), ("0.JPEG", 1), ("1.jpg", 1)]
+    assert [(i.filename, i.target) for i in src] == [
+        ("ant/x.png", 0),
+        ("zebra/0.JPEG", 1),
+        ("zebra/1.jpg", 1),
+    ]
+    assert src.notes == (
+        "not taken: 1 file whose names do not end in an image extension ('zebra/notes.txt')",
+    )
     flat = ImageFolderSource(tmp_path / "zebra")
     assert [(i.filename, i.target) for i in flat] == [("0.JPEG", None), ("1.jpg", None)]
     with pytest.raises(SourceError, match="no image files"):
@@ -336,7 +344,11 @@ def converted(photos, tmp_path_factory):
     write_tfrecord(folder / "train-00000-of-00001", records)
     out = folder / "photos.bzna"
     summary = convert(
-        TFRecordSource(str(folder / "train-*"), label_offset=-1), out, workers=2, progress=False
+        TFRecordSource(str(folder / "train-*"), label_offset=-1),
+        out,
+        workers=2,
+        order="source",
+        progress=False,
     )
     return out, summary, names
 
@@ -451,7 +463,7 @@ def test_undecodable_images_are_skipped_or_fatal(tmp_path, small_images):
     broken = Item("broken.jpg", 9, data=b"\xff\xd8 this is not a JPEG", origin="the broken one")
     items = [good[0], broken, good[1], good[2]]
     out = tmp_path / "x.bzna"
-    summary = convert(items, out, workers=0, progress=False, log=None)
+    summary = convert(items, out, workers=0, order="source", progress=False, log=None)
     assert summary.images == 3 and [o for o, _ in summary.skipped] == ["the broken one"]
     assert "skipped 1 undecodable images" in str(summary) and "the broken one" in str(summary)
     with BznaFile(out) as f:
@@ -459,11 +471,13 @@ def test_undecodable_images_are_skipped_or_fatal(tmp_path, small_images):
     import io
 
     log = io.StringIO()
-    convert(items, tmp_path / "bar.bzna", workers=0, progress=True, log=log)
+    convert(items, tmp_path / "bar.bzna", workers=0, order="source", progress=True, log=log)
     assert "skipped the broken one: FFmpeg cannot decode it" in log.getvalue() and "4/4" in log.getvalue()
     (tmp_path / "bar.bzna").unlink()
     with pytest.raises(ConversionError, match="the broken one"):
-        convert(items, tmp_path / "strict.bzna", workers=0, strict=True, progress=False, log=None)
+        convert(
+            items, tmp_path / "strict.bzna", workers=0, order="source", strict=True, progress=False, log=None
+        )
     assert not (tmp_path / "strict.bzna").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["x.bzna"]  # no partial file left behind
 
@@ -471,12 +485,12 @@ def test_undecodable_images_are_skipped_or_fatal(tmp_path, small_images):
 def test_unlabelled_images_must_come_last_unless_given_a_target(tmp_path, small_images):
     items = [Item("a.jpg", None, data=jpeg(small_images[0])), Item("b.jpg", 1, data=jpeg(small_images[1]))]
     with pytest.raises(ValueError, match="missing_label"):
-        convert(items, tmp_path / "x.bzna", workers=0, progress=False)
+        convert(items, tmp_path / "x.bzna", workers=0, order="source", progress=False)
     assert not (tmp_path / "x.bzna").exists()
-    convert(items, tmp_path / "y.bzna", workers=0, progress=False, missing_label=-1)
+    convert(items, tmp_path / "y.bzna", workers=0, order="source", progress=False, missing_label=-1)
     with BznaFile(tmp_path / "y.bzna") as f:
         assert f.targets.tolist() == [-1, 1] and f.num_labelled == 2
-    convert(items[::-1], tmp_path / "z.bzna", workers=0, progress=False)
+    convert(items[::-1], tmp_path / "z.bzna", workers=0, order="source", progress=False)
     with BznaFile(tmp_path / "z.bzna") as f:
         assert f.targets.tolist() == [1, -1] and f.num_labelled == 1
 
@@ -488,8 +502,7 @@ def test_thumbnails_only(tmp_path):
         [Item("big.jpg", 0, data=jpeg(big))],
         out,
         workers=0,
-        thumbnails_only=True,
-        preset="ultrafast",
+        encoding=EncodeOptions(thumbnails_only=True, preset="ultrafast"),
         progress=False,
     )
     with BznaFile(out) as f:
@@ -504,14 +517,15 @@ def test_interrupt_leaves_no_file(tmp_path, small_images):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        convert(items(), tmp_path / "x.bzna", workers=1, progress=False)
+        convert(items(), tmp_path / "x.bzna", workers=1, order="source", progress=False)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_workers_give_the_same_file_in_input_order(tmp_path, small_images):
     items = [Item(f"{i}.jpg", i, data=jpeg(im)) for i, im in enumerate(small_images)]
-    one = convert(items, tmp_path / "1.bzna", workers=1, preset="ultrafast", progress=False)
-    two = convert(items, tmp_path / "2.bzna", workers=2, preset="ultrafast", progress=False)
+    fast = EncodeOptions(preset="ultrafast")
+    one = convert(items, tmp_path / "1.bzna", workers=1, encoding=fast, order="source", progress=False)
+    two = convert(items, tmp_path / "2.bzna", workers=2, encoding=fast, order="source", progress=False)
     assert one.images == two.images == len(items)
     assert (tmp_path / "1.bzna").read_bytes() == (tmp_path / "2.bzna").read_bytes()
 
@@ -520,9 +534,10 @@ def test_workers_give_the_same_file_in_input_order(tmp_path, small_images):
     ("kwargs", "fragment"),
     [
         ({"workers": -1}, "workers"),
-        ({"crf": 60}, "crf"),
-        ({"encoder": "vp9"}, "encoder"),
         ({"missing_label": "x"}, "missing_label"),
+        ({"order": "random"}, "order"),
+        ({"seed": -1}, "seed"),
+        ({"negative_labels": "drop"}, "negative_labels"),
     ],
 )
 def test_argument_errors(tmp_path, kwargs, fragment):
@@ -536,7 +551,7 @@ def test_nvenc_is_refused_clearly_without_a_gpu(tmp_path):
     if nvenc_error() is None:
         pytest.skip("PyNvVideoCodec loads here: the GPU tests cover NVENC")
     with pytest.raises(ConversionError, match="NVENC encoder is unavailable"):
-        convert([], tmp_path / "x.bzna", encoder="nvenc", progress=False)
+        convert([], tmp_path / "x.bzna", encoding=EncodeOptions(encoder="nvenc"), progress=False)
 
 
 def test_cli_convert_folder(tmp_path, small_images):
@@ -564,9 +579,14 @@ def test_cli_convert_folder(tmp_path, small_images):
         text=True,
     )
     assert r.returncode == 0, r.stderr
-    assert "4 images" in r.stdout
+    assert "4 images" in r.stdout and "order: shuffled with seed 0" in r.stdout
     with BznaFile(out) as f:
-        assert f.targets.tolist() == [0, 0, 1, 1]
+        assert sorted(zip(f.filenames(), f.targets.tolist(), strict=True)) == [
+            ("a/0.jpg", 0),
+            ("a/1.jpg", 0),
+            ("b/0.jpg", 1),
+            ("b/1.jpg", 1),
+        ]
     bad = subprocess.run(
         [sys.executable, "-m", "bzna_tf.cli", "convert", "tfrecord", str(tmp_path / "none-*"), str(out)],
         capture_output=True,
@@ -584,5 +604,7 @@ def test_tfrecord_example_script(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert "40 images" in r.stdout and "targets 0..9" in r.stdout
-    with BznaFile(out) as f:
-        assert len(f) == 40 and f.targets.tolist() == [i % 10 for i in range(40)]
+    with BznaFile(out) as f:  # shuffled: each demo_i.JPEG keeps its label i % 10
+        assert sorted(f.filenames()) == sorted(f"demo_{i}.JPEG" for i in range(40))
+        assert [int(n[5:-5]) % 10 for n in f.filenames()] == f.targets.tolist()
+        assert f.filenames() != [f"demo_{i}.JPEG" for i in range(40)]

@@ -24,7 +24,7 @@ keras = pytest.importorskip("keras")
 @pytest.fixture(scope="session")
 def gpu_library(ffnvcodec):
     if _build.nvcc() is None:
-        pytest.skip("no nvcc: pip install 'bzna-tf[gpu-build]' (CI installs it with the test extra)")
+        pytest.skip("no nvcc: pip install 'bzna-tf[gpu-build]' (.ci/gpu-build runs these tests)")
     old = os.environ.get("BZNA_TF_FFNVCODEC_INCLUDE")
     os.environ["BZNA_TF_FFNVCODEC_INCLUDE"] = ffnvcodec
     try:

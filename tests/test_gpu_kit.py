@@ -5,22 +5,27 @@ size), its ``run.sh`` run once (it compiles the core with nvcc, then reports
 the missing driver), and the binding tested on the library that run built:
 argument checks answer before the driver is touched. The runner's checks and
 benchmark run end to end against a stand-in core (tests/_fake_gpu_core.py:
-FFmpeg + a NumPy warp from SPEC.md), so the first GPU to see the kit does not
+FFmpeg + a NumPy warp from SPEC section 4), so the first GPU to see the kit does not
 meet untried code.
+
+The kit is tooling, not runtime: it lives in ``tools/gpu_kit/`` (run as
+``python tools/gpu_kit OUT``), and neither ``bzna_tf/`` nor its wheel holds it.
 """
 
 import ctypes
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bzna_tf.ops import _build, _kit_bench, gpu_kit
+from bzna_tf.ops import _build
 from bzna_tf.ops.gpu_core import (
     HAS_CUDA,
     INVALID_ARGUMENT,
@@ -33,14 +38,26 @@ from bzna_tf.ops.gpu_core import (
 )
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+KIT_TOOL = ROOT / "tools" / "gpu_kit"
+sys.path.insert(0, str(KIT_TOOL))
+import kit_bench  # noqa: E402  (tools/gpu_kit is no package: its folder goes on the path, as there)
+import kit_builder  # noqa: E402
+
 BENCH = 8  # benchmark images in the test kit (the default set is the same generator, longer)
 
 
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory, ffnvcodec, original_path):
+    """The kit, built by its one command: python tools/gpu_kit OUT (here with a small benchmark set)."""
     out = tmp_path_factory.mktemp("kit") / "kit"
-    info = gpu_kit.build_kit(out, bench_images=BENCH, ffnvcodec_include=ffnvcodec, log=None)
-    return out, info
+    command = [sys.executable, str(KIT_TOOL), str(out), "--bench-images", str(BENCH)]
+    r = subprocess.run(
+        [*command, "--ffnvcodec-include", ffnvcodec], capture_output=True, text=True, cwd=out.parent
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith(f"on the GPU machine: bash {out}/run.sh"), r.stdout
+    return out, json.loads((out / "kit.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +65,7 @@ def ran_kit(kit):
     """``bash run.sh --no-bench`` on this machine (no GPU): it builds the core, then reports the driver."""
     nvcc = _build.nvcc()
     if nvcc is None:
-        pytest.skip("no nvcc: pip install 'bzna-tf[gpu-build]' (CI installs it with the test extra)")
+        pytest.skip("no nvcc: pip install 'bzna-tf[gpu-build]' (.ci/gpu-build runs these tests)")
     out, _ = kit
     env = {**os.environ, "NVCC": nvcc, "PYTHON": sys.executable}
     r = subprocess.run(
@@ -92,7 +109,7 @@ def test_kit_holds_what_the_gpu_machine_needs(kit):
         "data/fixture/manifest.json",
         "data/reference.npz",
         "data/reference.json",
-        *(f"data/{name}" for name in _kit_bench.BENCH_FILES),
+        *(f"data/{name}" for name in kit_bench.BENCH_FILES),
     }
     assert expected <= files, sorted(expected - files)
     core_sources = {p.name for p in (_build.source_dir() / "gpu" / "core").iterdir() if p.is_file()}
@@ -101,7 +118,7 @@ def test_kit_holds_what_the_gpu_machine_needs(kit):
     assert "py/bzna_tf/__init__.py" not in files and "py/bzna_tf/ops/__init__.py" not in files
     assert not [f for f in files if "__pycache__" in f]
     size = sum((out / f).stat().st_size for f in files)
-    assert size == info["bytes"] <= gpu_kit.SIZE_LIMIT
+    assert size == info["bytes"] <= kit_builder.SIZE_LIMIT
     assert os.access(out / "run.sh", os.X_OK)
     described = json.loads((out / "kit.json").read_text())
     assert described["bench"]["images"] == BENCH and described["bench"]["crf"] == 10
@@ -184,14 +201,14 @@ def test_reference_outputs_are_the_cpu_ops(kit, manifest, original_path):
 
 def test_bench_set_is_reproducible_and_imagenet_sized(kit, original_path):
     out, _ = kit
-    photos = _kit_bench._source_photos(original_path.parent)
+    photos = kit_bench._source_photos(original_path.parent)
     for i in range(3):
-        a = _kit_bench.bench_image(_kit_bench.BENCH_SEED, i, photos)
-        np.testing.assert_array_equal(a, _kit_bench.bench_image(_kit_bench.BENCH_SEED, i, photos))
+        a = kit_bench.bench_image(kit_bench.BENCH_SEED, i, photos)
+        np.testing.assert_array_equal(a, kit_bench.bench_image(kit_bench.BENCH_SEED, i, photos))
         assert a.dtype == np.uint8 and max(a.shape[:2]) <= 512
     meta = np.load(out / "data" / "bench_meta.npz")
     assert (meta["coded_shapes"] == 512).all() and (meta["shapes"] <= 512).all()
-    assert meta["matrices"].shape == (_kit_bench.BENCH_EPOCHS, BENCH, 3, 3)
+    assert meta["matrices"].shape == (kit_bench.BENCH_EPOCHS, BENCH, 3, 3)
     jpeg = np.load(out / "data" / "bench_jpeg.npz")
     assert len(jpeg["offsets"]) == BENCH + 1
     first = jpeg["data"][jpeg["offsets"][0] : jpeg["offsets"][1]].tobytes()
@@ -201,14 +218,81 @@ def test_bench_set_is_reproducible_and_imagenet_sized(kit, original_path):
 def test_builder_errors_say_what_is_wrong(tmp_path, ffnvcodec, original_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    with pytest.raises(gpu_kit.KitError, match="--force"):
-        gpu_kit.build_kit(tmp_path / "full", log=None)
-    with pytest.raises(gpu_kit.KitError, match="would exceed 1.0 MiB"):
-        gpu_kit.build_kit(tmp_path / "small", size_limit=2**20, ffnvcodec_include=ffnvcodec, log=None)
-    with pytest.raises(gpu_kit.KitError, match="nv-codec-headers"):
-        gpu_kit.copy_ffnvcodec(tmp_path / "h", str(tmp_path))
+    with pytest.raises(kit_builder.KitError, match="--force"):
+        kit_builder.build_kit(tmp_path / "full", log=None)
+    with pytest.raises(kit_builder.KitError, match="would exceed 1.0 MiB"):
+        kit_builder.build_kit(tmp_path / "small", size_limit=2**20, ffnvcodec_include=ffnvcodec, log=None)
+    with pytest.raises(kit_builder.KitError, match="nv-codec-headers"):
+        kit_builder.copy_ffnvcodec(tmp_path / "h", str(tmp_path))
     with pytest.raises(ValueError, match="bench_images"):
-        gpu_kit.build_kit(tmp_path / "zero", bench_images=0, log=None)
+        kit_builder.build_kit(tmp_path / "zero", bench_images=0, log=None)
+
+
+def test_kit_fetches_nv_codec_headers_as_the_gpu_build_does(tmp_path, monkeypatch):
+    """None installed and no --ffnvcodec-include: the kit fetches them through _build's one path."""
+    from _fake_apt import HEADERS, PACKAGE, fake_apt
+
+    monkeypatch.setattr(_build, "_installed_ffnvcodec", lambda: None)
+    log = fake_apt(tmp_path, monkeypatch)
+    monkeypatch.setenv("BZNA_TF_CACHE_DIR", str(tmp_path / "cache"))
+    assert kit_builder.copy_ffnvcodec(tmp_path / "kit", None) == sorted(HEADERS)
+    for name, text in HEADERS.items():
+        assert (tmp_path / "kit" / "include" / "ffnvcodec" / name).read_text() == text
+    assert log.read_text().splitlines() == [f"download {PACKAGE}"]
+    assert _build.ffnvcodec_include() == str(tmp_path / "cache" / "ffnvcodec" / "include")  # the build's too
+
+    monkeypatch.setenv("BZNA_TF_CACHE_DIR", str(tmp_path / "other-cache"))
+    monkeypatch.setenv("FAKE_APT_FAIL", "1")
+    with pytest.raises(
+        kit_builder.KitError, match="nv-codec-headers to ship: could not fetch.*exited with status 100"
+    ):
+        kit_builder.copy_ffnvcodec(tmp_path / "kit2", None)
+
+
+def test_kit_is_built_from_its_own_checkout(monkeypatch, tmp_path):
+    """The kit ships this checkout's sources, so its references must come from this checkout's bzna_tf."""
+    kit_builder.check_checkout()  # this checkout's bzna_tf is the one imported here
+    monkeypatch.setattr(kit_builder, "PACKAGE", tmp_path / "bzna_tf")
+    with pytest.raises(kit_builder.KitError, match=r"but bzna_tf is imported from .*pip install -e"):
+        kit_builder.check_checkout()
+
+
+def test_the_kit_is_tooling_not_runtime(tmp_path):
+    """bzna_tf/ holds no kit module, and neither does the wheel `pip wheel .` builds."""
+    kit_modules = {"gpu_kit", "_kit_run", "_kit_bench", *(p.stem for p in KIT_TOOL.glob("*.py"))}
+    kit_modules.discard("__main__")
+    assert not [p for p in (ROOT / "bzna_tf").rglob("*.py") if p.stem in kit_modules]
+    # A copy of the checkout (no build/ folder left over to leak stale files into the wheel).
+    src = tmp_path / "src"
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".*cache"
+        ),
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            ".",
+        ],
+        cwd=src,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "bzna_tf/ops/gpu_core.py" in names and "bzna_tf/ops/_build.py" in names  # the runtime's part
+    assert not [n for n in names if Path(n).stem in kit_modules or n.startswith("tools/")], names
 
 
 # ------------------------------------------------------------------------------ run.sh on this machine

@@ -168,8 +168,8 @@ def _child(backend, tmp_path, fixture):
     needs = "jax" if backend == "numpy" else backend  # Keras' NumPy backend imports jax
     if importlib.util.find_spec(needs) is None:
         pytest.skip(
-            f"{needs} is not installed, so Keras' {backend} backend is not tested"
-            + (" (the test extra installs jax on Python >= 3.11)" if needs == "jax" else "")
+            f"{needs} is not installed, so Keras' {backend} backend is not tested (the test-full extra "
+            "installs it; .ci/extras runs this test)"
         )
     out = str(tmp_path / backend)
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu"}

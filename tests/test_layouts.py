@@ -1,4 +1,4 @@
-"""The two per-image layouts: "benzina" (SPEC.md section 2) and "compact" (README, "Layouts").
+"""The two per-image layouts: "benzina" (SPEC section 2) and "compact" (docs/guides/converting.md, "Layouts").
 
 Three images at a near-lossless setting (x265 ultrafast, CRF 4): 60 x 40 (no
 thumbnail), 200 x 130 (no thumbnail) and 700 x 300 (a 512 x 219 thumbnail),
@@ -129,7 +129,7 @@ def test_decode_warp_gives_the_same_pixels_in_both_layouts(files, track):
 
 
 def test_out_of_bounds_follows_each_coded_frame(files):
-    """SPEC.md section 4 bounds the warp by the coded frame: the compact padding band is narrower."""
+    """SPEC section 4 bounds the warp by the coded frame: the compact padding band is narrower."""
     probe = tf.constant([[1, 0, 200], [0, 1, 10], [0, 0, 1]], tf.float32)  # output (0, 0) <- source (200, 10)
     got = {}
     for layout, path in files.items():

@@ -1,7 +1,7 @@
 """Encoder quality: least-squares 4:2:0 chroma and the named quality presets.
 
 The chroma tests reconstruct pictures with the NumPy reference of the loader's
-warp (tests/_warp_reference.py, written from SPEC.md section 4), not with the
+warp (tests/_warp_reference.py, written from SPEC section 4), not with the
 code under test, and need no TensorFlow.
 """
 

@@ -70,9 +70,9 @@ def test_the_seed_examples_parse_and_write_back_unchanged():
     assert inc.to_text() == SEED_INCLUSION and exc.to_text() == SEED_EXCLUSION
 
 
-def test_the_readme_example_parses():
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
-    text = readme.split("```\nCONDUIT_HDF5_INCLUSION\n", 1)[1].split("```", 1)[0]
+def test_the_documented_example_parses():
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "guides", "sample-lists.md")).read()
+    text = page.split("cat > train.list <<'EOF'\nCONDUIT_HDF5_INCLUSION\n", 1)[1].split("EOF\n", 1)[0]
     lst = SampleList.parse("CONDUIT_HDF5_INCLUSION\n" + text)
     assert lst.entries[0].ids == ("n01440764_10026.JPEG", 0) and lst.entries[1].ids == (1, 2, 3, 7)
 

@@ -1,4 +1,4 @@
-"""bzna_tf.transforms against SPEC.md section 5: the matrix, the samplers, their statistics.
+"""bzna_tf.transforms against SPEC section 5: the matrix, the samplers, their statistics.
 
 The reference matrix below multiplies SPEC's five matrices in SPEC's own
 (width, height) order; the library writes the product out in closed form and
@@ -39,7 +39,7 @@ def spec_matrix(
     resize=False,
     keep_ratio=False,
 ):
-    """SPEC.md section 5, literally: (width, height) order, crop (cx, cy, cw, ch), translate (tx, ty)."""
+    """SPEC section 5, literally: (width, height) order, crop (cx, cy, cw, ch), translate (tx, ty)."""
     wi, hi = in_wh
     wo, ho = out_wh
     cx, cy, cw, ch = (0.0, 0.0, wi, hi) if crop is None else crop
@@ -523,5 +523,5 @@ def test_log_area_sampling_draws_what_benzina_drew(seed):
     # The test has the power to see the old mistake (a new area on every try): rejected.
     wrong = _spec_crops(n, w, h, scale, ratio, np.random.default_rng(200 + seed), area_once=False)
     assert _ks_two_sample(ours_area, wrong[:, 0] * wrong[:, 1] / (w * h))[1] < 1e-6
-    # Realised medians on a 4:3 image: the README's figures.
+    # Realised medians on a 4:3 image: the figures docs/guides/layers.md gives.
     assert abs(np.median(ours_area) - 0.28) < 0.015

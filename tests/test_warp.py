@@ -1,4 +1,4 @@
-"""The fused warp ops against a NumPy reference written from SPEC.md section 4.
+"""The fused warp ops against a NumPy reference written from SPEC section 4.
 
 The reference does the spec's float32 arithmetic in the spec's order, and the
 library is built with -ffp-contract=off, so the two agree to rounding noise.
@@ -421,7 +421,7 @@ def test_antialias_argument_errors():
         warp_yuv420(
             images[..., 0], images[:, :2, :2, 0], images[:, :2, :2, 0], np.eye(3), (4, 4), antialias=1
         )
-    # The op's attribute defaults to SPEC.md's point sampling.
+    # The op's attribute defaults to SPEC section 4's point sampling.
     images = np.arange(48, dtype=F).reshape(1, 4, 4, 3)
     m = resize_matrix((4, 4), (2, 2))
     raw = warp_module._ops().bzna_warp_rgb(

@@ -122,12 +122,13 @@ def test_unlabelled_must_come_last(pictures, tmp_path):
         assert f.targets.tolist() == [1, -1]
 
 
-@pytest.mark.parametrize("name", ["", "a/b.jpg", "a\0b"])
+@pytest.mark.parametrize("name", ["", "/a.jpg", "a//b.jpg", "a/../b.jpg", "a\0b"])
 def test_bad_filenames(pictures, tmp_path, name):
     with BznaWriter(tmp_path / "x.bzna") as w:
-        with pytest.raises(ValueError, match="basename"):
+        with pytest.raises(ValueError, match="base name or a relative path"):
             w.append(pictures[0][0], filename=name)
         w.append(pictures[0][0], filename="ok")
+        w.append(pictures[0][0], filename="cat/ok.jpg")  # a path relative to a source folder
 
 
 def test_bad_targets(pictures, tmp_path):

@@ -6,6 +6,7 @@ their framing and of tf.train.Example, so the worker processes start fast.
 
 from bzna_tf.convert.converter import (
     ConversionError,
+    ConversionInterrupted,
     ConversionSummary,
     EncodeOptions,
     convert,
@@ -17,6 +18,7 @@ from bzna_tf.convert.encode import (
     DEFAULT_PRESET,
     DEFAULT_QUALITY,
     QUALITY_PRESETS,
+    X265_PRESETS,
     coded_size_for,
     encode_image,
     encode_picture,
@@ -25,8 +27,16 @@ from bzna_tf.convert.encode import (
     thumbnail_size,
 )
 from bzna_tf.convert.images import ImageDecodeError, decode_image
-from bzna_tf.convert.plan import ShardSpec, plan_shards, shard_paths
-from bzna_tf.convert.sources import GulpSource, ImageFolderSource, Item, SourceError, TFRecordSource
+from bzna_tf.convert.plan import DEFAULT_SEED, ORDERS, ShardSpec, conversion_order, plan_shards, shard_paths
+from bzna_tf.convert.sources import (
+    SOURCES,
+    GulpSource,
+    ImageFolderSource,
+    Item,
+    Source,
+    SourceError,
+    TFRecordSource,
+)
 from bzna_tf.convert.tfrecord import TFRecordError, parse_example
 
 __all__ = [
@@ -34,19 +44,26 @@ __all__ = [
     "DEFAULT_CRF",
     "DEFAULT_PRESET",
     "DEFAULT_QUALITY",
+    "DEFAULT_SEED",
     "ConversionError",
+    "ConversionInterrupted",
     "ConversionSummary",
     "EncodeOptions",
     "GulpSource",
     "ImageDecodeError",
     "ImageFolderSource",
+    "ORDERS",
     "QUALITY_PRESETS",
+    "SOURCES",
     "ShardSpec",
     "Item",
+    "Source",
     "SourceError",
     "TFRecordError",
     "TFRecordSource",
+    "X265_PRESETS",
     "coded_size_for",
+    "conversion_order",
     "convert",
     "decode_image",
     "default_workers",

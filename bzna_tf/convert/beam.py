@@ -147,8 +147,8 @@ class ConvertShards(beam.PTransform):
       output: ``DIR/NAME.bzna``; the shards are ``DIR/NAME-00000-of-0000N.bzna`` ... (DIR shared by
         every worker).
       num_shards: how many shards (1 .. the number of images); they are the units of work.
-      **convert_kwargs: the other arguments of :func:`bzna_tf.convert.convert` (``quality``, ``crf``,
-        ``preset``, ``layout``, ``overwrite``, ``missing_label``, ...). ``workers`` defaults to 0
+      **convert_kwargs: the other arguments of :func:`bzna_tf.convert.convert` (``encoding``,
+        ``order``, ``seed``, ``overwrite``, ``missing_label``, ...). ``workers`` defaults to 0
         (encode in the Beam worker's process; Beam runs one element per core).
 
     Raises:
@@ -210,7 +210,11 @@ def merge_summaries(summaries, output=None) -> ConversionSummary:
     if not parts:
         return ConversionSummary(output=os.fspath(output) if output is not None else "")
     merged = ConversionSummary(
-        output=os.fspath(output) if output is not None else parts[0].output, num_shards=parts[0].num_shards
+        output=os.fspath(output) if output is not None else parts[0].output,
+        num_shards=parts[0].num_shards,
+        order=parts[0].order,  # one plan: every shard has its order, seed and source notes
+        seed=parts[0].seed,
+        notes=list(parts[0].notes),
     )
     names = None
     for part in parts:

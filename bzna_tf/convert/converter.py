@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import ctypes
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -30,29 +31,47 @@ import time
 from dataclasses import dataclass, field
 
 from bzna_tf.convert.encode import (
-    DEFAULT_CRF,
+    CHROMA_MODES,
     DEFAULT_LAYOUT,
-    DEFAULT_PRESET,
     DEFAULT_QUALITY,
+    LAYOUTS,
+    QUALITY_PRESETS,
+    check_crf,
+    check_preset,
     encode_image,
     quality_options,
 )
 from bzna_tf.convert.images import ImageDecodeError, decode_image
 from bzna_tf.convert.plan import (
+    DEFAULT_SEED,
     ShardSpec,
+    check_order,
     conversion_facts,
+    conversion_order,
     fingerprint,
     finished,
     plan_shards,
+    shard_paths,
     shards_for_size,
 )
-from bzna_tf.convert.sources import Item, iter_items
+from bzna_tf.convert.sources.base import Item, few
+from bzna_tf.format.atomic import make_parent
 from bzna_tf.format.sample import build_image_mp4
+from bzna_tf.format.wording import count
 from bzna_tf.format.writer import BznaWriter
 
-__all__ = ["ConversionError", "ConversionSummary", "EncodeOptions", "convert", "default_workers"]
+__all__ = [
+    "ConversionError",
+    "ConversionInterrupted",
+    "ConversionSummary",
+    "EncodeOptions",
+    "convert",
+    "default_workers",
+]
 
 ENCODERS = ("x265", "nvenc")
+# What a negative label does: stop the conversion naming it, or make the image unlabelled.
+NEGATIVE_LABELS = ("error", "unlabelled")
 # Images queued per worker: enough to keep every worker busy while the main
 # process writes, few enough that memory does not grow with the dataset.
 _IN_FLIGHT_PER_WORKER = 4
@@ -64,18 +83,115 @@ class ConversionError(RuntimeError):
     """A conversion that stopped: an undecodable image with ``strict``, an existing output, a source error."""
 
 
+class ConversionInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGINT) during a conversion: what was kept, and how to go on.
+
+    A ``KeyboardInterrupt``, so code that stops on one still stops; its
+    message is one line for the command line.
+
+    Attributes:
+      summary: the :class:`ConversionSummary` of the files finished so far
+        (``written`` by this run, ``finished`` before it).
+      removed: the unfinished file's temporary name, removed, or None.
+      remaining: the shards of this run's share that are not finished.
+    """
+
+    def __init__(self, summary, removed, remaining):
+        self.summary, self.removed, self.remaining = summary, removed, remaining
+        super().__init__(self._text())
+
+    def _text(self):
+        s = self.summary
+        kept = s.written + [p for p, _ in s.finished]
+        if s.num_shards > 1:
+            names = ", ".join(os.path.basename(p) for p in sorted(kept)[:3])
+            names += ", ..." if len(kept) > 3 else ""
+            what = f"kept {len(kept)} of {s.num_shards} shards finished" + (f" ({names})" if kept else "")
+        else:
+            what = f"kept {kept[0]}" if kept else "nothing finished"
+        removed = f"; removed the unfinished {os.path.basename(self.removed)}" if self.removed else ""
+        again = (
+            f"run the same command again to convert the other {count(self.remaining, 'shard')} "
+            "(finished ones are skipped)"
+            if kept and self.remaining
+            else "run the same command again to convert it"
+        )
+        return f"interrupted: {what}{removed}; {again}"
+
+
 @dataclass(frozen=True)
 class EncodeOptions:
-    """How each image is encoded (see :func:`convert`)."""
+    """How each image is decoded and encoded; every field is checked when the object is made.
 
-    crf: float = DEFAULT_CRF
-    preset: str = DEFAULT_PRESET
+    ``crf``, ``preset`` and ``chroma`` left as None take the ``quality``'s
+    value (:attr:`settings` gives the values used).
+
+    Attributes:
+      quality: a named choice of preset, CRF and chroma, one of ``QUALITY_PRESETS``:
+        "archival" (Benzina's settings with least-squares chroma), "balanced"
+        (the default) or "fast".
+      crf: x265 constant rate factor in [0, 51], lower is better and bigger; the
+        constant QP with NVENC. None: the quality's.
+      preset: x265 preset, one of ``X265_PRESETS`` ("ultrafast" ... "placebo").
+        None: the quality's. Not with NVENC, which has its own.
+      chroma: how 4:2:0 chroma is made, "average" (of each 2x2 block, Benzina's)
+        or "lsq" (least squares against the loader's upsampling). None: the
+        quality's. Not with NVENC.
+      layout: "benzina" (the original tools' frames and boxes, default) or "compact".
+      thumbnails_only: store only the <= 512x512 thumbnails (a much smaller file).
+      encoder: "x265" (CPU, default) or "nvenc" (NVIDIA GPU through PyNvVideoCodec).
+      lenient: keep pictures the image decoder had to repair (a truncated JPEG
+        with a grey bottom) instead of skipping them as undecodable.
+
+    Raises:
+      ValueError: a value out of its range, naming the field and listing the valid ones.
+    """
+
+    quality: str = DEFAULT_QUALITY
+    crf: float | None = None
+    preset: str | None = None
+    chroma: str | None = None
+    layout: str = DEFAULT_LAYOUT
     thumbnails_only: bool = False
     encoder: str = "x265"
     lenient: bool = False
-    threads: int | None = None
-    chroma: str = "average"
-    layout: str = "benzina"
+
+    def __post_init__(self):
+        if self.quality not in QUALITY_PRESETS:
+            raise ValueError(
+                f"Expected `quality` in {tuple(QUALITY_PRESETS)}. Received: quality={self.quality!r}"
+            )
+        if self.crf is not None:
+            check_crf(self.crf)
+        if self.preset is not None:
+            check_preset(self.preset)
+        if self.chroma is not None and self.chroma not in CHROMA_MODES:
+            raise ValueError(f"Expected `chroma` in {CHROMA_MODES}. Received: chroma={self.chroma!r}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"Expected `layout` in {LAYOUTS}. Received: layout={self.layout!r}")
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"Expected `encoder` in {ENCODERS}. Received: encoder={self.encoder!r}")
+        if self.encoder == "nvenc" and (self.preset is not None or self.chroma is not None):
+            raise ValueError(
+                "Expected no `preset` or `chroma` with encoder='nvenc' (NVENC uses its own preset, P7, and "
+                f"averaged chroma). Received: preset={self.preset!r}, chroma={self.chroma!r}"
+            )
+        for name in ("thumbnails_only", "lenient"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(
+                    f"Expected `{name}` as True or False. Received: {name}={getattr(self, name)!r}"
+                )
+
+    @property
+    def settings(self) -> dict:
+        """Every field with the quality's values filled in: what decides the output's bytes."""
+        chosen = quality_options(self.quality)
+        out = dataclasses.asdict(self)
+        for key in ("crf", "preset", "chroma"):
+            if out[key] is None:
+                out[key] = chosen[key]
+        out["crf"] = float(out["crf"])  # 20 and 20.0 (the command line's) are one conversion
+        return out
 
 
 @dataclass
@@ -93,6 +209,9 @@ class ConversionSummary:
       finished: (file, samples) of the shards found finished and left alone.
       num_shards: the plan's shard count (1 for one file).
       class_names: the class names stored (indexed by target), or None.
+      order: "shuffle" or "source" (see :func:`convert`).
+      seed: the shuffle's seed (None with ``order="source"``).
+      notes: the source's remarks (empty classes, files not taken, ...).
     """
 
     output: str
@@ -105,6 +224,9 @@ class ConversionSummary:
     finished: list = field(default_factory=list)
     num_shards: int = 1
     class_names: list | None = None
+    order: str = "source"
+    seed: int | None = None
+    notes: list = field(default_factory=list)
 
     @property
     def images_per_second(self) -> float:
@@ -142,6 +264,11 @@ class ConversionSummary:
             )
         if not lines:
             lines.append(f"nothing to do for {self.output}")
+        if self.order == "shuffle":
+            lines.append(f"order: shuffled with seed {self.seed} (the same on every rerun)")
+        elif self.num_shards > 1 or self.written:
+            lines.append("order: the source's")
+        lines += self.notes
         if self.targets is not None:
             lines.append(f"targets {self.targets[0]}..{self.targets[1]}")
             if self.targets == (1, 1000):
@@ -177,38 +304,47 @@ def _read(item: Item) -> bytes:
         return f.read()
 
 
-def encode_item(item: Item, options: EncodeOptions):
-    """Decodes and encodes one image (in a worker): ("ok", input, thumb) or ("skip", reason)."""
+def encode_item(item: Item, settings: dict):
+    """Decodes and encodes one image (in a worker): ("ok", input, thumb) or ("skip", reason).
+
+    ``settings``: :attr:`EncodeOptions.settings`.
+    """
     try:
-        rgb = decode_image(_read(item), lenient=options.lenient)
+        rgb = decode_image(_read(item), lenient=settings["lenient"])
     except (ImageDecodeError, OSError) as e:
         return ("skip", str(e))
-    if options.encoder == "nvenc":
+    if settings["encoder"] == "nvenc":
         from bzna_tf.convert.nvenc import encode_image_nvenc
 
         inp, thumb = encode_image_nvenc(
-            rgb, qp=options.crf, thumbnails_only=options.thumbnails_only, layout=options.layout
+            rgb, qp=settings["crf"], thumbnails_only=settings["thumbnails_only"], layout=settings["layout"]
         )
     else:
+        # One x265 thread per picture whatever `workers` is: x265 records its thread pools in the
+        # options SEI, and every `workers` value (a rerun, a Beam worker) must give the same bytes.
         inp, thumb = encode_image(
             rgb,
-            crf=options.crf,
-            preset=options.preset,
-            chroma=options.chroma,
-            threads=options.threads,
-            thumbnails_only=options.thumbnails_only,
-            layout=options.layout,
+            crf=settings["crf"],
+            preset=settings["preset"],
+            chroma=settings["chroma"],
+            threads=1,
+            thumbnails_only=settings["thumbnails_only"],
+            layout=settings["layout"],
         )
     return ("ok", inp, thumb)
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """Worker initializer: exit as soon as the converting process is gone, however it went.
+    """Worker initializer: exit as soon as the converting process is gone, however it went; ignore Ctrl-C.
 
     On Linux the kernel sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``);
     everywhere, a daemon thread also checks the parent every second, since a
     worker of a killed parent is re-parented and would otherwise idle forever.
+    A terminal's Ctrl-C sends SIGINT to every process of the job: the parent
+    alone handles it (it finishes the images in flight and stops the workers),
+    so no worker prints a traceback or leaves the pool broken.
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -234,27 +370,34 @@ def _check_int(value, arg, low, allow_none=True):
         raise ValueError(f"Expected `{arg}` as an integer >= {low}. Received: {arg}={value!r}")
 
 
-def _check_options(workers, options, encoder, missing_label):
-    from bzna_tf.convert.encode import LAYOUTS
-
-    crf = options.crf
+def _check_arguments(encoding, workers, missing_label, negative_labels, order, seed, num_shards, shard_size):
+    """The checked ``encoding`` (an EncodeOptions); ValueError for any bad argument, before any work."""
+    if encoding is None:
+        encoding = EncodeOptions()
+    if not isinstance(encoding, EncodeOptions):
+        raise TypeError(
+            "Expected `encoding` as a bzna_tf.convert.EncodeOptions (e.g. EncodeOptions(quality='fast')). "
+            f"Received: encoding={encoding!r}"
+        )
     _check_int(workers, "workers", 0)
-    if options.layout not in LAYOUTS:
-        raise ValueError(f"Expected `layout` in {LAYOUTS}. Received: layout={options.layout!r}")
-    if not 0 <= crf <= 51:
-        raise ValueError(f"Expected `crf` in [0, 51]. Received: crf={crf!r}")
-    if encoder not in ENCODERS:
-        raise ValueError(f"Expected `encoder` in {ENCODERS}. Received: encoder={encoder!r}")
     if missing_label is not None and (isinstance(missing_label, bool) or not isinstance(missing_label, int)):
         raise ValueError(
             f"Expected `missing_label` as None or an integer. Received: missing_label={missing_label!r}"
         )
-    if encoder == "nvenc":
+    if negative_labels not in NEGATIVE_LABELS:
+        raise ValueError(
+            f"Expected `negative_labels` in {NEGATIVE_LABELS}. Received: negative_labels={negative_labels!r}"
+        )
+    check_order(order, seed)
+    if num_shards is not None and shard_size is not None:
+        raise ValueError("Expected `num_shards` or `shard_size`, not both")
+    if encoding.encoder == "nvenc":
         from bzna_tf.convert.nvenc import nvenc_error
 
         reason = nvenc_error()
         if reason:
             raise ConversionError(f"the NVENC encoder is unavailable: {reason}")
+    return encoding
 
 
 def _selected(plan, shards, worker_index, num_workers):
@@ -291,8 +434,8 @@ def _selected(plan, shards, worker_index, num_workers):
 class _Encoder:
     """Encodes items in order, in this process or in a pool of workers, started on first use."""
 
-    def __init__(self, workers, options):
-        self.workers, self.options = workers, options
+    def __init__(self, workers, settings):
+        self.workers, self.settings = workers, settings
         self.pool = None
 
     def __enter__(self):
@@ -314,13 +457,13 @@ class _Encoder:
         """Calls ``finish(key, item, result)`` for each ``(key, item)`` of ``pairs``, in order."""
         if self.workers == 0:
             for key, item in pairs:
-                finish(key, item, encode_item(item, self.options))
+                finish(key, item, encode_item(item, self.settings))
             return
         pool = self._pool()
         queue = collections.deque()
         try:
             for key, item in pairs:
-                queue.append((key, item, pool.submit(encode_item, item, self.options)))
+                queue.append((key, item, pool.submit(encode_item, item, self.settings)))
                 while len(queue) >= self.workers * _IN_FLIGHT_PER_WORKER or (queue and queue[0][2].done()):
                     k, done_item, future = queue.popleft()
                     finish(k, done_item, future.result())
@@ -343,7 +486,7 @@ def _estimate_bytes_per_image(source, total, encoder):
         if result[0] == "ok":  # the per-image mp4 exactly as the writer stores it
             sizes.append(len(build_image_mp4(result[1], result[2], item.target, item.filename).data))
 
-    encoder.run(((i, next(iter_items(source, i, i + 1))) for i in picks), finish)
+    encoder.run(((i, next(iter(_items_at(source, [i])))) for i in picks), finish)
     if not sizes:
         raise ConversionError(f"none of the {len(picks)} images sampled to estimate the shard size decodes")
     return sum(sizes) / len(sizes)
@@ -353,23 +496,19 @@ def convert(
     source,
     output,
     *,
+    encoding=None,
     workers=None,
-    crf=None,
-    preset=None,
-    quality=None,
-    chroma=None,
-    layout=None,
-    thumbnails_only=False,
-    encoder="x265",
-    strict=False,
-    lenient=False,
-    missing_label=None,
+    order="shuffle",
+    seed=DEFAULT_SEED,
     num_shards=None,
     shard_size=None,
     shards=None,
     worker_index=None,
     num_workers=None,
     overwrite=False,
+    strict=False,
+    missing_label=None,
+    negative_labels="error",
     class_names=None,
     progress=True,
     log=sys.stderr,
@@ -378,41 +517,48 @@ def convert(
 
     Each image is decoded, padded (right/bottom edge smear) and encoded as one
     full-range BT.601 4:2:0 H.265 picture, with a thumbnail when it exceeds
-    512 on a side (SPEC.md section 2). ``layout="benzina"`` pads to multiples
-    of 512 with 512x512 thumbnail frames, as the original tools; "compact"
-    rounds frames to 64 (at least 144) and writes leaner per-image boxes.
+    512 on a side (SPEC section 2), as ``encoding`` says.
+
+    The images are written in a shuffled order by default: a permutation drawn
+    from ``seed`` (recorded in each file's metadata), the same on every rerun
+    and every host, so that every shard and every slice of the result (a
+    split such as ``"[80%:]"``) holds every class, as TFDS shuffles when it
+    writes. ``order="source"`` keeps the source's order (class by class for a
+    folder). Shard k holds positions ``[k N // S, (k+1) N // S)`` of the order.
 
     Args:
       source: a :class:`~bzna_tf.convert.TFRecordSource`, :class:`~bzna_tf.convert.ImageFolderSource`,
-        :class:`~bzna_tf.convert.GulpSource`, or any iterable of :class:`~bzna_tf.convert.Item`
-        (with ``len()`` for an ETA and for shards; only the three sources can be resumed).
+        :class:`~bzna_tf.convert.GulpSource` (any :class:`~bzna_tf.convert.sources.Source`), a list
+        of :class:`~bzna_tf.convert.Item`, or an iterable of them (``order="source"``, one file;
+        only sources can be resumed).
       output: the .bzna file to write; with shards, the name they derive from:
-        ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ...
+        ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ... (``~`` is expanded; DIR is created).
+      encoding: an :class:`EncodeOptions` (quality, crf, preset, chroma, layout, thumbnails_only,
+        encoder, lenient); default ``EncodeOptions()``, the "balanced" quality.
       workers: encoding processes; default all usable cores; 0 encodes in this process. Each
         picture is encoded by one x265 thread either way, so the bytes never depend on ``workers``.
-      quality: a named preset, "archival" (Benzina's), "balanced" or "fast" (see the README's
-        table); ``crf``/``preset``/``chroma`` given explicitly override it.
-      crf: x265 constant rate factor (lower is better and bigger); the constant QP with NVENC.
-      preset: x265 preset, "ultrafast" ... "placebo".
-      chroma: how 4:2:0 chroma is made: "average" (of each 2x2 block) or "lsq" (least squares).
-      layout: "benzina" (the original tools' frames) or "compact" (see the README).
-      thumbnails_only: store only the <= 512x512 thumbnails (a much smaller file).
-      encoder: "x265" (CPU, default) or "nvenc" (NVIDIA GPU through PyNvVideoCodec).
-      strict: stop at the first undecodable image instead of skipping it.
-      lenient: keep pictures the decoder had to repair (e.g. a truncated JPEG with a grey bottom).
-      missing_label: the target stored for an unlabelled image that is followed by labelled ones
-        (the format stores targets for a prefix of each file's samples, so unlabelled images must
-        come last unless this is given, e.g. -1).
-      num_shards: write this many shards, contiguous input ranges in input order.
+      order: "shuffle" (default) or "source".
+      seed: the shuffle's seed, an integer in [0, 2**64) (default 0).
+      num_shards: write this many shards.
       shard_size: or shards of about this many bytes (the count is estimated from 16 images
         spread over the source, so it is the same in every process and on every rerun).
       shards: convert only these shard numbers of the plan (an array job's task, a Beam worker).
       worker_index, num_workers: convert only shards ``worker_index``, ``worker_index + num_workers``,
         ... (a SLURM array: ``worker_index=$SLURM_ARRAY_TASK_ID``).
       overwrite: replace existing outputs. Without it, an output that this very conversion already
-        finished (same sources, options and plan) is skipped, and any other existing file is refused.
+        finished (same sources, options, order, seed and plan) is skipped, and any other existing
+        file is refused.
+      strict: stop at the first undecodable image instead of skipping it.
+      missing_label: the target stored for an unlabelled image that is followed by labelled ones
+        (the format stores targets for a prefix of each file's samples, so unlabelled images must
+        come last unless this is given, e.g. -1).
+      negative_labels: "error" (default): a negative label (after a TFRecord source's
+        ``label_offset``) stops the conversion, naming the file and record; "unlabelled": such
+        images are stored as unlabelled (TFDS writes -1 for images without a label).
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
-        ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels).
+        ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels). A source that
+        defines its classes (folders, GulpIO string labels) needs exactly one name per class; a
+        target past the last name stops the conversion.
       progress: show a progress bar (images/s, ETA) on ``log``.
       log: where the progress bar and skip reports go.
 
@@ -420,86 +566,173 @@ def convert(
       A :class:`ConversionSummary`.
 
     Raises:
-      ConversionError: an undecodable image with ``strict``, an existing output without
-        ``overwrite``, or NVENC unavailable.
+      ConversionError: an undecodable image with ``strict``, a negative label or one past the
+        class names, an existing output without ``overwrite``, or NVENC unavailable.
+      ConversionInterrupted: Ctrl-C (a ``KeyboardInterrupt``): finished files are kept, the
+        unfinished one is removed, and the same call converts the rest.
       SourceError, TFRecordError: a source that cannot be read (nothing is left under ``output``).
       ValueError: bad arguments, or an unlabelled image followed by a labelled one without
         ``missing_label``.
     """
-    options = _encode_options(quality, crf, preset, chroma, layout, thumbnails_only, encoder, lenient)
-    _check_options(workers, options, encoder, missing_label)
+    encoding = _check_arguments(
+        encoding, workers, missing_label, negative_labels, order, seed, num_shards, shard_size
+    )
+    settings = encoding.settings
     workers = default_workers() if workers is None else workers
-    if encoder == "x265":
-        # One x265 thread per picture whatever `workers` is: x265 records its thread pools in the
-        # options SEI, and every `workers` value (a rerun, a Beam worker) must give the same bytes.
-        options = EncodeOptions(**{**options.__dict__, "threads": 1})
-    if num_shards is not None and shard_size is not None:
-        raise ValueError("Expected `num_shards` or `shard_size`, not both")
+    output = os.path.expanduser(os.fspath(output))
     start_time = time.perf_counter()
-    summary = ConversionSummary(output=os.fspath(output))
     try:
         total = len(source)
     except TypeError:
         total = None
     if total is None and (num_shards or shard_size or shards or worker_index is not None):
         raise ValueError("shards need a source with len() (TFRecordSource, ImageFolderSource, GulpSource)")
+    if total is None and order == "shuffle":
+        raise ValueError(
+            "Expected order='source' for a source without len() (an iterator cannot be shuffled; a list "
+            "or a bzna_tf.convert source can). Received: order='shuffle'"
+        )
+    if order == "shuffle" and not getattr(source, "random_access", True):
+        raise ValueError(
+            f"Expected order='source' (--order source): {source.why_sequential}, so they cannot be read in "
+            "a shuffled order (decompress them first to shuffle). Received: order='shuffle'"
+        )
     if total == 0:
         raise ConversionError(f"the source holds no image: {output} was not written")
-    base_names = class_names if class_names is not None else getattr(source, "class_names", None)
-
-    with _Encoder(workers, options) as enc:
-        if shard_size is not None:
-            num_shards = shards_for_size(total, _estimate_bytes_per_image(source, total, enc), shard_size)
-        plan = plan_shards(total if total is not None else 0, output, num_shards)
-        if total is None:  # a plain iterable: one file, its range unknown
-            plan = [ShardSpec(0, 1, 0, -1, plan[0].path)]
-        summary.num_shards = len(plan)
-        mine = _selected(plan, shards, worker_index, num_workers)
-        fp = fingerprint(source, options, missing_label=missing_label, total=total, num_shards=len(plan))
-        todo = _triage(mine, fp, overwrite, summary)
-        bar = None
-        if progress and todo:
-            from tqdm import tqdm
-
-            known = total is not None
-            bar = tqdm(total=sum(len(s) for s in todo) if known else None, unit="img", file=log,
-                       dynamic_ncols=True, smoothing=0.05)  # fmt: skip
-        writer = _ShardWriter(summary, fp, base_names, missing_label, strict, bar, log)
-        try:
-            enc.run(((spec, item) for spec in todo for item in _items(source, spec)), writer.finish)
-            writer.close()
-        except BaseException:
-            writer.abort()
-            raise
-        finally:
-            if bar is not None:
-                bar.close()
+    names = _class_names(source, class_names)
+    shard_paths(output, None)  # a file name, not a folder
+    make_parent(output)  # the folder is made (or refused) before any work
+    summary = ConversionSummary(
+        output=output, order=order, seed=int(seed) if order == "shuffle" else None,
+        notes=list(getattr(source, "notes", ())),
+    )  # fmt: skip
+    writer = None
+    todo = []
+    try:
+        with _Encoder(workers, settings) as enc:
+            if shard_size is not None:
+                num_shards = shards_for_size(total, _estimate_bytes_per_image(source, total, enc), shard_size)
+            plan = plan_shards(total if total is not None else 0, output, num_shards)
+            if total is None:  # a plain iterable: one file, its range unknown
+                plan = [ShardSpec(0, 1, 0, -1, plan[0].path)]
+            summary.num_shards = len(plan)
+            mine = _selected(plan, shards, worker_index, num_workers)
+            fp = fingerprint(source, encoding, missing_label=missing_label, negative_labels=negative_labels,
+                             total=total, num_shards=len(plan), order=order, seed=summary.seed,
+                             class_names=class_names)  # fmt: skip
+            todo = _triage(mine, fp, order, seed, overwrite, summary)
+            if not todo:
+                summary.seconds = time.perf_counter() - start_time
+                return summary
+            positions = None
+            if total is not None:
+                labelled = source.labelled() if hasattr(source, "labelled") else None
+                positions = conversion_order(total, order, seed, labelled)
+            labels = _Labels(names, negative_labels)
+            writer = _ShardWriter(summary, fp, order, seed, names, missing_label, strict, log)
+            pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
+            with _progress_bar(progress, todo, total, log) as writer.bar:
+                try:
+                    enc.run(pairs, writer.finish)
+                    writer.close()
+                except BaseException:
+                    writer.abort()
+                    raise
+    except KeyboardInterrupt:
+        done = set(summary.written) | {p for p, _ in summary.finished}
+        remaining = sum(spec.path not in done for spec in todo)
+        removed = writer.removed if writer is not None else None
+        raise ConversionInterrupted(summary, removed, remaining) from None
     summary.seconds = time.perf_counter() - start_time
     summary.targets = None if writer.low is None else (writer.low, writer.high)
     summary.class_names = writer.stored_names
     return summary
 
 
-def _encode_options(quality, crf, preset, chroma, layout, thumbnails_only, encoder, lenient):
-    chosen = quality_options(quality if quality is not None else DEFAULT_QUALITY)  # preset, crf, chroma
-    for key, value in (("crf", crf), ("preset", preset), ("chroma", chroma)):
-        if value is not None:
-            chosen[key] = value
-    chosen["layout"] = layout if layout is not None else DEFAULT_LAYOUT
-    return EncodeOptions(thumbnails_only=thumbnails_only, encoder=encoder, lenient=lenient, **chosen)
+class _NoBar:
+    """The progress bar's place when there is none."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
-def _items(source, spec):
+def _progress_bar(progress, todo, total, log):
+    """A tqdm bar over the images of ``todo`` on ``log`` (a context manager), or one giving None."""
+    if not progress or not todo:
+        return _NoBar()
+    from tqdm import tqdm
+
+    known = total is not None
+    return tqdm(total=sum(len(s) for s in todo) if known else None, unit="img", file=log,
+                dynamic_ncols=True, smoothing=0.05)  # fmt: skip
+
+
+def _class_names(source, class_names):
+    """The class names to store: given or the source's; a given list must have one per class of the source."""
+    if class_names is None:
+        names = getattr(source, "class_names", None)
+        return list(names) if names is not None else None
+    if isinstance(class_names, (str, bytes)) or not all(isinstance(n, str) for n in class_names):
+        raise TypeError(f"Expected `class_names` as a list of strings. Received: class_names={class_names!r}")
+    names = list(class_names)
+    defined = getattr(source, "num_classes", None)
+    if defined is not None and len(names) != defined:
+        own = getattr(source, "class_names", None) or []
+        raise ValueError(
+            f"Expected {count(defined, 'class name')}, one per class of the source ({few(own)}). Received: "
+            f"{count(len(names), 'name')} in class_names (--class-names): {few(names)}"
+        )
+    return names
+
+
+class _Labels:
+    """Checks each item's label before it is encoded: negative ones, and ones past the class names."""
+
+    def __init__(self, names, negative_labels):
+        self.names, self.negative = names, negative_labels
+
+    def check(self, item):
+        t = item.target
+        if t is None:
+            return item
+        if t < 0:
+            if self.negative == "unlabelled":
+                return dataclasses.replace(item, target=None)
+            raise ConversionError(
+                f"{item.origin or item.filename}: label {t} is negative. If negative labels mark images "
+                "without a label (TFDS writes -1 for them), pass --negative-labels unlabelled "
+                "(negative_labels='unlabelled'); if the labels are shifted, fix --label-offset"
+            )
+        if self.names is not None and t >= len(self.names):
+            raise ConversionError(
+                f"{item.origin or item.filename}: label {t}, but the class names stop at "
+                f"{len(self.names) - 1} ({count(len(self.names), 'name')}: {few(self.names)}): give one name "
+                "per class (--class-names FILE, class_names=)"
+            )
+        return item
+
+
+def _items_at(source, indices):
+    """The items at ``indices`` of a source (its ``items``) or of a list of items (indexing)."""
+    if hasattr(source, "items"):
+        return source.items(indices)
+    return (source[int(i)] for i in indices)
+
+
+def _items(source, positions, spec):
     if spec.stop < 0:
         return iter(source)
-    return iter_items(source, spec.start, spec.stop)
+    return _items_at(source, positions[spec.start : spec.stop])
 
 
-def _triage(mine, fp, overwrite, summary):
+def _triage(mine, fp, order, seed, overwrite, summary):
     """The shards to convert; finished ones go to ``summary.finished``; other existing files are refused."""
     todo, refused = [], []
     for spec in mine:
-        done, why, facts = finished(spec, fp) if spec.stop >= 0 else (False, "", None)
+        done, why, facts = finished(spec, fp, order, seed) if spec.stop >= 0 else (False, "", None)
         if overwrite or not os.path.exists(spec.path):
             todo.append(spec)
         elif done:
@@ -518,13 +751,15 @@ def _triage(mine, fp, overwrite, summary):
 class _ShardWriter:
     """Receives encoded images in input order and writes them to their shards, one file at a time."""
 
-    def __init__(self, summary, fp, base_names, missing_label, strict, bar, log):
+    def __init__(self, summary, fp, order, seed, base_names, missing_label, strict, log):
         self.summary, self.fp, self.missing_label, self.strict = summary, fp, missing_label, strict
+        self.order, self.seed = order, seed
         self.base_names = list(base_names) if base_names is not None else None
-        self.bar, self.log = bar, log
+        self.bar, self.log = None, log
         self.spec = self.writer = None
         self.low = self.high = None
         self.stored_names = None
+        self.removed = None  # the partial file of an aborted shard
 
     def _open(self, spec):
         self.close()
@@ -565,8 +800,9 @@ class _ShardWriter:
         if target is not None and self.first_unlabelled is not None:
             raise ValueError(
                 f"{item.origin}: a labelled image after unlabelled ones ({self.first_unlabelled} first); the "
-                "format stores targets for a prefix of each file's samples: put unlabelled images last, or "
-                "pass missing_label (e.g. -1) to store a target for them"
+                "format stores targets for a prefix of each file's samples: put unlabelled images last (a "
+                "shuffled order mixes them when the source cannot tell them apart before reading them), or "
+                "pass missing_label (--missing-label, e.g. -1) to store a target for them"
             )
         if target is None:
             self.first_unlabelled = self.first_unlabelled or item.origin or item.filename
@@ -590,7 +826,7 @@ class _ShardWriter:
             raise ConversionError(
                 f"{spec.path}: no image of its range could be converted ({len(self.shard_skipped)} skipped)"
             )
-        facts = conversion_facts(spec, self.fp)
+        facts = conversion_facts(spec, self.fp, self.order, self.seed)
         facts["skipped"] = self.shard_skipped
         writer.metadata["conversion"] = facts
         if any(n is not None for n in self.names):
@@ -602,5 +838,6 @@ class _ShardWriter:
 
     def abort(self):
         if self.writer is not None:
+            self.removed = self.writer.partial_path
             self.writer.abort()
             self.writer = None

@@ -31,6 +31,9 @@ __all__ = [
     "LAYOUTS",
     "NVDEC_MIN_SIDE",
     "QUALITY_PRESETS",
+    "X265_PRESETS",
+    "check_crf",
+    "check_preset",
     "coded_size_for",
     "compact_coded_size",
     "encode_image",
@@ -53,16 +56,24 @@ THUMB_MAX = 512
 # in NVIDIA's decoder programming guide), so every picture decodes on the GPU.
 COMPACT_BLOCK = 64
 NVDEC_MIN_SIDE = 144
-# The layout of new files' per-image mp4s (README, "Converting datasets").
+# The layout of new files' per-image mp4s (docs/guides/converting.md, "Layouts").
 DEFAULT_LAYOUT = "benzina"
 # Benzina's own tools encoded ImageNet with CRF 10 and x265's "medium" preset.
 DEFAULT_CRF = 10
+"""Benzina's CRF: what :func:`encode_image` and :func:`encode_picture` use unless told."""
 DEFAULT_PRESET = "medium"
+"""Benzina's x265 preset: what :func:`encode_image` and :func:`encode_picture` use unless told."""
 # How 4:2:0 chroma is made from the full-resolution Cb/Cr (see rgb_to_yuv420).
 CHROMA_MODES = ("average", "lsq")
+"""How 4:2:0 chroma is made: ``"average"`` (of each 2x2 block, Benzina's) or ``"lsq"`` (least squares)."""
+# libx265's presets, fastest to slowest (x265 --help); anything else fails in avcodec_open2.
+X265_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
+                "veryslow", "placebo")  # fmt: skip
+# libx265's CRF range (and NVENC's constant QP).
+CRF_RANGE = (0, 51)
 
-# Named encoder settings, chosen from benchmarks/convert.py --pareto (README,
-# "Benchmarks": ten fixture photographs, 2 shared cores). For one intra picture
+# Named encoder settings, chosen from benchmarks/convert.py --pareto (docs/benchmarks.md:
+# ten fixture photographs, 2 shared cores). For one intra picture
 # x265's presets fall in three groups: ultrafast (about 3x faster than medium,
 # 25-30% more bytes at equal PSNR); superfast to medium (size and PSNR within
 # 2% of each other; veryfast and fast give identical bitstreams; superfast and
@@ -80,10 +91,12 @@ QUALITY_PRESETS = {
     # ultrafast: 2.5-3x less CPU than balanced, 0.2 dB less RGB PSNR, 17% more bytes.
     "fast": {"preset": "ultrafast", "crf": 14, "chroma": "lsq"},
 }
+"""The named qualities: name -> the ``preset``, ``crf`` and ``chroma`` keywords of :func:`encode_image`."""
 # The default: a conversion at ImageNet scale is paid in core-hours and its
 # files in bytes read every epoch; "balanced" lowers both against Benzina's
 # settings and still raises the RGB PSNR the loader delivers.
 DEFAULT_QUALITY = "balanced"
+"""The quality :func:`bzna_tf.convert.convert` and ``bzna-tf convert`` use unless told."""
 
 
 def quality_options(name: str) -> dict:
@@ -101,6 +114,21 @@ def quality_options(name: str) -> dict:
     if name not in QUALITY_PRESETS:
         raise ValueError(f"Expected a quality in {tuple(QUALITY_PRESETS)}. Received: quality={name!r}")
     return dict(QUALITY_PRESETS[name])
+
+
+def check_preset(preset) -> str:
+    """``preset`` if it is one of ``X265_PRESETS``, else a ValueError listing them."""
+    if preset not in X265_PRESETS:
+        raise ValueError(f"Expected `preset` in {X265_PRESETS}. Received: preset={preset!r}")
+    return preset
+
+
+def check_crf(crf) -> float:
+    """``crf`` if it is a number in [0, 51] (x265's range; NVENC's QP), else a ValueError."""
+    ok = isinstance(crf, (int, float, np.integer, np.floating)) and not isinstance(crf, bool)
+    if not ok or not CRF_RANGE[0] <= crf <= CRF_RANGE[1]:  # NaN fails the comparison
+        raise ValueError(f"Expected `crf` as a number in [0, 51]. Received: crf={crf!r}")
+    return crf
 
 
 def coded_size_for(size, tile: int = TILE) -> tuple[int, int]:
@@ -126,7 +154,7 @@ def compact_coded_size(size, block: int = COMPACT_BLOCK, minimum: int = NVDEC_MI
 def layout_coded_size(size, layout: str = "benzina", *, thumbnail: bool = False) -> tuple[int, int]:
     """The coded frame of a picture in a layout (``LAYOUTS``).
 
-    ``"benzina"`` (SPEC.md section 2): an image's sides rounded up to 512, a
+    ``"benzina"`` (SPEC section 2): an image's sides rounded up to 512, a
     thumbnail in 512 x 512. ``"compact"``: :func:`compact_coded_size` for both.
     """
     if layout not in LAYOUTS:
@@ -284,12 +312,12 @@ def encode_picture(
       coded_size: (width, height) of the coded frame; default
         :func:`layout_coded_size` of the image in ``layout``.
       crf: x265 constant rate factor, 0 (lossless-ish) to 51 (Benzina's tools use 10).
-      preset: x265 preset ('ultrafast' ... 'placebo'; Benzina uses 'medium').
+      preset: x265 preset, one of ``X265_PRESETS`` ('ultrafast' ... 'placebo'; Benzina uses 'medium').
       chroma: 4:2:0 downsampling, "average" (Benzina's) or "lsq" (least
         squares against the loader's upsampling): see :func:`rgb_to_yuv420`.
       threads: x265 worker threads; default x265's own choice (all cores).
         Parallel converters give each process one.
-      layout: ``"benzina"`` (SPEC.md section 2) or ``"compact"``: frames of
+      layout: ``"benzina"`` (SPEC section 2) or ``"compact"``: frames of
         :func:`compact_coded_size`, no x265 version/options SEI in the ``hvcC``
         (``info=0``; about 2.3 kB a picture), and lean per-image boxes
         (``Picture.layout``).
@@ -307,6 +335,8 @@ def encode_picture(
     h, w = rgb.shape[:2]
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
+    check_preset(preset)
+    check_crf(crf)
     cw, ch = layout_coded_size((w, h), layout) if coded_size is None else coded_size
     if cw < w or ch < h or cw % 8 or ch % 8:
         raise ValueError(
@@ -392,7 +422,7 @@ def encode_image_with(
 ):
     """(input, thumb) pictures of an image, each made by ``encode(rgb, coded_size=(w, h))``.
 
-    The thumbnail (SPEC.md section 2: at most 512 on a side, sizes truncated)
+    The thumbnail (SPEC section 2: at most 512 on a side, sizes truncated)
     is resized bicubically; none when the image fits, or with
     ``thumbnails_only`` (the input is then the thumbnail). Each picture is
     coded in its :func:`layout_coded_size` frame; with ``"compact"`` the

@@ -1,34 +1,55 @@
-"""The plan of a conversion: which input range goes to which output shard, and how a finished shard is known.
+"""The plan of a conversion: the order of the inputs, which go to which shard, and when a shard is done.
 
-A conversion of N images into S shards writes ``NAME-00000-of-000SS.bzna`` ...
-(TFDS-style names), shard k holding the inputs ``[k N // S, (k+1) N // S)``
-in input order. The plan depends only on N and S, so every process of an
-array job, and every rerun, computes the same one.
+A conversion of N images first puts them in its order
+(:func:`conversion_order`): by default a shuffle drawn from a recorded seed,
+as TFDS shuffles when it writes, so that every shard and every slice of the
+result holds every class; or the source's own order. Then S shards are
+written, ``NAME-00000-of-000SS.bzna`` ... (TFDS-style names), shard k holding
+the positions ``[k N // S, (k+1) N // S)`` of that order. The order and the
+plan depend only on N, the seed (and which images the source knows to be
+unlabelled) and S, so every process of an array job, and every rerun,
+computes the same ones.
 
 A finished shard carries, in its metadata box (:mod:`bzna_tf.format.metadata`),
-the source fingerprint (the source's files, sizes and mtimes, its keys, and
-every encoding option), its index, the shard count and its input range. A rerun
-skips a shard whose file opens as a complete .bzna and carries exactly those
-facts; anything else under that name is another conversion's file and is
-refused unless ``overwrite``.
+the fingerprint (the source's files, sizes and mtimes, its keys, every
+encoding option, the order and its seed), its index, the shard count, its
+range of positions, the order and the seed. A rerun skips a shard whose file
+opens as a complete .bzna and carries exactly those facts; anything else
+under that name is another conversion's file and is refused unless
+``overwrite``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.wording import count
 
-__all__ = ["ShardSpec", "fingerprint", "finished", "plan_shards", "shard_paths"]
+__all__ = [
+    "DEFAULT_SEED",
+    "ORDERS",
+    "ShardSpec",
+    "conversion_order",
+    "fingerprint",
+    "finished",
+    "plan_shards",
+    "shard_paths",
+]
 
 SUFFIX = ".bzna"
+# "shuffle": a permutation drawn from the seed; "source": the source's own order.
+ORDERS = ("shuffle", "source")
+# The seed of a shuffled conversion unless one is given (recorded in every shard's metadata).
+DEFAULT_SEED = 0
+_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -38,7 +59,7 @@ class ShardSpec:
     Attributes:
       index: the shard's number, 0 .. num_shards - 1.
       num_shards: how many shards the plan has.
-      start, stop: the input range it holds, ``[start, stop)`` in input order.
+      start, stop: the positions it holds, ``[start, stop)`` of the conversion's order.
       path: the file to write.
     """
 
@@ -78,7 +99,7 @@ def shard_paths(output, num_shards: int | None) -> list[str]:
 
 
 def plan_shards(total: int, output, num_shards: int | None = None) -> list[ShardSpec]:
-    """The shards of a conversion of ``total`` inputs: contiguous, in input order, sizes within 1.
+    """The shards of a conversion of ``total`` inputs: contiguous ranges of positions, sizes within 1.
 
     Args:
       total: the number of input images (``len(source)``).
@@ -109,35 +130,82 @@ def shards_for_size(total: int, bytes_per_image: float, shard_size: float) -> in
     return max(1, min(total, math.ceil(total * bytes_per_image / shard_size)))
 
 
+def check_order(order, seed) -> None:
+    """Raises ValueError for an order not in ``ORDERS`` or a seed that is not an integer in [0, 2**64)."""
+    if order not in ORDERS:
+        raise ValueError(f"Expected `order` in {ORDERS}. Received: order={order!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= _MASK64:
+        raise ValueError(f"Expected `seed` as an integer in [0, 2**64). Received: seed={seed!r}")
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on uint64 (a bijection): the same numbers on every machine and NumPy."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def conversion_order(
+    total: int, order: str = "shuffle", seed: int = DEFAULT_SEED, labelled=None
+) -> np.ndarray:
+    """The source indices in the order a conversion writes them (int64, a permutation of ``range(total)``).
+
+    ``"shuffle"`` sorts the indices by a 64-bit hash of (seed, index): a
+    random permutation that depends only on ``total`` and ``seed`` (not on
+    NumPy's generators, whose streams may change between versions), so every
+    host and every rerun computes the same. With ``labelled`` (a bool per
+    index, when the source knows it up front), the labelled images are
+    shuffled among themselves first and the unlabelled ones after them: the
+    format stores targets for a prefix of each file's samples.
+    ``"source"``: ``0 .. total - 1``.
+    """
+    check_order(order, seed)
+    if order == "source":
+        return np.arange(total, dtype=np.int64)
+    key = _mix64(np.array([seed], np.uint64))[0] ^ np.arange(total, dtype=np.uint64)
+    perm = np.argsort(_mix64(key), kind="stable").astype(np.int64)
+    if labelled is not None:
+        labelled = np.asarray(labelled, bool)
+        perm = np.concatenate([perm[labelled[perm]], perm[~labelled[perm]]])
+    return perm
+
+
 def fingerprint(source, options, **extra) -> str | None:
     """A hash of everything that decides a conversion's output, or None if the source cannot describe itself.
 
     ``options`` is the :class:`~bzna_tf.convert.converter.EncodeOptions`
-    (every field except ``threads``, which changes speed, not bytes); ``extra``
-    holds the other output-deciding arguments (``missing_label``, the plan).
+    (its resolved fields; the ``quality`` name only chooses them); ``extra``
+    holds the other output-deciding arguments (``missing_label``, the order
+    and seed, the plan, the class names).
     """
     describe = getattr(source, "describe", None)
     if describe is None:
         return None
-    fields = dataclasses.asdict(options)
-    fields.pop("threads", None)
+    fields = dict(options.settings)
+    fields.pop("quality", None)
     text = json.dumps({"source": describe(), "options": fields, **extra}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def conversion_facts(spec: ShardSpec, fp: str | None) -> dict:
-    """What a shard's metadata records of its conversion (compared by :func:`finished`)."""
+def conversion_facts(spec: ShardSpec, fp: str | None, order: str = "shuffle", seed=DEFAULT_SEED) -> dict:
+    """What a shard's metadata records of its conversion (compared by :func:`finished`).
+
+    ``seed`` is recorded as None with ``order="source"``, where it plays no part.
+    """
     return {
         "fingerprint": fp,
         "shard": spec.index,
         "num_shards": spec.num_shards,
         "start": spec.start,
         "stop": spec.stop,
+        "order": order,
+        "seed": int(seed) if order == "shuffle" else None,
     }
 
 
-def finished(spec: ShardSpec, fp: str | None) -> tuple[bool, str, dict | None]:
-    """Whether ``spec.path`` is this very shard, complete: (yes, why not, its conversion facts).
+def finished(spec: ShardSpec, fp: str | None, order: str = "shuffle", seed=DEFAULT_SEED):
+    """Whether ``spec.path`` is this very shard, complete: (yes, why not, its conversion facts) as a tuple.
 
     A file that is not a readable .bzna, lacks the facts, or has other facts
     is not finished (the reason says which); a missing file gives
@@ -154,11 +222,17 @@ def finished(spec: ShardSpec, fp: str | None) -> tuple[bool, str, dict | None]:
     if not isinstance(facts, dict):
         return False, "not written by a bzna_tf conversion (no conversion facts in it)", None
     if fp is None:
-        return False, "the source cannot be fingerprinted (not a TFRecord, folder or GulpIO source)", facts
-    want = conversion_facts(spec, fp)
-    for key, value in want.items():
+        return (
+            False,
+            "the source cannot be fingerprinted (a plain list or iterable, not a bzna_tf.convert Source)",
+            facts,
+        )
+    want = conversion_facts(spec, fp, order, seed)
+    for key in ("order", "seed", *want):  # the order's words first: it is also in the fingerprint
+        value = want[key]
         if facts.get(key) != value:
-            what = "sources or options" if key == "fingerprint" else "plan"
+            what = {"fingerprint": "sources or options", "order": "order", "seed": "seed"}
+            what = what.get(key, "plan")
             return (
                 False,
                 f"written by a conversion with other {what} ({key} {facts.get(key)!r}, now {value!r})",

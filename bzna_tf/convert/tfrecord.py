@@ -27,9 +27,19 @@ import os
 import struct
 import zlib
 
+import numpy as np
+
 from bzna_tf.format.checksums import masked_crc32c
 
-__all__ = ["TFRecordError", "iter_records", "parse_example", "count_records", "COMPRESSIONS"]
+__all__ = [
+    "COMPRESSIONS",
+    "TFRecordError",
+    "count_records",
+    "iter_records",
+    "parse_example",
+    "read_record",
+    "record_offsets",
+]
 
 COMPRESSIONS = (None, "GZIP", "ZLIB")
 
@@ -125,17 +135,33 @@ def count_records(path, compression=None) -> int:
     """The number of records, reading only the headers of an uncompressed file."""
     if compression is not None:
         return sum(1 for _ in iter_records(path, compression))
+    return len(record_offsets(path))
+
+
+def record_offsets(path) -> np.ndarray:
+    """The byte offset of every record of an uncompressed file (int64), reading only their headers."""
     path = os.fspath(path)
     size = os.path.getsize(path)
-    count, offset = 0, 0
+    offsets, offset = [], 0
     with open(path, "rb") as f:
         while offset < size:
             f.seek(offset)
+            offsets.append(offset)
             offset += 16 + _record_length(
-                f.read(12), f"{path}: record {count} at byte {offset}", offset, size
+                f.read(12), f"{path}: record {len(offsets) - 1} at byte {offset}", offset, size
             )
-            count += 1
-    return count
+    return np.array(offsets, np.int64)
+
+
+def read_record(f, path, index, offset) -> bytes:
+    """The data of record ``index`` at byte ``offset`` of the open uncompressed file ``f`` (of ``path``)."""
+    where = f"{path}: record {index} at byte {offset}"
+    f.seek(offset)
+    length = _record_length(f.read(12), where, offset, None)
+    data = f.read(length)
+    if len(data) < length:
+        raise TFRecordError(f"{where}: truncated data ({len(data)} of {length} bytes)")
+    return data
 
 
 # --------------------------------------------------------------------------- protocol buffers

@@ -3,6 +3,8 @@
 Reading: :func:`open_bzna` / :class:`BznaFile` / :class:`BznaShards`. Writing:
 :class:`BznaWriter` with :class:`Picture`. Per-image mp4s: :class:`ImageMp4`.
 LBANN sample lists: :class:`SampleList`. H.265 configuration and Annex-B: :class:`HvcC`, :func:`to_annexb`.
+
+The code cites the format's specification as "SPEC section N": section N of docs/reference/format.md.
 """
 
 from bzna_tf.format.errors import BznaFormatError

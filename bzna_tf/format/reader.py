@@ -6,7 +6,7 @@
     mdat   16-byte header (size32 = 1, then a 64-bit largesize)
            [per-image mp4 0] ... [per-image mp4 N-1]   the samples of bzna_input
            [target 0 .. T-1]                           int64 LE (T <= N: unlabelled last)
-           [name 0 .. N-1]                             UTF-8 basename + NUL
+           [name 0 .. N-1]                             UTF-8 name + NUL (a basename, or a relative path)
     moov   mvhd + traks found by hdlr name:
            bzna_input (meta), bzna_target (meta), bzna_fname (meta), bzna_thumb (vide:
            its samples point inside the per-image mp4s, at each thumbnail)
@@ -134,11 +134,10 @@ class BznaFile:
     Raises:
       BznaFormatError: the file is not a readable .bzna.
 
-    Example:
-
-    >>> with BznaFile("ilsvrc2012.bzna") as f:          # doctest: +SKIP
-    ...     len(f), f.target(0), f.filename(0)
-    ...     pic = f.sample(0).thumb.annexb()   # H.265 Annex-B for a decoder
+    Examples:
+      >>> with BznaFile("ilsvrc2012.bzna") as f:          # doctest: +SKIP
+      ...     len(f), f.target(0), f.filename(0)
+      ...     pic = f.sample(0).thumb.annexb()   # H.265 Annex-B for a decoder
     """
 
     def __init__(self, source: str | os.PathLike | BinaryIO, *, name: str | None = None):

@@ -51,6 +51,7 @@ LIST_TYPES = (
     "CONDUIT_HDF5_INCLUSION",
     "CONDUIT_HDF5_EXCLUSION",
 )
+"""The six LBANN sample-list types (line 1 of a list), each read and written."""
 _LABEL_LINE = {SINGLE, "MULTI-SAMPLE_INCLUSION", "MULTI-SAMPLE_EXCLUSION"}
 RANGE = "..."
 NO_LABEL_FILE = "-"  # what bzna-tf writes on the label line: labels are the .bzna targets
@@ -222,6 +223,8 @@ class SampleList:
 
         body_line = "sample line" if kind == SINGLE else "file line"
         entries = []
+        announced = exc_total if _is_exclusion(kind) else inc_total  # ids line 2 announces
+        used = 0  # ids of the lines so far
         for number, raw in enumerate(lines[body_start:], start=body_start + 1):
             tokens = raw.split()
             if not tokens:
@@ -232,7 +235,8 @@ class SampleList:
                     f"but there are more (this is line {len(entries) + 1} of the body)",
                     number,
                 )
-            entries.append(cls._parse_line(kind, tokens, number, error))
+            entries.append(cls._parse_line(kind, tokens, number, error, announced, used))
+            used += entries[-1].excluded if _is_exclusion(kind) else entries[-1].included
         if len(entries) != num_files:
             raise error(
                 f"the counts announce {count(num_files, body_line)}, found {len(entries)}",
@@ -254,7 +258,10 @@ class SampleList:
         return out
 
     @staticmethod
-    def _parse_line(kind, tokens, number, error) -> FileEntry:
+    def _parse_line(kind, tokens, number, error, announced, used) -> FileEntry:
+        """One body line. ``announced`` ids (included, or excluded for exclusion lists) are what
+        line 2 announces, ``used`` those of the lines before: a line past them is refused before
+        its ranges are expanded."""
         if kind == SINGLE:
             if len(tokens) != 1:
                 raise error(
@@ -270,15 +277,24 @@ class SampleList:
             )
         included = int(counts[0])
         excluded = int(counts[1]) if n_counts == 2 else 0
-        ids = _expand(tokens[1 + n_counts :], number, error)
         listed = excluded if _is_exclusion(kind) else included
         which = "excluded" if _is_exclusion(kind) else "included"
-        if len(ids) != listed:
+        # Ranges are counted before they are expanded: a short line such as
+        # "0 ... 99999999999" must not allocate what it does not announce.
+        n_ids = _count_ids(tokens[1 + n_counts :], number, error)
+        if n_ids != listed:
             raise error(
                 f"{tokens[0]}: the line says {count(listed, which + ' sample')} but lists "
-                f"{count(len(ids), 'id')}",
+                f"{count(n_ids, 'id')}",
                 number,
             )
+        if used + listed > announced:
+            raise error(
+                f"the counts announce {count(announced, which + ' sample')}, the file lines add up to "
+                f"more ({used + listed} by line {number})",
+                2,
+            )
+        ids = _expand(tokens[1 + n_counts :], number, error)
         seen = set()
         for i in ids:
             if i in seen:
@@ -339,8 +355,8 @@ class SampleList:
 
         Raises:
           SampleListError: a file the data lacks, an id out of range, a
-          filename not stored (or stored twice) in its file, a count that
-          disagrees with the file (each naming the line).
+            filename not stored (or stored twice) in its file, a count that
+            disagrees with the file (each naming the line).
         """
         matcher = _FileMatcher(paths)
         names = {}
@@ -549,6 +565,29 @@ class SampleList:
 
 
 # -------------------------------------------------------------------------------- helpers
+
+
+def _count_ids(tokens, number, error) -> int:
+    """How many ids ``tokens`` hold with ranges expanded, checking the ranges, without expanding."""
+    n = 0
+    prev = None  # the previous id, when it is an index
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t == RANGE:
+            if prev is None or i + 1 >= len(tokens) or not _DIGITS.fullmatch(tokens[i + 1]):
+                raise error("'...' must stand between two indices (a ... b)", number)
+            a, b = prev, int(tokens[i + 1])
+            if b < a:
+                raise error(f"the range {a} ... {b} runs backwards", number)
+            n += b - a
+            prev = b
+            i += 2
+            continue
+        prev = int(t) if _DIGITS.fullmatch(t) else None
+        n += 1
+        i += 1
+    return n
 
 
 def _expand(tokens, number, error) -> list:

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 
-from bzna_tf.format import wording
+import bzna_tf.format.wording as wording  # the module itself, not through the package
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import ImageMp4

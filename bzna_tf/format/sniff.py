@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import struct
 
+from bzna_tf.format.crc import masked_crc32c
+
 __all__ = ["SIGNATURES", "SNIFF_BYTES", "not_bzna_reason", "printable", "sniff"]
 
 # How many leading bytes sniff() looks at (tar's "ustar" is at 257).
@@ -121,9 +123,6 @@ def sniff(head: bytes) -> str | None:
     for parts, what in SIGNATURES:
         if all(head[off : off + len(magic)] == magic for off, magic in parts):
             return what
-    # Imported here: checksums imports boxes, which imports errors, which imports this module.
-    from bzna_tf.format.checksums import masked_crc32c
-
     if len(head) >= 12 and masked_crc32c(head[:8]) == struct.unpack_from("<I", head, 8)[0]:
         return "a TFRecord file (bzna-tf convert tfrecord makes a .bzna of it)"
     if _is_text(head):

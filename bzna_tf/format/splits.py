@@ -19,6 +19,7 @@ __all__ = ["IMAGENET_SPLITS", "imagenet_size_error", "imagenet_split", "imagenet
 # (split, entries counted from the end of the file): val and test have fixed sizes.
 _VAL, _TEST = 50_000, 100_000
 IMAGENET_SPLITS = ("train", "val", "test")
+"""The named splits of ImageNet 2012, in file order (SPEC section 3)."""
 
 
 def imagenet_split(split: str, num_samples: int) -> range:

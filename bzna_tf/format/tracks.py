@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bzna_tf.format import wording
+import bzna_tf.format.wording as wording  # the module itself, not through the package
 from bzna_tf.format.boxes import Box, box, find, full_box, require
 from bzna_tf.format.errors import BznaFormatError
 

@@ -17,6 +17,7 @@ from array import array
 
 import numpy as np
 
+from bzna_tf.format.atomic import make_parent
 from bzna_tf.format.boxes import box
 from bzna_tf.format.checksums import build_checksum_box, crc32c, picture_checksums
 from bzna_tf.format.metadata import build_metadata_box
@@ -69,12 +70,11 @@ class BznaWriter:
         outer index in a last ``uuid`` box the original tools ignore
         (:mod:`bzna_tf.format.checksums`); readers verify them. False: no box.
 
-    Example:
-
-    >>> with BznaWriter("small.bzna") as w:                     # doctest: +SKIP
-    ...     w.append(picture, target=3, filename="cat.jpg")
-    ...     w.append(big_picture, thumb=thumbnail, target=5, filename="dog.jpg")
-    ...     w.append(other, filename="unlabelled.jpg")           # no target: last
+    Examples:
+      >>> with BznaWriter("small.bzna") as w:                     # doctest: +SKIP
+      ...     w.append(picture, target=3, filename="cat.jpg")
+      ...     w.append(big_picture, thumb=thumbnail, target=5, filename="dog.jpg")
+      ...     w.append(other, filename="unlabelled.jpg")           # no target: last
 
     Raises:
       ValueError: on close with no sample; on a labelled sample after an
@@ -94,6 +94,7 @@ class BznaWriter:
         self.force_co64 = force_co64
         self.checksums = bool(checksums)
         self.metadata = dict(metadata) if metadata else {}
+        make_parent(self.path)
         folder = os.path.dirname(os.path.abspath(self.path))
         if partial is None:
             fd, self._tmp = _create_partial(folder, os.path.basename(self.path))
@@ -142,7 +143,8 @@ class BznaWriter:
             fits 512x512: the thumbnail track then points at the input.
           target: the class index, or None for an unlabelled image. Labelled
             images must all come before the first unlabelled one.
-          filename: the basename to store (no '/' or NUL).
+          filename: the name to store: a base name, or a relative path with '/'
+            separators (no empty, '.' or '..' part, no NUL).
 
         Returns:
           The sample's index.
@@ -304,11 +306,19 @@ def _discard(f, tmp):
 
 
 def _check_name(filename) -> str:
+    """A name to store: a base name, or a relative path with '/' separators (``"cat/sub/1.jpg"``).
+
+    The original tools store base names (SPEC section 1); bzna_tf's folder
+    converter stores paths relative to the source folder so that names are
+    unique, which every reader takes (they are bytes up to a NUL).
+    """
     if not isinstance(filename, str):
         raise TypeError(f"filename must be a str. Received: filename={filename!r}")
-    if "/" in filename or "\0" in filename or not filename:
+    parts = filename.split("/")
+    if "\0" in filename or any(p in ("", ".", "..") for p in parts):
         raise ValueError(
-            f"filename must be a non-empty basename without '/' or NUL. Received: filename={filename!r}"
+            "filename must be a base name or a relative path with '/' separators (no empty, '.' or '..' "
+            f"part, no NUL). Received: filename={filename!r}"
         )
     return filename
 

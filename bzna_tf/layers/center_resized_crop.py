@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from bzna_tf import transforms
+import bzna_tf.transforms as transforms
 from bzna_tf.layers._warp_layer import WarpLayer
 
 

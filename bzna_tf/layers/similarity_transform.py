@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from bzna_tf import transforms
+import bzna_tf.transforms as transforms
 from bzna_tf.layers._warp_layer import WarpLayer
 
 
@@ -12,7 +12,7 @@ from bzna_tf.layers._warp_layer import WarpLayer
 class SimilarityTransform(WarpLayer):
     """Randomly crops, resizes, rotates, translates and flips a batch of images, in one warp.
 
-    Each image gets its own random parameters (SPEC.md section 5, see
+    Each image gets its own random parameters (SPEC section 5, see
     :class:`bzna_tf.transforms.SimilarityTransform` for the sampling): an area
     fraction in ``scale`` and an aspect ratio in ``ratio`` choose the crop
     (with ``resize``), ``random_crop`` moves it, then an angle in ``degrees``,

@@ -2,7 +2,9 @@
 
 ``--gpu`` also compiles the GPU libraries (needs nvcc, ptxas and
 nv-codec-headers, no GPU) and prints their paths: the GPU core, the
-TensorFlow warp kernels, the TensorFlow NVDEC kernel.
+TensorFlow warp kernels, the TensorFlow NVDEC kernel. nv-codec-headers that
+are not installed are fetched first, without root (Debian's package:
+``bzna_tf.ops._build.fetch_ffnvcodec``, the GPU kit's path too).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bzna_tf.ops._build import BuildError, build, build_gpu
+from bzna_tf.ops._build import BuildError, build, build_gpu, ffnvcodec_include
 
 
 def main(argv=None) -> int:
@@ -24,6 +26,7 @@ def main(argv=None) -> int:
     try:
         print(build(force=args.force, verbose=args.verbose))
         if args.gpu:
+            ffnvcodec_include(fetch=True)
             libraries = build_gpu(force=args.force, verbose=args.verbose)
             print(libraries.core, libraries.warp, libraries.nvdec, sep="\n")
     except BuildError as e:

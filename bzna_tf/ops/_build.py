@@ -46,6 +46,9 @@ __all__ = [
     "build",
     "build_gpu",
     "estimate_seconds",
+    "fetch_ffnvcodec",
+    "fetched_ffnvcodec",
+    "ffnvcodec_include",
     "gpu_toolchain_error",
     "source_dir",
 ]
@@ -369,14 +372,26 @@ def ptxas_archs(ptxas_path: str) -> list[int]:
     return [a for a in CUBIN_ARCHS if a in offered]
 
 
-def ffnvcodec_include() -> str | None:
-    """The include folder holding ffnvcodec/dynlink_loader.h, or None."""
+FFNVCODEC_PACKAGE = "libffmpeg-nvenc-dev"  # Debian's (and Ubuntu's) package of nv-codec-headers
+
+
+def _holds_ffnvcodec(include) -> bool:
+    return bool(include) and os.path.isfile(os.path.join(include, "ffnvcodec", "dynlink_loader.h"))
+
+
+def fetched_ffnvcodec() -> Path:
+    """The include folder where :func:`fetch_ffnvcodec` unpacks nv-codec-headers (in the cache)."""
+    return cache_root() / "ffnvcodec" / "include"
+
+
+def _installed_ffnvcodec() -> str | None:
+    """nv-codec-headers installed on the system (or named by $BZNA_TF_FFNVCODEC_INCLUDE), or None."""
     candidates = [os.environ.get("BZNA_TF_FFNVCODEC_INCLUDE"), "/usr/include", "/usr/local/include"]
     if shutil.which("pkg-config"):
         r = subprocess.run(["pkg-config", "--cflags-only-I", "ffnvcodec"], capture_output=True, text=True)
         candidates += [flag[2:] for flag in r.stdout.split() if flag.startswith("-I")]
     for c in candidates:
-        if c and os.path.isfile(os.path.join(c, "ffnvcodec", "dynlink_loader.h")):
+        if _holds_ffnvcodec(c):
             return c
         if (
             c
@@ -385,6 +400,107 @@ def ffnvcodec_include() -> str | None:
         ):
             return os.path.dirname(c.rstrip("/"))
     return None
+
+
+def ffnvcodec_include(fetch: bool = False, log=sys.stderr) -> str | None:
+    """The include folder holding ffnvcodec/dynlink_loader.h, or None.
+
+    Looked for in $BZNA_TF_FFNVCODEC_INCLUDE, /usr/include, /usr/local/include,
+    pkg-config's ``ffnvcodec``, then the copy :func:`fetch_ffnvcodec` unpacked
+    into the cache (so that once fetched, every GPU build finds it).
+
+    Args:
+      fetch: when none is found, fetch them (:func:`fetch_ffnvcodec`) instead
+        of returning None.
+      log: where a fetch says so (None: quiet).
+
+    Raises:
+      BuildError: ``fetch`` and the fetch failed (the message says why and what to install).
+    """
+    found = _installed_ffnvcodec()
+    if found:
+        return found
+    if _holds_ffnvcodec(fetched_ffnvcodec()):
+        return str(fetched_ffnvcodec())
+    return fetch_ffnvcodec(log=log) if fetch else None
+
+
+def _fetch_error(what: str) -> BuildError:
+    return BuildError(f"could not fetch nv-codec-headers: {what}. Install " + FFNVCODEC_HINT)
+
+
+def fetch_ffnvcodec(log=sys.stderr) -> str:
+    """Fetches nv-codec-headers without root: Debian's package, unpacked into the cache.
+
+    ``apt-get download libffmpeg-nvenc-dev`` (which needs no root: it writes the
+    .deb into the current folder) and ``dpkg-deb -x`` into a temporary folder,
+    then the include folder is renamed to :func:`fetched_ffnvcodec` complete,
+    where every later call (and :func:`ffnvcodec_include`) finds it. One fetch
+    at a time (a file lock). The headers are needed at build time only: the
+    libraries load libcuda and libnvcuvid with dlopen.
+
+    Args:
+      log: where the fetch says so (None: quiet).
+
+    Returns:
+      The include folder (holding ffnvcodec/).
+
+    Raises:
+      BuildError: no apt-get or dpkg-deb, or the download or unpacking failed
+        (apt's message is in the error).
+    """
+    dest = fetched_ffnvcodec()
+    if _holds_ffnvcodec(dest):
+        return str(dest)
+    missing = [tool for tool in ("apt-get", "dpkg-deb") if shutil.which(tool) is None]
+    if missing:
+        raise _fetch_error(
+            f"{' and '.join(missing)} not found (Debian's {FFNVCODEC_PACKAGE} is fetched with them)"
+        )
+    folder = dest.parent
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / ".ffnvcodec.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _holds_ffnvcodec(dest):
+            return str(dest)
+        if log is not None:
+            print(
+                f"bzna_tf: fetching nv-codec-headers (apt-get download {FFNVCODEC_PACKAGE}, no root) into "
+                f"{folder}",
+                file=log,
+                flush=True,
+            )
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".ffnvcodec-") as tmp:
+            command = ["apt-get", "download", FFNVCODEC_PACKAGE]
+            try:
+                r = subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=300)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise _fetch_error(f"`{shlex.join(command)}` failed: {e}") from None
+            debs = sorted(Path(tmp).glob("*.deb"))
+            if r.returncode or len(debs) != 1:
+                said = (r.stderr.strip() or r.stdout.strip())[-800:]
+                raise _fetch_error(
+                    f"`{shlex.join(command)}` exited with status {r.returncode} and wrote "
+                    f"{len(debs)} .deb files: {said}"
+                )
+            unpacked = Path(tmp) / "root"
+            x = subprocess.run(
+                ["dpkg-deb", "-x", str(debs[0]), str(unpacked)], capture_output=True, text=True
+            )
+            include = unpacked / "usr" / "include"
+            if x.returncode or not _holds_ffnvcodec(include):
+                raise _fetch_error(
+                    f"`dpkg-deb -x {debs[0].name}` gave no usr/include/ffnvcodec/dynlink_loader.h "
+                    f"(exit status {x.returncode}): {x.stderr.strip()[-800:]}"
+                )
+            staged = Path(tmp) / "ffnvcodec"
+            staged.mkdir()
+            os.replace(include, staged / "include")
+            (staged / "source.json").write_text(json.dumps({"package": debs[0].name}) + "\n")
+            if folder.exists():
+                shutil.rmtree(folder)  # left by a fetch that did not finish
+            os.replace(staged, folder)
+    return str(dest)
 
 
 def gpu_toolchain_error() -> str | None:
@@ -398,7 +514,9 @@ def gpu_toolchain_error() -> str | None:
     elif ptxas(nv) is None:
         missing.append("ptxas (pip install 'bzna-tf[gpu-build]'), or set $BZNA_TF_PTXAS")
     if ffnvcodec_include() is None:
-        missing.append(FFNVCODEC_HINT)
+        missing.append(
+            FFNVCODEC_HINT + " (`python -m bzna_tf.ops build --gpu` fetches Debian's package, without root)"
+        )
     return "building bzna_tf's GPU kernels needs " + " and ".join(missing) if missing else None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 
-from bzna_tf.ops import _load
+import bzna_tf.ops._load as _load  # the module: _load._path is set when it loads
 
 __all__ = ["verify_checksums"]
 

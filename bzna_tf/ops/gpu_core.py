@@ -3,7 +3,7 @@
 The core (``custom_ops/gpu/core/bzna_gpu.h``, the contract this module follows)
 has no TensorFlow in it; neither has this module, which imports only the
 standard library and NumPy, so it runs where TensorFlow does not (the GPU kit,
-``python -m bzna_tf.ops.gpu_kit``, ships it). The library is compiled by
+``python tools/gpu_kit`` in a checkout, ships it). The library is compiled by
 ``bzna_tf.ops._build.compile_core``.
 
 Two families of calls:
@@ -15,7 +15,7 @@ Two families of calls:
   ``CUstream`` (an int), and write into device memory.
 
 Matrices map OUTPUT pixel indices to SOURCE pixel indices of the coded frame
-(SPEC.md section 4), 3x3 row-major float32; one per picture, or one for all.
+(SPEC section 4), 3x3 row-major float32; one per picture, or one for all.
 Output: float32 ``(N, H, W, 3)``, or ``(N, 3, H, W)`` with ``channels_first``;
 ``out[c] = (rgb[c] - bias[c]) * norm[c]`` inside the source, ``oob[c]`` (raw)
 outside; with ``antialias=True``, pixels where the matrix reduces average a

@@ -83,11 +83,10 @@ class BznaDataset(dataset_ops.DatasetSource):
       tf.errors.InvalidArgumentError: an index out of range.
       tf.errors.DataLossError: a file that is not a readable .bzna.
 
-    Example:
-
-    >>> ds = BznaDataset("demo.bzna")                      # doctest: +SKIP
-    >>> next(iter(ds))["data"][:4].numpy()                 # doctest: +SKIP
-    b'\\x00\\x00\\x00\\x01'
+    Examples:
+      >>> ds = BznaDataset("demo.bzna")                      # doctest: +SKIP
+      >>> next(iter(ds))["data"][:4].numpy()                 # doctest: +SKIP
+      b'\\x00\\x00\\x00\\x01'
     """
 
     def __init__(self, filenames, indices=None, *, track: str = "thumb", with_filename: bool = False):

@@ -7,7 +7,7 @@ indices to SOURCE pixel indices (the direction of
 ``tf.raw_ops.ImageProjectiveTransformV3``, not its inverse). A source point that
 is NaN or outside ``[0, W - 1] x [0, H - 1]`` gives ``oob_color`` as is;
 otherwise the image is sampled bilinearly (fetches clamped to the image), and
-each channel becomes ``(rgb - bias) * norm``. The full contract is SPEC.md
+each channel becomes ``(rgb - bias) * norm``. The full contract is SPEC
 section 4. With ``antialias=True`` a pixel whose matrix shrinks the image is
 instead the mean of its footprint under Pillow's triangle filter
 (custom_ops/lib/warp.h, "Antialiasing"); the ops' default is False.
@@ -174,7 +174,7 @@ def warp_yuv420(
         Pillow's triangle filter laid along the Jacobian's columns (for resizes and crops, exactly
         ``tf.image.resize(..., antialias=True)`` and Pillow's antialiased bilinear resize), instead of
         one bilinear sample. Out of bounds is still decided by the source point alone. Default False:
-        SPEC.md section 4 exactly.
+        SPEC section 4 exactly.
       name: name scope of the op.
 
     Returns:

@@ -1,10 +1,10 @@
-"""The affine matrix of SPEC.md section 5: crop, rotate, flip, translate, resize.
+"""The affine matrix of SPEC section 5: crop, rotate, flip, translate, resize.
 
 The matrix maps OUTPUT pixel indices to SOURCE pixel indices, pixel centres on
 integers, in the (x, y) column convention the warp ops and
 ``tf.raw_ops.ImageProjectiveTransformV3`` use: for output pixel (x, y) the
 source point is ``M @ (x, y, 1)``. Every *shape* and *pair* argument here is
-in TensorFlow's order, (height, width) and (y, x); SPEC.md writes its formula
+in TensorFlow's order, (height, width) and (y, x); SPEC section 5 writes its formula
 in (width, height) order, Benzina's own order, and these functions reorder.
 
 With (Hi, Wi) the input shape, (Ho, Wo) the output shape, the crop centred
@@ -104,7 +104,7 @@ def compute_affine_matrix(
     The matrix maps OUTPUT pixel indices (x, y) to SOURCE pixel indices,
     ``(X, Y, 1) ~ M @ (x, y, 1)``, pixel centres on integers, which is what
     :func:`bzna_tf.ops.warp_rgb` and friends take. Shapes are
-    (height, width) and pairs (y, x), as everywhere in TensorFlow (SPEC.md
+    (height, width) and pairs (y, x), as everywhere in TensorFlow (SPEC section 5
     writes (width, height)). Every argument may carry leading batch
     dimensions; they broadcast together.
 

@@ -8,7 +8,7 @@ and (seed, epoch, index) into the output->source matrix the warp ops apply
 whatever the batching, the parallelism or the order, and after an iterator
 restore; a new epoch gives new crops.
 
-The sampling is SPEC.md section 5; shapes and pairs are (height, width) and
+The sampling is SPEC section 5; shapes and pairs are (height, width) and
 (y, x), as everywhere in TensorFlow.
 """
 
@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 AREA_SAMPLINGS = ("uniform", "log")
+"""How the crop's area fraction is drawn: ``"uniform"`` (torchvision's, default) or ``"log"`` (Benzina's)."""
 CROP_TRIES = 10
 
 # Draw ids: number j of a sample's random stream is always used for the same
@@ -102,7 +103,7 @@ class WarpTransform:
 class SimilarityTransform(WarpTransform):
     """Random crop, resize, rotation, translation and flips (Benzina's SimilarityTransform).
 
-    For each sample (SPEC.md section 5; shapes (height, width), pairs (y, x)):
+    For each sample (SPEC section 5; shapes (height, width), pairs (y, x)):
 
     1. With ``resize``: an area fraction s in ``scale``, drawn uniformly or
        log-uniformly (``area_sampling``; "log" draws it once, "uniform" on

@@ -143,14 +143,6 @@ class WarpRgbOp : public WarpOpBase {
 // takes about 10 ms on one core. Each shard is then at least one sample.
 constexpr int64_t kCostPerDecode = 20'000'000;
 
-// The planes of a decoded picture as the warp reads them.
-void FramePlanes(const DecodedPicture& pic, warp::Plane<uint8_t> planes[3]) {
-  const int w = pic.width(), h = pic.height();
-  planes[0] = {pic.plane(0), w, h, pic.stride(0), 1};
-  planes[1] = {pic.plane(1), (w + 1) / 2, (h + 1) / 2, pic.stride(1), 1};
-  planes[2] = {pic.plane(2), (w + 1) / 2, (h + 1) / 2, pic.stride(2), 1};
-}
-
 // Writes the raw out-of-bounds colour into every pixel of sample n.
 void FillOob(const WarpArgs& args, const warp::OutputLayout& layout, int64_t n, float* out) {
   for (int64_t row = 0; row < args.out_height; ++row) {
@@ -184,7 +176,7 @@ class DecodeWarpOp : public WarpOpBase {
       TF_RETURN_IF_ERROR(CheckSide("a decoded frame height", pic.height()));
       TF_RETURN_IF_ERROR(CheckSide("a decoded frame width", pic.width()));
       warp::Plane<uint8_t> p[3];
-      FramePlanes(pic, p);
+      DecodedPlanes(pic, p);
       const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
       for (int64_t row = 0; row < args.out_height; ++row) {
         for (int64_t x = 0; x < args.out_width; ++x) {
@@ -219,7 +211,7 @@ class DecodeYuv420Op : public OpKernel {
     DecodedPicture pic;
     OP_REQUIRES_OK(ctx, DecodeHevc(data.scalar<tensorflow::tstring>()(), &pic));
     warp::Plane<uint8_t> p[3];
-    FramePlanes(pic, p);
+    DecodedPlanes(pic, p);
     for (int i = 0; i < 3; ++i) {
       Tensor* plane = nullptr;
       OP_REQUIRES_OK(ctx, ctx->allocate_output(i, TensorShape({p[i].height, p[i].width}), &plane));

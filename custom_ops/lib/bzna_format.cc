@@ -276,6 +276,22 @@ absl::Status ParseSampleTable(const uint8_t* buf, const Box& stbl, const std::st
     return Err(w, stco.path, stco.begin,
                absl::StrCat(chunks, " chunk offsets for ", count, " samples (stsz), with one sample per chunk"));
   }
+  if (!one_per_chunk) {
+    // The chunks must hold exactly the samples stsz sizes: with more, which
+    // ones are meant is a guess (the Python reader refuses it too). At most
+    // (2^32 - 1)^2 in all, so no overflow; malformed runs are named below.
+    uint64_t held = 0;
+    for (uint32_t r = 0; r < runs; ++r) {
+      const uint64_t first = Be32(table + 12 * r), per_chunk = Be32(table + 12 * r + 4);
+      const uint64_t next = std::min<uint64_t>(r + 1 < runs ? Be32(table + 12 * (r + 1)) : uint64_t{chunks} + 1,
+                                               uint64_t{chunks} + 1);
+      if (first >= 1 && next > first) held += (next - first) * per_chunk;
+    }
+    if (held > count) {
+      return Err(w, stsc.path, stsc.begin,
+                 absl::StrCat("chunks hold ", held, held == 1 ? " sample" : " samples", " but stsz has ", count));
+    }
+  }
   t->offsets.assign(count, 0);
   t->sizes.assign(count, constant);
   const uint8_t* sizes = fz.here();

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "lib/warp.h"
 
 namespace bzna_tf {
 
@@ -45,6 +46,15 @@ class DecodedPicture {
 
  private:
   friend absl::Status DecodeHevc(absl::string_view annexb, DecodedPicture* out);
+
+// The planes of a decoded picture as the warp reads them: Y of the coded
+// size, Cb and Cr of half that, rounded up (4:2:0), each with its stride.
+inline void DecodedPlanes(const DecodedPicture& pic, warp::Plane<uint8_t> planes[3]) {
+  const int w = pic.width(), h = pic.height();
+  planes[0] = {pic.plane(0), w, h, pic.stride(0), 1};
+  planes[1] = {pic.plane(1), (w + 1) / 2, (h + 1) / 2, pic.stride(1), 1};
+  planes[2] = {pic.plane(2), (w + 1) / 2, (h + 1) / 2, pic.stride(2), 1};
+}
   void* frame_ = nullptr;  // AVFrame*
   int width_ = 0, height_ = 0;
   const uint8_t* planes_[3] = {nullptr, nullptr, nullptr};
@@ -55,6 +65,15 @@ class DecodedPicture {
 // 4:2:0, FFmpeg not loaded) are InvalidArgument / FailedPrecondition with
 // FFmpeg's own message.
 absl::Status DecodeHevc(absl::string_view annexb, DecodedPicture* out);
+
+// The planes of a decoded picture as the warp reads them: Y of the coded
+// size, Cb and Cr of half that, rounded up (4:2:0), each with its stride.
+inline void DecodedPlanes(const DecodedPicture& pic, warp::Plane<uint8_t> planes[3]) {
+  const int w = pic.width(), h = pic.height();
+  planes[0] = {pic.plane(0), w, h, pic.stride(0), 1};
+  planes[1] = {pic.plane(1), (w + 1) / 2, (h + 1) / 2, pic.stride(1), 1};
+  planes[2] = {pic.plane(2), (w + 1) / 2, (h + 1) / 2, pic.stride(2), 1};
+}
 
 }  // namespace bzna_tf
 

@@ -1,8 +1,8 @@
-// Per-pixel math of the fused warp ops (SPEC.md section 4): the one copy,
+// Per-pixel math of the fused warp ops (SPEC section 4): the one copy,
 // compiled by g++ for the CPU kernels and by nvcc for the CUDA ones.
 //
 // For output pixel (x, y), integer indices with pixel centres on integers
-// (step numbers are SPEC.md's):
+// (step numbers are SPEC section 4's):
 //   1. (X', Y', W') = M (x, y, 1), X = X'/W', Y = Y'/W', M mapping OUTPUT
 //      pixel indices to SOURCE pixel indices.
 //   2. NaN, X < 0, X > coded_w - 1, Y < 0 or Y > coded_h - 1: the raw

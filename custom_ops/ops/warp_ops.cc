@@ -1,6 +1,6 @@
 // Registrations of the fused warp ops: BznaWarpYuv420 (decoded 4:2:0 frames)
 // and BznaWarpRgb (RGB images). The per-pixel math is in lib/warp.h and is
-// specified in SPEC.md section 4.
+// specified in SPEC section 4.
 
 #include <string>
 
@@ -202,7 +202,7 @@ Decodes H.265 pictures with FFmpeg and warps them, in one pass per picture.
 
 Each element of `data` is one Annex-B H.265 picture (BznaDataset's "data"),
 decoded on the CPU by FFmpeg's HEVC decoder to 8-bit 4:2:0 and warped exactly
-as BznaWarpYuv420 warps its planes (SPEC.md section 4: M maps OUTPUT pixel
+as BznaWarpYuv420 warps its planes (SPEC section 4: M maps OUTPUT pixel
 indices to SOURCE pixel indices of the coded frame; out-of-bounds is tested
 against the coded size). Samples are spread over the CPU worker threads, one
 decoder per sample at a time; no plane is copied.

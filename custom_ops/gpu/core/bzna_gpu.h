@@ -2,7 +2,7 @@
  *
  * The GPU core of bzna_tf, with no TensorFlow and no absl: the TensorFlow GPU
  * kernels (custom_ops/gpu/tf_*.cc) call it, and so does the GPU kit
- * (python -m bzna_tf.ops.gpu_kit), which proves it on machines that have a GPU
+ * (tools/gpu_kit in a checkout), which proves it on machines that have a GPU
  * but no TensorFlow. It loads libcuda.so.1 and libnvcuvid.so.1 with dlopen at
  * run time and links neither: it loads anywhere, and says why it cannot run.
  *
@@ -11,14 +11,14 @@
  *   bzna_gpu_last_error() (per thread, valid until the next call on it).
  *   Argument checks come first, so they work without a GPU or driver.
  * - Pictures are Annex-B H.265 pictures (one intra picture each, parameter
- *   sets first: what a .bzna sample becomes, see SPEC.md section 2) in host
+ *   sets first: what a .bzna sample becomes, see SPEC section 2) in host
  *   memory: NVDEC's parser reads them on the CPU.
  * - Matrices: `matrix_count` 3x3 row-major float32 matrices mapping OUTPUT
  *   pixel indices to SOURCE pixel indices; matrix_count is 1 (the same matrix
  *   for every sample) or `count`.
  * - Output: float32 [count, H, W, 3], or [count, 3, H, W] with
  *   channels_first; out[c] = (rgb[c] - bias[c]) * norm[c] inside the source,
- *   oob[c] (raw) outside (SPEC.md section 4). With params->antialias, pixels
+ *   oob[c] (raw) outside (SPEC section 4). With params->antialias, pixels
  *   where the matrix reduces average a footprint of bilinear taps instead of
  *   sampling a point (custom_ops/lib/warp.h, "Antialiasing"), as the CPU ops
  *   do with their `antialias` attribute.
@@ -65,7 +65,7 @@ typedef struct bzna_gpu_warp_params {
   float norm[3];
   float oob[3];           /* raw colour outside the source (no bias, no norm) */
   int32_t channels_first; /* 0: [N, H, W, 3]; 1: [N, 3, H, W] */
-  int32_t antialias;      /* 1: filter where the matrix reduces (lib/warp.h); 0: SPEC.md's point sampling */
+  int32_t antialias;      /* 1: filter where the matrix reduces (lib/warp.h); 0: SPEC section 4's point sampling */
 } bzna_gpu_warp_params;
 
 int bzna_gpu_abi_version(void);

@@ -167,21 +167,32 @@ def _make_bench(folder: Path, n: int, seed: int, crf: float, fixture: Path, work
     """Generates the images, their JPEGs and the .bzna (the converter's parallel workers) into folder."""
     import tensorflow as tf
 
-    from bzna_tf.convert import DEFAULT_PRESET, Item, convert
+    from bzna_tf.convert import DEFAULT_PRESET, EncodeOptions, Item, convert
 
     photos = _source_photos(fixture)
     jpegs = []
     for i in range(n):
         img = bench_image(seed, i, photos)
         jpegs.append(tf.io.encode_jpeg(img, quality=JPEG_QUALITY).numpy())
-    _log(log, f"benchmark set: {n} images generated; encoding with x265 CRF {crf:g}, preset {DEFAULT_PRESET}")
+    _log(
+        log,
+        f"benchmark set: {n} images generated; encoding with x265 CRF {crf:g}, preset {DEFAULT_PRESET}, "
+        "averaged chroma",
+    )
     # The converter decodes each JPEG and encodes it: the .bzna holds exactly the images the JPEGs hold.
     items = [
         Item(filename=f"bench_{i:05d}.jpg", target=i % 10, data=j, origin=f"bench {i}")
         for i, j in enumerate(jpegs)
     ]
     convert(
-        items, folder / "bench.bzna", workers=workers, crf=crf, strict=True, progress=log is not None, log=log
+        items,
+        folder / "bench.bzna",
+        encoding=EncodeOptions(crf=crf, preset=DEFAULT_PRESET, chroma="average"),  # Benzina's, as logged
+        workers=workers,
+        order="source",  # sample i is JPEG i
+        strict=True,
+        progress=log is not None,
+        log=log,
     )
     offsets = np.cumsum([0] + [len(j) for j in jpegs]).astype(np.int64)
     np.savez(folder / "bench_jpeg.npz", data=np.frombuffer(b"".join(jpegs), np.uint8), offsets=offsets)

@@ -1,14 +1,16 @@
 """The GPU kit: a self-contained folder that proves the GPU core on a machine with a GPU and no TensorFlow.
 
-``python -m bzna_tf.ops.gpu_kit OUT_DIR`` writes, in at most 64 MiB::
+Tooling, not runtime: it lives in the checkout (``tools/gpu_kit/``), not in
+the installed package. ``python tools/gpu_kit OUT_DIR``, from a checkout whose
+bzna_tf is importable (``pip install -e .``), writes, in at most 64 MiB::
 
     OUT_DIR/
       run.sh                 the one command on the GPU machine: bash OUT_DIR/run.sh
       README.txt             what the kit is, how to run it, what it prints
       kit.json               what was built, from what, with which settings
-      kit/run_kit.py         the runner (bzna_tf/ops/_kit_run.py): standard library + NumPy
+      kit/run_kit.py         the runner (tools/gpu_kit/run_kit.py): standard library + NumPy
       src/custom_ops/        the core's sources (lib/warp.h, gpu/core/*), compiled there by nvcc
-      include/ffnvcodec/     nv-codec-headers (build time only)
+      include/ffnvcodec/     nv-codec-headers (build time only; fetched as the GPU build does)
       py/bzna_tf/            format/ + ops/_build.py + ops/gpu_core.py, no __init__.py above them
       data/fixture/          the original-tools .bzna and its manifest (decoded-frame MD5s)
       data/reference.npz     CPU (TensorFlow op) outputs of named warp cases, CPU-decoded planes
@@ -19,7 +21,7 @@
 
 Here (with TensorFlow) the builder computes the references with the CPU ops
 and encodes the benchmark set; there, the runner compiles the core, checks it
-against the references and times it (see ``bzna_tf/ops/_kit_run.py``). The
+against the references and times it (see ``run_kit.py`` beside this file). The
 benchmark set is generated from a fixed seed and cached under
 ``cache_root() / "kit-bench-<key>"``, the key hashing the generator's
 parameters and code, so a second build is fast and every build is the same.
@@ -38,9 +40,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from bzna_tf.ops import _build
-from bzna_tf.ops._kit_bench import (
+from kit_bench import (
     BENCH_CRF,
     BENCH_FILES,
     BENCH_OUT,
@@ -52,6 +52,8 @@ from bzna_tf.ops._kit_bench import (
     bench_set,
 )
 
+from bzna_tf.ops import _build
+
 __all__ = ["KitError", "build_kit", "main", "BENCH_IMAGES", "SIZE_LIMIT"]
 
 SIZE_LIMIT = 64 * 1024 * 1024
@@ -59,8 +61,9 @@ MAX_CRF = 28  # the highest CRF the benchmark set is re-encoded at to fit the si
 BENCH_IMAGES = 384  # 1.5 batches of 256: about 51 MiB at CRF 10, the kit about 60 MiB
 REF_OUT = (64, 96)
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent  # tools/gpu_kit
 REPO = HERE.parent.parent
+PACKAGE = REPO / "bzna_tf"
 FIXTURE_NAMES = ("benzina_original_mini.bzna", "manifest.json")
 
 
@@ -86,6 +89,24 @@ def fixture_dir() -> Path:
         + ", ".join(str(c) for c in candidates)
         + " (shared/ must sit beside the repository, or set $BZNA_TF_FIXTURES)"
     )
+
+
+def check_checkout() -> None:
+    """The imported bzna_tf is this checkout's: the kit ships this checkout's sources and the
+    references must come from the same code.
+
+    Raises:
+      KitError: bzna_tf comes from elsewhere (another checkout, or an installed wheel).
+    """
+    import bzna_tf
+
+    found = Path(bzna_tf.__file__).resolve().parent
+    if found != PACKAGE:
+        raise KitError(
+            f"the kit is built from the checkout it lives in ({REPO}), but bzna_tf is imported from {found}: "
+            f"run it with that checkout's bzna_tf (pip install -e {REPO}, or from a Python whose bzna_tf "
+            "is that checkout)"
+        )
 
 
 def _tree_size(root: Path) -> int:
@@ -129,14 +150,24 @@ def copy_sources(out: Path, source_root: Path | None = None) -> list[str]:
     return copied
 
 
-def copy_ffnvcodec(out: Path, include: str | None) -> list[str]:
-    """nv-codec-headers into out/include/ffnvcodec; the names copied."""
-    include = include or _build.ffnvcodec_include()
-    if not include or not (Path(include) / "ffnvcodec" / "dynlink_loader.h").is_file():
+def copy_ffnvcodec(out: Path, include: str | None, log=None) -> list[str]:
+    """nv-codec-headers into out/include/ffnvcodec; the names copied.
+
+    ``include`` None: the GPU build's own (``_build.ffnvcodec_include(fetch=True)``):
+    installed ones, else Debian's package fetched without root into the cache.
+    """
+    if include is None:
+        try:
+            include = _build.ffnvcodec_include(fetch=True, log=log)
+        except _build.BuildError as e:
+            raise KitError(
+                f"the kit needs nv-codec-headers to ship: {e} (or pass --ffnvcodec-include)"
+            ) from None
+    if not (Path(include) / "ffnvcodec" / "dynlink_loader.h").is_file():
         raise KitError(
             "the kit needs nv-codec-headers to ship: "
             + _build.FFNVCODEC_HINT
-            + f", or pass --ffnvcodec-include. Received: {include!r}"
+            + f", or pass --ffnvcodec-include. Received: ffnvcodec_include={include!r}"
         )
     names = []
     for f in sorted((Path(include) / "ffnvcodec").glob("*.h")):
@@ -148,12 +179,11 @@ def copy_ffnvcodec(out: Path, include: str | None) -> list[str]:
 def copy_python(out: Path) -> None:
     """format/ (NumPy only), ops/_build.py, ops/gpu_core.py; no bzna_tf/__init__.py nor ops/__init__.py."""
     py = out / "py" / "bzna_tf"
-    pkg = HERE.parent
-    for f in sorted((pkg / "format").glob("*.py")):
+    for f in sorted((PACKAGE / "format").glob("*.py")):
         _copy(f, py / "format" / f.name)
     for name in ("_build.py", "gpu_core.py"):
-        _copy(HERE / name, py / "ops" / name)
-    _copy(HERE / "_kit_run.py", out / "kit" / "run_kit.py")
+        _copy(PACKAGE / "ops" / name, py / "ops" / name)
+    _copy(HERE / "run_kit.py", out / "kit" / "run_kit.py")
 
 
 IMPORT_CHECK = """
@@ -222,7 +252,7 @@ def reference_cases(shapes: np.ndarray) -> dict:
     persp = affine() @ np.array([[1, 0.1, 0], [0.05, 1, 0], [0.004, -0.003, 1]], np.float32)
     # Zoom out by 1.6 and rotate 10 degrees: the borders fall outside the source.
     zoom = affine(crop=whole * [1, 1, 1.6, 1.6], degrees=10.0)
-    # A NaN/inf bottom row on half the samples: W' = 0 (SPEC.md section 4: NaN -> out of bounds).
+    # A NaN/inf bottom row on half the samples: W' = 0 (SPEC section 4: NaN -> out of bounds).
     degenerate = affine(keep_ratio=True)
     degenerate[::2, 2] = 0.0
     single = compute_affine_matrix((512, 512), REF_OUT).astype(np.float32)[None]  # a centre crop, one matrix
@@ -379,7 +409,7 @@ README = """bzna_tf GPU kit
 What it is: the GPU core of bzna_tf (NVDEC H.265 decode + CUDA warp, no TensorFlow),
 its sources, a ctypes binding, test data and CPU reference outputs, to prove and time
 the core on a machine with an NVIDIA GPU that has no TensorFlow. Built by
-`python -m bzna_tf.ops.gpu_kit` from bzna_tf {version} (commit {commit}) on {created}.
+`python tools/gpu_kit` from bzna_tf {version} (commit {commit}) on {created}.
 
 Run it (needs: nvcc (PATH, $NVCC, $CUDA_HOME or /usr/local/cuda/bin), g++, an NVIDIA
 driver, python3 with NumPy; optional: torch + torchvision for the JPEG anchor):
@@ -419,7 +449,7 @@ Exit status: 0 all checks passed; 1 a check failed or a stage raised; 2 the kit 
 Benchmark set: {bench_images} images ({bench_mb:.1f} MB as .bzna, {jpeg_mb:.1f} MB as JPEG),
 generated from seed {seed}: random crops, rescales, flips and colour changes of the fixture's
 source photographs, and procedural textures; encoded by bzna_tf's converter with x265
-preset medium, CRF {crf:g}. {crf_note}
+preset medium, CRF {crf:g}, averaged chroma. {crf_note}
 """
 
 
@@ -453,7 +483,8 @@ def build_kit(
       out_dir: the kit's folder; it must not exist, or be empty, unless ``force`` (then it is replaced).
       bench_images: images in the benchmark set (the default fits the size limit at CRF 10).
       force: replace an existing ``out_dir``.
-      ffnvcodec_include: the folder holding ffnvcodec/ (default: ``_build.ffnvcodec_include()``).
+      ffnvcodec_include: the folder holding ffnvcodec/ (default: the GPU build's,
+        ``_build.ffnvcodec_include(fetch=True)``: installed headers, else Debian's package fetched).
       workers: encoding processes for the benchmark set (default: all usable cores).
       regenerate_bench: encode the benchmark set again even if it is cached.
       size_limit: the most bytes the kit may hold.
@@ -495,9 +526,10 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
     from bzna_tf.convert import DEFAULT_CRF, DEFAULT_PRESET
 
     start = time.perf_counter()
+    check_checkout()
     fixture = fixture_dir()
     sources = copy_sources(out)
-    headers = copy_ffnvcodec(out, ffnvcodec_include)
+    headers = copy_ffnvcodec(out, ffnvcodec_include, log)
     copy_python(out)
     check_imports(out)
     data = out / "data"
@@ -583,9 +615,15 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
             crf_note=crf_note,
         )
     )
-    info["bytes"] = _tree_size(out) + 4096  # kit.json itself
-    (out / "kit.json").write_text(json.dumps(info, indent=1))
-    info["bytes"] = _tree_size(out)
+    # The size recorded counts kit.json itself, whose length depends on it: written once it agrees.
+    others = _tree_size(out)
+    info["bytes"] = others
+    while True:
+        text = json.dumps(info, indent=1)
+        if info["bytes"] == others + len(text.encode()):
+            break
+        info["bytes"] = others + len(text.encode())
+    (out / "kit.json").write_text(text)
     if info["bytes"] > size_limit:
         raise KitError(
             f"the kit is {info['bytes'] / 2**20:.2f} MiB, over the {size_limit / 2**20:.0f} MiB limit"
@@ -596,7 +634,7 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bzna_tf.ops.gpu_kit",
+        prog="python tools/gpu_kit",
         description="Write the GPU kit: a folder (<= 64 MiB) that builds, checks and times bzna_tf's GPU "
         "core on a machine with a GPU and no TensorFlow (bash OUT_DIR/run.sh there).",
     )
@@ -605,7 +643,11 @@ def main(argv=None) -> int:
         "--bench-images", type=int, default=BENCH_IMAGES, help="benchmark images (%(default)s)"
     )
     parser.add_argument("--force", action="store_true", help="replace OUT_DIR if it exists")
-    parser.add_argument("--ffnvcodec-include", help="the folder holding ffnvcodec/ (nv-codec-headers)")
+    parser.add_argument(
+        "--ffnvcodec-include",
+        help="the folder holding ffnvcodec/ (nv-codec-headers; default: the installed ones, else Debian's "
+        "package fetched without root, as `python -m bzna_tf.ops build --gpu` does)",
+    )
     parser.add_argument("--workers", type=int, help="encoding processes (default: all cores)")
     parser.add_argument("--regenerate-bench", action="store_true", help="encode the benchmark set again")
     args = parser.parse_args(argv)

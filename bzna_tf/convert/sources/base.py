@@ -1,0 +1,198 @@
+"""What every conversion source is: :class:`Source`, the :class:`Item` it gives, and shared helpers.
+
+A source is a fixed number of images, each reachable by its index, that can
+describe itself. The converter decides the order (shuffled with a recorded
+seed, or the source's own) and which indices go to which shard
+(:mod:`bzna_tf.convert.plan`), then asks the source for those indices. A
+source never orders, shuffles or shards anything itself, so every source is
+converted, resumed and spread over workers in the same way.
+
+Adding a source (say, a new file format) takes one module in this package:
+
+1. a subclass of :class:`Source` with ``kind`` (its name on the command
+   line), ``__len__``, ``_describe`` (what its output depends on: file names
+   relative to the source, sizes, mtimes, keys) and ``item(index)`` (or
+   ``items(indices)``, when reading several at once is cheaper than one by
+   one); ``class_names``, ``num_classes``, ``labelled()``, ``notes`` and
+   ``random_access`` where the source knows them;
+2. ``cli_help``, ``cli_options`` and ``from_cli`` for ``bzna-tf convert KIND``
+   (the flags themselves are declared once, in :mod:`bzna_tf.cli`);
+3. an entry in ``SOURCES`` in this package's ``__init__``.
+
+Sources read in the main process; decoding and encoding happen in worker
+processes, so an :class:`Item` carries the encoded image (or the path of one).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "Item",
+    "Source",
+    "SourceError",
+    "expand_patterns",
+    "file_facts",
+    "read_class_names",
+    "safe_basename",
+]
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
+
+
+class SourceError(ValueError):
+    """A source that cannot be read: names the file, the record and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One image to convert.
+
+    Attributes:
+      filename: the name stored in the .bzna file: for a folder, the image's
+        path relative to the folder (``"cat/sub/1.jpg"``, '/'-separated);
+        for records, the name they carry (a base name).
+      target: the class index, or None when unlabelled.
+      data: the encoded image (JPEG, PNG, ...), or None when ``path`` is set.
+      path: a file to read the encoded image from (in the worker), or None.
+      origin: where the image comes from, for messages ("train-00001 record 17").
+      class_name: the name of the target's class when the source gives one per
+        image (TFRecords' ``image/class/text``), else None.
+    """
+
+    filename: str
+    target: int | None
+    data: bytes | None = None
+    path: str | None = None
+    origin: str = ""
+    class_name: str | None = None
+
+
+class Source:
+    """Base class of the conversion sources: a fixed number of images, read by index.
+
+    Subclasses set ``kind`` and define ``__len__``, ``_describe`` and
+    ``item`` (see this module's notes). The rest has working defaults.
+
+    Attributes:
+      kind: the source's name (``bzna-tf convert KIND``; the fingerprint's ``"kind"``).
+      class_names: the class names indexed by target, or None.
+      num_classes: how many classes the source itself defines (class folders,
+        string labels), or None when only the data can tell.
+      notes: lines for the conversion summary (``"warning: ..."``): what the
+        user should know but that does not stop the conversion.
+      random_access: False when images can only be read in order (then
+        ``why_sequential`` says why); such a source converts only with
+        ``order="source"``.
+    """
+
+    kind = "source"
+    cli_help = ""
+    cli_options: tuple[str, ...] = ()
+    class_names: list | None = None
+    num_classes: int | None = None
+    notes: tuple[str, ...] = ()
+    random_access = True
+    why_sequential = ""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _describe(self) -> dict:
+        """What the output depends on (JSON-serialisable): files, sizes, mtimes, keys."""
+        raise NotImplementedError
+
+    def item(self, index: int) -> Item:
+        """The image at ``index`` (0 .. len - 1)."""
+        raise NotImplementedError
+
+    def items(self, indices):
+        """The items at ``indices``, in that order (any order; a ``range`` is the common sequential case)."""
+        for i in indices:
+            yield self.item(int(i))
+
+    def __iter__(self):
+        return self.items(range(len(self)))
+
+    def labelled(self):
+        """A bool array, True where the image has a label, when known without reading the images; else None.
+
+        With it, a shuffled conversion keeps the unlabelled images after the
+        labelled ones (the format stores targets for a prefix of each file).
+        """
+        return None
+
+    def describe(self) -> dict:
+        """``_describe()``, computed once per source object and kept (it travels when pickled).
+
+        A folder source stats every file: a Beam or array job must not redo that per shard.
+        """
+        cached = getattr(self, "_description", None)
+        if cached is None:
+            cached = self._description = {"kind": self.kind, **self._describe()}
+        return cached
+
+    @classmethod
+    def from_cli(cls, paths: list[str], **options) -> Source:
+        """The source for ``bzna-tf convert KIND PATHS...``; ``options``: the flags in ``cli_options``."""
+        raise NotImplementedError
+
+
+def expand_patterns(patterns, what: str) -> list[str]:
+    """File names and glob patterns (``~`` expanded) -> existing paths, each pattern's matches sorted.
+
+    Raises:
+      SourceError: a pattern that matches nothing, a name that does not
+        exist, or no name at all.
+    """
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = [patterns]
+    paths = []
+    for p in patterns:
+        p = os.path.expanduser(os.fspath(p))
+        matches = sorted(glob.glob(p)) if glob.has_magic(p) else [p]
+        if not matches:
+            raise SourceError(f"no {what} matches {p!r}")
+        for m in matches:
+            if not os.path.exists(m):
+                raise SourceError(f"{m}: no such {what}")
+        paths.extend(matches)
+    if not paths:
+        raise SourceError(f"Expected at least one {what}. Received: none")
+    return paths
+
+
+def file_facts(path, root=None) -> list:
+    """[name, size, mtime] of a file for a source's fingerprint.
+
+    The name is relative to ``root`` (the base name without one), so the same
+    data mounted at another place on another host has the same fingerprint.
+    """
+    st = os.stat(path)
+    name = os.path.relpath(path, root) if root is not None else os.path.basename(path)
+    return [name.replace(os.sep, "/"), st.st_size, int(st.st_mtime)]
+
+
+def safe_basename(name: str) -> str:
+    """The last '/'- or '\\'-separated part of a name carried by a record, without NULs."""
+    base = re.split(r"[/\\]", name)[-1].replace("\0", "")
+    return base or "image"
+
+
+def read_class_names(path) -> list[str]:
+    """Class names from a text file, one per line by target (trailing empty lines dropped)."""
+    with open(os.path.expanduser(os.fspath(path)), encoding="utf-8") as f:
+        names = [line.rstrip("\n") for line in f]
+    while names and not names[-1]:
+        names.pop()
+    return names
+
+
+def few(names, limit: int = 5) -> str:
+    """``'a', 'b', ... (12 in all)`` for messages."""
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")

@@ -1,0 +1,163 @@
+"""Frames from GulpIO chunks (``.gulp`` data + ``.gmeta`` JSON meta data), one sample per frame."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+
+import numpy as np
+
+from bzna_tf.convert.sources.base import Item, Source, SourceError, expand_patterns, file_facts, safe_basename
+
+__all__ = ["GulpSource"]
+
+
+class GulpSource(Source):
+    """Frames from GulpIO chunks (``.gulp`` data + ``.gmeta`` JSON meta data), one sample per frame.
+
+    A chunk is ``data_<k>.gulp`` with ``meta_<k>.gmeta`` (or ``<stem>.gulp`` with
+    ``<stem>.gmeta``): the data file is JPEG frames back to back, each padded to
+    a multiple of 4 bytes; the meta file maps each video id to
+    ``{"frame_info": [[offset, padding, total_length], ...], "meta_data": [{...}]}``.
+    Every frame of a video gets the video's label, read from its first
+    ``meta_data`` dict under ``label_key``: integers are taken as they are,
+    strings are numbered in sorted order over all chunks (or through
+    ``label_map``). Frames are named ``<id>_<frame>.jpg``.
+
+    Args:
+      paths: chunk folders (every chunk in them, in numeric order), ``.gmeta`` or ``.gulp`` files
+        (``~`` expanded, glob patterns allowed).
+      label_key: the meta_data key of the label; None for unlabelled frames.
+      label_map: optional {label: target} for string labels.
+    """
+
+    kind = "gulp"
+    cli_help = "GulpIO chunk folders or .gmeta files"
+    cli_options = ("label_key",)
+
+    def __init__(self, paths, *, label_key="label", label_map=None):
+        chunks = []
+        for p in expand_patterns(paths, "GulpIO chunk or folder"):
+            if os.path.isdir(p):
+                metas = glob.glob(os.path.join(p, "*.gmeta"))
+                chunks.extend(sorted(metas, key=_chunk_order))
+            else:
+                chunks.append(p)
+        if not chunks:
+            raise SourceError(f"no .gmeta files in {paths!r}")
+        self.chunks = [_chunk_files(c) for c in chunks]
+        self.label_key = label_key
+        self._videos = []  # (data_path, video_id, frame_info, raw_label)
+        for meta, data in self.chunks:
+            self._read_meta(meta, data, label_key)
+        strings = sorted({r for *_, r in self._videos if isinstance(r, str)})
+        self.label_map = dict(label_map) if label_map is not None else {s: i for i, s in enumerate(strings)}
+        self.class_names = None
+        if self.label_map and all(isinstance(t, int) and t >= 0 for t in self.label_map.values()):
+            self.class_names = [None] * (max(self.label_map.values()) + 1)
+            for name, t in self.label_map.items():
+                self.class_names[t] = str(name)
+            self.num_classes = len(self.class_names)
+        for _, vid, _, raw in self._videos:
+            if isinstance(raw, str) and raw not in self.label_map:
+                raise SourceError(f"video {vid!r}: label {raw!r} is not in label_map")
+        # Frame i is frame i - starts[v] of video v.
+        self._starts = np.cumsum([0, *(len(frames) for _, _, frames, _ in self._videos)])
+
+    def _read_meta(self, meta, data, label_key):
+        try:
+            with open(meta, encoding="utf-8") as f:
+                table = json.load(f)
+        except (OSError, ValueError) as e:
+            raise SourceError(f"{meta}: not a GulpIO meta file: {e}") from e
+        if not isinstance(table, dict):
+            raise SourceError(f"{meta}: expected a JSON object of videos, found {type(table).__name__}")
+        size = os.path.getsize(data)
+        for vid, entry in table.items():
+            frames = entry.get("frame_info") if isinstance(entry, dict) else None
+            if not isinstance(frames, list):
+                raise SourceError(f"{meta}: video {vid!r} has no frame_info list")
+            for j, fi in enumerate(frames):
+                ok = isinstance(fi, list) and len(fi) == 3 and all(isinstance(v, int) for v in fi)
+                if not ok or not (0 <= fi[1] < fi[2] and fi[0] >= 0 and fi[0] + fi[2] <= size):
+                    raise SourceError(
+                        f"{meta}: video {vid!r} frame {j}: bad frame_info {fi!r} for a {size}-byte {data}"
+                    )
+            meta_data = entry.get("meta_data") or [{}]
+            raw = meta_data[0].get(label_key) if label_key and isinstance(meta_data[0], dict) else None
+            if raw is not None and (isinstance(raw, bool) or not isinstance(raw, (str, int))):
+                raise SourceError(
+                    f"{meta}: video {vid!r}: label {raw!r} ({label_key!r}) is neither an integer nor a "
+                    "string; a .bzna file stores one target per image"
+                )
+            self._videos.append((data, str(vid), frames, raw))
+
+    def __len__(self):
+        return int(self._starts[-1])
+
+    def labelled(self):
+        return np.repeat([raw is not None for *_, raw in self._videos], np.diff(self._starts)).astype(bool)
+
+    def _describe(self):
+        return {
+            "files": [file_facts(p) for chunk in self.chunks for p in chunk],
+            "label_key": self.label_key,
+            "label_map": self.label_map,
+        }
+
+    def item(self, index):
+        return next(iter(self.items([index])))
+
+    def items(self, indices):
+        """The frames at ``indices`` (over all videos, in chunk and video order)."""
+        handles = {}
+        try:
+            for i in indices:
+                i = int(i)
+                if not 0 <= i < len(self):
+                    raise IndexError(f"frame {i} out of range: the chunks hold {len(self)}")
+                v = int(np.searchsorted(self._starts, i, side="right")) - 1
+                data_path, vid, frames, raw = self._videos[v]
+                j = i - int(self._starts[v])
+                f = handles.get(data_path)
+                if f is None:
+                    if len(handles) >= 64:
+                        handles.pop(next(iter(handles))).close()
+                    f = handles[data_path] = open(data_path, "rb")  # noqa: SIM115 (closed below)
+                offset, pad, total = frames[j]
+                f.seek(offset)
+                data = f.read(total - pad)
+                target = self.label_map[raw] if isinstance(raw, str) else raw
+                name = safe_basename(f"{vid}_{j:04d}.jpg")
+                yield Item(name, target, data=data, origin=f"{data_path} video {vid} frame {j}")
+        finally:
+            for f in handles.values():
+                f.close()
+
+    @classmethod
+    def from_cli(cls, paths, *, label_key=None):
+        return cls(paths, label_key="label" if label_key is None else (label_key or None))
+
+
+def _chunk_order(path):
+    m = re.search(r"(\d+)\.gmeta$", os.path.basename(path))
+    return (int(m.group(1)) if m else -1, path)
+
+
+def _chunk_files(path):
+    """(meta, data) paths of the chunk named by its .gmeta or .gulp file."""
+    folder, name = os.path.split(path)
+    stem, ext = os.path.splitext(name)
+    if ext not in (".gmeta", ".gulp"):
+        raise SourceError(f"{path}: expected a .gmeta or .gulp file, or a folder of them")
+    number = re.fullmatch(r"(?:meta|data)_(\d+)", stem)
+    candidates = ([(f"meta_{number.group(1)}.gmeta", f"data_{number.group(1)}.gulp")] if number else []) + [
+        (stem + ".gmeta", stem + ".gulp")
+    ]
+    for meta, data in candidates:
+        meta, data = os.path.join(folder, meta), os.path.join(folder, data)
+        if os.path.isfile(meta) and os.path.isfile(data):
+            return meta, data
+    raise SourceError(f"{path}: no matching .gmeta/.gulp pair beside it")

@@ -1,0 +1,283 @@
+"""Images from TFRecord files of ``tf.train.Example`` (the classic ImageNet layout, TFDS's, or named keys)."""
+
+from __future__ import annotations
+
+import bisect
+import os
+
+import numpy as np
+
+from bzna_tf.convert.sources.base import (
+    Item,
+    Source,
+    SourceError,
+    expand_patterns,
+    file_facts,
+    read_class_names,
+    safe_basename,
+)
+from bzna_tf.convert.tfrecord import count_records, iter_records, parse_example, read_record, record_offsets
+
+__all__ = ["TFRecordSource", "labels_txt"]
+
+# Feature layouts recognised without flags: (image, label, filename, class text).
+CLASSIC_KEYS = ("image/encoded", "image/class/label", "image/filename", "image/class/text")
+TFDS_KEYS = ("image", "label", "file_name", None)
+AUTO = "auto"
+
+
+class TFRecordSource(Source):
+    """Images from TFRecord files of ``tf.train.Example``.
+
+    Two layouts are recognised from the first record, without any key given:
+
+    - the classic ImageNet TFRecords (TensorFlow models' ``build_imagenet_data.py``):
+      ``image/encoded``, ``image/class/label``, ``image/filename`` and the class
+      names in ``image/class/text``;
+    - TFDS's (``tfds.builder("imagenet2012")`` and most image datasets):
+      ``image``, ``label``, ``file_name``, with the class names in the
+      ``label.labels.txt`` TFDS writes beside the records.
+
+    Records are read by their byte offsets (found from the record headers), so
+    a shuffled conversion reads each image once, wherever it is. Compressed
+    files can only be read from their start: they convert with
+    ``order="source"`` only.
+
+    Args:
+      patterns: file names or glob patterns (``"imagenet/train-*"``, ``~``
+        expanded), read in sorted order.
+      image_key: the bytes feature holding the encoded image; None: recognised
+        from the first record (``image/encoded`` or ``image``).
+      label_key: the int64 feature holding the label; a record without it (or
+        with an empty list) is unlabelled, one with several values is an
+        error. ``"auto"``: the recognised layout's; None: every image is unlabelled.
+      filename_key: the bytes feature holding the file name (default: the
+        layout's; without one, the record's position); None for positions.
+        Only the name's last part is stored (``a/b.jpg`` -> ``b.jpg``).
+      class_text_key: a bytes feature holding each record's class name
+        (``"auto"``: ``image/class/text`` in the classic layout), or None.
+      label_offset: added to every label. The classic ImageNet TFRecords store
+        labels 1..1000 with 0 for "background": pass -1 to get Benzina's 0..999 targets.
+      compression: None, "GZIP" or "ZLIB", as the files were written.
+      class_names: the class names, indexed by target (after ``label_offset``);
+        default: a ``label.labels.txt`` beside the first file, if any.
+
+    Raises:
+      SourceError: no file matches, or the first record has no recognised image
+        feature (the message lists the features it has and the flag to use).
+    """
+
+    kind = "tfrecord"
+    cli_help = "TFRecord files or glob patterns (quote them)"
+    cli_options = ("image_key", "label_key", "filename_key", "label_offset", "compression")
+
+    def __init__(
+        self,
+        patterns,
+        *,
+        image_key=None,
+        label_key=AUTO,
+        filename_key=AUTO,
+        class_text_key=AUTO,
+        label_offset=0,
+        compression=None,
+        class_names=None,
+    ):
+        self.paths = expand_patterns(patterns, "TFRecord file")
+        self.label_offset = int(label_offset)
+        self.compression = compression
+        self.random_access = compression is None
+        self.why_sequential = (
+            ""
+            if compression is None
+            else f"{compression}-compressed TFRecord files can only be read from their start"
+        )
+        self._counts = None
+        self._offsets = None
+        layout = None
+        if image_key is None or AUTO in (label_key, filename_key, class_text_key):
+            layout, image_key = self._recognise(image_key)
+        self.layout = layout or "custom"
+        defaults = {"classic": CLASSIC_KEYS, "tfds": TFDS_KEYS}.get(layout, (None, None, None, None))
+        self.image_key = image_key
+        self.label_key = defaults[1] if label_key == AUTO else label_key
+        self.filename_key = defaults[2] if filename_key == AUTO else filename_key
+        self.class_text_key = defaults[3] if class_text_key == AUTO else class_text_key
+        if class_names is None:
+            class_names = labels_txt(os.path.dirname(os.path.abspath(self.paths[0])))
+        self.class_names = list(class_names) if class_names is not None else None
+
+    def __getstate__(self):
+        # Record offsets are 8 bytes a record: each process finds them again rather than ship them.
+        return {**self.__dict__, "_offsets": None}
+
+    def _first_features(self):
+        for path in self.paths:
+            for index, offset, data in iter_records(path, self.compression):
+                try:
+                    return f"{path} record {index} (byte {offset})", parse_example(data)
+                except ValueError as e:
+                    raise SourceError(
+                        f"{path} record {index} (byte {offset}): not a tf.train.Example: {e}"
+                    ) from e
+        return None, {}
+
+    def _recognise(self, image_key):
+        """(layout, image key) from the first record: "classic", "tfds", or None with the given key."""
+        origin, features = self._first_features()
+        if origin is None:
+            return None, image_key or CLASSIC_KEYS[0]
+        for layout, keys in (("classic", CLASSIC_KEYS), ("tfds", TFDS_KEYS)):
+            value = features.get(keys[0])
+            if (image_key is None or image_key == keys[0]) and value and isinstance(value[0], bytes):
+                return layout, keys[0]
+        if image_key is not None:
+            return None, image_key
+        raise SourceError(
+            f"{origin}: no image feature: neither {CLASSIC_KEYS[0]!r} (classic ImageNet TFRecords) nor "
+            f"{TFDS_KEYS[0]!r} (TFDS). The record has the features {_describe_features(features)}: "
+            "name the image's with --image-key (image_key=), and the label's and file name's with "
+            "--label-key and --filename-key"
+        )
+
+    def _record_offsets(self):
+        if self._offsets is None:
+            self._offsets = [record_offsets(p) for p in self.paths]
+            self._counts = [len(o) for o in self._offsets]
+        return self._offsets
+
+    def _record_counts(self):
+        if self._counts is None:
+            if self.compression is None:
+                self._record_offsets()
+            else:
+                self._counts = [count_records(p, self.compression) for p in self.paths]
+        return self._counts
+
+    def __len__(self):
+        return sum(self._record_counts())
+
+    def _describe(self):
+        return {
+            "files": [file_facts(p) for p in self.paths],
+            "keys": [self.image_key, self.label_key, self.filename_key, self.class_text_key],
+            "label_offset": self.label_offset,
+            "compression": self.compression,
+        }
+
+    def item(self, index):
+        return next(iter(self.items([index])))
+
+    def items(self, indices):
+        """The records at ``indices``, each read at its offset (compressed files: consecutive ones only)."""
+        starts = np.cumsum([0, *self._record_counts()]).tolist()
+        total = starts[-1]
+        keys = {k for k in (self.image_key, self.label_key, self.filename_key, self.class_text_key) if k}
+        if self.compression is not None:
+            yield from self._sequential(indices, starts, keys)
+            return
+        offsets = self._record_offsets()
+        handles = {}
+        try:
+            for i in indices:
+                i = int(i)
+                if not 0 <= i < total:
+                    raise IndexError(f"record {i} out of range: the files hold {total}")
+                k = bisect.bisect_right(starts, i) - 1
+                path, local = self.paths[k], i - starts[k]
+                f = handles.get(k)
+                if f is None:
+                    if len(handles) >= 64:  # a shuffled order visits every file: keep a few open
+                        handles.pop(next(iter(handles))).close()
+                    f = handles[k] = open(path, "rb")  # noqa: SIM115 (closed below)
+                offset = int(offsets[k][local])
+                data = read_record(f, path, local, offset)
+                yield self._item(path, local, offset, data, keys)
+        finally:
+            for f in handles.values():
+                f.close()
+
+    def _sequential(self, indices, starts, keys):
+        indices = [int(i) for i in indices]
+        if not indices:
+            return
+        first = indices[0]
+        if indices != list(range(first, first + len(indices))):
+            raise SourceError(f"{self.paths[0]}: {self.why_sequential}; convert with order='source'")
+        stop = first + len(indices)
+        for k, path in enumerate(self.paths):
+            if starts[k + 1] <= first or starts[k] >= stop:
+                continue
+            skip = max(0, first - starts[k])
+            for local, offset, data in iter_records(path, self.compression, start=skip):
+                if starts[k] + local >= stop:
+                    break
+                yield self._item(path, local, offset, data, keys)
+
+    def _item(self, path, index, offset, data, keys):
+        origin = f"{path} record {index} (byte {offset})"
+        try:
+            features = parse_example(data, keys)
+        except ValueError as e:
+            raise SourceError(f"{origin}: not a tf.train.Example: {e}") from e
+        images = features.get(self.image_key)
+        if not images or not isinstance(images[0], bytes):
+            everything = parse_example(data)
+            raise SourceError(
+                f"{origin}: no bytes feature {self.image_key!r}; the record has the features "
+                f"{_describe_features(everything)}: name the image's with --image-key (image_key=)"
+            )
+        target = None
+        labels = features.get(self.label_key) if self.label_key else None
+        if labels:
+            if not isinstance(labels[0], int):
+                raise SourceError(
+                    f"{origin}: feature {self.label_key!r} is not an int64 list; the record has the features "
+                    f"{_describe_features(parse_example(data))}: name the label's with --label-key "
+                    "(label_key=)"
+                )
+            if len(labels) > 1:
+                shown = ", ".join(map(str, labels[:8])) + (", ..." if len(labels) > 8 else "")
+                raise SourceError(
+                    f"{origin}: feature {self.label_key!r} holds {len(labels)} labels [{shown}]; a .bzna "
+                    "file stores one target per image (multi-label data does not fit it): name a "
+                    "single-valued label with --label-key (label_key=), or convert without labels with "
+                    "--label-key ''"
+                )
+            target = labels[0] + self.label_offset
+        names = features.get(self.filename_key) if self.filename_key else None
+        if names and isinstance(names[0], bytes):
+            filename = safe_basename(names[0].decode("utf-8", "replace"))
+        else:
+            filename = f"{os.path.basename(path)}-{index:06d}"
+        texts = features.get(self.class_text_key) if self.class_text_key else None
+        class_name = texts[0].decode("utf-8", "replace") if texts and isinstance(texts[0], bytes) else None
+        return Item(filename, target, data=images[0], origin=origin, class_name=class_name)
+
+    @classmethod
+    def from_cli(cls, paths, *, image_key=None, label_key=None, filename_key=None, label_offset=0,
+                 compression=None):  # fmt: skip
+        return cls(
+            paths,
+            image_key=image_key,
+            label_key=AUTO if label_key is None else (label_key or None),
+            filename_key=AUTO if filename_key is None else (filename_key or None),
+            label_offset=label_offset,
+            compression=compression,
+        )
+
+
+def _describe_features(features):
+    """``{'image': 'bytes', 'label': 'int64'}`` as a short string, for messages."""
+    kinds = []
+    for key in sorted(features):
+        values = features[key]
+        kind = "empty" if not values else {bytes: "bytes", int: "int64", float: "float"}[type(values[0])]
+        kinds.append(f"{key!r} ({kind})")
+    return "[" + ", ".join(kinds) + "]" if kinds else "[] (none)"
+
+
+def labels_txt(folder):
+    """The class names TFDS writes beside its records (``label.labels.txt``), or None."""
+    path = os.path.join(folder, "label.labels.txt")
+    return (read_class_names(path) or None) if os.path.isfile(path) else None

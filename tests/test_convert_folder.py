@@ -1,0 +1,137 @@
+"""The folder converter follows Keras' and torchvision's layout rules; samples are named by relative path.
+
+The walkthrough's case: ``m/a/sub/x.jpg`` (nested) and ``m/z.jpg`` (beside the
+class folders) were skipped without a word ("1 images", class ``a`` empty),
+and bare names repeated across classes.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from conftest import gradient
+from test_convert_shards import ppm
+
+from bzna_tf.cli import main
+from bzna_tf.format import BznaFile
+
+FAST = ["--workers", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
+
+
+@pytest.fixture()
+def walkthrough(tmp_path):
+    """m/a/sub/x.ppm (nested), m/b/x.ppm (the same bare name), m/z.ppm (beside the class folders)."""
+    m = tmp_path / "m"
+    (m / "a" / "sub").mkdir(parents=True)
+    (m / "b").mkdir()
+    (m / "a" / "sub" / "x.ppm").write_bytes(ppm(gradient(24, 32, seed=1)))
+    (m / "b" / "x.ppm").write_bytes(ppm(gradient(24, 32, seed=2)))
+    (m / "z.ppm").write_bytes(ppm(gradient(24, 32, seed=3)))
+    return m
+
+
+def test_images_beside_the_class_folders_are_an_error_naming_them(tmp_path, walkthrough, capsys):
+    out = tmp_path / "out.bzna"
+    assert main(["convert", "folder", str(walkthrough), str(out), *FAST]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bzna-tf convert: ") and "1 image file beside the class folders ('z.ppm')" in err
+    assert "--allow-unlabelled" in err and not out.exists()
+
+
+def test_nested_images_belong_to_their_class_and_names_are_relative_paths(tmp_path, walkthrough, capsys):
+    os.remove(walkthrough / "z.ppm")
+    out = tmp_path / "out.bzna"
+    assert main(["convert", "folder", str(walkthrough), str(out), *FAST]) == 0
+    assert "wrote" in capsys.readouterr().out
+    with BznaFile(out) as f:
+        assert sorted(zip(f.filenames(), f.targets.tolist(), strict=True)) == [
+            ("a/sub/x.ppm", 0),
+            ("b/x.ppm", 1),
+        ]
+        assert f.class_names == ["a", "b"]
+        i = f.filenames().index("a/sub/x.ppm")
+        assert f.sample(i).filename == "a/sub/x.ppm"  # the benzina layout's nested name track too
+
+
+def test_allow_unlabelled_stores_the_images_beside_the_class_folders_last(tmp_path, walkthrough, capsys):
+    out = tmp_path / "out.bzna"
+    argv = ["convert", "folder", str(walkthrough), str(out), *FAST, "--allow-unlabelled"]
+    assert main([*argv, "--order", "source"]) == 0
+    assert "1 image beside the class folders stored unlabelled" in capsys.readouterr().out
+    with BznaFile(out) as f:
+        assert f.filenames() == ["a/sub/x.ppm", "b/x.ppm", "z.ppm"]
+        assert f.targets.tolist() == [0, 1, -1] and f.num_labelled == 2
+    # Shuffled (the default), the unlabelled image still comes last: the folder knows it up front.
+    for seed in range(4):
+        assert main([*argv, "--seed", str(seed), "--overwrite"]) == 0
+        with BznaFile(out) as f:
+            assert f.filenames()[-1] == "z.ppm" and f.num_labelled == 2
+
+
+def test_an_empty_class_is_a_warning_in_the_summary(tmp_path, walkthrough, capsys):
+    os.remove(walkthrough / "z.ppm")
+    (walkthrough / "c").mkdir()
+    (walkthrough / "c" / "readme.txt").write_text("no images here")
+    (walkthrough / ".ipynb_checkpoints").mkdir()  # hidden: not a class
+    assert main(["convert", "folder", str(walkthrough), str(tmp_path / "o.bzna"), *FAST]) == 0
+    printed = capsys.readouterr().out
+    assert "warning: 1 class without images: 'c' (target 2)" in printed
+    assert "not taken: 1 file whose names do not end in an image extension ('c/readme.txt')" in printed
+    assert BznaFile(tmp_path / "o.bzna").class_names == ["a", "b", "c"]
+
+
+def test_relative_names_work_in_every_reader(tmp_path, walkthrough, capsys):
+    """Python, the C++ source op (with_filenames) and sample lists by name all take a '/' in names."""
+    import bzna_tf
+    from bzna_tf.format.samplelist import SampleList
+
+    os.remove(walkthrough / "z.ppm")
+    (tmp_path / "data").mkdir()
+    out = tmp_path / "data" / "out.bzna"
+    assert main(["convert", "folder", str(walkthrough), str(out), *FAST]) == 0
+    ds = bzna_tf.ClassificationDataset(out)
+    names = ds.filenames
+    assert sorted(names) == ["a/sub/x.ppm", "b/x.ppm"]  # bare names ("x.ppm" twice) were ambiguous
+    images, labels, filenames = next(
+        iter(ds.as_dataset(batch_size=2, shape=(8, 8), with_filenames=True, training=False))
+    )
+    assert [n.decode() for n in filenames.numpy()] == names
+    assert labels.numpy().tolist() == [{"a/sub/x.ppm": 0, "b/x.ppm": 1}[n] for n in names]
+    # Sample lists by name: refused with bare names (not unique), now written and read back.
+    for kind in ("CONDUIT_HDF5_INCLUSION", "SINGLE-SAMPLE"):
+        lst = tmp_path / f"{kind}.txt"
+        assert main(["samplelist", str(out), "-o", str(lst), "--ids", "names", "--type", kind]) == 0, kind
+        text = lst.read_text()
+        assert "a/sub/x.ppm" in text and "b/x.ppm" in text
+        picked = bzna_tf.ClassificationDataset.from_sample_list(SampleList.read(lst))
+        assert picked.filenames == names
+        assert main(["samplelist", "--check", str(lst)]) == 0
+    capsys.readouterr()
+    one = SampleList.parse(f"SINGLE-SAMPLE\n1\n{tmp_path / 'data'}\n-\nout.bzna/a/sub/x.ppm\n")
+    assert bzna_tf.ClassificationDataset(out).select(one).filenames == ["a/sub/x.ppm"]
+
+
+def test_the_writer_takes_relative_paths_and_refuses_bad_names(tmp_path, pictures):
+    from bzna_tf import BznaWriter
+
+    inp, thumb = pictures[0]
+    with BznaWriter(tmp_path / "n.bzna") as w:
+        w.append(inp, thumb=thumb, target=0, filename="cat/sub/1.jpg")
+        for bad in ("/abs.jpg", "a//b.jpg", "a/../b.jpg", "./a.jpg", "a/", "", "a\0b"):
+            with pytest.raises(ValueError, match="relative path"):
+                w.append(inp, thumb=thumb, target=0, filename=bad)
+    with BznaFile(tmp_path / "n.bzna") as f:
+        assert f.filenames() == ["cat/sub/1.jpg"]
+
+
+def test_symbolic_links_are_followed_once(tmp_path):
+    from bzna_tf.convert import ImageFolderSource
+
+    root = tmp_path / "r"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "1.ppm").write_bytes(ppm(gradient(8, 8)))
+    (root / "a" / "loop").symlink_to(root / "a")  # a folder reached twice is read once
+    (root / "b").symlink_to(root / "a")  # a class folder may be a link
+    src = ImageFolderSource(root)
+    assert [(i.filename, i.target) for i in src] == [("a/1.ppm", 0), ("b/1.ppm", 1)]
+    assert np.array_equal(src.labelled(), [True, True])

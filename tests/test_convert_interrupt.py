@@ -1,0 +1,107 @@
+"""Ctrl-C during `bzna-tf convert`: one line saying what was kept and how to resume, exit 130, no worker left.
+
+The walkthrough's case: a full KeyboardInterrupt traceback (the workers'
+too). A terminal's Ctrl-C sends SIGINT to every process of the foreground
+job: the test does the same to the conversion's process group.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_convert_resume import alive, children
+from test_convert_shards import make_folder
+
+from bzna_tf.convert import EncodeOptions, ImageFolderSource, convert, shard_paths
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads /proc to find the workers"
+)
+
+FLAGS = ["--workers", "2", "--preset", "medium", "--crf", "20", "--chroma", "average", "--no-progress"]
+
+
+def test_ctrl_c_keeps_the_finished_shards_says_so_in_one_line_and_the_same_command_resumes(tmp_path):
+    src = make_folder(tmp_path / "src", {"a": 12, "b": 12}, size=(144, 192))
+    out = tmp_path / "out" / "x.bzna"
+    out.parent.mkdir()
+    command = [
+        sys.executable,
+        "-m",
+        "bzna_tf.cli",
+        "convert",
+        "folder",
+        str(src),
+        str(out),
+        "--num-shards",
+        "6",
+    ]
+    job = subprocess.Popen(
+        [*command, *FLAGS], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 240
+    shards = shard_paths(out, 6)
+    while not os.path.exists(shards[0]) and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = children(job.pid)
+    os.killpg(job.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    stdout, stderr = job.communicate(timeout=120)
+    kept = [p for p in shards if os.path.exists(p)]
+    assert 1 <= len(kept) < 6, f"the interrupt came too late to test: {stderr}"
+    assert job.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert lines == [lines[-1]] and lines[-1].startswith(
+        f"bzna-tf convert: interrupted: kept {len(kept)} of 6 "
+    ), stderr
+    assert os.path.basename(kept[0]) in lines[-1] and "run the same command again" in lines[-1]
+    # The workers are joined before the exit; multiprocessing's resource tracker (also a child) exits when
+    # it reads the end of its pipe, just after.
+    deadline = time.monotonic() + 10
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = {w: _cmdline(w) for w in workers if alive(w)}
+    assert workers and not left, f"processes outlived the interrupted conversion: {left}"
+    assert sorted(os.listdir(out.parent)) == sorted(os.path.basename(p) for p in kept)  # no partial file
+    # The same command converts the rest: byte for byte an uninterrupted conversion.
+    again = subprocess.run([*command, *FLAGS], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"skipped {len(kept)} file" in again.stdout
+    reference = tmp_path / "ref" / "x.bzna"
+    encoding = EncodeOptions(preset="medium", crf=20, chroma="average")
+    convert(ImageFolderSource(src), reference, num_shards=6, workers=2, encoding=encoding, progress=False)
+    for mine, theirs in zip(shards, shard_paths(reference, 6), strict=True):
+        with open(mine, "rb") as a, open(theirs, "rb") as b:
+            assert a.read() == b.read(), mine
+
+
+def test_ctrl_c_in_python_is_a_keyboard_interrupt_carrying_the_summary(tmp_path):
+    from bzna_tf.convert import ConversionInterrupted, Item
+
+    src = make_folder(tmp_path / "src", {"a": 3}, size=(8, 8))
+    items = list(ImageFolderSource(src))
+
+    def interrupted():
+        yield from items[:2]
+        raise KeyboardInterrupt
+
+    with pytest.raises(ConversionInterrupted) as e:
+        convert(interrupted(), tmp_path / "x.bzna", workers=0, order="source", progress=False)
+    assert isinstance(e.value, KeyboardInterrupt) and e.value.removed.endswith(".partial")
+    assert str(e.value) == (
+        f"interrupted: nothing finished; removed the unfinished {os.path.basename(e.value.removed)}; "
+        "run the same command again to convert it"
+    )
+    assert os.listdir(tmp_path) == ["src"]
+    assert isinstance(items[0], Item)
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "?"

@@ -1,0 +1,122 @@
+"""Label metadata is checked while converting: class names that do not fit, negative and multi-value labels.
+
+The walkthrough's cases: ``--class-names`` with 2 names for 3 classes was
+stored (3 classes, 2 names); negative labels were stored and multi-value
+labels cut to their first value without a word.
+"""
+
+import pytest
+from conftest import gradient
+from test_convert_shards import make_folder, ppm
+
+from bzna_tf.cli import main
+from bzna_tf.format import BznaFile
+
+FAST = ["--workers", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
+
+
+def records(path, labels):
+    """A TFRecord file of tiny images with these ``image/class/label`` values (a list per record)."""
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for i, label in enumerate(labels):
+            feature = {
+                "image/encoded": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[ppm(gradient(8, 8, seed=i))])
+                ),
+                "image/filename": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[f"{i}.ppm".encode()])
+                ),
+            }
+            if label is not None:
+                feature["image/class/label"] = tf.train.Feature(int64_list=tf.train.Int64List(value=label))
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return path
+
+
+def test_class_names_that_do_not_match_the_folder_classes_are_refused(tmp_path, capsys):
+    src = make_folder(tmp_path / "src", {"ant": 1, "bee": 1, "cat": 1}, size=(8, 8))
+    (tmp_path / "two.txt").write_text("first\nsecond\n")
+    out = tmp_path / "x.bzna"
+    assert (
+        main(["convert", "folder", str(src), str(out), *FAST, "--class-names", str(tmp_path / "two.txt")])
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert "Expected 3 class names, one per class of the source ('ant', 'bee', 'cat')" in err
+    assert "Received: 2 names in class_names (--class-names): 'first', 'second'" in err and not out.exists()
+    (tmp_path / "three.txt").write_text("Ant\nBee\nCat\n")
+    assert (
+        main(["convert", "folder", str(src), str(out), *FAST, "--class-names", str(tmp_path / "three.txt")])
+        == 0
+    )
+    assert BznaFile(out).class_names == ["Ant", "Bee", "Cat"]
+
+
+def test_a_label_past_the_given_class_names_is_an_error_naming_the_record(tmp_path, capsys):
+    rec = records(tmp_path / "r-0", [[0], [2], [1]])
+    (tmp_path / "two.txt").write_text("zero\none\n")
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST]
+    assert main([*argv, "--class-names", str(tmp_path / "two.txt")]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"{rec} record 1 (byte " in err
+        and "label 2, but the class names stop at 1" in err
+        and not out.exists()
+    )
+
+
+def test_negative_labels_are_an_error_or_unlabelled_by_flag(tmp_path, capsys):
+    rec = records(tmp_path / "r-0", [[3], [-1], [0]])
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{rec} record 1 (byte " in err and "label -1 is negative" in err and "--negative-labels" in err
+    assert not out.exists()
+    # --label-offset -1 makes the classic 1-based labels 0-based, and a 0 label negative
+    assert main(["convert", "tfrecord", str(records(tmp_path / "s-0", [[1], [0]])), str(out), *FAST,
+                 "--label-offset", "-1"]) == 1  # fmt: skip
+    assert "label -1 is negative" in capsys.readouterr().err
+    assert main([*argv, "--negative-labels", "unlabelled", "--order", "source", "--missing-label", "-1"]) == 0
+    with BznaFile(out) as f:
+        assert f.filenames() == ["0.ppm", "1.ppm", "2.ppm"] and f.targets.tolist() == [3, -1, 0]
+    out.unlink()
+    # without --missing-label the unlabelled image must come last
+    assert main([*argv, "--negative-labels", "unlabelled", "--order", "source"]) == 1
+    assert "a labelled image after unlabelled ones" in capsys.readouterr().err
+    only = records(tmp_path / "t-0", [[-1], [-1]])  # TFDS's test splits: every label -1
+    assert main(["convert", "tfrecord", str(only), str(out), *FAST, "--negative-labels", "unlabelled"]) == 0
+    with BznaFile(out) as f:
+        assert f.num_labelled == 0 and len(f) == 2
+
+
+def test_multi_value_labels_are_an_error_naming_the_record(tmp_path, capsys):
+    rec = records(tmp_path / "r-0", [[1], [1, 5, 7], [2]])
+    out = tmp_path / "x.bzna"
+    assert main(["convert", "tfrecord", str(rec), str(out), *FAST]) == 1
+    err = capsys.readouterr().err
+    assert f"{rec} record 1 (byte " in err and "'image/class/label' holds 3 labels [1, 5, 7]" in err
+    assert "one target per image" in err and not out.exists()
+
+
+def test_gulp_labels_that_are_not_one_integer_or_string_are_refused(tmp_path):
+    import json
+    import re
+
+    from test_convert import write_gulp_chunk
+
+    from bzna_tf.convert import GulpSource, SourceError
+
+    write_gulp_chunk(tmp_path / "g", 0, {"v": (1, [gradient(8, 8)])})
+    meta = tmp_path / "g" / "meta_0.gmeta"
+    table = json.loads(meta.read_text())
+    for bad in ([1, 2], True, 1.5):
+        table["v"]["meta_data"][0]["label"] = bad
+        meta.write_text(json.dumps(table))
+        with pytest.raises(
+            SourceError, match=rf"meta_0.gmeta: video 'v': label {re.escape(repr(bad))} \('label'\)"
+        ):
+            GulpSource(tmp_path / "g")
