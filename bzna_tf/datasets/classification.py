@@ -72,12 +72,13 @@ class ClassificationDataset(Dataset):
         Args:
           unlabelled: what samples without a label (target < 0) among those
             read do. ``"raise"`` (default): as_dataset refuses them, saying
-            how many there are: ``model.fit`` would fail on their label -1 (or,
-            with some losses, train on it). Read only the labelled ones with
-            :meth:`labelled` (or a split that holds none). ``"keep"``, with
-            ``training=False``: they come with label -1 (to evaluate or
-            predict on every sample). To read unlabelled pictures with a
-            training warp, use :class:`Dataset` (images, no labels).
+            how many there are: ``model.fit`` would fail on their negative
+            label (or, with some losses, train on it). Read only the labelled
+            ones with :meth:`labelled` (or a split that holds none).
+            ``"keep"``, with ``training=False``: they come with their label,
+            -1 for a sample without a target (to predict on every sample). To
+            read unlabelled pictures with a training warp, use
+            :class:`Dataset` (images, no labels).
           **kwargs: the arguments of :meth:`Dataset.as_dataset`.
 
         Raises:
@@ -110,12 +111,13 @@ class ClassificationDataset(Dataset):
         )
         if self._unlabelled == "keep":
             raise ValueError(
-                f"{what}: unlabelled='keep' is for training=False (evaluation, prediction), where labels -1 "
-                "reach no loss. To train on their pictures, read them with bzna_tf.Dataset (images, no "
-                "labels). Received: unlabelled='keep', training=True"
+                f"{what}: unlabelled='keep' is for training=False (model.predict, or an evaluation of your "
+                "own that leaves negative labels out). To train on their pictures, read them with "
+                "bzna_tf.Dataset (images, no labels). Received: unlabelled='keep', training=True"
             )
         raise ValueError(
-            f"{what}: model.fit would get label -1 for them. Read only the labelled samples with "
-            "ds.labelled() (or a split that holds only labelled ones); or, to evaluate or predict on every "
-            "sample with label -1 for the unlabelled, pass training=False, unlabelled='keep'"
+            f"{what}: model.fit would get their negative labels (-1 where a sample has no target) as "
+            "classes. Read only the labelled samples with "
+            "ds.labelled() (or a split that holds only labelled ones); or, to predict on every sample (the "
+            "unlabelled ones with their negative label), pass training=False, unlabelled='keep'"
         )
