@@ -164,6 +164,21 @@ def test_as_dataset_parallel_epochs_is_one_copy_per_worker(service, original_pat
     assert _names(served) == sorted(once * 2)
 
 
+@pytest.mark.parametrize("mode", ["distributed_epoch", "parallel_epochs"])
+def test_the_default_pipeline_fails_on_the_workers_naming_initial_epoch(service, original_path, mode):
+    """initial_epoch=None keeps the epoch counter in this process: a worker's copy would repeat one epoch.
+
+    Before, the workers failed with TensorFlow's "Input dataset was expected to contain 6 elements but
+    contained only 0 elements"; now the first element fails with a message that names the fix.
+    """
+    ds = _as_dataset(original_path, initial_epoch=None)
+    assert hasattr(ds, "bzna_epochs")
+    with pytest.raises(tf.errors.OpError, match=r"built with initial_epoch=None.*initial_epoch=0") as e:
+        next(iter(_served(ds, service, mode)))
+    assert "elements but contained only" not in str(e.value)
+    assert len(_names(ds)) == 12  # the same pipeline still runs here
+
+
 def test_register_dataset_shared_job_is_exactly_once(service, original_path):
     """Two consumers of one registered dataset and one named job share the epoch."""
     ds = _as_dataset(original_path, shuffle=True)
