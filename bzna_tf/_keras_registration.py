@@ -1,4 +1,4 @@
-"""bzna_tf's Keras layers registered with Keras as soon as bzna_tf and Keras are both imported, in either order.
+"""bzna_tf's Keras layers registered with Keras once bzna_tf and Keras are both imported, in either order.
 
 ``keras.models.load_model`` finds a saved model's custom layers by their
 registered names (``"bzna_tf>RandomResizedCrop"``): the layer modules must

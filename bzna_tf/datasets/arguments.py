@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bzna_tf.format.wording import user_stacklevel
+
 __all__ = [
     "DEVICES",
     "LAYOUTS",
@@ -85,29 +87,10 @@ class Options:
 
 
 def check(
-    *,
-    batch_size,
-    shape,
-    shuffle,
-    seed,
-    repeat,
-    initial_epoch,
-    warp,
-    training,
-    fill_value,
-    antialias,
-    normalize,
-    layout,
-    drop_remainder,
-    with_filenames,
-    device,
-    on_error,
-    input_context,
-    shard,
-    shard_by,
-    num_parallel_calls,
-    prefetch,
-) -> Options:
+    *, batch_size, shape, shuffle, seed, repeat, initial_epoch, warp, training, fill_value, antialias,
+    normalize, layout, drop_remainder, with_filenames, device, on_error, input_context, shard, shard_by,
+    num_parallel_calls, prefetch,
+) -> Options:  # fmt: skip
     """Every argument of ``as_dataset`` but the sample list, checked, in one :class:`Options`."""
     from bzna_tf.ops.source import check_on_error
 
@@ -122,19 +105,6 @@ def check(
     payloads = _payload_mode(device, normalize=normalize, fill_value=fill_value, antialias=antialias,
                              layout=None if layout == "NHWC" else layout)  # fmt: skip
     check_on_error(on_error)
-    epochs = _epochs(repeat)
-    if initial_epoch is not None:
-        initial_epoch = nonnegative_int(initial_epoch, "initial_epoch")
-    count, index = _shard(shard, input_context)
-    if shard is None and input_context is None and (workers := _num_workers()) > 1:
-        _warn_auto_shard(workers)
-    if shard_by not in SHARD_BY:
-        raise ValueError(f"Expected `shard_by` in {SHARD_BY}. Received: shard_by={shard_by!r}")
-    if shuffle and count > 1 and shard_by == "samples" and seed is None:
-        raise ValueError(
-            "Sharded shuffling needs a `seed`: every shard must draw the same permutation "
-            "for the shards to stay disjoint"
-        )
     bias, norm = normalization(normalize)
     return Options(
         batch_size=batch_size,
@@ -147,15 +117,15 @@ def check(
         shuffle=shuffle,
         seed=_seed(seed),
         seed_drawn=seed is None,
-        epochs=epochs,
-        initial_epoch=initial_epoch,
+        epochs=_epochs(repeat),
+        initial_epoch=None if initial_epoch is None else nonnegative_int(initial_epoch, "initial_epoch"),
         transform=transform,
         training=training,
         fill_value=_fill_value(fill_value, layer),
         antialias=getattr(layer, "antialias", True) if antialias is None else antialias,
         bias=bias,
         norm=norm,
-        shard=(count, index),
+        shard=_distribution(shard, input_context, shard_by, shuffle, seed),
         shard_by=shard_by,
         num_parallel_calls=num_parallel_calls,
         prefetch=prefetch,
@@ -315,12 +285,27 @@ def normalization(normalize):
             f"Normalize(bias=..., norm=...)). Received: normalize={normalize!r}"
         )
     try:
-        return bias_norm(mean=normalize[0], std=normalize[1], stacklevel=5)
+        return bias_norm(mean=normalize[0], std=normalize[1])
     except (TypeError, ValueError) as e:
         raise type(e)(f"{e} (in `normalize` = (mean, std)). Received: normalize={normalize!r}") from None
 
 
 # ------------------------------------------------------------------ distribution
+
+
+def _distribution(shard, input_context, shard_by, shuffle, seed) -> tuple[int, int]:
+    """(count, index) of this pipeline's shard, checked with how samples go to shards."""
+    count, index = _shard(shard, input_context)
+    if shard is None and input_context is None and (workers := _num_workers()) > 1:
+        _warn_auto_shard(workers)
+    if shard_by not in SHARD_BY:
+        raise ValueError(f"Expected `shard_by` in {SHARD_BY}. Received: shard_by={shard_by!r}")
+    if shuffle and count > 1 and shard_by == "samples" and seed is None:
+        raise ValueError(
+            "Sharded shuffling needs a `seed`: every shard must draw the same permutation "
+            "for the shards to stay disjoint"
+        )
+    return count, index
 
 
 def _shard(shard, input_context):
@@ -376,5 +361,5 @@ def _warn_auto_shard(workers: int) -> None:
         "keeps 1/N of the batches. Build it per worker instead: "
         "strategy.distribute_datasets_from_function(lambda ctx: ds.as_dataset(..., input_context=ctx)), "
         "or pass shard=(num_workers, worker_index).",
-        stacklevel=4,
+        stacklevel=user_stacklevel(),
     )

@@ -66,7 +66,7 @@ class Normalize(TensorFlowLayer):
         super().__init__(**kwargs)
         self.mean, self.std = _as_list(mean, "mean"), _as_list(std, "std")
         self.bias, self.norm = _as_list(bias, "bias"), _as_list(norm, "norm")
-        b, n = bias_norm(self.bias, self.norm, self.mean, self.std, stacklevel=4)
+        b, n = bias_norm(self.bias, self.norm, self.mean, self.std)
         self._bias, self._norm = np.asarray(b), np.asarray(n)
         self.data_format = standardize_data_format(data_format)
 

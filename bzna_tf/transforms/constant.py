@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
+from bzna_tf.format.wording import user_stacklevel
 from bzna_tf.transforms._backend import get_ops
 from bzna_tf.transforms.similarity import WarpTransform
 
@@ -75,7 +76,7 @@ class ConstantNormTransform:
         return f"ConstantNormTransform({np.asarray(self.norm).tolist()})"
 
 
-def bias_norm(bias=None, norm=None, mean=None, std=None, *, stacklevel=3):
+def bias_norm(bias=None, norm=None, mean=None, std=None):
     """(bias, norm) as float32 tensors (3,), from bias/norm or from mean/std.
 
     ``mean``/``std`` above 1 cannot be statistics of images in [0, 1] (their
@@ -87,7 +88,6 @@ def bias_norm(bias=None, norm=None, mean=None, std=None, *, stacklevel=3):
       norm: multiplied after the bias; a scalar, 3 values or a :class:`ConstantNormTransform`.
       mean: per-channel mean in [0, 1] units (torchvision/Keras style); excludes ``bias``/``norm``.
       std: per-channel standard deviation in [0, 1] units; excludes ``bias``/``norm``.
-      stacklevel: where the [0, 255] warning points (the caller's caller by default).
 
     Returns:
       ``(bias, norm)``: ``(255 * mean, 1 / (255 * std))`` from mean/std (a missing one is 0 or 1),
@@ -111,7 +111,7 @@ def bias_norm(bias=None, norm=None, mean=None, std=None, *, stacklevel=3):
         std = per_channel(1.0 if std is None else std, "std")
         if isinstance(std, np.ndarray) and not np.all(std != 0):
             raise ValueError(f"Expected a nonzero `std` for every channel. Received: std={std.tolist()}")
-        _warn_255_units(mean, std, stacklevel + 1)
+        _warn_255_units(mean, std)
         bias, norm = mean * 255.0, 1.0 / (std * 255.0)
     else:
         bias = per_channel(0.0 if bias is None else bias, "bias")
@@ -119,7 +119,7 @@ def bias_norm(bias=None, norm=None, mean=None, std=None, *, stacklevel=3):
     return tf.cast(bias, tf.float32), tf.cast(norm, tf.float32)
 
 
-def _warn_255_units(mean, std, stacklevel) -> None:
+def _warn_255_units(mean, std) -> None:
     big = [
         f"{name}={np.asarray(v).tolist()}"
         for name, v in (("mean", mean), ("std", std))
@@ -127,12 +127,12 @@ def _warn_255_units(mean, std, stacklevel) -> None:
     ]
     if big:
         warnings.warn(
-            f"{' and '.join(big)} look like [0, 255] units, but `mean` and `std` are in [0, 1] units "
-            "(images become (rgb / 255 - mean) / std): divide them by 255 (ImageNet's are "
-            "mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)), or give Benzina's [0, 255] terms as "
-            "bias=mean, norm=1 / std",
+            f"{' and '.join(big)} {'look' if len(big) > 1 else 'looks'} like [0, 255] units, but `mean` and "
+            "`std` are in [0, 1] units (images become (rgb / 255 - mean) / std): divide them by 255 "
+            "(ImageNet's are mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)), or keep [0, 255] "
+            "units with bzna_tf.layers.Normalize(bias=mean, norm=1 / std): (rgb - bias) * norm",
             UserWarning,
-            stacklevel=stacklevel,
+            stacklevel=user_stacklevel(),
         )
 
 
