@@ -164,9 +164,9 @@ def test_decode_warp_layer_trains_and_saves(original_path, tmp_path):
 def test_gpu_datasets_leave_the_images_to_the_layer(original_path):
     d = bzna_tf.ClassificationDataset(original_path).labelled()
     warp = bzna_tf.layers.CenterResizedCrop(8, 8)
-    with pytest.raises(ValueError, match="pass normalize to it"):
+    with pytest.raises(ValueError, match=r"DecodeWarp: give it the normalisation \(its mean= and std="):
         d.as_dataset(batch_size=2, warp=warp, device="gpu", normalize=(0.5, 0.2))
-    with pytest.raises(ValueError, match="layout"):
+    with pytest.raises(ValueError, match=r"the layout \(its data_format='channels_first'\)"):
         d.as_dataset(batch_size=2, warp=warp, device="gpu", layout="NCHW")
     with pytest.raises(ValueError, match="Expected a dict"):
         bzna_tf.layers.DecodeWarp(8, 8)(tf.zeros([1, 8, 8, 3]))

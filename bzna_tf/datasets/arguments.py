@@ -38,6 +38,8 @@ SEED_MOD = 2**63
 # The largest batch as_dataset makes: batch_size x height x width x 3 float32 values. A mistyped
 # `shape` (100000 for 100) must fail here, not in a 100 GiB allocation in a tf.data thread.
 MAX_BATCH_BYTES = 4 * 2**30
+"""The largest batch ``as_dataset`` makes, in bytes: ``batch_size x height x width x 3`` float32 values
+(4 GiB). A larger one is refused when the pipeline is built, naming ``shape`` and ``batch_size``."""
 
 
 @dataclass(frozen=True)
@@ -219,13 +221,20 @@ def _payload_mode(device, **image_arguments) -> bool:
     """True for device="gpu" (the model decodes); checks that tf.data was asked for no image options."""
     if device != "gpu":
         return False
-    given = [k for k, v in image_arguments.items() if v is not None]
+    given = [_LAYER_SPELLING.get(k, k) for k, v in image_arguments.items() if v is not None]
     if given:
         raise ValueError(
             f"With device='gpu' the images are made by the model's first layer, "
-            f"bzna_tf.layers.DecodeWarp: pass {', '.join(given)} to it, not to as_dataset"
+            f"bzna_tf.layers.DecodeWarp: give it {', '.join(given)}, not as_dataset"
         )
     return True
+
+
+# How DecodeWarp spells as_dataset's image arguments.
+_LAYER_SPELLING = {
+    "normalize": "the normalisation (its mean= and std=, or bias= and norm=)",
+    "layout": "the layout (its data_format='channels_first')",
+}
 
 
 # ------------------------------------------------------------------ order

@@ -274,15 +274,21 @@ class Dataset:
         new each epoch, reproducible whatever the parallelism, and restored
         exactly with the iterator (``tf.train.Checkpoint``).
 
+        The arguments come in groups, in this order below: the output's size
+        (``batch_size``, ``shape``); **order** (``shuffle``, ``seed``,
+        ``repeat``, ``initial_epoch``); **augmentation** (``warp``,
+        ``training``, ``fill_value``, ``antialias``); **normalisation**
+        (``normalize``); the output's form (``layout``, ``drop_remainder``,
+        ``with_filenames``, ``device``, ``on_error``); **distribution**
+        (``input_context``, ``shard``, ``shard_by``, ``sample_list``); and
+        **tf.data tuning** (``num_parallel_calls``, ``prefetch``).
+
         Args:
           batch_size: images per batch (under ``tf.distribute``, per replica:
             ``input_context.get_per_replica_batch_size(global_batch)``).
           shape: the output (height, width), or one int for a square; default:
             the warp layer's. A batch may take at most
             ``bzna_tf.datasets.MAX_BATCH_BYTES`` (4 GiB) of float32 values.
-
-          **Order.**
-
           shuffle: permute the samples each epoch; each iteration of the
             dataset (each Keras epoch) gets a new permutation.
           seed: an integer for the permutations and the random warps. None
@@ -299,9 +305,6 @@ class Dataset:
             cannot be sent to tf.data service. An int: a stateless pipeline,
             every iteration yields epochs ``initial_epoch ...``; it
             serialises, as tf.data service needs.
-
-          **Augmentation.**
-
           warp: a ``bzna_tf.layers`` warp layer (``RandomResizedCrop(224, 224,
             flip_h=0.5)``, ``CenterResizedCrop(224, 224, 224 / 256)``, ...)
             or a ``bzna_tf.transforms`` transform. The layer's own seed is not
@@ -316,9 +319,6 @@ class Dataset:
             torchvision and DALI do) instead of sampling a point (Benzina's
             warp); see ``bzna_tf.ops.decode_warp``. Default: the warp layer's,
             or True.
-
-          **Normalisation.**
-
           normalize: None (default: RGB in [0, 255]); a ``(mean, std)`` pair
             in [0, 1] units, torchvision style (``((0.485, 0.456, 0.406),
             (0.229, 0.224, 0.225))``; each a number or 3): images become
@@ -328,9 +328,6 @@ class Dataset:
             layer's ``data_format`` is not used: ``layout`` is). It is fused
             into the decode-warp op. A mean or std above 1 looks like [0, 255]
             units: a ``UserWarning`` says so.
-
-          **Output.**
-
           layout: ``"NHWC"`` (default) or ``"NCHW"``.
           drop_remainder: drop the last batch of an epoch when it is short, so
             the batch dimension is static. (Endless datasets always have it.)
@@ -358,9 +355,6 @@ class Dataset:
             counts them. A file that cannot be opened or indexed still fails.
             With ``device="gpu"`` only reading errors are skipped here:
             pictures are decoded in the model, where a bad one fails the step.
-
-          **Distribution.**
-
           input_context: a ``tf.distribute.InputContext``: read shard
             ``input_pipeline_id`` of ``num_input_pipelines``.
           shard: ``(count, index)``: read only shard ``index`` of ``count``
@@ -380,9 +374,6 @@ class Dataset:
           sample_list: a :class:`bzna_tf.SampleList` or the path of an LBANN
             sample list: only the samples it uses (and this dataset holds)
             are read, in the list's order (see :meth:`sample_list_positions`).
-
-          **tf.data tuning.**
-
           num_parallel_calls: batches decoded at once (default ``AUTOTUNE``;
             each batch is also spread over TensorFlow's CPU threads).
           prefetch: batches to prefetch (default ``AUTOTUNE``).
