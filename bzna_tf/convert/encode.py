@@ -69,6 +69,7 @@ CHROMA_MODES = ("average", "lsq")
 # libx265's presets, fastest to slowest (x265 --help); anything else fails in avcodec_open2.
 X265_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
                 "veryslow", "placebo")  # fmt: skip
+"""libx265's presets, fastest to slowest: the valid ``preset`` values (others are refused up front)."""
 # libx265's CRF range (and NVENC's constant QP).
 CRF_RANGE = (0, 51)
 

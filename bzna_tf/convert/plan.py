@@ -47,8 +47,10 @@ __all__ = [
 SUFFIX = ".bzna"
 # "shuffle": a permutation drawn from the seed; "source": the source's own order.
 ORDERS = ("shuffle", "source")
+"""Conversion orders: ``"shuffle"`` (a permutation drawn from the seed) or ``"source"`` (the source's own)."""
 # The seed of a shuffled conversion unless one is given (recorded in every shard's metadata).
 DEFAULT_SEED = 0
+"""The seed of a shuffled conversion unless one is given (recorded in every shard's metadata)."""
 _MASK64 = (1 << 64) - 1
 
 

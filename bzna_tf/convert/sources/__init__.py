@@ -36,3 +36,4 @@ __all__ = [
 
 # The sources of `bzna-tf convert KIND`, by kind, in the order --help lists them.
 SOURCES = {cls.kind: cls for cls in (TFRecordSource, ImageFolderSource, GulpSource)}
+"""The sources of ``bzna-tf convert KIND``, by kind, in the order ``--help`` lists them."""
