@@ -70,9 +70,12 @@ def _table(d: dict) -> str:
         lines.append(f"  classes   {len(known)} named: {', '.join(known[:10])}{more}")
     conv = d.get("conversion")
     if conv:
+        # start/stop are positions in the conversion's order: the source's, or a seeded shuffle of it.
+        where = "inputs" if conv.get("order", "source") == "source" else "positions"
+        of = f" of the order shuffled with seed {conv.get('seed')}" if where == "positions" else ""
         lines.append(
-            f"  shard     {conv.get('shard')} of {conv.get('num_shards')}: inputs "
-            f"[{conv.get('start')}, {conv.get('stop')}), {len(conv.get('skipped') or [])} skipped"
+            f"  shard     {conv.get('shard')} of {conv.get('num_shards')}: {where} "
+            f"[{conv.get('start')}, {conv.get('stop')}){of}, {len(conv.get('skipped') or [])} skipped"
         )
     fs = d["first"]
     if fs:

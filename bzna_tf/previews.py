@@ -25,9 +25,8 @@ __all__ = [
     "write_png",
 ]
 
-# The grid's file formats, by suffix (TensorFlow's encoders: no other image library is needed).
 IMAGE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}
-"""The grid's file formats, by the output's suffix."""
+"""The grid's file formats, by suffix (TensorFlow's encoders: no other image library is needed)."""
 JPEG_QUALITY = 95
 # With on_error="skip": at most this many damaged samples are named one by one.
 _NAMED_SKIPS = 10

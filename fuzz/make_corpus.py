@@ -53,7 +53,7 @@ def _image(h: int, w: int, seed: int) -> bytes:
 
 def converted_files(folder: Path) -> list[Path]:
     """.bzna files written by bzna_tf's converter, in both layouts."""
-    from bzna_tf.convert import convert
+    from bzna_tf.convert import EncodeOptions, convert
     from bzna_tf.convert.sources import Item
 
     items = [
@@ -64,7 +64,8 @@ def converted_files(folder: Path) -> list[Path]:
     out = []
     for layout in ("benzina", "compact"):
         path = folder / f"converted_{layout}.bzna"
-        convert(items, path, layout=layout, preset="ultrafast", workers=0, progress=False, log=io.StringIO())
+        encoding = EncodeOptions(layout=layout, preset="ultrafast")
+        convert(items, path, encoding=encoding, order="source", workers=0, progress=False, log=io.StringIO())
         out.append(path)
     # No checksums and 64-bit chunk offsets: the writer with the converter's pictures.
     from bzna_tf.format import BznaFile, BznaWriter

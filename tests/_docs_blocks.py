@@ -13,7 +13,7 @@ Every fenced block's info string is one of:
 
 A run block may also say ``requires-MODULE`` (``python requires-apache_beam``): it needs an optional
 package (an extra). Where that module is not installed the block is compiled only, and the run
-says so; the test extra installs them all.
+says so; the test-full extra installs them all.
 
 Anything else (no info string, another language, an unknown KIND, a skip without a reason) is an
 error: a block nobody runs must say why. docs/_pending/ (drafts other branches leave) is not read.

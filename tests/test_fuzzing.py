@@ -188,3 +188,17 @@ def test_regressions_folder_names_harnesses():
         assert {p.name for p in REGRESSIONS.iterdir()} <= harnesses
     assert all((ROOT / "fuzz" / f"{h}.{'py' if h == 'fuzz_format' else 'cc'}").is_file() for h in harnesses)
 
+
+
+def test_the_seed_corpus_converter_files_are_written(tmp_path):
+    """fuzz/make_corpus.py's converted files use the converter's current API (.ci/fuzz needs them)."""
+    from make_corpus import converted_files
+
+    paths = converted_files(tmp_path)
+    assert len(paths) == 3 and all(p.stat().st_size > 0 for p in paths)
+    last_names = []
+    for p in paths:
+        with BznaFile(p) as f:
+            assert len(f) == 3 and [f.target(i) for i in range(3)][:2] == [0, 1]
+            last_names.append(f.filename(2))
+    assert last_names == ["odd.png"] * 3

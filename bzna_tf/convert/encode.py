@@ -66,10 +66,9 @@ DEFAULT_PRESET = "medium"
 # How 4:2:0 chroma is made from the full-resolution Cb/Cr (see rgb_to_yuv420).
 CHROMA_MODES = ("average", "lsq")
 """How 4:2:0 chroma is made: ``"average"`` (of each 2x2 block, Benzina's) or ``"lsq"`` (least squares)."""
-# libx265's presets, fastest to slowest (x265 --help); anything else fails in avcodec_open2.
 X265_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
                 "veryslow", "placebo")  # fmt: skip
-"""libx265's presets, fastest to slowest: the valid ``preset`` values (others are refused up front)."""
+"""libx265's presets, fastest to slowest (``x265 --help``); ``encode_picture`` refuses anything else."""
 # libx265's CRF range (and NVENC's constant QP).
 CRF_RANGE = (0, 51)
 

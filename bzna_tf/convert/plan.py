@@ -45,10 +45,8 @@ __all__ = [
 ]
 
 SUFFIX = ".bzna"
-# "shuffle": a permutation drawn from the seed; "source": the source's own order.
 ORDERS = ("shuffle", "source")
-"""Conversion orders: ``"shuffle"`` (a permutation drawn from the seed) or ``"source"`` (the source's own)."""
-# The seed of a shuffled conversion unless one is given (recorded in every shard's metadata).
+"""A conversion's orders: ``"shuffle"``, a permutation drawn from the seed; ``"source"``, the source's own."""
 DEFAULT_SEED = 0
 """The seed of a shuffled conversion unless one is given (recorded in every shard's metadata)."""
 _MASK64 = (1 << 64) - 1

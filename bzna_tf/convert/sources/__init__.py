@@ -34,6 +34,5 @@ __all__ = [
     "read_class_names",
 ]
 
-# The sources of `bzna-tf convert KIND`, by kind, in the order --help lists them.
 SOURCES = {cls.kind: cls for cls in (TFRecordSource, ImageFolderSource, GulpSource)}
 """The sources of ``bzna-tf convert KIND``, by kind, in the order ``--help`` lists them."""
