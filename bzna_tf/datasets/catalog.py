@@ -13,8 +13,8 @@ import copy
 
 import numpy as np
 
+import bzna_tf.format.wording as wording
 from bzna_tf.datasets.arguments import check as check_arguments
-from bzna_tf.format import wording
 from bzna_tf.format.samplelist import SampleList, SampleListError
 from bzna_tf.format.shards import BznaShards, file_numbers
 from bzna_tf.format.splits import select_split

@@ -6,8 +6,8 @@ import copy
 
 import numpy as np
 
+import bzna_tf.format.wording as wording
 from bzna_tf.datasets.catalog import Dataset
-from bzna_tf.format import wording
 from bzna_tf.format.labels import is_labelled
 
 __all__ = ["UNLABELLED", "ClassificationDataset"]

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+import bzna_tf.format.wording as wording
 from bzna_tf.datasets.epochs import positions
-from bzna_tf.format import wording
 from bzna_tf.ops.source import SkippedSamples, epoch_schedule, read_samples, report_skips, sample_names
 from bzna_tf.ops.warp import decode_warp
 
