@@ -131,7 +131,7 @@ def as_dataset_pipeline(path, batch, size, threads, **kwargs):
     import bzna_tf
 
     if kwargs.get("device") != "gpu":
-        kwargs.update(mean=MEAN, std=STD)
+        kwargs.update(normalize=(MEAN, STD))
     ds = bzna_tf.ClassificationDataset(str(path)).as_dataset(
         batch_size=batch,
         shuffle=True,

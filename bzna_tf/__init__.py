@@ -9,11 +9,14 @@ The TensorFlow parts are submodules, imported on first use:
 ``bzna_tf.layers`` (Keras layers), ``bzna_tf.callbacks`` (Keras callbacks),
 ``bzna_tf.transforms`` (the affine math and samplers), ``bzna_tf.ops`` (the
 native ops), ``bzna_tf.service`` (tf.data service servers), ``bzna_tf.decode`` and
-``bzna_tf.verify`` (checksums and decoding of whole files).
+``bzna_tf.verify`` (checksums and decoding of whole files). Once Keras is
+imported too (before or after bzna_tf), the layers are registered with it, so
+that ``keras.models.load_model`` finds them in saved models.
 """
 
 import importlib
 
+from bzna_tf._keras_registration import register_layers_with_keras
 from bzna_tf.blending import blend
 from bzna_tf.datasets import ClassificationDataset, Dataset, EpochState, ImageNet
 from bzna_tf.format import (
@@ -36,6 +39,8 @@ from bzna_tf.previews import preview
 
 __version__ = "0.1.0"  # the only place the version is written: pyproject.toml reads it from here
 """The version of the installed bzna_tf."""
+
+register_layers_with_keras()
 
 # Submodules that import TensorFlow: loaded when first touched, so that
 # `import bzna_tf` stays light and `bzna_tf.layers.RandomResizedCrop` works.

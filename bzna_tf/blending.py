@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from bzna_tf.datasets import _positive_int
+from bzna_tf.datasets.arguments import positive_int
 
 __all__ = ["blend", "MIXES"]
 
@@ -110,7 +110,7 @@ def blend(
                     "mix='sample' needs `batch_size`: the sources' batch size is not static "
                     "(pass batch_size=..., or build them with drop_remainder=True)"
                 )
-        batch_size = _positive_int(batch_size, "batch_size")
+        batch_size = positive_int(batch_size, "batch_size")
         datasets = [d.unbatch() for d in datasets]
     elif batch_size is not None:
         raise ValueError("`batch_size` is for mix='sample'; mix='batch' keeps the sources' batches")

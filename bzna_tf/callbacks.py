@@ -15,6 +15,7 @@ batches (order, crops, flips) as an uninterrupted run::
 from __future__ import annotations
 
 import logging
+import warnings
 
 import keras
 
@@ -46,6 +47,10 @@ class SyncEpochs(keras.callbacks.Callback):
     weights of the last backup and restarts its epoch at batch 0; this
     callback then replays that whole epoch as the uninterrupted run had it.
 
+    A pipeline built without a ``seed`` (as_dataset then draws one) that
+    shuffles or warps at random cannot be resumed exactly: the restarted
+    process draws another seed. The callback warns about it.
+
     Args:
       *datasets: pipelines returned by ``as_dataset`` (with the default
         ``initial_epoch=None``), e.g. the training and validation ones.
@@ -63,6 +68,15 @@ class SyncEpochs(keras.callbacks.Callback):
                     "SyncEpochs takes the tf.data.Dataset that as_dataset(...) returned, with "
                     "initial_epoch=None (a transformed copy, e.g. ds.map(...), loses its epoch state: "
                     f"pass the original). Received: {ds!r}"
+                )
+            if not getattr(state, "reproducible", True):
+                warnings.warn(
+                    "SyncEpochs: this pipeline was built without a `seed` and shuffles or warps at random: "
+                    "as_dataset drew a seed, and a restarted run draws another, so a resumed fit sees other "
+                    "orders and crops than the interrupted one. Pass seed=<int> to as_dataset for an exact "
+                    "resume.",
+                    UserWarning,
+                    stacklevel=2,
                 )
             self._states.append(state)
         self._warned = False

@@ -92,7 +92,7 @@ def _table(d: dict) -> str:
 def _info(args) -> int:
     results = []
     status = 0
-    for path in expand_paths(args.files):
+    for path in expand_paths(args.files, every_file=True):
         try:
             with BznaFile(path) as f:
                 results.append(describe(f))
@@ -388,7 +388,9 @@ def _samplelist(args) -> int:
     make_parent(args.output)
     with Dataset(args.files, split=args.split) as ds:
         if args.labelled_only:
-            ds = ds.select(ds.targets >= 0)
+            from bzna_tf.format.labels import is_labelled
+
+            ds = ds.select(is_labelled(ds.targets))
         lst = ds.to_sample_list(args.type, ids=args.ids, base=args.base)
         lst.write(args.output, ranges=not args.no_ranges)
     print(f"{args.output}: {lst.type}, {count(len(lst), 'sample')}, {_lines(lst)}, base {lst.base}")
@@ -420,7 +422,7 @@ def _add_samplelist(sub):
         help="sample ids: indices in each file (default) or the stored filenames",
     )
     c.add_argument("--split", default=None, help="only this split, TFDS style ('[:90%%]', 'all[1000:]')")
-    c.add_argument("--labelled-only", action="store_true", help="only samples with a target")
+    c.add_argument("--labelled-only", action="store_true", help="only labelled samples (target >= 0)")
     c.add_argument(
         "--base",
         type=_path,

@@ -154,13 +154,14 @@ def preview(
     Returns:
       A :class:`Preview`.
     """
-    from bzna_tf.datasets import ClassificationDataset, Dataset, _positive_int
+    from bzna_tf.datasets import ClassificationDataset, Dataset
+    from bzna_tf.datasets.arguments import positive_int as _positive_int
     from bzna_tf.format.samplelist import SampleList
 
     if on_error not in ("raise", "skip"):
         raise ValueError(f"Expected `on_error` in ('raise', 'skip'). Received: on_error={on_error!r}")
     if not isinstance(data, Dataset):
-        data = ClassificationDataset(data, input_label=track)
+        data = ClassificationDataset(_paths(data), input_label=track)
     if sample_list is not None:
         data = data.select(SampleList.of(sample_list))
     asked = _positive_int(n, "n")
@@ -179,7 +180,10 @@ def preview(
 
     def render(positions):
         chosen = data.select(positions)
-        dataset = chosen.as_dataset(
+        # A preview shows unlabelled samples too (captioned "-"), with training warps.
+        reading = chosen._reading_unlabelled("show") if isinstance(chosen, ClassificationDataset) else chosen
+        dataset = Dataset.as_dataset(
+            reading,
             batch_size=len(positions),
             shape=shape,
             warp=warp,
@@ -215,6 +219,24 @@ def preview(
         grid[ty : ty + text.shape[0], x : x + text.shape[1]][text] = TEXT
         boxes.append((y, x, h, w))
     return Preview(grid, indices, labels, boxes)
+
+
+def _paths(data):
+    """``data`` when it is a path or a list of them; a TypeError saying what preview takes, else."""
+    import os
+
+    def is_path(p):
+        return isinstance(p, (str, os.PathLike))
+
+    if is_path(data) or (isinstance(data, (list, tuple)) and data and all(is_path(p) for p in data)):
+        return data
+    text = repr(data)
+    raise TypeError(
+        "Expected `data` as a bzna_tf.Dataset (ClassificationDataset, ImageNet, ...) or .bzna paths: "
+        "preview reads and warps the samples itself, as as_dataset would. Pass the dataset you would call "
+        "as_dataset on, and give preview the warp, seed and shape (preview(ds, 16, warp=..., seed=...)). "
+        f"Received: data={text if len(text) <= 120 else text[:117] + '...'}"
+    )
 
 
 def _others(rng, size, first, shuffle):

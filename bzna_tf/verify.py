@@ -292,7 +292,7 @@ def verify(
     run = _decoder() if decode else None
     start = time.perf_counter()
     reports, opened = [], []
-    for path in expand_paths(paths):
+    for path in expand_paths(paths, every_file=True):
         r = FileReport(path)
         reports.append(r)
         try:

@@ -165,17 +165,15 @@ def train(train_path, val_path, args):
     import bzna_tf
 
     keras.utils.set_random_seed(args.seed)
-    train_set = bzna_tf.ClassificationDataset(train_path, input_label=args.track)
-    labelled = np.flatnonzero(train_set.targets >= 0)
+    # Only the labelled samples: as_dataset refuses unlabelled ones (model.fit would train on label -1).
+    train_set = bzna_tf.ClassificationDataset(train_path, input_label=args.track).labelled()
     if val_path is None:
         # Hold out a random 10% of the labelled samples.
-        perm = np.random.default_rng(args.seed).permutation(labelled)
+        perm = np.random.default_rng(args.seed).permutation(len(train_set))
         cut = max(1, len(perm) // 10)
         val_set, train_set = train_set.select(np.sort(perm[:cut])), train_set.select(np.sort(perm[cut:]))
     else:
-        train_set = train_set.select(labelled)
-        val_set = bzna_tf.ClassificationDataset(val_path, input_label=args.track)
-        val_set = val_set.select(np.flatnonzero(val_set.targets >= 0))
+        val_set = bzna_tf.ClassificationDataset(val_path, input_label=args.track).labelled()
     num_classes = int(max(train_set.targets.max(), val_set.targets.max())) + 1
     print(f"train: {len(train_set)} samples, val: {len(val_set)} samples, {num_classes} classes")
 
@@ -186,14 +184,12 @@ def train(train_path, val_path, args):
         shuffle=True,
         seed=args.seed,
         warp=bzna_tf.layers.RandomResizedCrop(size, size, scale=(0.4, 1.0), flip_h=0.5, flip_v=0.5),
-        mean=mean,
-        std=std,
+        normalize=(mean, std),
     )
     val_ds = val_set.as_dataset(
         batch_size=args.batch_size,
         warp=bzna_tf.layers.CenterResizedCrop(size, size),
-        mean=mean,
-        std=std,
+        normalize=(mean, std),
     )
     model = build_model(size, num_classes, steps=args.epochs * len(train_ds))
     t = time.perf_counter()

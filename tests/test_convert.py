@@ -489,7 +489,8 @@ def test_unlabelled_images_must_come_last_unless_given_a_target(tmp_path, small_
     assert not (tmp_path / "x.bzna").exists()
     convert(items, tmp_path / "y.bzna", workers=0, order="source", progress=False, missing_label=-1)
     with BznaFile(tmp_path / "y.bzna") as f:
-        assert f.targets.tolist() == [-1, 1] and f.num_labelled == 2
+        # -1 is stored (targets are a prefix) but is no class: 2 targets, 1 labelled (issue 25 item 4)
+        assert f.targets.tolist() == [-1, 1] and f.num_targets == 2 and f.num_labelled == 1
     convert(items[::-1], tmp_path / "z.bzna", workers=0, order="source", progress=False)
     with BznaFile(tmp_path / "z.bzna") as f:
         assert f.targets.tolist() == [1, -1] and f.num_labelled == 1

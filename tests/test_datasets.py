@@ -16,6 +16,8 @@ tf = pytest.importorskip("tensorflow")
 
 ROOT = Path(__file__).resolve().parents[1]
 N, LABELLED = 23, 20  # an odd count: uneven shards and a short last batch
+# Every sample, the unlabelled tail with label -1 (the default warp is deterministic: training=False is moot).
+ALL = dict(training=False, unlabelled="keep")
 
 
 def colour(i):
@@ -138,7 +140,7 @@ def test_imagenet_needs_room_for_val_and_test(flat_file):
 
 def test_element_spec_and_exact_labels(flat_file):
     d = ClassificationDataset(flat_file)
-    ds = d.as_dataset(batch_size=5, shape=(24, 32), with_filenames=True)
+    ds = d.as_dataset(batch_size=5, shape=(24, 32), with_filenames=True, **ALL)
     images, labels, fnames = ds.element_spec
     assert images == tf.TensorSpec([None, 24, 32, 3], tf.float32)
     assert labels == tf.TensorSpec([None], tf.int64) and fnames == tf.TensorSpec([None], tf.string)
@@ -153,7 +155,7 @@ def test_element_spec_and_exact_labels(flat_file):
             np.testing.assert_allclose(image.reshape(-1, 3).mean(0), colour(i), atol=3)
     assert seen == list(range(N))  # no shuffle: the file's order
     # Static batch dimension, channels first, labels only.
-    ds = d.as_dataset(batch_size=5, shape=8, layout="NCHW", drop_remainder=True)
+    ds = d.as_dataset(batch_size=5, shape=8, layout="NCHW", drop_remainder=True, **ALL)
     assert ds.element_spec[0].shape.as_list() == [5, 3, 8, 8] and ds.cardinality().numpy() == 4
     assert [y.shape[0] for _, y in ds] == [5, 5, 5, 5]
 
@@ -169,9 +171,11 @@ def test_unlabelled_dataset_yields_images_only(flat_file):
 def test_normalisation_and_warp_layers(flat_file):
     d = ClassificationDataset(flat_file).select([3])
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-    (x, _), *_ = run(d.as_dataset(batch_size=1, shape=12, mean=mean, std=std))
+    (x, _), *_ = run(d.as_dataset(batch_size=1, shape=12, normalize=(mean, std)))
     np.testing.assert_allclose(x[0].reshape(-1, 3).mean(0), (colour(3) / 255 - mean) / std, atol=0.06)
-    (b, _), *_ = run(d.as_dataset(batch_size=1, shape=12, bias=10, norm=0.5))
+    (b, _), *_ = run(
+        d.as_dataset(batch_size=1, shape=12, normalize=bzna_tf.layers.Normalize(bias=10, norm=0.5))
+    )
     np.testing.assert_allclose(b[0].reshape(-1, 3).mean(0), (colour(3) - 10.0) * 0.5, atol=2)
     # A layer gives the output shape; zooming out far leaves fill_value around the picture.
     layer = bzna_tf.layers.CenterResizedCrop(20, 30, scale=4.0, fill_value=7.0)
@@ -201,6 +205,7 @@ def test_every_sample_once_per_epoch(flat_file, shuffle, count):
             with_filenames=True,
             shard=(count, index),
             repeat=2,
+            **ALL,
         )
         got = names(ds)
         assert ds.cardinality().numpy() == len(got) // 4 + (len(got) % 4 > 0)
@@ -219,7 +224,7 @@ def test_every_sample_once_per_epoch(flat_file, shuffle, count):
 
 
 def test_same_seed_same_batches_and_new_epochs(flat_file):
-    d = ClassificationDataset(flat_file)
+    d = Dataset(flat_file, track="bzna_thumb")  # every picture, random warps (no labels)
     warp = bzna_tf.layers.RandomResizedCrop(16, 16, scale=(0.1, 0.3), flip_h=0.5)
 
     def make(seed):
@@ -230,9 +235,9 @@ def test_same_seed_same_batches_and_new_epochs(flat_file):
     for x, y in zip(a1 + a2, b1 + b2, strict=True):
         for u, v in zip(x, y, strict=True):
             np.testing.assert_array_equal(u, v)
-    order = [n for el in a1 for n in el[2]]
-    assert order != [n for el in a2 for n in el[2]]  # each iteration reshuffles
-    assert order != [n for el in run(make(6)) for n in el[2]]
+    order = [n for el in a1 for n in el[-1]]
+    assert order != [n for el in a2 for n in el[-1]]  # each iteration reshuffles
+    assert order != [n for el in run(make(6)) for n in el[-1]]
 
 
 def test_crops_differ_per_epoch_but_are_reproducible(tmp_path):
@@ -262,7 +267,7 @@ def test_crops_differ_per_epoch_but_are_reproducible(tmp_path):
 
 
 def test_checkpoint_mid_epoch_restores_the_continuation(flat_file, tmp_path):
-    d = ClassificationDataset(flat_file)
+    d = Dataset(flat_file, track="bzna_thumb")  # every picture, random warps (no labels)
     warp = bzna_tf.layers.RandomResizedCrop(16, 16, flip_h=0.5)
 
     def make():
@@ -283,17 +288,17 @@ def test_checkpoint_mid_epoch_restores_the_continuation(flat_file, tmp_path):
 
 def test_repeat(flat_file):
     d = ClassificationDataset(flat_file)
-    ds = d.as_dataset(batch_size=5, shape=8, repeat=True, with_filenames=True)
+    ds = d.as_dataset(batch_size=5, shape=8, repeat=True, with_filenames=True, **ALL)
     assert ds.cardinality().numpy() == tf.data.INFINITE_CARDINALITY
     assert ds.element_spec[0].shape.as_list() == [5, 8, 8, 3]  # endless: no short batch
     got = [sample_of(n) for el in ds.take(10) for n in el[2].numpy()]
     assert got == (list(range(N)) * 3)[:50]
-    ds = d.as_dataset(batch_size=5, shape=8, repeat=3)
+    ds = d.as_dataset(batch_size=5, shape=8, repeat=3, **ALL)
     assert ds.cardinality().numpy() == 14 and sum(y.shape[0] for _, y in ds) == 3 * N
 
 
 def test_argument_errors(flat_file):
-    d = ClassificationDataset(flat_file)
+    d = ClassificationDataset(flat_file).labelled()
     layer = bzna_tf.layers.CenterResizedCrop(8, 8)
     cases = [
         (dict(batch_size=0, shape=8), "batch_size"),
@@ -305,7 +310,7 @@ def test_argument_errors(flat_file):
         (dict(batch_size=2, shape=8, shard=(3, 3)), "shard"),
         (dict(batch_size=2, shape=8, shard=(2, 0), shuffle=True), "seed"),
         (dict(batch_size=2, shape=8, repeat=-1), "repeat"),
-        (dict(batch_size=2, shape=8, mean=0.5, bias=1), "bias"),
+        (dict(batch_size=2, shape=8, normalize=(0.5, 0)), "std.*normalize"),
         (dict(batch_size=2, shape=8, shard=(30, 29)), "empty"),
     ]
     for kwargs, match in cases:
@@ -321,7 +326,7 @@ def test_argument_errors(flat_file):
 def test_input_context_gives_that_shard(flat_file):
     d = ClassificationDataset(flat_file)
     ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1)
-    ds = d.as_dataset(batch_size=4, shape=8, input_context=ctx, with_filenames=True)
+    ds = d.as_dataset(batch_size=4, shape=8, input_context=ctx, with_filenames=True, **ALL)
     assert names(ds) == list(range(1, N, 2))
 
 
@@ -331,7 +336,7 @@ def test_files_of_other_filesystems(flat_file):
     tf.io.gfile.copy(str(flat_file), url, overwrite=True)
     d = ClassificationDataset("ram://bzna_tf_tests/*.bzna")
     assert d.paths == [url] and d.targets.tolist() == ClassificationDataset(flat_file).targets.tolist()
-    assert names(d.as_dataset(batch_size=8, shape=8, with_filenames=True)) == list(range(N))
+    assert names(d.as_dataset(batch_size=8, shape=8, with_filenames=True, **ALL)) == list(range(N))
 
 
 def test_model_fit_under_mirrored_strategy(flat_file):
@@ -349,7 +354,7 @@ def test_model_fit_under_mirrored_strategy(flat_file):
 
         def dataset_fn(ctx):
             return d.as_dataset(batch_size=ctx.get_per_replica_batch_size(8), warp=warp, shuffle=True,
-                                seed=1, input_context=ctx, repeat=True, mean=0.5, std=0.25)
+                                seed=1, input_context=ctx, repeat=True, normalize=(0.5, 0.25))
 
         data = strategy.distribute_datasets_from_function(dataset_fn)
         with strategy.scope():
@@ -398,11 +403,11 @@ def test_an_unsharded_pipeline_in_a_multi_worker_job_warns_once(flat_file, monke
     import json
     import warnings
 
-    from bzna_tf import datasets
+    from bzna_tf.datasets import arguments
 
-    d = ClassificationDataset(flat_file)
+    d = ClassificationDataset(flat_file).labelled()
     cluster = {"cluster": {"worker": ["host0:2222", "host1:2222"]}, "task": {"type": "worker", "index": 0}}
-    monkeypatch.setattr(datasets, "_warned_auto_shard", False)
+    monkeypatch.setattr(arguments, "_warned_auto_shard", False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         d.as_dataset(batch_size=2, shape=8)  # no TF_CONFIG: a single process
@@ -420,7 +425,7 @@ def test_iterations_continue_the_epochs_and_the_state_checkpoints(flat_file, tmp
     d = ClassificationDataset(flat_file)
 
     def make():
-        return d.as_dataset(batch_size=5, shape=8, shuffle=True, seed=4, with_filenames=True)
+        return d.as_dataset(batch_size=5, shape=8, shuffle=True, seed=4, with_filenames=True, **ALL)
 
     def names(it, k=None):
         batches = it if k is None else (next(it) for _ in range(k))
@@ -430,9 +435,9 @@ def test_iterations_continue_the_epochs_and_the_state_checkpoints(flat_file, tmp
     assert ds.bzna_epochs.get() == (0, 0)
     epochs = [names(iter(ds)) for _ in range(3)]
     assert ds.bzna_epochs.get() == (3, 0) and len({tuple(e) for e in epochs}) == 3
-    kw = dict(batch_size=5, shape=8, shuffle=True, seed=4, with_filenames=True)
+    kw = dict(batch_size=5, shape=8, shuffle=True, seed=4, with_filenames=True, **ALL)
     assert [names(d.as_dataset(**kw, initial_epoch=e)) for e in range(3)] == epochs  # the same, stateless
-    assert not hasattr(d.as_dataset(batch_size=5, shape=8, initial_epoch=0), "bzna_epochs")
+    assert not hasattr(d.as_dataset(batch_size=5, shape=8, initial_epoch=0, **ALL), "bzna_epochs")
     # an iterator and the epoch state, checkpointed mid-epoch 1, restore into a fresh pipeline
     ds = make()
     names(iter(ds))
@@ -448,13 +453,13 @@ def test_iterations_continue_the_epochs_and_the_state_checkpoints(flat_file, tmp
     assert names(iter(ds)) == epochs[1]
     with pytest.raises(ValueError, match="endless"):
         ds.bzna_epochs.set(0, skip=2)
-    endless = d.as_dataset(batch_size=5, shape=8, shuffle=True, seed=4, with_filenames=True, repeat=True)
+    endless = d.as_dataset(**kw, repeat=True)
     endless.bzna_epochs.set(0, skip=3)
     assert names(iter(endless), 2) == (epochs[0] + epochs[1])[15:25]
 
 
 def test_sync_epochs_takes_as_dataset_pipelines(flat_file):
-    d = ClassificationDataset(flat_file)
+    d = ClassificationDataset(flat_file).labelled()
     ds = d.as_dataset(batch_size=5, shape=8)
     with pytest.raises(ValueError, match="as_dataset"):
         bzna_tf.callbacks.SyncEpochs(ds.map(lambda x, y: (x, y)))

@@ -169,6 +169,46 @@ def test_saved_model_reloads_with_identical_outputs(images, tmp_path):
     )
 
 
+_LOAD = """
+import sys
+{imports}
+model = keras.models.load_model(sys.argv[1])
+print(*sorted(type(layer).__name__ for layer in model.layers))
+"""
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import keras\nimport bzna_tf",
+        "import bzna_tf\nimport keras",
+        "import bzna_tf\nfrom tensorflow import keras",
+    ],
+    ids=["keras-then-bzna_tf", "bzna_tf-then-keras", "bzna_tf-then-tf.keras"],
+)
+def test_a_fresh_process_that_imports_bzna_tf_loads_the_layers(tmp_path, imports):
+    """``import bzna_tf`` (not bzna_tf.layers), before or after Keras, is enough for load_model."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "augment.keras"
+    keras.Sequential([keras.Input((None, None, 3), dtype="uint8"), *all_layers()[:2], all_layers()[3]]).save(
+        path
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", _LOAD.format(imports=imports), str(path)], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["Normalize", "RandomResizedCrop", "SimilarityTransform"]
+    # Without bzna_tf, Keras cannot find them (it imports no module outside Keras): the docs say to import it.
+    run = subprocess.run(
+        [sys.executable, "-c", _LOAD.format(imports="import keras"), str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode != 0 and "Could not locate class 'SimilarityTransform'" in run.stderr
+
+
 def test_layers_in_tf_data_map(images):
     layer = RandomResizedCrop(32, 48, flip_h=0.5, seed=6)
     normalize = Normalize(mean=MEAN, std=STD)

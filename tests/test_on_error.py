@@ -108,7 +108,9 @@ def test_fit_skips_bad_samples_counts_and_logs_them(bad_file, capfd):
         for _ in ds.as_dataset(batch_size=4, shape=16):
             pass
 
-    train = ds.as_dataset(batch_size=4, shape=16, shuffle=True, seed=3, on_error="skip", mean=0.5, std=0.25)
+    train = ds.as_dataset(
+        batch_size=4, shape=16, shuffle=True, seed=3, on_error="skip", normalize=(0.5, 0.25)
+    )
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
         [keras.Input((16, 16, 3)), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(3)]

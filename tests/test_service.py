@@ -106,9 +106,11 @@ def _names(ds):
 
 
 def _as_dataset(path, **kwargs):
+    """Every sample of the file (3 of its 12 unlabelled: label -1; the default warp is deterministic)."""
     import bzna_tf
 
     kwargs = {"batch_size": 2, "shape": 8, "with_filenames": True, "seed": 5, "initial_epoch": 0, **kwargs}
+    kwargs = {"training": False, "unlabelled": "keep", **kwargs}
     return bzna_tf.ClassificationDataset(str(path)).as_dataset(**kwargs)
 
 
@@ -133,7 +135,9 @@ def test_as_dataset_served_images_are_the_local_ones(service, original_path):
         return {n.decode(): x for xs, _, ns in ds for x, n in zip(xs.numpy(), ns.numpy(), strict=True)}
 
     warp = bzna_tf.layers.RandomResizedCrop(8, 8, flip_h=0.5)
-    make = lambda: _as_dataset(original_path, shuffle=True, warp=warp, initial_epoch=3)  # noqa: E731
+    kw = dict(shuffle=True, warp=warp, initial_epoch=3, training=True, unlabelled="raise")
+    d = bzna_tf.ClassificationDataset(str(original_path)).labelled()
+    make = lambda: d.as_dataset(batch_size=2, with_filenames=True, seed=5, **kw)  # noqa: E731
     local, served = images(make()), images(_served(make(), service))
     assert sorted(local) == sorted(served)
     for name, x in local.items():
@@ -158,6 +162,21 @@ def test_as_dataset_parallel_epochs_is_one_copy_per_worker(service, original_pat
     once = _names(_as_dataset(original_path, shuffle=True))
     served = _served(_as_dataset(original_path, shuffle=True), service, "parallel_epochs")
     assert _names(served) == sorted(once * 2)
+
+
+@pytest.mark.parametrize("mode", ["distributed_epoch", "parallel_epochs"])
+def test_the_default_pipeline_fails_on_the_workers_naming_initial_epoch(service, original_path, mode):
+    """initial_epoch=None keeps the epoch counter in this process: a worker's copy would repeat one epoch.
+
+    Before, the workers failed with TensorFlow's "Input dataset was expected to contain 6 elements but
+    contained only 0 elements"; now the first element fails with a message that names the fix.
+    """
+    ds = _as_dataset(original_path, initial_epoch=None)
+    assert hasattr(ds, "bzna_epochs")
+    with pytest.raises(tf.errors.OpError, match=r"built with initial_epoch=None.*initial_epoch=0") as e:
+        next(iter(_served(ds, service, mode)))
+    assert "elements but contained only" not in str(e.value)
+    assert len(_names(ds)) == 12  # the same pipeline still runs here
 
 
 def test_register_dataset_shared_job_is_exactly_once(service, original_path):

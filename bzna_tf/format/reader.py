@@ -37,6 +37,7 @@ from bzna_tf.format.checksums import (
     thumb_head_end,
 )
 from bzna_tf.format.errors import BznaFormatError
+from bzna_tf.format.labels import UNLABELLED, count_labelled
 from bzna_tf.format.metadata import MAX_METADATA_BYTES, METADATA_UUID, parse_metadata
 from bzna_tf.format.sample import FNAME, INPUT, TARGET, THUMB, ImageMp4, decode_name, parse_image_mp4
 from bzna_tf.format.sniff import SNIFF_BYTES, not_bzna_reason
@@ -195,13 +196,21 @@ class BznaFile:
         return len(self.tracks[INPUT])
 
     @property
-    def num_labelled(self) -> int:
-        """How many samples have a target (they come first)."""
+    def num_targets(self) -> int:
+        """How many samples have a stored target (they come first; the rest read as -1)."""
         t = self.tracks.get(TARGET)
         return 0 if t is None else len(t)
 
+    @property
+    def num_labelled(self) -> int:
+        """How many samples are labelled: their target is a class, 0 or more (:mod:`bzna_tf.format.labels`).
+
+        A stored negative target (``--missing-label -1``) counts as unlabelled.
+        """
+        return count_labelled(self.targets) if self.num_targets else 0
+
     def __repr__(self):
-        return f"BznaFile({self.name!r}, samples={len(self)}, labelled={self.num_labelled})"
+        return f"BznaFile({self.name!r}, samples={len(self)}, targets={self.num_targets})"
 
     @property
     def metadata(self) -> dict:
@@ -375,8 +384,8 @@ class BznaFile:
     def target(self, i: int) -> int:
         """The target of sample i, or -1 when it has none."""
         i = self._index(i)
-        if i >= self.num_labelled:
-            return -1
+        if i >= self.num_targets:
+            return UNLABELLED
         t = self.tracks[TARGET]
         return int(np.frombuffer(self._read_track(t, i, expect_size=8), "<i8")[0])
 
@@ -384,7 +393,7 @@ class BznaFile:
     def targets(self) -> np.ndarray:
         """Every target as int64, -1 for the unlabelled tail (read once, cached)."""
         if self._targets is None:
-            out = np.full(len(self), -1, dtype=np.int64)
+            out = np.full(len(self), UNLABELLED, dtype=np.int64)
             t = self.tracks.get(TARGET)
             if t is not None and len(t):
                 bad = np.flatnonzero(t.sizes != 8)

@@ -157,8 +157,10 @@ class SampleList:
 
     @classmethod
     def read(cls, path) -> SampleList:
-        """Reads and checks a list file (a path, or a URL of TensorFlow's filesystems)."""
+        """Reads and checks a list file (a path, ``~`` expanded, or a URL of TensorFlow's filesystems)."""
         path = os.fspath(path)
+        if not is_url(path):
+            path = os.path.expanduser(path)
         if is_url(path):
             import tensorflow as tf
 
@@ -303,7 +305,7 @@ class SampleList:
     # ---------------------------------------------------------------- resolving
 
     def _base(self) -> str:
-        base = self.base
+        base = self.base if is_url(self.base) else os.path.expanduser(self.base)
         if is_url(base) or os.path.isabs(base) or self.path is None or is_url(self.path):
             return base
         return os.path.join(os.path.dirname(os.path.abspath(self.path)), base)

@@ -16,11 +16,15 @@ from bzna_tf.format.sample import ImageMp4
 __all__ = [
     "BznaShards",
     "check_shard_sets",
+    "describe_sets",
+    "directory_files",
     "expand_paths",
+    "expand_user",
     "file_numbers",
     "is_url",
     "open_bzna",
     "open_file",
+    "shard_sets",
 ]
 
 _GLOB_CHARS = frozenset("*?[")
@@ -56,8 +60,13 @@ def _is_dir(p) -> bool:
     return _gfile().isdir(p) if is_url(p) else os.path.isdir(p)
 
 
-def _directory(p) -> list[str]:
-    """The .bzna files of a directory, sorted (hidden and partial files excluded)."""
+def expand_user(p: str) -> str:
+    """``~`` and ``~user`` expanded in a local path or pattern (URLs are kept as they are)."""
+    return p if is_url(p) else os.path.expanduser(p)
+
+
+def directory_files(p) -> list[str]:
+    """Every .bzna file of a directory, sorted (hidden and partial files excluded)."""
     if is_url(p):
         matches = sorted(_gfile().glob(p.rstrip("/") + "/*.bzna"))
     else:
@@ -68,21 +77,68 @@ def _directory(p) -> list[str]:
     return matches
 
 
-def check_shard_sets(paths, what) -> None:
-    """Refuses an incomplete set of ``NAME-0000k-of-0000N.bzna`` shards among ``paths``.
+def shard_sets(paths) -> dict:
+    """The datasets among ``paths``: ``NAME-*-of-0000N.bzna`` sets and single files.
 
-    A conversion that has not finished (or a copy that lost files) must not
-    silently read as a smaller dataset.
-
-    Raises:
-      FileNotFoundError: naming the missing shards.
+    Returns:
+      {how to name it (``"train-*-of-00004.bzna"``, ``"val.bzna"``): its paths, in order}.
     """
     sets = {}
     for path in paths:
         m = SHARD_NAME.match(os.path.basename(path))
+        name = f"{m['stem']}-*-of-{m['count']}.bzna" if m else os.path.basename(path)
+        sets.setdefault(name, []).append(path)
+    return sets
+
+
+def describe_sets(sets: dict) -> str:
+    """ "train-*-of-00004.bzna (4 files), val.bzna": the datasets of :func:`shard_sets`."""
+    return ", ".join(f"{name} ({len(p)} files)" if len(p) > 1 else name for name, p in sets.items())
+
+
+def _one_dataset(files, folder) -> None:
+    """Refuses a directory holding more than one shard set or file: it would read them as one."""
+    sets = shard_sets(files)
+    if len(sets) <= 1:
+        return
+    example = next(iter(sets))
+    pattern = example if is_url(folder) else os.path.join(folder, example)
+    raise ValueError(
+        f"{folder} holds {len(sets)} datasets, not one: {describe_sets(sets)}. A directory opens one set of "
+        f"shards or one file; pick one with a pattern or a path (e.g. {pattern!r}), or list several "
+        "explicitly to read them as one (ImageNet's per-split folders: bzna_tf.ImageNet(folder, "
+        "split=...))"
+    )
+
+
+def check_shard_sets(paths, what) -> None:
+    """Refuses an incomplete set of ``NAME-0000k-of-0000N.bzna`` shards among ``paths``, or two sets
+    of one name with different counts (a conversion redone with another number of shards).
+
+    A conversion that has not finished (or a copy that lost files) must not
+    silently read as a smaller dataset, nor two conversions as one.
+
+    Raises:
+      FileNotFoundError: naming the missing shards.
+      ValueError: naming the two sets.
+    """
+    sets, counts = {}, {}
+    for path in paths:
+        m = SHARD_NAME.match(os.path.basename(path))
         if m:
-            key = (os.path.join(os.path.dirname(path), m["stem"]), int(m["count"]), len(m["index"]))
+            stem = os.path.join(os.path.dirname(path), m["stem"])
+            key = (stem, int(m["count"]), len(m["index"]))
             sets.setdefault(key, set()).add(int(m["index"]))
+            counts.setdefault(stem, {})[m["count"]] = None
+    for stem, seen in counts.items():
+        if len(seen) > 1:
+            name = os.path.basename(stem)
+            listed = " and ".join(f"{name}-*-of-{c}.bzna" for c in seen)
+            raise ValueError(
+                f"{what}: two sets of shards named {name}: {listed} (a conversion redone with another "
+                f"number of shards?): pick one with a pattern ending in -of-{next(iter(seen))}.bzna, or "
+                "remove the other"
+            )
     for (stem, count, width), found in sets.items():
         missing = sorted(set(range(count)) - found)
         if missing:
@@ -97,40 +153,68 @@ def check_shard_sets(paths, what) -> None:
             )
 
 
-def expand_paths(paths) -> list[str]:
+def _identity(p: str):
+    """What makes two spellings of a path the same file: (device, inode) where it exists."""
+    if is_url(p):
+        return p
+    try:
+        st = os.stat(p)
+        return (st.st_dev, st.st_ino)
+    except OSError:
+        return os.path.realpath(p)
+
+
+def _refuse_duplicates(paths) -> None:
+    seen = {}
+    for k, p in enumerate(paths):
+        j = seen.setdefault(_identity(p), k)
+        if j != k:
+            first = paths[j]
+            same = f"{p!r} twice" if first == p else f"{first!r} and {p!r}, the same file"
+            raise ValueError(
+                f"a file is listed twice: {same} (each file is read once; a sample twice in an epoch "
+                "would be a silent mistake): remove one of the paths or patterns"
+            )
+
+
+def expand_paths(paths, *, every_file: bool = False) -> list[str]:
     """A path, a directory, a glob pattern, or a list of them -> the list of files.
 
     A pattern expands to its matches in sorted order; a pattern that matches
     nothing is an error, so a typo never yields an empty dataset. A directory
-    gives its ``*.bzna`` files in sorted order. Shards named
-    ``NAME-0000k-of-0000N.bzna`` found through a pattern or a directory must
-    be complete.
+    gives its one dataset: one set of ``NAME-0000k-of-0000N.bzna`` shards, or
+    one file (several are an error listing them). Shards found through a
+    pattern or a directory must be complete, and one name must not come with
+    two shard counts. ``~`` is expanded. A file reached twice (listed twice,
+    matched by two patterns, or spelled two ways) is an error.
+
+    Args:
+      paths: a path, directory or pattern, or a list of them.
+      every_file: a directory gives every .bzna file in it (``bzna-tf info``
+        and ``verify`` look at files, not at one dataset).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out = []
     for p in paths:
-        p = os.fspath(p)
-        if is_url(p) and _GLOB_CHARS & set(p):
-            matches = sorted(_gfile().glob(p))
-            if not matches:
-                raise FileNotFoundError(f"no file matches the pattern {p!r}")
-            check_shard_sets(matches, p)
-            out.extend(matches)
-        elif _GLOB_CHARS & set(p) and not os.path.exists(p):
-            matches = sorted(glob.glob(p))
+        p = expand_user(os.fspath(p))
+        if _GLOB_CHARS & set(p) and (is_url(p) or not os.path.exists(p)):
+            matches = sorted(_gfile().glob(p) if is_url(p) else glob.glob(p))
             if not matches:
                 raise FileNotFoundError(f"no file matches the pattern {p!r}")
             check_shard_sets(matches, p)
             out.extend(matches)
         elif _is_dir(p):
-            matches = _directory(p)
+            matches = directory_files(p)
+            if not every_file:
+                _one_dataset(matches, p)
             check_shard_sets(matches, p)
             out.extend(matches)
         else:
             out.append(p)
     if not out:
         raise ValueError("expected at least one .bzna file. Received: an empty list")
+    _refuse_duplicates(out)
     return out
 
 
@@ -259,7 +343,7 @@ def open_bzna(source):
         are read through ``tf.io.gfile``.
     """
     if isinstance(source, (str, os.PathLike)):
-        p = os.fspath(source)
+        p = expand_user(os.fspath(source))
         if _is_dir(p):
             return BznaShards([p])
         if not (_GLOB_CHARS & set(p)) or (not is_url(p) and os.path.exists(p)):

@@ -159,7 +159,6 @@ def select_split(
         parts.append(np.arange(sub.start, sub.stop, sub.step, dtype=np.int64))
     out = np.concatenate(parts)
     if out.size == 0:
-        raise ValueError(
-            f"The split {spec!r} selects no samples (its splits have {[len(splits[k]) for k in splits]})"
-        )
+        sizes = ", ".join(f"{k} {count(len(r), 'sample')}" for k, r in splits.items())
+        raise ValueError(f"The split {spec!r} selects no samples (the splits: {sizes})")
     return out

@@ -33,8 +33,9 @@ class Normalize(TensorFlowLayer):
     and ``norm = 1 / (255 * std)``, so the output is ``(x / 255 - mean) / std``.
     Benzina users may give ``bias`` and ``norm`` directly, in the warp kernel's
     units; note that Benzina's documented ``norm = std * 255`` multiplies where
-    it should divide. ``as_dataset`` takes the same four arguments and fuses
-    them into the decode-warp op.
+    it should divide. ``as_dataset(normalize=layer)`` fuses the layer into
+    the decode-warp op. ``mean``/``std`` above 1 look like [0, 255] units: a
+    ``UserWarning`` says so.
 
     Training vs inference: the same.
 
@@ -68,6 +69,13 @@ class Normalize(TensorFlowLayer):
         b, n = bias_norm(self.bias, self.norm, self.mean, self.std)
         self._bias, self._norm = np.asarray(b), np.asarray(n)
         self.data_format = standardize_data_format(data_format)
+
+    def kernel_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(bias, norm)``, float32 (3,): the layer as the warp kernel's ``(rgb - bias) * norm``.
+
+        ``as_dataset(normalize=layer)`` fuses these into the decode-warp op.
+        """
+        return self._bias, self._norm
 
     def _channel_shape(self, rank):
         return [3] if self.data_format == "channels_last" or rank < 3 else [3, 1, 1]

@@ -10,9 +10,12 @@ in [0, 1] units; :func:`bias_norm` turns them into ``bias = 255 * mean`` and
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import tensorflow as tf
 
+from bzna_tf.format.wording import user_stacklevel
 from bzna_tf.transforms._backend import get_ops
 from bzna_tf.transforms.similarity import WarpTransform
 
@@ -76,6 +79,10 @@ class ConstantNormTransform:
 def bias_norm(bias=None, norm=None, mean=None, std=None):
     """(bias, norm) as float32 tensors (3,), from bias/norm or from mean/std.
 
+    ``mean``/``std`` above 1 cannot be statistics of images in [0, 1] (their
+    mean lies in [0, 1], their standard deviation at most 0.5): they look like
+    [0, 255] units (``mean=(123.7, 116.3, 103.5)``), and a ``UserWarning`` says so.
+
     Args:
       bias: [0, 255] units, subtracted; a scalar, 3 values or a :class:`ConstantBiasTransform`.
       norm: multiplied after the bias; a scalar, 3 values or a :class:`ConstantNormTransform`.
@@ -104,11 +111,29 @@ def bias_norm(bias=None, norm=None, mean=None, std=None):
         std = per_channel(1.0 if std is None else std, "std")
         if isinstance(std, np.ndarray) and not np.all(std != 0):
             raise ValueError(f"Expected a nonzero `std` for every channel. Received: std={std.tolist()}")
+        _warn_255_units(mean, std)
         bias, norm = mean * 255.0, 1.0 / (std * 255.0)
     else:
         bias = per_channel(0.0 if bias is None else bias, "bias")
         norm = per_channel(1.0 if norm is None else norm, "norm")
     return tf.cast(bias, tf.float32), tf.cast(norm, tf.float32)
+
+
+def _warn_255_units(mean, std) -> None:
+    big = [
+        f"{name}={np.asarray(v).tolist()}"
+        for name, v in (("mean", mean), ("std", std))
+        if isinstance(v, np.ndarray) and np.any(np.abs(v) > 1)
+    ]
+    if big:
+        warnings.warn(
+            f"{' and '.join(big)} {'look' if len(big) > 1 else 'looks'} like [0, 255] units, but `mean` and "
+            "`std` are in [0, 1] units (images become (rgb / 255 - mean) / std): divide them by 255 "
+            "(ImageNet's are mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)), or keep [0, 255] "
+            "units with bzna_tf.layers.Normalize(bias=mean, norm=1 / std): (rgb - bias) * norm",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
 
 
 class ConstantWarpTransform(WarpTransform):

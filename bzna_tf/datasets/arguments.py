@@ -1,0 +1,374 @@
+"""``as_dataset``'s arguments, checked and resolved before any graph is built.
+
+:func:`check` turns the keywords into one :class:`Options` (or raises a
+``ValueError``/``TypeError`` naming the argument, Keras style: what was
+expected, then ``Received: arg=value``). The pipeline (:mod:`.pipeline`)
+reads only the resolved options. This module imports no TensorFlow at import
+time (``bzna_tf.blending`` and ``bzna_tf.previews`` use its small checkers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from bzna_tf.format.wording import user_stacklevel
+
+__all__ = [
+    "DEVICES",
+    "LAYOUTS",
+    "MAX_BATCH_BYTES",
+    "SHARD_BY",
+    "Options",
+    "check",
+    "nonnegative_int",
+    "positive_int",
+]
+
+LAYOUTS = ("NHWC", "NCHW")
+DEVICES = ("auto", "cpu", "gpu")
+SHARD_BY = ("samples", "files")
+SEED_MOD = 2**63
+# The largest batch as_dataset makes: batch_size x height x width x 3 float32 values. A mistyped
+# `shape` (100000 for 100) must fail here, not in a 100 GiB allocation in a tf.data thread.
+MAX_BATCH_BYTES = 4 * 2**30
+"""The largest batch ``as_dataset`` makes, in bytes: ``batch_size x height x width x 3`` float32 values
+(4 GiB). A larger one is refused when the pipeline is built, naming ``shape`` and ``batch_size``."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``as_dataset`` was asked for, checked and with its defaults filled in."""
+
+    # output
+    batch_size: int
+    shape: tuple[int, int]
+    layout: str
+    drop_remainder: bool
+    with_filenames: bool
+    payloads: bool  # device="gpu": {"data", "matrices"} instead of images
+    on_error: str
+    # order
+    shuffle: bool
+    seed: int
+    seed_drawn: bool  # no seed was given: as_dataset drew this one
+    epochs: int | None  # per iteration; None: endless
+    initial_epoch: int | None
+    # augmentation
+    transform: object  # a bzna_tf.transforms WarpTransform
+    training: bool
+    fill_value: object  # per channel, (3,)
+    antialias: bool
+    # normalisation: the kernel's (rgb - bias) * norm
+    bias: object
+    norm: object
+    # distribution
+    shard: tuple[int, int]  # (count, index)
+    shard_by: str
+    # tf.data tuning
+    num_parallel_calls: int | None
+    prefetch: int | None
+
+    @property
+    def skip(self) -> bool:
+        return self.on_error == "skip"
+
+    @property
+    def reproducible(self) -> bool:
+        """Whether a rebuilt pipeline yields the same data: a seed was given, or nothing is drawn."""
+        from bzna_tf.transforms import CenterResizedCrop, ConstantWarpTransform
+
+        fixed = not self.training or isinstance(self.transform, (CenterResizedCrop, ConstantWarpTransform))
+        return not self.seed_drawn or (fixed and not self.shuffle)
+
+
+def check(
+    *, batch_size, shape, shuffle, seed, repeat, initial_epoch, warp, training, fill_value, antialias,
+    normalize, layout, drop_remainder, with_filenames, device, on_error, input_context, shard, shard_by,
+    num_parallel_calls, prefetch,
+) -> Options:  # fmt: skip
+    """Every argument of ``as_dataset`` but the sample list, checked, in one :class:`Options`."""
+    from bzna_tf.ops.source import check_on_error
+
+    batch_size = positive_int(batch_size, "batch_size")
+    layer, transform = _warp(warp)
+    hw = _shape(shape, layer)
+    _check_batch_bytes(batch_size, hw, shape)
+    if layout not in LAYOUTS:
+        raise ValueError(f"Expected `layout` in {LAYOUTS}. Received: layout={layout!r}")
+    if device not in DEVICES:
+        raise ValueError(f"Expected `device` in {DEVICES}. Received: device={device!r}")
+    payloads = _payload_mode(device, normalize=normalize, fill_value=fill_value, antialias=antialias,
+                             layout=None if layout == "NHWC" else layout)  # fmt: skip
+    check_on_error(on_error)
+    bias, norm = normalization(normalize)
+    return Options(
+        batch_size=batch_size,
+        shape=hw,
+        layout=layout,
+        drop_remainder=drop_remainder,
+        with_filenames=with_filenames,
+        payloads=payloads,
+        on_error=on_error,
+        shuffle=shuffle,
+        seed=_seed(seed),
+        seed_drawn=seed is None,
+        epochs=_epochs(repeat),
+        initial_epoch=None if initial_epoch is None else nonnegative_int(initial_epoch, "initial_epoch"),
+        transform=transform,
+        training=training,
+        fill_value=_fill_value(fill_value, layer),
+        antialias=getattr(layer, "antialias", True) if antialias is None else antialias,
+        bias=bias,
+        norm=norm,
+        shard=_distribution(shard, input_context, shard_by, shuffle, seed),
+        shard_by=shard_by,
+        num_parallel_calls=num_parallel_calls,
+        prefetch=prefetch,
+    )
+
+
+# ------------------------------------------------------------------ small checkers
+
+
+def positive_int(value, arg: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"Expected `{arg}` as a positive integer. Received: {arg}={value!r}")
+    return int(value)
+
+
+def nonnegative_int(value, arg: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"Expected `{arg}` as a non-negative integer. Received: {arg}={value!r}")
+    return int(value)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+# ------------------------------------------------------------------ output
+
+
+def _is_warp_layer(warp) -> bool:
+    return hasattr(warp, "transform") and hasattr(warp, "height") and hasattr(warp, "matrices")
+
+
+def _warp(warp):
+    """(the warp layer or None, its transform): a layer, a transform, or None for the whole picture."""
+    from bzna_tf.transforms import CenterResizedCrop, WarpTransform
+
+    if warp is None:
+        return None, CenterResizedCrop(scale=1.0)
+    if _is_warp_layer(warp):
+        return warp, warp.transform
+    if isinstance(warp, WarpTransform):
+        return None, warp
+    raise TypeError(
+        "Expected `warp` to be a bzna_tf.layers warp layer or a bzna_tf.transforms transform. "
+        f"Received: warp={warp!r}"
+    )
+
+
+def _shape(shape, layer):
+    """The output (height, width): from ``shape``, or from a warp layer's (height, width)."""
+    layer_hw = (layer.height, layer.width) if layer is not None else None
+    if shape is None:
+        if layer_hw is None:
+            raise ValueError(
+                "Expected `shape` = (height, width) of the output images (or a warp layer, which has one). "
+                "Received: shape=None"
+            )
+        return layer_hw
+    if _is_int(shape):
+        shape_hw = (shape, shape)
+    elif isinstance(shape, (tuple, list, np.ndarray)) and len(shape) == 2 and all(_is_int(v) for v in shape):
+        shape_hw = tuple(shape)
+    else:
+        raise ValueError(
+            "Expected `shape` = (height, width), two positive integers, or one for a square. "
+            f"Received: shape={shape!r}"
+        )
+    if min(shape_hw) <= 0:
+        raise ValueError(f"Expected `shape` = (height, width) of positive sizes. Received: shape={shape!r}")
+    hw = tuple(int(v) for v in shape_hw)
+    if layer_hw is not None and layer_hw != hw:
+        raise ValueError(
+            f"`shape` {hw} differs from the warp layer's (height, width) {layer_hw}: "
+            "give one, or make them agree"
+        )
+    return hw
+
+
+def _check_batch_bytes(batch_size: int, hw, shape) -> None:
+    asked = batch_size * hw[0] * hw[1] * 3 * 4
+    if asked > MAX_BATCH_BYTES:
+        raise ValueError(
+            f"as_dataset makes batches of at most {MAX_BATCH_BYTES / 2**30:g} GiB (batch_size x height x "
+            f"width x 3 float32); batch_size={batch_size} of {hw[0]} x {hw[1]} images would take "
+            f"{asked / 2**30:,.1f} GiB. Check `shape` (the output (height, width)) and `batch_size`. "
+            f"Received: shape={shape!r}, batch_size={batch_size}"
+        )
+
+
+def _payload_mode(device, **image_arguments) -> bool:
+    """True for device="gpu" (the model decodes); checks that tf.data was asked for no image options."""
+    if device != "gpu":
+        return False
+    given = [_LAYER_SPELLING.get(k, k) for k, v in image_arguments.items() if v is not None]
+    if given:
+        raise ValueError(
+            f"With device='gpu' the images are made by the model's first layer, "
+            f"bzna_tf.layers.DecodeWarp: give it {', '.join(given)}, not as_dataset"
+        )
+    return True
+
+
+# How DecodeWarp spells as_dataset's image arguments.
+_LAYER_SPELLING = {
+    "normalize": "the normalisation (its mean= and std=, or bias= and norm=)",
+    "layout": "the layout (its data_format='channels_first')",
+}
+
+
+# ------------------------------------------------------------------ order
+
+
+def _epochs(repeat):
+    """How many epochs one iteration gives: an int, or None for endless."""
+    if repeat is True:
+        return None
+    if repeat is False or repeat is None:
+        return 1
+    if _is_int(repeat) and repeat > 0:
+        return int(repeat)
+    raise ValueError(
+        f"Expected `repeat` as True, False or a positive number of epochs. Received: repeat={repeat!r}"
+    )
+
+
+def _seed(seed) -> int:
+    """The seed, reduced to [0, 2**63); None draws one."""
+    if seed is None:
+        return random.SystemRandom().randrange(SEED_MOD)
+    if not _is_int(seed):
+        raise TypeError(f"Expected `seed` as an integer or None. Received: seed={seed!r}")
+    return int(seed) % SEED_MOD
+
+
+# ------------------------------------------------------------------ augmentation and normalisation
+
+
+def _fill_value(fill_value, layer):
+    from bzna_tf.transforms.constant import per_channel
+
+    if fill_value is None:
+        fill_value = getattr(layer, "fill_value", 0.0)
+    return per_channel(fill_value, "fill_value")
+
+
+def normalization(normalize):
+    """(bias, norm) float32 tensors (3,) for the kernel's ``(rgb - bias) * norm``, from ``normalize``.
+
+    Args:
+      normalize: None (RGB in [0, 255]), a ``bzna_tf.layers.Normalize`` layer,
+        or a ``(mean, std)`` pair in [0, 1] units (each a number or 3).
+    """
+    from bzna_tf.transforms.constant import bias_norm
+
+    layers = sys.modules.get("bzna_tf.layers.normalize")  # a Normalize exists only once it is imported
+    if layers is not None and isinstance(normalize, layers.Normalize):
+        return bias_norm(*normalize.kernel_terms())
+    if normalize is None:
+        return bias_norm()
+    if not (isinstance(normalize, (tuple, list)) and len(normalize) == 2):
+        raise TypeError(
+            "Expected `normalize` as a (mean, std) pair in [0, 1] units, e.g. ((0.485, 0.456, 0.406), "
+            "(0.229, 0.224, 0.225)), or a bzna_tf.layers.Normalize layer (Benzina's bias/norm: "
+            f"Normalize(bias=..., norm=...)). Received: normalize={normalize!r}"
+        )
+    try:
+        return bias_norm(mean=normalize[0], std=normalize[1])
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{e} (in `normalize` = (mean, std)). Received: normalize={normalize!r}") from None
+
+
+# ------------------------------------------------------------------ distribution
+
+
+def _distribution(shard, input_context, shard_by, shuffle, seed) -> tuple[int, int]:
+    """(count, index) of this pipeline's shard, checked with how samples go to shards."""
+    count, index = _shard(shard, input_context)
+    if shard is None and input_context is None and (workers := _num_workers()) > 1:
+        _warn_auto_shard(workers)
+    if shard_by not in SHARD_BY:
+        raise ValueError(f"Expected `shard_by` in {SHARD_BY}. Received: shard_by={shard_by!r}")
+    if shuffle and count > 1 and shard_by == "samples" and seed is None:
+        raise ValueError(
+            "Sharded shuffling needs a `seed`: every shard must draw the same permutation "
+            "for the shards to stay disjoint"
+        )
+    return count, index
+
+
+def _shard(shard, input_context):
+    """(count, index) of this pipeline's shard."""
+    if shard is not None and input_context is not None:
+        raise ValueError("Give `shard` or `input_context`, not both")
+    if input_context is not None:
+        shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
+    if shard is None:
+        return 1, 0
+    try:
+        count, index = (int(v) for v in shard)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"Expected `shard` = (count, index). Received: shard={shard!r}") from e
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(
+            f"Expected `shard` = (count, index) with 0 <= index < count. Received: shard={shard!r}"
+        )
+    return count, index
+
+
+_warned_auto_shard = False
+
+
+def _num_workers() -> int:
+    """Workers of the multi-worker job this process belongs to (1 when none): from a
+    distribution strategy in scope, else from ``$TF_CONFIG``."""
+    import tensorflow as tf
+
+    cluster = None
+    if tf.distribute.has_strategy():
+        resolver = getattr(tf.distribute.get_strategy(), "cluster_resolver", None)
+        if resolver is not None:
+            cluster = resolver.cluster_spec().as_dict()
+    if cluster is None:
+        try:
+            cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+        except (ValueError, AttributeError):
+            cluster = {}
+    return sum(len(cluster.get(job) or ()) for job in ("chief", "worker")) or 1
+
+
+def _warn_auto_shard(workers: int) -> None:
+    """Once per process: an unsharded pipeline in a multi-worker job gets DATA auto-sharding."""
+    global _warned_auto_shard
+    if _warned_auto_shard:
+        return
+    _warned_auto_shard = True
+    warnings.warn(
+        f"as_dataset(...) without `input_context` or `shard` in a job of {workers} workers: "
+        "tf.distribute's auto-sharding cannot split this pipeline by file (its source is not a "
+        "TensorFlow file reader) and falls back to DATA, so every worker decodes every picture and "
+        "keeps 1/N of the batches. Build it per worker instead: "
+        "strategy.distribute_datasets_from_function(lambda ctx: ds.as_dataset(..., input_context=ctx)), "
+        "or pass shard=(num_workers, worker_index).",
+        stacklevel=user_stacklevel(),
+    )

@@ -1,0 +1,441 @@
+"""The catalog: ``Dataset``, the samples of .bzna files (``ClassificationDataset``, ``ImageNet`` extend it).
+
+Opening a dataset reads the files' indices (in Python, no TensorFlow): files,
+shards, splits, selections and sample lists live here.
+:meth:`Dataset.as_dataset` checks its arguments (:mod:`.arguments`) and hands
+the samples to read to the pipeline (:mod:`.pipeline`), which builds the
+``tf.data`` graph.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+import bzna_tf.format.wording as wording
+from bzna_tf.datasets.arguments import check as check_arguments
+from bzna_tf.format.samplelist import SampleList, SampleListError
+from bzna_tf.format.shards import BznaShards, file_numbers
+from bzna_tf.format.splits import select_split
+
+__all__ = ["Dataset"]
+
+# Benzina's track names, and the source op's short names.
+TRACKS = {"bzna_input": "input", "bzna_thumb": "thumb", "input": "input", "thumb": "thumb"}
+
+
+def _track(track: str) -> str:
+    if track not in TRACKS:
+        raise ValueError(f"Expected the track to be one of {list(TRACKS)}. Received: {track!r}")
+    return TRACKS[track]
+
+
+class Dataset:
+    """The pictures of one or more .bzna files, as a ``tf.data`` pipeline.
+
+    Several files (a list, or glob patterns, expanded in sorted order) read as
+    one dataset, concatenated in order: sample ``i`` of the second file is
+    global sample ``len(first) + i``. Paths may be local or URLs of
+    TensorFlow's filesystems (``gs://...``).
+
+    Args:
+      path_or_paths: a path, a glob pattern, or a list of them.
+      track: ``"bzna_input"`` (default: the full-size picture) or
+        ``"bzna_thumb"`` (the thumbnail, at most 512 x 512; the full
+        picture for images that need none). ``"input"``/``"thumb"`` also work.
+      split: a selection of the samples, TFDS style, over the whole file
+        called ``all``: ``"all[:90%]"``, ``"[90%:]"`` (a nameless slice means
+        ``all``), ``"[1000:2000]"``. Default: every sample.
+
+    Raises:
+      BznaFormatError: a file that is not a readable .bzna.
+      FileNotFoundError: a missing file, or a pattern matching nothing.
+      ValueError: an unknown track or a malformed split.
+
+    Example:
+
+    ```python
+    ds = bzna_tf.Dataset("pictures.bzna")
+    images = ds.as_dataset(batch_size=32, shape=(224, 224))  # (32, 224, 224, 3) float32 batches
+    ```
+    """
+
+    def __init__(self, path_or_paths, track: str = "bzna_input", *, split: str | None = None):
+        self.track = track
+        self._track = _track(track)
+        self._index = BznaShards(path_or_paths)
+        self.split = split
+        self._indices = self._select(split)
+        self._indices.flags.writeable = False
+
+    def _named_splits(self) -> dict[str, range]:
+        return {"all": range(len(self._index))}
+
+    def _unavailable_splits(self) -> dict[str, str]:
+        """Split names this data lacks -> why."""
+        return {}
+
+    def _select(self, split) -> np.ndarray:
+        if split is None:
+            return np.arange(len(self._index), dtype=np.int64)
+        try:
+            return select_split(
+                split, self._named_splits(), default="all", unavailable=self._unavailable_splits()
+            )
+        except ValueError as e:
+            raise ValueError(f"{e} (in {self._describe_files()})") from None
+
+    def _describe_files(self) -> str:
+        paths = self.paths
+        return paths[0] if len(paths) == 1 else f"{len(paths)} files, {paths[0]} ..."
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def paths(self) -> list[str]:
+        """The files, in order."""
+        return list(self._index.paths)
+
+    @property
+    def indices(self) -> np.ndarray:
+        """The global sample indices this dataset reads, in order (int64, read-only)."""
+        return self._indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __repr__(self):
+        split = f", split={self.split!r}" if self.split is not None else ""
+        return f"{type(self).__name__}({self._describe_files()!r}{split}, samples={len(self)})"
+
+    @property
+    def targets(self) -> np.ndarray:
+        """Each selected sample's target (int64), -1 for samples without one."""
+        return self._index.targets[self._indices]
+
+    @property
+    def filenames(self) -> list[str | None]:
+        """Each selected sample's stored filename (None where a file has no name track)."""
+        names = self._index.filenames()
+        return [names[i] for i in self._indices.tolist()]
+
+    def select(self, positions) -> Dataset:
+        """A dataset of some of these samples.
+
+        ``positions`` index this dataset (0 .. len - 1), or are a boolean mask
+        of ``len(self)`` entries, or a :class:`bzna_tf.SampleList` (see
+        :meth:`sample_list_positions`).
+
+        Example: a random 10% held out for validation::
+
+            perm = np.random.default_rng(0).permutation(len(ds))
+            val, train = ds.select(perm[: len(ds) // 10]), ds.select(perm[len(ds) // 10 :])
+        """
+        if isinstance(positions, SampleList):
+            positions = self.sample_list_positions(positions)
+        p = np.asarray(positions)
+        if p.dtype == bool:
+            if p.shape != (len(self),):
+                raise ValueError(f"Expected a boolean mask of {len(self)} entries. Received: shape {p.shape}")
+            p = np.flatnonzero(p)
+        if p.ndim != 1 or not (p.size == 0 or np.issubdtype(p.dtype, np.integer)):
+            raise ValueError(
+                f"Expected a vector of integer positions. Received: {p.dtype} array of shape {p.shape}"
+            )
+        if p.size == 0:
+            raise ValueError("Expected at least one position. Received: an empty selection")
+        if p.min() < -len(self) or p.max() >= len(self):
+            raise IndexError(f"position out of range for a dataset of {wording.count(len(self), 'sample')}")
+        out = copy.copy(self)
+        out._indices = self._indices[p]
+        out._indices.flags.writeable = False
+        out.split = None
+        return out
+
+    def sample_list_positions(self, sample_list) -> np.ndarray:
+        """The positions in this dataset of the samples a sample list uses.
+
+        The list narrows the dataset: the result holds the samples that are
+        both in this dataset (its split or selection) and used by the list,
+        in the list's order (exclusion lists: file order). The list's files
+        are matched to this dataset's files by path (base + file), or, for a
+        list written on another machine, by their trailing path components.
+
+        Args:
+          sample_list: a :class:`bzna_tf.SampleList` or the path of a list file.
+
+        Raises:
+          SampleListError: a malformed list, or one that names a file, an
+            index or a filename this dataset's files lack (naming the line);
+            or no listed sample is in this dataset.
+        """
+        lst = SampleList.of(sample_list)
+        files = self._index.files
+        wanted = lst.global_indices(self.paths, self._index.starts, lambda k: files[k].filenames())
+        sel = self._indices
+        order = np.argsort(sel, kind="stable")
+        at = np.searchsorted(sel[order], wanted).clip(max=max(len(sel) - 1, 0))
+        found = sel[order][at] == wanted
+        if not found.any():
+            raise SampleListError(
+                f"none of the listed samples ({wording.count(len(wanted), 'sample')}) is in this dataset "
+                f"({self!r})",
+                path=lst.path,
+            )
+        return order[at[found]]
+
+    def to_sample_list(self, type: str = "CONDUIT_HDF5_INCLUSION", *, ids: str = "indices", base=None):
+        """This dataset's samples (its split or selection) as a :class:`bzna_tf.SampleList`.
+
+        Args:
+          type: one of ``bzna_tf.LIST_TYPES``.
+          ids: ``"indices"`` (each sample's index in its file) or ``"names"``
+            (its stored filename; refused where a name could not be read back).
+          base: line 3, the files' base directory (default: their common one).
+        """
+        files = self._index.files
+        return SampleList.from_indices(
+            self.paths,
+            self._index.starts,
+            self._indices,
+            kind=type,
+            ids=ids,
+            filenames_of=lambda k: files[k].filenames(),
+            base=base,
+        )
+
+    @classmethod
+    def from_sample_list(cls, sample_list, **kwargs) -> Dataset:
+        """Opens the files a sample list names and selects its samples.
+
+        Args:
+          sample_list: a :class:`bzna_tf.SampleList` or the path of a list file.
+          **kwargs: the class's other arguments (``track``, ``input_label``, ...).
+        """
+        lst = SampleList.of(sample_list)
+        return cls(lst.data_paths(), **kwargs).select(lst)
+
+    def close(self):
+        """Closes the files' index readers (the ``tf.data`` pipelines read on their own)."""
+        self._index.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ tf.data
+
+    _labels = False  # elements are images (and filenames), no labels
+
+    def as_dataset(
+        self,
+        *,
+        batch_size: int,
+        shape=None,
+        # order
+        shuffle: bool = False,
+        seed: int | None = None,
+        repeat=False,
+        initial_epoch: int | None = None,
+        # augmentation
+        warp=None,
+        training: bool = True,
+        fill_value=None,
+        antialias: bool | None = None,
+        # normalisation
+        normalize=None,
+        # output
+        layout: str = "NHWC",
+        drop_remainder: bool = False,
+        with_filenames: bool = False,
+        device: str = "auto",
+        on_error: str = "raise",
+        # distribution
+        input_context=None,
+        shard=None,
+        shard_by: str = "samples",
+        sample_list=None,
+        # tf.data tuning
+        num_parallel_calls: int | None = None,
+        prefetch: int | None = None,
+    ):
+        """A ``tf.data.Dataset`` of decoded, warped, normalised batches.
+
+        Elements are float32 images (N, height, width, 3) (``layout="NCHW"``:
+        (N, 3, height, width)); :class:`ClassificationDataset` adds the int64
+        labels (N,): ``(images, labels)``, ready for ``model.fit``.
+
+        Each epoch is the selection's order, or with ``shuffle`` a full random
+        permutation (not a buffer) drawn from ``seed`` and the epoch. Each
+        sample's crop and flips depend on (seed, epoch, sample index) only:
+        new each epoch, reproducible whatever the parallelism, and restored
+        exactly with the iterator (``tf.train.Checkpoint``).
+
+        The arguments come in groups, in this order below: the output's size
+        (``batch_size``, ``shape``); **order** (``shuffle``, ``seed``,
+        ``repeat``, ``initial_epoch``); **augmentation** (``warp``,
+        ``training``, ``fill_value``, ``antialias``); **normalisation**
+        (``normalize``); the output's form (``layout``, ``drop_remainder``,
+        ``with_filenames``, ``device``, ``on_error``); **distribution**
+        (``input_context``, ``shard``, ``shard_by``, ``sample_list``); and
+        **tf.data tuning** (``num_parallel_calls``, ``prefetch``).
+
+        Args:
+          batch_size: images per batch (under ``tf.distribute``, per replica:
+            ``input_context.get_per_replica_batch_size(global_batch)``).
+          shape: the output (height, width), or one int for a square; default:
+            the warp layer's. A batch may take at most
+            ``bzna_tf.datasets.MAX_BATCH_BYTES`` (4 GiB) of float32 values.
+          shuffle: permute the samples each epoch; each iteration of the
+            dataset (each Keras epoch) gets a new permutation.
+          seed: an integer for the permutations and the random warps. None
+            draws one (then runs differ). Sharded shuffling needs one (every
+            worker must draw the same permutation).
+          repeat: False (one epoch per iteration), True (endless: pass
+            ``steps_per_epoch`` to ``model.fit``), or a number of epochs per
+            iteration. Batches run across epoch boundaries.
+          initial_epoch: None (default): iteration ``k`` of the dataset yields
+            data epochs ``k * epochs ...`` (``epochs`` = 1 or ``repeat``), from
+            a counter in ``ds.bzna_epochs`` (:class:`EpochState`) that
+            :class:`bzna_tf.callbacks.SyncEpochs` keeps in step with Keras'
+            epochs; the counter lives in this process, so such a pipeline
+            cannot be sent to tf.data service. An int: a stateless pipeline,
+            every iteration yields epochs ``initial_epoch ...``; it
+            serialises, as tf.data service needs.
+          warp: a ``bzna_tf.layers`` warp layer (``RandomResizedCrop(224, 224,
+            flip_h=0.5)``, ``CenterResizedCrop(224, 224, 224 / 256)``, ...)
+            or a ``bzna_tf.transforms`` transform. The layer's own seed is not
+            used: ``seed`` is. Default: ``CenterResizedCrop(scale=1)``, the
+            image scaled to cover ``shape`` and its centre kept.
+          training: False makes the warp deterministic (its centre values:
+            use it to evaluate with a training warp).
+          fill_value: the raw value of pixels that fall outside the picture
+            (a scalar or 3 values); default: the warp layer's, or 0.
+          antialias: where the warp shrinks the picture, average each output
+            pixel's footprint (a triangle filter as wide as the reduction, as
+            torchvision and DALI do) instead of sampling a point (Benzina's
+            warp); see ``bzna_tf.ops.decode_warp``. Default: the warp layer's,
+            or True.
+          normalize: None (default: RGB in [0, 255]); a ``(mean, std)`` pair
+            in [0, 1] units, torchvision style (``((0.485, 0.456, 0.406),
+            (0.229, 0.224, 0.225))``; each a number or 3): images become
+            ``(rgb / 255 - mean) / std``; or a
+            :class:`bzna_tf.layers.Normalize` layer (Benzina's own terms:
+            ``Normalize(bias=..., norm=...)``, ``(rgb - bias) * norm``; the
+            layer's ``data_format`` is not used: ``layout`` is). It is fused
+            into the decode-warp op. A mean or std above 1 looks like [0, 255]
+            units: a ``UserWarning`` says so.
+          layout: ``"NHWC"`` (default) or ``"NCHW"``.
+          drop_remainder: drop the last batch of an epoch when it is short, so
+            the batch dimension is static. (Endless datasets always have it.)
+          with_filenames: add each sample's stored filename (tf.string) as the
+            last element of the tuple. (Not for ``model.fit``, which would
+            take a third element as sample weights.)
+          device: where pictures are decoded and warped. ``"cpu"``: in
+            ``tf.data`` (FFmpeg's HEVC decoder fused with the warp), elements
+            are images. ``"gpu"``: in the model, whose first layer is
+            :class:`bzna_tf.layers.DecodeWarp` (NVDEC + the CUDA warp when the
+            model runs on a GPU); elements are ``{"data", "matrices"}``
+            (pictures and each sample's matrix, still reproducible from the
+            seed) instead of images, and normalize/fill_value/antialias/layout
+            belong to that layer. ``"auto"`` (default) is ``"cpu"``: the GPU
+            path changes what the dataset yields, so it is asked for by name.
+          on_error: what a sample that cannot be read or decoded does (a
+            damaged or malformed sample, a checksum mismatch, a short or failed
+            read). ``"raise"`` (default): the iteration fails with an error
+            naming the file and the sample's index in it. ``"skip"``: the
+            sample is dropped from its batch (the rest of the batch is kept, so
+            batches can be shorter than ``batch_size`` and their first
+            dimension is None), a warning names the file, the sample and the
+            reason (the first 10 one by one, then a summary at most every 30
+            s), and ``ds.bzna_skipped`` (:class:`bzna_tf.ops.SkippedSamples`)
+            counts them. A file that cannot be opened or indexed still fails.
+            With ``device="gpu"`` only reading errors are skipped here:
+            pictures are decoded in the model, where a bad one fails the step.
+          input_context: a ``tf.distribute.InputContext``: read shard
+            ``input_pipeline_id`` of ``num_input_pipelines``.
+          shard: ``(count, index)``: read only shard ``index`` of ``count``
+            (workers, ranks). Shards are disjoint and together hold every
+            sample once per epoch.
+          shard_by: how samples go to shards. ``"samples"`` (default): every
+            ``count``-th sample of each epoch's order; shards differ in size by
+            at most one and, with ``shuffle``, are drawn from each epoch's
+            permutation (so they change every epoch; needs a ``seed``).
+            ``"files"``: whole .bzna files, file ``k`` of the dataset's files
+            to shard ``k % count`` (Megatron-Energon's way: use many more
+            files than shards); each shard reads only its own files, always
+            the same ones, shuffled within the shard (no shared seed needed).
+            Sizes follow the files'. A shard that gets no sample is an error,
+            except with ``training=False`` (validation strided across
+            workers: some may get less or nothing, and yield no batch).
+          sample_list: a :class:`bzna_tf.SampleList` or the path of an LBANN
+            sample list: only the samples it uses (and this dataset holds)
+            are read, in the list's order (see :meth:`sample_list_positions`).
+          num_parallel_calls: batches decoded at once (default ``AUTOTUNE``;
+            each batch is also spread over TensorFlow's CPU threads).
+          prefetch: batches to prefetch (default ``AUTOTUNE``).
+
+        Returns:
+          A ``tf.data.Dataset`` of known cardinality (infinite with ``repeat=True``).
+
+        Raises:
+          ValueError, TypeError: bad arguments (each names the argument).
+        """
+        from bzna_tf.datasets.pipeline import build
+
+        options = check_arguments(
+            batch_size=batch_size,
+            shape=shape,
+            shuffle=shuffle,
+            seed=seed,
+            repeat=repeat,
+            initial_epoch=initial_epoch,
+            warp=warp,
+            training=training,
+            fill_value=fill_value,
+            antialias=antialias,
+            normalize=normalize,
+            layout=layout,
+            drop_remainder=drop_remainder,
+            with_filenames=with_filenames,
+            device=device,
+            on_error=on_error,
+            input_context=input_context,
+            shard=shard,
+            shard_by=shard_by,
+            num_parallel_calls=num_parallel_calls,
+            prefetch=prefetch,
+        )
+        return build(*self._source(sample_list, options))
+
+    def _source(self, sample_list, options):
+        """(the files and samples the pipeline reads, the options): the selection, narrowed by the
+        sample list, and for ``shard_by="files"`` to this shard's files (then read as one shard)."""
+        from dataclasses import replace
+
+        from bzna_tf.datasets.pipeline import Source
+
+        sel = self._indices if sample_list is None else self._indices[self.sample_list_positions(sample_list)]
+        self._check_selection(sel, options, listed=sample_list is not None)
+        count, index = options.shard
+        if options.shard_by == "files" and count > 1:
+            sel = self._file_shard(sel, count, index, options.training)
+            options = replace(options, shard=(1, 0))
+        return Source(list(self.paths), self._index.starts, self._track, sel, self._labels), options
+
+    def _check_selection(self, selection, options, *, listed: bool) -> None:
+        """Refuses a selection the elements cannot carry (ClassificationDataset: unlabelled samples)."""
+
+    def _file_shard(self, sel, count, index, training) -> np.ndarray:
+        """The samples of ``sel`` in the files of shard ``index`` (file k -> shard k % count)."""
+        num_files = len(self._index.files)
+        if num_files < count and training:
+            raise ValueError(
+                "shard_by='files' needs at least as many files as shards: "
+                f"{wording.count(num_files, 'file')} for {count} shards (use more, smaller .bzna files, or "
+                "shard_by='samples')"
+            )
+        return sel[file_numbers(self._index.starts, sel) % count == index]

@@ -1,0 +1,123 @@
+"""``ClassificationDataset``: a catalog of labelled samples; ``as_dataset`` yields ``(images, labels)``."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+import bzna_tf.format.wording as wording
+from bzna_tf.datasets.catalog import Dataset
+from bzna_tf.format.labels import is_labelled
+
+__all__ = ["UNLABELLED", "ClassificationDataset"]
+
+# What ClassificationDataset.as_dataset does with samples without a label.
+UNLABELLED = ("raise", "keep")
+
+
+class ClassificationDataset(Dataset):
+    """A labelled .bzna dataset: ``as_dataset`` yields ``(images, labels)``.
+
+    Labels are the file's int64 targets. A sample is labelled when its target
+    is 0 or more (:mod:`bzna_tf.format.labels`); samples without one (the
+    unlabelled tail, e.g. ImageNet's test split, or a stored negative target)
+    are unlabelled: :meth:`as_dataset` refuses them unless asked, and
+    :meth:`labelled` leaves them out.
+
+    Args:
+      path_or_paths: a path, a glob pattern, or a list of them (URLs of
+        TensorFlow's filesystems work).
+      input_label: the picture track, ``"bzna_thumb"`` (default: at most
+        512 x 512, what ImageNet training uses) or ``"bzna_input"``.
+      split: a TFDS-style selection, as for :class:`Dataset`.
+    """
+
+    _labels = True
+
+    def __init__(self, path_or_paths, input_label: str = "bzna_thumb", *, split: str | None = None):
+        super().__init__(path_or_paths, track=input_label, split=split)
+        self.input_label = input_label
+
+    @property
+    def num_classes(self) -> int:
+        """1 + the largest target in the files (0 when nothing is labelled)."""
+        t = self._index.targets
+        return int(t.max()) + 1 if t.size and t.max() >= 0 else 0
+
+    @property
+    def class_names(self) -> list[str | None] | None:
+        """The class names the converter stored, indexed by target, or None when the files hold none.
+
+        ``bzna-tf convert`` stores the class folders' names, TFRecords'
+        ``image/class/text``, TFDS's ``label.labels.txt`` or ``--class-names``.
+        Targets without a known name are None. Files of the original tools hold none.
+        """
+        return self._index.class_names
+
+    def labelled(self) -> ClassificationDataset:
+        """A dataset of this one's labelled samples (target >= 0), in order.
+
+        Raises:
+          ValueError: no sample is labelled.
+        """
+        mask = is_labelled(self.targets)
+        if not mask.any():
+            raise ValueError(f"{self!r} holds no labelled sample (every target is negative)")
+        return self.select(mask) if not mask.all() else self
+
+    def as_dataset(self, *, unlabelled: str = "raise", **kwargs):
+        """``(images, labels)`` batches: :meth:`Dataset.as_dataset`, which gives every other argument.
+
+        Args:
+          unlabelled: what samples without a label (target < 0) among those
+            read do. ``"raise"`` (default): as_dataset refuses them, saying
+            how many there are: ``model.fit`` would fail on their negative
+            label (or, with some losses, train on it). Read only the labelled
+            ones with :meth:`labelled` (or a split that holds none).
+            ``"keep"``, with ``training=False``: they come with their label,
+            -1 for a sample without a target (to predict on every sample). To
+            read unlabelled pictures with a training warp, use
+            :class:`Dataset` (images, no labels).
+          **kwargs: the arguments of :meth:`Dataset.as_dataset`.
+
+        Raises:
+          ValueError: bad arguments, or unlabelled samples among those read.
+        """
+        if unlabelled not in UNLABELLED:
+            raise ValueError(f"Expected `unlabelled` in {UNLABELLED}. Received: unlabelled={unlabelled!r}")
+        return Dataset.as_dataset(self._reading_unlabelled(unlabelled), **kwargs)
+
+    def _reading_unlabelled(self, unlabelled: str) -> ClassificationDataset:
+        """A copy whose as_dataset does ``unlabelled`` with unlabelled samples ("show": previews,
+        which caption them "-", whatever ``training``)."""
+        out = copy.copy(self)
+        out._unlabelled = unlabelled
+        return out
+
+    _unlabelled = "raise"
+
+    def _check_selection(self, selection, options, *, listed: bool) -> None:
+        missing = int(np.count_nonzero(~is_labelled(self._index.targets[selection])))
+        if (
+            missing == 0
+            or self._unlabelled == "show"
+            or (self._unlabelled == "keep" and not options.training)
+        ):
+            return
+        read = f"{self!r}{' with its sample_list' if listed else ''}"
+        what = (
+            f"{read} reads {wording.count(missing, 'unlabelled sample')} (target < 0) of {len(selection):,}"
+        )
+        if self._unlabelled == "keep":
+            raise ValueError(
+                f"{what}: unlabelled='keep' is for training=False (model.predict, or an evaluation of your "
+                "own that leaves negative labels out). To train on their pictures, read them with "
+                "bzna_tf.Dataset (images, no labels). Received: unlabelled='keep', training=True"
+            )
+        raise ValueError(
+            f"{what}: model.fit would get their negative labels (-1 where a sample has no target) as "
+            "classes. Read only the labelled samples with "
+            "ds.labelled() (or a split that holds only labelled ones); or, to predict on every sample (the "
+            "unlabelled ones with their negative label), pass training=False, unlabelled='keep'"
+        )

@@ -1,0 +1,163 @@
+"""The order step's root: which stream positions each iteration of an ``as_dataset`` pipeline reads.
+
+Position ``p`` of the endless stream of epochs is epoch ``p // per_epoch``,
+entry ``p % per_epoch`` of that epoch's order (see
+``bzna_tf.ops.source.epoch_schedule``). With an ``initial_epoch`` the root is
+a plain range (stateless: it serialises, as tf.data service needs). Without
+one, an :class:`EpochState` variable says where each iteration starts.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+from bzna_tf.datasets.arguments import nonnegative_int
+
+__all__ = ["EpochState", "positions"]
+
+# The end of an endless pipeline's stream of positions, and the epochs between
+# the starts of two iterations of an endless pipeline.
+ENDLESS = 2**62
+ENDLESS_STRIDE = 2**20
+
+
+def positions(options, per_epoch: int, batches):
+    """(the root dataset of stream positions, its EpochState or None)."""
+    import tensorflow as tf
+
+    if options.initial_epoch is None:
+        state = EpochState(options.epochs, per_epoch, options.batch_size, batches)
+        state.reproducible = options.reproducible
+        return state.positions(), state
+    first = options.initial_epoch * per_epoch
+    stop = ENDLESS if options.epochs is None else first + options.epochs * per_epoch
+    return tf.data.Dataset.range(first, stop), None
+
+
+class EpochState:
+    """Where the next iteration of an ``as_dataset`` pipeline starts (``ds.bzna_epochs``).
+
+    A pipeline built with ``initial_epoch=None`` yields, on its ``k``-th
+    iteration (``iter(ds)``, each Keras epoch), the data epochs ``k *
+    epochs .. (k + 1) * epochs - 1`` (``epochs`` per iteration: 1, or
+    ``repeat``). The next iteration's ``k`` (and, for an endless pipeline,
+    batches to skip at its start) live in a CPU variable: each iteration
+    reads it when it starts and advances ``k`` by one. :meth:`set` moves it;
+    :class:`bzna_tf.callbacks.SyncEpochs` sets it from Keras' epoch, so a
+    restarted ``model.fit`` sees the data an uninterrupted one saw.
+
+    The variable lives in the process that built the pipeline: such a
+    pipeline cannot run in another one (a tf.data service worker). There it
+    fails at its first element with an error naming ``initial_epoch``.
+
+    Attributes:
+      epochs: data epochs per iteration (None: endless).
+      batches: batches per iteration (None: endless).
+      variable: the int64 ``[iteration, skip]`` variable.
+      reproducible: False when as_dataset drew the seed and something random
+        depends on it (shuffle, a random warp): a rebuilt pipeline differs.
+    """
+
+    def __init__(self, epochs, per_epoch: int, batch_size: int, batches):
+        import tensorflow as tf
+        from tensorflow.python.ops import resource_variable_ops
+
+        self.epochs = epochs
+        self.per_epoch = per_epoch
+        self.batch_size = batch_size
+        self.batches = None if epochs is None else int(batches)
+        self.reproducible = True
+        # ResourceVariable itself, not tf.Variable: a distribution strategy in
+        # scope would make a mirrored variable, which tf.data cannot capture.
+        with tf.init_scope(), tf.device("/cpu:0"):
+            self.variable = resource_variable_ops.ResourceVariable(
+                [0, 0], dtype=tf.int64, trainable=False, name="bzna_epoch_state"
+            )
+            self._home = _process_marker()
+
+    def set(self, iteration: int, skip: int = 0):
+        """The next iteration is iteration ``iteration``, starting ``skip`` batches in (endless pipelines)."""
+        iteration = nonnegative_int(iteration, "iteration")
+        skip = nonnegative_int(skip, "skip")
+        if skip and self.epochs is not None:
+            raise ValueError("`skip` is for endless pipelines (repeat=True)")
+        self.variable.assign([iteration, skip])
+
+    def get(self) -> tuple[int, int]:
+        """(iteration, skip) of the next iteration."""
+        k, skip = self.variable.numpy().tolist()
+        return int(k), int(skip)
+
+    def positions(self):
+        """The root: each iteration, the stream positions of its epochs (see ``epoch_schedule``)."""
+        import tensorflow as tf
+
+        state, per_epoch, batch_size = self.variable, self.per_epoch, self.batch_size
+        endless = self.epochs is None
+        stride = ENDLESS_STRIDE if endless else self.epochs
+
+        def start(_):
+            v = state.read_value()
+            first = v[0] * stride * per_epoch
+            if endless:
+                first, stop = first + v[1] * batch_size, tf.constant(ENDLESS, tf.int64)
+            else:
+                stop = first + stride * per_epoch
+            with tf.control_dependencies([state.assign(tf.stack([v[0] + 1, tf.constant(0, tf.int64)]))]):
+                return tf.identity(first), tf.identity(stop)
+
+        iteration = tf.data.Dataset.range(1).map(start).flat_map(lambda a, b: tf.data.Dataset.range(a, b))
+        return self._home_check().concatenate(iteration)
+
+    def _home_check(self):
+        """An empty dataset that fails outside the process that built the pipeline.
+
+        tf.data service copies a pipeline's graph into its workers, the
+        variable with it: a copy would read the same epochs on every
+        iteration. A name-scoped marker variable exists only here. The
+        dataset is an endless split source cut to one element, so that with
+        ``processing_mode="distributed_epoch"`` every worker reads (and
+        checks) it, not only the one the dispatcher would give a one-element
+        range to.
+        """
+        import tensorflow as tf
+        from tensorflow.python.ops import gen_resource_variable_ops as rv
+
+        name = self._home
+
+        def check(x):
+            handle = rv.var_handle_op(dtype=tf.int64, shape=[], shared_name=name, container=_CONTAINER)
+            here = rv.var_is_initialized_op(handle)
+            with tf.control_dependencies([tf.debugging.Assert(here, [HOME_MESSAGE], name="bzna_epochs")]):
+                return tf.identity(x)
+
+        one = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat().take(1)
+        return one.map(check).filter(lambda x: False)
+
+
+HOME_MESSAGE = (
+    "bzna_tf: this as_dataset pipeline was built with initial_epoch=None: its data epoch counter "
+    "(ds.bzna_epochs) lives in the process that built it, and it is running in another one (a tf.data "
+    "service worker?), where every iteration would repeat one epoch. Build the pipeline you send to the "
+    "service with an explicit initial_epoch (as_dataset(..., initial_epoch=0); for a resumed run, the "
+    "epoch to resume at): it is then stateless, and each iteration yields the epochs from that one on."
+)
+_CONTAINER = "bzna_tf"
+_marker = None
+_marker_lock = threading.Lock()
+
+
+def _process_marker() -> str:
+    """The shared name of this process's marker variable, made on first use (one per process)."""
+    global _marker
+    import tensorflow as tf
+    from tensorflow.python.ops import gen_resource_variable_ops as rv
+
+    with _marker_lock:
+        if _marker is None:
+            name = f"bzna_tf_home_{uuid.uuid4().hex}"
+            handle = rv.var_handle_op(dtype=tf.int64, shape=[], shared_name=name, container=_CONTAINER)
+            rv.assign_variable_op(handle, tf.constant(0, tf.int64))
+            _marker = name
+        return _marker
