@@ -129,6 +129,8 @@ _SOURCE_FLAGS = {
     "label_offset": 0,
     "compression": None,
     "allow_unlabelled": False,
+    "image_column": None,
+    "label_column": None,
 }
 
 
@@ -193,6 +195,7 @@ def _convert(args) -> int:
             strict=args.strict,
             missing_label=args.missing_label,
             negative_labels=args.negative_labels,
+            on_error=args.on_error,
             num_shards=args.num_shards,
             shard_size=None if args.shard_size is None else args.shard_size * 1e6,
             worker_index=args.worker_index,
@@ -320,6 +323,14 @@ def _add_convert(sub):
         "the image as unlabelled (TFDS writes -1 for images without a label)",
     )
     b.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a record the source cannot read (a truncated tar member, a sample without an image, a null "
+        "image in a row, a label that is not an integer): raise (default) stops, naming the file and the "
+        "key or row; skip leaves it out and counts it in the summary",
+    )
+    b.add_argument(
         "--class-names",
         type=_path,
         default=None,
@@ -331,13 +342,15 @@ def _add_convert(sub):
     t.add_argument(
         "--image-key",
         default=None,
-        help="tfrecord: the image feature (default: image/encoded, or TFDS's image, recognised)",
+        help="tfrecord: the image feature (default: image/encoded, or TFDS's image, recognised); "
+        "webdataset: the image member's extension (default: the sample's one jpg, png, webp, ... member)",
     )
     t.add_argument(
         "--label-key",
         default=None,
         help="tfrecord: the label feature (default: image/class/label, or TFDS's label); gulp: the "
-        "meta_data key (default label); '' for none",
+        "meta_data key (default label); webdataset: the label member's extension, or json:FIELD (default: "
+        "cls, cls.txt or the json's label field, whichever the first sample has); '' for none",
     )
     t.add_argument(
         "--filename-key",
@@ -357,6 +370,18 @@ def _add_convert(sub):
         "--allow-unlabelled",
         action="store_true",
         help="folder: store image files beside the class folders as unlabelled images (else an error)",
+    )
+    t.add_argument(
+        "--image-column",
+        default=None,
+        help="parquet: the column of encoded images, bytes or the datasets Image {bytes, path} struct "
+        "(default: recognised; several candidates are refused, listing them)",
+    )
+    t.add_argument(
+        "--label-column",
+        default=None,
+        help="parquet: the integer label column (default: the datasets ClassLabel column, else the one "
+        "integer column); '' for none",
     )
     c.set_defaults(run=_convert)
 

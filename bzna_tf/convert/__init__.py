@@ -33,9 +33,11 @@ from bzna_tf.convert.sources import (
     GulpSource,
     ImageFolderSource,
     Item,
+    ParquetSource,
     Source,
     SourceError,
     TFRecordSource,
+    WebDatasetSource,
 )
 from bzna_tf.convert.tfrecord import TFRecordError, parse_example
 
@@ -53,6 +55,7 @@ __all__ = [
     "ImageDecodeError",
     "ImageFolderSource",
     "ORDERS",
+    "ParquetSource",
     "QUALITY_PRESETS",
     "SOURCES",
     "ShardSpec",
@@ -61,6 +64,7 @@ __all__ = [
     "SourceError",
     "TFRecordError",
     "TFRecordSource",
+    "WebDatasetSource",
     "X265_PRESETS",
     "coded_size_for",
     "conversion_order",
