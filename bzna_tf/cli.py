@@ -1,7 +1,7 @@
 """The ``bzna-tf`` command line.
 
 bzna-tf info FILE... [--json]
-bzna-tf convert tfrecord|folder|gulp SRC... OUT.bzna [--workers N] [--order O --seed S] [--quality Q] ...
+bzna-tf convert tfrecord|folder|gulp|webdataset|parquet|tfds SRC... OUT.bzna [--workers N] [--order O] ...
 bzna-tf samplelist FILE... -o LIST [--type T] [--ids indices|names] [--split S] | --check LIST [FILE...]
 bzna-tf preview FILE... -o GRID.png|GRID.jpg [--n 16] [--warp ...] [--size H W] [--seed S] [--on-error skip]
 bzna-tf verify FILE... [--workers N] [--track T] [--no-decode] [--exclusion-list LIST] [--json] [--progress]
@@ -131,6 +131,7 @@ _SOURCE_FLAGS = {
     "allow_unlabelled": False,
     "image_column": None,
     "label_column": None,
+    "split": None,
 }
 
 
@@ -219,7 +220,8 @@ def _add_convert(sub):
 
     c = sub.add_parser(
         "convert",
-        help="convert TFRecords, an image folder or GulpIO chunks to .bzna (one file or shards)",
+        help="convert TFRecords, an image folder, GulpIO chunks, WebDataset shards, Parquet files or a TFDS "
+        "folder to .bzna (one file or shards)",
         description="Decode every image, encode it as H.265 (libx265, or NVENC) and write one .bzna file or "
         "shards, in a shuffled order (seed recorded) unless --order source. Undecodable images are reported "
         "and skipped; nothing appears under a final name until that file is complete; rerunning the same "
@@ -342,13 +344,15 @@ def _add_convert(sub):
     t.add_argument(
         "--image-key",
         default=None,
-        help="tfrecord: the image feature (default: image/encoded, or TFDS's image, recognised); "
+        help="tfrecord, tfds: the image feature (default: image/encoded, or TFDS's image, recognised; tfds: "
+        "the folder's); "
         "webdataset: the image member's extension (default: the sample's one jpg, png, webp, ... member)",
     )
     t.add_argument(
         "--label-key",
         default=None,
-        help="tfrecord: the label feature (default: image/class/label, or TFDS's label); gulp: the "
+        help="tfrecord, tfds: the label feature (default: image/class/label, or TFDS's label; tfds: the "
+        "folder's); gulp: the "
         "meta_data key (default label); webdataset: the label member's extension, or json:FIELD (default: "
         "cls, cls.txt or the json's label field, whichever the first sample has); '' for none",
     )
@@ -382,6 +386,11 @@ def _add_convert(sub):
         default=None,
         help="parquet: the integer label column (default: the datasets ClassLabel column, else the one "
         "integer column); '' for none",
+    )
+    t.add_argument(
+        "--split",
+        default=None,
+        help="tfds: the split to convert (train, test, ...; the folder's dataset_info.json lists them)",
     )
     c.set_defaults(run=_convert)
 

@@ -36,6 +36,7 @@ from bzna_tf.convert.sources import (
     ParquetSource,
     Source,
     SourceError,
+    TFDSSource,
     TFRecordSource,
     WebDatasetSource,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "Source",
     "SourceError",
     "TFRecordError",
+    "TFDSSource",
     "TFRecordSource",
     "WebDatasetSource",
     "X265_PRESETS",

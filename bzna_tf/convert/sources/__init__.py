@@ -1,5 +1,5 @@
 """Where images come from: TFRecord files, image folders, GulpIO chunks, WebDataset tar shards,
-Parquet files.
+Parquet files, TFDS folders.
 
 Every source is a :class:`Source` (see :mod:`bzna_tf.convert.sources.base`
 for what one defines, and how to add one): a fixed number of images read by
@@ -21,6 +21,7 @@ from bzna_tf.convert.sources.base import (
 from bzna_tf.convert.sources.folder import ImageFolderSource
 from bzna_tf.convert.sources.gulp import GulpSource
 from bzna_tf.convert.sources.parquet import ParquetSource
+from bzna_tf.convert.sources.tfds import TFDSSource
 from bzna_tf.convert.sources.tfrecords import TFRecordSource
 from bzna_tf.convert.sources.webdataset import WebDatasetSource
 
@@ -33,6 +34,7 @@ __all__ = [
     "ParquetSource",
     "Source",
     "SourceError",
+    "TFDSSource",
     "TFRecordSource",
     "WebDatasetSource",
     "expand_patterns",
@@ -41,5 +43,6 @@ __all__ = [
 
 # The sources of `bzna-tf convert KIND`, by kind, in the order --help lists them.
 SOURCES = {
-    cls.kind: cls for cls in (TFRecordSource, ImageFolderSource, GulpSource, WebDatasetSource, ParquetSource)
+    cls.kind: cls
+    for cls in (TFRecordSource, ImageFolderSource, GulpSource, WebDatasetSource, ParquetSource, TFDSSource)
 }
