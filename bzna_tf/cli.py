@@ -1,7 +1,7 @@
 """The ``bzna-tf`` command line.
 
 bzna-tf info FILE... [--json]
-bzna-tf convert tfrecord|folder|gulp|webdataset|parquet|tfds SRC... OUT.bzna [--workers N] [--order O] ...
+bzna-tf convert tfrecord|folder|gulp|webdataset|parquet|tfds|hf SRC... OUT.bzna [--workers N] ...
 bzna-tf samplelist FILE... -o LIST [--type T] [--ids indices|names] [--split S] | --check LIST [FILE...]
 bzna-tf preview FILE... -o GRID.png|GRID.jpg [--n 16] [--warp ...] [--size H W] [--seed S] [--on-error skip]
 bzna-tf verify FILE... [--workers N] [--track T] [--no-decode] [--exclusion-list LIST] [--json] [--progress]
@@ -220,8 +220,8 @@ def _add_convert(sub):
 
     c = sub.add_parser(
         "convert",
-        help="convert TFRecords, an image folder, GulpIO chunks, WebDataset shards, Parquet files or a TFDS "
-        "folder to .bzna (one file or shards)",
+        help="convert TFRecords, an image folder, GulpIO chunks, WebDataset shards, Parquet files, a TFDS "
+        "folder or a Hugging Face dataset to .bzna (one file or shards)",
         description="Decode every image, encode it as H.265 (libx265, or NVENC) and write one .bzna file or "
         "shards, in a shuffled order (seed recorded) unless --order source. Undecodable images are reported "
         "and skipped; nothing appears under a final name until that file is complete; rerunning the same "
@@ -378,19 +378,20 @@ def _add_convert(sub):
     t.add_argument(
         "--image-column",
         default=None,
-        help="parquet: the column of encoded images, bytes or the datasets Image {bytes, path} struct "
+        help="parquet, hf: the column of encoded images, bytes or the datasets Image {bytes, path} struct "
         "(default: recognised; several candidates are refused, listing them)",
     )
     t.add_argument(
         "--label-column",
         default=None,
-        help="parquet: the integer label column (default: the datasets ClassLabel column, else the one "
+        help="parquet, hf: the integer label column (default: the datasets ClassLabel column, else the one "
         "integer column); '' for none",
     )
     t.add_argument(
         "--split",
         default=None,
-        help="tfds: the split to convert (train, test, ...; the folder's dataset_info.json lists them)",
+        help="tfds, hf: the split to convert (train, test, ...; a TFDS folder's dataset_info.json, a "
+        "DatasetDict folder's dataset_dict.json list them)",
     )
     c.set_defaults(run=_convert)
 

@@ -261,4 +261,3 @@ def test_beam_writes_what_a_local_conversion_writes(tmp_path):
     beam, local = shard_paths(tmp_path / "beam" / "t.bzna", 2), shard_paths(tmp_path / "local" / "t.bzna", 2)
     for a, b in zip(beam, local, strict=True):
         assert open(a, "rb").read() == open(b, "rb").read()
-

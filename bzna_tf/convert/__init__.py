@@ -1,4 +1,4 @@
-"""Making .bzna files: sources (TFRecord, image folders, GulpIO), H.265 encoding, the parallel converter.
+"""Making .bzna files: the sources (TFRecord, folders, GulpIO, WebDataset, Parquet, TFDS, HF), the converter.
 
 Nothing here imports TensorFlow: TFRecords are read with a small parser of
 their framing and of tf.train.Example, so the worker processes start fast.
@@ -31,6 +31,7 @@ from bzna_tf.convert.plan import DEFAULT_SEED, ORDERS, ShardSpec, conversion_ord
 from bzna_tf.convert.sources import (
     SOURCES,
     GulpSource,
+    HFSource,
     ImageFolderSource,
     Item,
     ParquetSource,
@@ -53,6 +54,7 @@ __all__ = [
     "ConversionSummary",
     "EncodeOptions",
     "GulpSource",
+    "HFSource",
     "ImageDecodeError",
     "ImageFolderSource",
     "ORDERS",

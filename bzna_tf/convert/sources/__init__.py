@@ -1,5 +1,5 @@
 """Where images come from: TFRecord files, image folders, GulpIO chunks, WebDataset tar shards,
-Parquet files, TFDS folders.
+Parquet files, TFDS folders, Hugging Face datasets.
 
 Every source is a :class:`Source` (see :mod:`bzna_tf.convert.sources.base`
 for what one defines, and how to add one): a fixed number of images read by
@@ -20,6 +20,7 @@ from bzna_tf.convert.sources.base import (
 )
 from bzna_tf.convert.sources.folder import ImageFolderSource
 from bzna_tf.convert.sources.gulp import GulpSource
+from bzna_tf.convert.sources.hf import HFSource
 from bzna_tf.convert.sources.parquet import ParquetSource
 from bzna_tf.convert.sources.tfds import TFDSSource
 from bzna_tf.convert.sources.tfrecords import TFRecordSource
@@ -29,6 +30,7 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "SOURCES",
     "GulpSource",
+    "HFSource",
     "ImageFolderSource",
     "Item",
     "ParquetSource",
@@ -44,5 +46,13 @@ __all__ = [
 # The sources of `bzna-tf convert KIND`, by kind, in the order --help lists them.
 SOURCES = {
     cls.kind: cls
-    for cls in (TFRecordSource, ImageFolderSource, GulpSource, WebDatasetSource, ParquetSource, TFDSSource)
+    for cls in (
+        TFRecordSource,
+        ImageFolderSource,
+        GulpSource,
+        WebDatasetSource,
+        ParquetSource,
+        TFDSSource,
+        HFSource,
+    )
 }

@@ -168,6 +168,11 @@ class TableColumns:
                 )
 
 
+def _one_array(column):
+    """A column as one Arrow array (its chunk, not a copy, when it has one: a memory-mapped one stays so)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 class RowGroups:
     """Rows of an image column and a label column, in units (row groups, record batches) read one at a time.
 
@@ -192,7 +197,7 @@ class RowGroups:
         got = self._cache.get(u)
         if got is None:
             table = load(u)
-            image = table.column(self.columns.image).combine_chunks()
+            image = _one_array(table.column(self.columns.image))
             if self.columns.image_struct:
                 names = [image.type.field(i).name for i in range(image.type.num_fields)]
                 data = image.field("bytes")
@@ -200,7 +205,7 @@ class RowGroups:
                 valid = image.is_valid()
             else:
                 data, paths, valid = image, None, None
-            labels = table.column(self.columns.label).combine_chunks() if self.columns.label else None
+            labels = _one_array(table.column(self.columns.label)) if self.columns.label else None
             got = self._cache[u] = (data, paths, valid, labels)
             while len(self._cache) > _CACHED_GROUPS:
                 self._cache.popitem(last=False)
