@@ -9,8 +9,8 @@ record batch at a time: the ``datasets`` package is not needed for them.
 
 A NAME (a Hub dataset id already downloaded, or a local dataset folder of
 data files that ``datasets.load_dataset`` reads) is opened with
-``datasets.load_dataset(NAME, split=...)`` with the Hub offline (no network
-access); its Arrow cache files are then read as above. That needs the optional
+``datasets.load_dataset(NAME, split=...)`` with the Hub offline for that call
+(no network access); its Arrow cache files are then read as above. That needs the optional
 ``datasets`` package: ``pip install 'bzna-tf[hf]'``.
 """
 
@@ -50,8 +50,6 @@ def _open_arrow(path):
 
 def _load_by_name(name, split, cache_dir):
     """The Arrow cache files and features of ``datasets.load_dataset(name, split=split)``, offline."""
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        os.environ.setdefault(var, "1")  # read when datasets is first imported
     try:
         import datasets
     except ImportError as e:
@@ -62,16 +60,27 @@ def _load_by_name(name, split, cache_dir):
         ) from e
     if split is None:
         raise SourceError(f"Expected --split (split=) for the dataset {name!r}. Received: split=None")
-    for attr in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        if hasattr(datasets.config, attr):
-            setattr(datasets.config, attr, True)
+    # The Hub stays offline for this call only (the flags are read at call time; the process's are restored).
+    flags = [(datasets.config, "HF_HUB_OFFLINE"), (datasets.config, "HF_DATASETS_OFFLINE")]
     try:
+        import huggingface_hub.constants as hub_constants
+
+        flags.append((hub_constants, "HF_HUB_OFFLINE"))
+    except ImportError:
+        pass
+    saved = [(module, attr, getattr(module, attr)) for module, attr in flags if hasattr(module, attr)]
+    try:
+        for module, attr, _ in saved:
+            setattr(module, attr, True)
         ds = datasets.load_dataset(name, split=split, cache_dir=cache_dir)
     except Exception as e:  # datasets raises many kinds (FileNotFoundError, ConnectionError, ValueError, ...)
         raise SourceError(
             f"{name!r} (split {split!r}) cannot be loaded from this machine without network access: "
             f"{type(e).__name__}: {e}"
         ) from e
+    finally:
+        for module, attr, value in saved:
+            setattr(module, attr, value)
     if not isinstance(ds, datasets.Dataset):
         raise SourceError(
             f"{name!r}: expected one split as a datasets.Dataset. Received: {type(ds).__name__}"
