@@ -10,7 +10,8 @@ written as classic ImageNet TFRecords, as WebDataset tar shards (``.jpg`` +
 and with one row group of every row. Each conversion runs in its own process
 (one x265 worker, ``--quality``), so its peak resident memory is its own.
 
-Per conversion: wall images/s, images per CPU-second (the converting process
+A second TFRecord conversion at the end shows how much the machine drifted
+during the run. Per conversion: wall images/s, images per CPU-second (the converting process
 and its worker together, which other jobs on a shared machine disturb less than
 wall time), and the peak resident memory of the converting process (the one
 that reads the source; the worker only ever holds the few images in flight).
@@ -186,6 +187,7 @@ def main():
                 n // 2,
             ),
             ("parquet, one row group", "parquet", tmp / "one-group.parquet", "source", n),
+            ("tfrecord, again (the machine's drift)", "tfrecord", tmp / "train-00000-of-00001", "shuffle", n),
         ]
         rows = []
         for k, (label, kind, src, order, count) in enumerate(cases):

@@ -158,6 +158,10 @@ def test_bad_samples_stop_with_their_key_or_are_skipped_and_counted(tmp_path, ca
     with pytest.raises(ConversionError, match=rf"{path} key '00001': no image member.*--on-error skip"):
         convert(src, tmp_path / "x.bzna", workers=0, order="source", **FAST)
     assert not os.path.exists(tmp_path / "x.bzna")
+    with pytest.raises(
+        ValueError, match=r"Expected `on_error` in \('raise', 'skip'\). Received: on_error='ignore'"
+    ):
+        convert(src, tmp_path / "x.bzna", workers=0, on_error="ignore", **FAST)
     s = convert(src, tmp_path / "x.bzna", workers=0, on_error="skip", **FAST)
     assert s.images == 2 and len(s.skipped) == 3
     assert sorted(origin for origin, _ in s.skipped) == [f"{path} key '0000{k}'" for k in (1, 2, 4)]

@@ -537,7 +537,9 @@ def convert(
 
     Args:
       source: a :class:`~bzna_tf.convert.TFRecordSource`, :class:`~bzna_tf.convert.ImageFolderSource`,
-        :class:`~bzna_tf.convert.GulpSource` (any :class:`~bzna_tf.convert.sources.Source`), a list
+        :class:`~bzna_tf.convert.GulpSource`, :class:`~bzna_tf.convert.WebDatasetSource`,
+        :class:`~bzna_tf.convert.ParquetSource`, :class:`~bzna_tf.convert.TFDSSource`,
+        :class:`~bzna_tf.convert.HFSource` (any :class:`~bzna_tf.convert.sources.Source`), a list
         of :class:`~bzna_tf.convert.Item`, or an iterable of them (``order="source"``, one file;
         only sources can be resumed).
       output: the .bzna file to write; with shards, the name they derive from:
@@ -570,7 +572,8 @@ def convert(
         row; "skip" leaves the record out and counts it in the summary (and in the shard's
         metadata), as undecodable images are.
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
-        ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels). A source that
+        ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
+        Hugging Face ``ClassLabel``'s names). A source that
         defines its classes (folders, GulpIO string labels) needs exactly one name per class; a
         target past the last name stops the conversion.
       progress: show a progress bar (images/s, ETA) on ``log``.
@@ -580,8 +583,9 @@ def convert(
       A :class:`ConversionSummary`.
 
     Raises:
-      ConversionError: an undecodable image with ``strict``, a negative label or one past the
-        class names, an existing output without ``overwrite``, or NVENC unavailable.
+      ConversionError: an undecodable image with ``strict``, a record the source cannot read
+        (``on_error="raise"``), a negative label or one past the class names, an existing output
+        without ``overwrite``, or NVENC unavailable.
       ConversionInterrupted: Ctrl-C (a ``KeyboardInterrupt``): finished files are kept, the
         unfinished one is removed, and the same call converts the rest.
       SourceError, TFRecordError: a source that cannot be read (nothing is left under ``output``).
@@ -600,7 +604,7 @@ def convert(
     except TypeError:
         total = None
     if total is None and (num_shards or shard_size or shards or worker_index is not None):
-        raise ValueError("shards need a source with len() (TFRecordSource, ImageFolderSource, GulpSource)")
+        raise ValueError("shards need a source with len() (a bzna_tf.convert Source, or a list)")
     if total is None and order == "shuffle":
         raise ValueError(
             "Expected order='source' for a source without len() (an iterator cannot be shuffled; a list "

@@ -320,7 +320,8 @@ class ParquetSource(Source):
         else:
             self._files.move_to_end(k)
         try:
-            return f.read_row_group(g, columns=self._columns.columns())
+            # One thread: a row group is a few MB, and pyarrow's thread pool costs more CPU than it saves.
+            return f.read_row_group(g, columns=self._columns.columns(), use_threads=False)
         except (OSError, ValueError) as e:
             raise SourceError(f"{self.paths[k]} row group {g}: cannot be read: {e}") from e
 
