@@ -21,7 +21,8 @@ source converted in the same run.
 Peak memory is the claim of the Parquet source: it reads one row group at a
 time, so its peak grows with the row group's size, not with the file's. The
 rows ``parquet, 100-row groups`` at half and at all the images, and ``parquet,
-one row group`` show it.
+one row group`` show it, beside ``baseline_peak_mb``: a process that only
+imports ``bzna_tf.convert`` and pyarrow.
 """
 
 from __future__ import annotations
@@ -106,8 +107,14 @@ def write_tar(path, images):
 
 
 def child(kind, src, out, quality, order):
-    """One conversion in this process; prints its figures as JSON."""
+    """One conversion in this process; prints its figures as JSON (kind "baseline": the imports only)."""
     from bzna_tf.convert import SOURCES, EncodeOptions, convert
+
+    if kind == "baseline":
+        import pyarrow.parquet  # noqa: F401
+
+        print(json.dumps({"reader_peak_mb": peak_rss_mb()}))
+        return
 
     source = SOURCES[kind].from_cli([src])
     start = time.perf_counter()
@@ -195,16 +202,19 @@ def main():
             assert r["images"] == count, (label, r)
             r.update(case=label, order=order, img_s=count / r["wall_s"], img_per_cpu_s=count / r["cpu_s"])
             rows.append(r)
+        baseline = run("baseline", tmp, tmp, args.quality, "source")["reader_peak_mb"]
     base = rows[0]
     for r in rows:
         r["throughput_vs_tfrecord"] = r["img_s"] / base["img_s"]
         r["per_cpu_vs_tfrecord"] = r["img_per_cpu_s"] / base["img_per_cpu_s"]
-    result = {"images": len(images), "size": args.size, "quality": args.quality, **sizes, "runs": rows}
+    result = {"images": len(images), "size": args.size, "quality": args.quality, **sizes,
+              "baseline_peak_mb": baseline, "runs": rows}  # fmt: skip
     if args.json:
         print(json.dumps(result, indent=1))
         return
     print(f"{len(images)} JPEGs of {args.size}x{args.size}, quality {args.quality}, one worker; "
-          f"the Parquet file is {sizes['parquet_mb']:.1f} MB")  # fmt: skip
+          f"the Parquet file is {sizes['parquet_mb']:.1f} MB; a process that only imports "
+          f"bzna_tf.convert and pyarrow peaks at {baseline:.0f} MB")  # fmt: skip
     print(f"{'case':42s} {'img/s':>7s} {'x tfr':>6s} {'img/cpu-s':>9s} {'x tfr':>6s} {'peak MB':>8s}")
     for r in rows:
         speed = f"{r['img_s']:7.1f} {r['throughput_vs_tfrecord']:6.2f}"

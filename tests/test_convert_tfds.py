@@ -118,7 +118,7 @@ def test_the_cli_converts_a_split_and_negative_labels_follow_the_option(tmp_path
     assert main(argv) == 0
     assert "class names stored (3): 0 cat, 1 dog, 2 emu" in capsys.readouterr().out
     assert main(["convert", "folder", str(folder), str(tmp_path / "f.bzna"), "--split", "x"]) != 0
-    assert "--split does not apply to folder sources (--split: tfds)" in capsys.readouterr().err
+    assert "--split does not apply to folder sources (--split: tfds, hf)" in capsys.readouterr().err
     # TFDS writes -1 for images without a label: the converter's rule applies.
     tfrecord(folder / "mini-test.tfrecord-00000-of-00001",
              [{"image": images(2)[i], "label": -1, "file_name": b"u.ppm"} for i in range(2)])  # fmt: skip

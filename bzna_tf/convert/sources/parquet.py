@@ -334,8 +334,10 @@ class ParquetSource(Source):
         import pyarrow.parquet as pq
 
         out = []
-        for path in self.paths:
-            out.append(np.asarray(pq.read_table(path, columns=[self.label_column]).column(0).is_valid()))
+        for path in self.paths:  # the label column alone (ParquetFile: without pyarrow.dataset's machinery)
+            with pq.ParquetFile(path) as f:
+                labels = f.read(columns=[self.label_column], use_threads=False).column(0)
+            out.append(np.asarray(labels.is_valid()))
         return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
 
     def _describe(self):
