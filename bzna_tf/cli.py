@@ -1,7 +1,7 @@
 """The ``bzna-tf`` command line.
 
 bzna-tf info FILE... [--json]
-bzna-tf convert tfrecord|folder|gulp SRC... OUT.bzna [--workers N] [--order O --seed S] [--quality Q] ...
+bzna-tf convert tfrecord|folder|gulp|webdataset|parquet|tfds|hf SRC... OUT.bzna [--workers N] ...
 bzna-tf samplelist FILE... -o LIST [--type T] [--ids indices|names] [--split S] | --check LIST [FILE...]
 bzna-tf preview FILE... -o GRID.png|GRID.jpg [--n 16] [--warp ...] [--size H W] [--seed S] [--on-error skip]
 bzna-tf verify FILE... [--workers N] [--track T] [--no-decode] [--exclusion-list LIST] [--json] [--progress]
@@ -132,6 +132,9 @@ _SOURCE_FLAGS = {
     "label_offset": 0,
     "compression": None,
     "allow_unlabelled": False,
+    "image_column": None,
+    "label_column": None,
+    "split": None,
 }
 
 
@@ -196,6 +199,7 @@ def _convert(args) -> int:
             strict=args.strict,
             missing_label=args.missing_label,
             negative_labels=args.negative_labels,
+            on_error=args.on_error,
             num_shards=args.num_shards,
             shard_size=None if args.shard_size is None else args.shard_size * 1e6,
             worker_index=args.worker_index,
@@ -219,7 +223,8 @@ def _add_convert(sub):
 
     c = sub.add_parser(
         "convert",
-        help="convert TFRecords, an image folder or GulpIO chunks to .bzna (one file or shards)",
+        help="convert TFRecords, an image folder, GulpIO chunks, WebDataset shards, Parquet files, a TFDS "
+        "folder or a Hugging Face dataset to .bzna (one file or shards)",
         description="Decode every image, encode it as H.265 (libx265, or NVENC) and write one .bzna file or "
         "shards, in a shuffled order (seed recorded) unless --order source. Undecodable images are reported "
         "and skipped; nothing appears under a final name until that file is complete; rerunning the same "
@@ -323,6 +328,14 @@ def _add_convert(sub):
         "the image as unlabelled (TFDS writes -1 for images without a label)",
     )
     b.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a record the source cannot read (a truncated tar member, a sample without an image, a null "
+        "image in a row, a label that is not an integer): raise (default) stops, naming the file and the "
+        "key or row; skip leaves it out and counts it in the summary",
+    )
+    b.add_argument(
         "--class-names",
         type=_path,
         default=None,
@@ -334,13 +347,17 @@ def _add_convert(sub):
     t.add_argument(
         "--image-key",
         default=None,
-        help="tfrecord: the image feature (default: image/encoded, or TFDS's image, recognised)",
+        help="tfrecord, tfds: the image feature (default: image/encoded, or TFDS's image, recognised; tfds: "
+        "the folder's); "
+        "webdataset: the image member's extension (default: the sample's one jpg, png, webp, ... member)",
     )
     t.add_argument(
         "--label-key",
         default=None,
-        help="tfrecord: the label feature (default: image/class/label, or TFDS's label); gulp: the "
-        "meta_data key (default label); '' for none",
+        help="tfrecord, tfds: the label feature (default: image/class/label, or TFDS's label; tfds: the "
+        "folder's); gulp: the "
+        "meta_data key (default label); webdataset: the label member's extension, or json:FIELD (default: "
+        "cls, cls.txt or the json's label field, whichever the first sample has); '' for none",
     )
     t.add_argument(
         "--filename-key",
@@ -360,6 +377,24 @@ def _add_convert(sub):
         "--allow-unlabelled",
         action="store_true",
         help="folder: store image files beside the class folders as unlabelled images (else an error)",
+    )
+    t.add_argument(
+        "--image-column",
+        default=None,
+        help="parquet, hf: the column of encoded images, bytes or the datasets Image {bytes, path} struct "
+        "(default: recognised; several candidates are refused, listing them)",
+    )
+    t.add_argument(
+        "--label-column",
+        default=None,
+        help="parquet, hf: the integer label column (default: the datasets ClassLabel column, else the one "
+        "integer column); '' for none",
+    )
+    t.add_argument(
+        "--split",
+        default=None,
+        help="tfds, hf: the split to convert (train, test, ...; a TFDS folder's dataset_info.json, a "
+        "DatasetDict folder's dataset_dict.json list them)",
     )
     c.set_defaults(run=_convert)
 

@@ -1,6 +1,6 @@
 """A conversion run as its own process, for tests that kill it (tests/test_convert_resume.py).
 
-    python tests/_convert_job.py SOURCE_FOLDER OUTPUT [--num-shards N] [--workers W]
+    python tests/_convert_job.py SOURCE OUTPUT [--num-shards N] [--workers W] [--kind KIND]
 
 Prints "started <pid>" once the conversion begins, then the summary.
 """
@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from bzna_tf.convert import EncodeOptions, ImageFolderSource, convert
+from bzna_tf.convert import SOURCES, EncodeOptions, convert
 
 OPTIONS = {"encoding": EncodeOptions(preset="medium", crf=20, chroma="average")}
 
@@ -19,10 +19,11 @@ if __name__ == "__main__":
     p.add_argument("output")
     p.add_argument("--num-shards", type=int, default=4)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--kind", default="folder", choices=tuple(SOURCES))
     args = p.parse_args()
     print(f"started {os.getpid()}", flush=True)
     summary = convert(
-        ImageFolderSource(args.source),
+        SOURCES[args.kind].from_cli([args.source]),
         args.output,
         num_shards=args.num_shards,
         workers=args.workers,

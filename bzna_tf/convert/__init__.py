@@ -1,4 +1,4 @@
-"""Making .bzna files: sources (TFRecord, image folders, GulpIO), H.265 encoding, the parallel converter.
+"""Making .bzna files: the sources (TFRecord, folders, GulpIO, WebDataset, Parquet, TFDS, HF), the converter.
 
 Nothing here imports TensorFlow: TFRecords are read with a small parser of
 their framing and of tf.train.Example, so the worker processes start fast.
@@ -31,11 +31,15 @@ from bzna_tf.convert.plan import DEFAULT_SEED, ORDERS, ShardSpec, conversion_ord
 from bzna_tf.convert.sources import (
     SOURCES,
     GulpSource,
+    HFSource,
     ImageFolderSource,
     Item,
+    ParquetSource,
     Source,
     SourceError,
+    TFDSSource,
     TFRecordSource,
+    WebDatasetSource,
 )
 from bzna_tf.convert.tfrecord import TFRecordError, parse_example
 
@@ -50,9 +54,11 @@ __all__ = [
     "ConversionSummary",
     "EncodeOptions",
     "GulpSource",
+    "HFSource",
     "ImageDecodeError",
     "ImageFolderSource",
     "ORDERS",
+    "ParquetSource",
     "QUALITY_PRESETS",
     "SOURCES",
     "ShardSpec",
@@ -60,7 +66,9 @@ __all__ = [
     "Source",
     "SourceError",
     "TFRecordError",
+    "TFDSSource",
     "TFRecordSource",
+    "WebDatasetSource",
     "X265_PRESETS",
     "coded_size_for",
     "conversion_order",

@@ -141,9 +141,10 @@ class ConvertShards(beam.PTransform):
     objects (in no particular order; :func:`merge_summaries` combines them).
 
     Args:
-      source: a :class:`~bzna_tf.convert.TFRecordSource`, :class:`~bzna_tf.convert.ImageFolderSource`
-        or :class:`~bzna_tf.convert.GulpSource` (picklable, readable under the same paths on every
-        worker), or a zero-argument function that makes one on each worker (see the module's notes).
+      source: a conversion source (:class:`~bzna_tf.convert.TFRecordSource`,
+        :class:`~bzna_tf.convert.ImageFolderSource`, :class:`~bzna_tf.convert.WebDatasetSource`,
+        :class:`~bzna_tf.convert.ParquetSource`, ...: picklable, readable under the same paths on
+        every worker), or a zero-argument function that makes one on each worker (see the module's notes).
       output: ``DIR/NAME.bzna``; the shards are ``DIR/NAME-00000-of-0000N.bzna`` ... (DIR shared by
         every worker).
       num_shards: how many shards (1 .. the number of images); they are the units of work.

@@ -72,6 +72,8 @@ __all__ = [
 ENCODERS = ("x265", "nvenc")
 # What a negative label does: stop the conversion naming it, or make the image unlabelled.
 NEGATIVE_LABELS = ("error", "unlabelled")
+# What a record the source cannot read (Item.error) does: stop the conversion naming it, or skip it.
+ON_ERROR = ("raise", "skip")
 # Images queued per worker: enough to keep every worker busy while the main
 # process writes, few enough that memory does not grow with the dataset.
 _IN_FLIGHT_PER_WORKER = 4
@@ -282,7 +284,7 @@ class ConversionSummary:
             more = f", ... ({len(known) - 8} more)" if len(known) > 8 else ""
             lines.append(f"class names stored ({len(known)}): {shown}{more}")
         if self.skipped:
-            lines.append(f"skipped {len(self.skipped)} undecodable images:")
+            lines.append(f"skipped {count(len(self.skipped), 'image')} that could not be read or decoded:")
             lines += [f"  {origin}: {reason}" for origin, reason in self.skipped[:20]]
             if len(self.skipped) > 20:
                 lines.append(f"  ... and {len(self.skipped) - 20} more")
@@ -309,6 +311,8 @@ def encode_item(item: Item, settings: dict):
 
     ``settings``: :attr:`EncodeOptions.settings`.
     """
+    if item.error is not None:  # a record the source could not read, skipped (on_error="skip")
+        return ("skip", item.error)
     try:
         rgb = decode_image(_read(item), lenient=settings["lenient"])
     except (ImageDecodeError, OSError) as e:
@@ -370,7 +374,9 @@ def _check_int(value, arg, low, allow_none=True):
         raise ValueError(f"Expected `{arg}` as an integer >= {low}. Received: {arg}={value!r}")
 
 
-def _check_arguments(encoding, workers, missing_label, negative_labels, order, seed, num_shards, shard_size):
+def _check_arguments(
+    encoding, workers, missing_label, negative_labels, order, seed, num_shards, shard_size, on_error="raise"
+):
     """The checked ``encoding`` (an EncodeOptions); ValueError for any bad argument, before any work."""
     if encoding is None:
         encoding = EncodeOptions()
@@ -388,6 +394,8 @@ def _check_arguments(encoding, workers, missing_label, negative_labels, order, s
         raise ValueError(
             f"Expected `negative_labels` in {NEGATIVE_LABELS}. Received: negative_labels={negative_labels!r}"
         )
+    if on_error not in ON_ERROR:
+        raise ValueError(f"Expected `on_error` in {ON_ERROR}. Received: on_error={on_error!r}")
     check_order(order, seed)
     if num_shards is not None and shard_size is not None:
         raise ValueError("Expected `num_shards` or `shard_size`, not both")
@@ -509,6 +517,7 @@ def convert(
     strict=False,
     missing_label=None,
     negative_labels="error",
+    on_error="raise",
     class_names=None,
     progress=True,
     log=sys.stderr,
@@ -528,7 +537,9 @@ def convert(
 
     Args:
       source: a :class:`~bzna_tf.convert.TFRecordSource`, :class:`~bzna_tf.convert.ImageFolderSource`,
-        :class:`~bzna_tf.convert.GulpSource` (any :class:`~bzna_tf.convert.sources.Source`), a list
+        :class:`~bzna_tf.convert.GulpSource`, :class:`~bzna_tf.convert.WebDatasetSource`,
+        :class:`~bzna_tf.convert.ParquetSource`, :class:`~bzna_tf.convert.TFDSSource`,
+        :class:`~bzna_tf.convert.HFSource` (any :class:`~bzna_tf.convert.sources.Source`), a list
         of :class:`~bzna_tf.convert.Item`, or an iterable of them (``order="source"``, one file;
         only sources can be resumed).
       output: the .bzna file to write; with shards, the name they derive from:
@@ -555,8 +566,14 @@ def convert(
       negative_labels: "error" (default): a negative label (after a TFRecord source's
         ``label_offset``) stops the conversion, naming the file and record; "unlabelled": such
         images are stored as unlabelled (TFDS writes -1 for images without a label).
+      on_error: what a record the source cannot read does (a truncated tar member, a sample
+        without an image, a Parquet row whose image is null, a label that is not an integer):
+        "raise" (default) stops the conversion with a message naming the file and the key or
+        row; "skip" leaves the record out and counts it in the summary (and in the shard's
+        metadata), as undecodable images are.
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
-        ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels). A source that
+        ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
+        Hugging Face ``ClassLabel``'s names). A source that
         defines its classes (folders, GulpIO string labels) needs exactly one name per class; a
         target past the last name stops the conversion.
       progress: show a progress bar (images/s, ETA) on ``log``.
@@ -566,8 +583,9 @@ def convert(
       A :class:`ConversionSummary`.
 
     Raises:
-      ConversionError: an undecodable image with ``strict``, a negative label or one past the
-        class names, an existing output without ``overwrite``, or NVENC unavailable.
+      ConversionError: an undecodable image with ``strict``, a record the source cannot read
+        (``on_error="raise"``), a negative label or one past the class names, an existing output
+        without ``overwrite``, or NVENC unavailable.
       ConversionInterrupted: Ctrl-C (a ``KeyboardInterrupt``): finished files are kept, the
         unfinished one is removed, and the same call converts the rest.
       SourceError, TFRecordError: a source that cannot be read (nothing is left under ``output``).
@@ -575,7 +593,7 @@ def convert(
         ``missing_label``.
     """
     encoding = _check_arguments(
-        encoding, workers, missing_label, negative_labels, order, seed, num_shards, shard_size
+        encoding, workers, missing_label, negative_labels, order, seed, num_shards, shard_size, on_error
     )
     settings = encoding.settings
     workers = default_workers() if workers is None else workers
@@ -586,7 +604,7 @@ def convert(
     except TypeError:
         total = None
     if total is None and (num_shards or shard_size or shards or worker_index is not None):
-        raise ValueError("shards need a source with len() (TFRecordSource, ImageFolderSource, GulpSource)")
+        raise ValueError("shards need a source with len() (a bzna_tf.convert Source, or a list)")
     if total is None and order == "shuffle":
         raise ValueError(
             "Expected order='source' for a source without len() (an iterator cannot be shuffled; a list "
@@ -628,7 +646,7 @@ def convert(
             if total is not None:
                 labelled = source.labelled() if hasattr(source, "labelled") else None
                 positions = conversion_order(total, order, seed, labelled)
-            labels = _Labels(names, negative_labels)
+            labels = _Labels(names, negative_labels, on_error)
             writer = _ShardWriter(summary, fp, order, seed, names, missing_label, strict, log)
             pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
             with _progress_bar(progress, todo, total, log) as writer.bar:
@@ -691,10 +709,17 @@ def _class_names(source, class_names):
 class _Labels:
     """Checks each item's label before it is encoded: negative ones, and ones past the class names."""
 
-    def __init__(self, names, negative_labels):
-        self.names, self.negative = names, negative_labels
+    def __init__(self, names, negative_labels, on_error="raise"):
+        self.names, self.negative, self.on_error = names, negative_labels, on_error
 
     def check(self, item):
+        if getattr(item, "error", None) is not None:
+            if self.on_error == "raise":
+                raise ConversionError(
+                    f"{item.origin or item.filename}: {item.error} (--on-error skip, on_error='skip', skips "
+                    "such records and counts them in the summary)"
+                )
+            return item  # skipped by the encoder, counted by the writer
         t = item.target
         if t is None:
             return item

@@ -62,6 +62,12 @@ class Item:
       origin: where the image comes from, for messages ("train-00001 record 17").
       class_name: the name of the target's class when the source gives one per
         image (TFRecords' ``image/class/text``), else None.
+      error: why this record cannot give an image (a truncated tar member, a
+        row with a null image, a label that is not an integer), or None. The
+        converter stops with ``origin: error`` unless ``on_error="skip"``,
+        which skips the record and counts it in the summary. A source reports
+        a bad record this way rather than by raising, so that the records
+        after it can still be read.
     """
 
     filename: str
@@ -70,6 +76,7 @@ class Item:
     path: str | None = None
     origin: str = ""
     class_name: str | None = None
+    error: str | None = None
 
 
 class Source:

@@ -1,0 +1,368 @@
+"""Images from Parquet files with an image column (the Hugging Face ``datasets`` layout), by row group.
+
+A Hugging Face image dataset's Parquet files (``data/train-00000-of-00004.parquet``)
+hold an ``image`` column of ``{"bytes": ..., "path": ...}`` structs (the
+``datasets.Image`` feature) and an integer ``label`` column, and carry the
+dataset's features in the schema's ``huggingface`` metadata, with the class
+names of a ``ClassLabel``. Plain Parquet files with a bytes column and an
+integer column work too.
+
+Files are read one row group at a time (only the image and label columns), so
+memory is bounded by the row group's size, never by the file's. pyarrow is an
+optional dependency (``pip install 'bzna-tf[parquet]'``); it is imported when a
+source is made.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import json
+import os
+
+import numpy as np
+
+from bzna_tf.convert.sources.base import (
+    Item,
+    Source,
+    SourceError,
+    expand_patterns,
+    few,
+    file_facts,
+    safe_basename,
+)
+
+__all__ = ["ParquetSource", "TableColumns", "pyarrow_or_error"]
+
+AUTO = "auto"
+# Row groups kept decoded: the one being read and the one before (a shuffled order comes back to it).
+_CACHED_GROUPS = 2
+# Parquet files kept open at once (a shuffled order visits every file).
+_OPEN_FILES = 16
+
+
+def pyarrow_or_error(what: str):
+    """``pyarrow`` (with ``pyarrow.parquet`` loaded), or a SourceError saying how to install it."""
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError as e:
+        raise SourceError(
+            f"{what} need pyarrow, which is not installed: pip install 'bzna-tf[parquet]' ({e})"
+        ) from e
+    return pyarrow
+
+
+def hf_features(metadata) -> dict:
+    """The ``datasets`` features {column: {"_type": ...}} stored in an Arrow schema's metadata, or {}."""
+    raw = (metadata or {}).get(b"huggingface")
+    if not raw:
+        return {}
+    try:
+        info = json.loads(raw)
+    except ValueError:
+        return {}
+    features = info.get("info", {}).get("features") if isinstance(info, dict) else None
+    return features if isinstance(features, dict) else {}
+
+
+class TableColumns:
+    """The image and label columns of an Arrow schema, chosen by name or recognised, and the class names.
+
+    Attributes:
+      image: the image column's name.
+      image_struct: True for ``{"bytes", "path"}`` structs (``datasets.Image``), False for plain bytes.
+      label: the label column's name, or None (unlabelled).
+      class_names: the ``ClassLabel`` names of the label column (``datasets`` features), or None.
+      notes: lines for the conversion summary.
+    """
+
+    def __init__(self, schema, features, where, image_column=None, label_column=AUTO):
+        import pyarrow as pa
+
+        self.notes = []
+        types = {f.name: f.type for f in schema}
+
+        def listing():
+            return "[" + ", ".join(f"{n!r} ({t})" for n, t in types.items()) + "]"
+
+        def is_bytes(t):
+            return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+        def is_image(t):
+            if is_bytes(t):
+                return True
+            if pa.types.is_struct(t):
+                names = [t.field(i).name for i in range(t.num_fields)]
+                return "bytes" in names and is_bytes(t.field("bytes").type)
+            return False
+
+        def is_label(t):
+            return pa.types.is_integer(t)
+
+        if image_column is not None:
+            if image_column not in types:
+                raise SourceError(f"{where}: no column {image_column!r} (--image-column); it has {listing()}")
+            if not is_image(types[image_column]):
+                raise SourceError(
+                    f"{where}: column {image_column!r} is {types[image_column]}, not bytes nor a struct with "
+                    f"a bytes field (the datasets Image feature); the columns are {listing()}"
+                )
+            self.image = image_column
+        else:
+            tagged = [n for n, f in features.items() if isinstance(f, dict) and f.get("_type") == "Image"]
+            tagged = [n for n in tagged if n in types and is_image(types[n])]
+            candidates = tagged or [n for n, t in types.items() if is_image(t)]
+            if len(candidates) != 1:
+                what = "no image column" if not candidates else f"several image columns ({few(candidates)})"
+                raise SourceError(
+                    f"{where}: {what}: the columns are {listing()}; name the column of encoded images "
+                    "(bytes, or the datasets Image feature's {bytes, path} struct) with --image-column "
+                    "(image_column=)"
+                )
+            self.image = candidates[0]
+        self.image_struct = pa.types.is_struct(types[self.image])
+
+        self.class_names = None
+        if label_column is None or label_column == "":
+            self.label = None
+        elif label_column != AUTO:
+            if label_column not in types:
+                raise SourceError(f"{where}: no column {label_column!r} (--label-column); it has {listing()}")
+            if not is_label(types[label_column]):
+                raise SourceError(
+                    f"{where}: column {label_column!r} is {types[label_column]}, not integers (a .bzna file "
+                    f"stores one integer target per image); the columns are {listing()}"
+                )
+            self.label = label_column
+        else:
+            kinds = {n: f.get("_type") for n, f in features.items() if isinstance(f, dict)}
+            tagged = [n for n, k in kinds.items() if k == "ClassLabel" and is_label(types.get(n, pa.null()))]
+            candidates = tagged or [n for n, t in types.items() if n != self.image and is_label(t)]
+            if len(candidates) > 1:
+                raise SourceError(
+                    f"{where}: several integer columns could be the label ({few(candidates)}); the columns "
+                    f"are {listing()}: name it with --label-column (label_column=), or '' for no label"
+                )
+            self.label = candidates[0] if candidates else None
+            if self.label is None:
+                self.notes.append(f"no integer column to take as the label: stored unlabelled ({listing()})")
+        if self.label is not None:
+            feature = features.get(self.label)
+            if isinstance(feature, dict) and feature.get("_type") == "ClassLabel":
+                names = feature.get("names")
+                if isinstance(names, list) and all(isinstance(n, str) for n in names):
+                    self.class_names = list(names)
+
+    def columns(self):
+        return [self.image] + ([self.label] if self.label else [])
+
+    def check(self, schema, where):
+        """Raises SourceError unless ``schema`` (another file's) has the same image and label columns."""
+        first = {f.name: f.type for f in schema}
+        for name in self.columns():
+            if name not in first:
+                raise SourceError(
+                    f"{where}: no column {name!r}, which the first file has; every file must have the same "
+                    f"columns (this one has {few(list(first))})"
+                )
+
+
+def _one_array(column):
+    """A column as one Arrow array (its chunk, not a copy, when it has one: a memory-mapped one stays so)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+class RowGroups:
+    """Rows of an image column and a label column, in units (row groups, record batches) read one at a time.
+
+    ``load(unit)`` gives an Arrow table of the unit's rows with the image (and
+    label) columns; :meth:`item` turns a row into an :class:`Item`.
+    """
+
+    def __init__(self, columns: TableColumns, unit_rows):
+        self.columns = columns
+        self.starts = np.cumsum([0, *unit_rows]).tolist()
+        self._cache = collections.OrderedDict()
+
+    def locate(self, index):
+        total = self.starts[-1]
+        if not 0 <= index < total:
+            raise IndexError(f"row {index} out of range: the files hold {total}")
+        u = bisect.bisect_right(self.starts, index) - 1
+        return u, index - self.starts[u]
+
+    def rows(self, u, load):
+        """(images, paths, labels) of unit ``u`` as Arrow arrays, from a small cache of decoded units."""
+        got = self._cache.get(u)
+        if got is None:
+            table = load(u)
+            image = _one_array(table.column(self.columns.image))
+            if self.columns.image_struct:
+                names = [image.type.field(i).name for i in range(image.type.num_fields)]
+                data = image.field("bytes")
+                paths = image.field("path") if "path" in names else None
+                valid = image.is_valid()
+            else:
+                data, paths, valid = image, None, None
+            labels = _one_array(table.column(self.columns.label)) if self.columns.label else None
+            got = self._cache[u] = (data, paths, valid, labels)
+            while len(self._cache) > _CACHED_GROUPS:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(u)
+        return got
+
+    def item(self, arrays, r, origin, default_name, folder):
+        data, paths, valid, labels = arrays
+        target = None
+        if labels is not None and labels[r].is_valid:
+            target = int(labels[r].as_py())
+        path = paths[r].as_py() if paths is not None and (valid is None or valid[r].as_py()) else None
+        name = safe_basename(path) if path else default_name
+        if (valid is None or valid[r].as_py()) and data[r].is_valid:
+            return Item(name, target, data=data[r].as_py(), origin=origin)
+        if path:  # datasets' Image feature without embedded bytes: a file of the machine that made it
+            local = path if os.path.isabs(path) else os.path.join(folder, path)
+            if os.path.isfile(local):
+                return Item(name, target, path=local, origin=origin)
+            return Item(name, None, data=b"", origin=origin,
+                        error=f"null image bytes, and its path {path!r} is not a file here")  # fmt: skip
+        return Item(name, None, data=b"", origin=origin, error=f"null image (column {self.columns.image!r})")
+
+
+class ParquetSource(Source):
+    """Images from Parquet files: an image column (bytes, or ``datasets``' Image struct) and a label column.
+
+    Rows are converted in file order (files sorted by name within each
+    pattern), then row order; each file is read one row group at a time (only
+    the image and label columns), so memory stays bounded by the row-group
+    size. A shuffled order reads each image's row group when it needs it (two
+    are kept decoded): files with large row groups convert faster with
+    ``order="source"``, which reads each row group once.
+
+    Args:
+      patterns: Parquet files or glob patterns (``"data/train-*.parquet"``), ``~`` expanded.
+      image_column: the column of encoded images: bytes, or a struct with a
+        ``bytes`` field (and ``path``) as the ``datasets`` Image feature writes
+        it. None: recognised (the ``datasets`` Image column, else the one bytes
+        column); several candidates are refused, listing them.
+      label_column: the integer label column; ``"auto"`` (default): the
+        ``datasets`` ClassLabel column, else the one integer column (none:
+        unlabelled; several: refused, listing them); None: unlabelled. A null
+        label makes its image unlabelled.
+      class_names: the class names by target; default: the ClassLabel names
+        stored in the schema's ``huggingface`` metadata, if any.
+
+    Each sample's stored name is the base name of the struct's ``path`` when
+    there is one, else ``FILE-ROW`` (the file's base name and the row's number
+    in it). A row whose image is null (or whose ``path`` names no local file
+    when its bytes are null) is a bad record: see ``convert``'s ``on_error``.
+
+    Raises:
+      SourceError: no file matches, pyarrow is missing, a file is not Parquet,
+        or the columns cannot be chosen (the message lists them).
+    """
+
+    kind = "parquet"
+    cli_help = "Parquet files or glob patterns (an image bytes column; Hugging Face's data/*.parquet)"
+    cli_options = ("image_column", "label_column")
+
+    def __init__(self, patterns, *, image_column=None, label_column=AUTO, class_names=None):
+        pyarrow_or_error("Parquet sources")
+        import pyarrow.parquet as pq
+
+        self.paths = expand_patterns(patterns, "Parquet file")
+        unit_rows, self._units = [], []
+        columns = None
+        for k, path in enumerate(self.paths):
+            try:
+                meta = pq.read_metadata(path)
+                schema = pq.read_schema(path)
+            except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+                raise SourceError(f"{path}: not a readable Parquet file: {e}") from e
+            if columns is None:
+                columns = TableColumns(schema, hf_features(schema.metadata), path, image_column, label_column)
+            else:
+                columns.check(schema, path)
+            first = 0  # the row group's first row in its file
+            for g in range(meta.num_row_groups):
+                self._units.append((k, g, first))
+                unit_rows.append(meta.row_group(g).num_rows)
+                first += unit_rows[-1]
+        self.image_column, self.label_column = columns.image, columns.label
+        self.class_names = list(class_names) if class_names is not None else columns.class_names
+        self.num_classes = len(columns.class_names) if columns.class_names else None
+        self.notes = tuple(columns.notes)
+        self._columns, self._unit_rows = columns, unit_rows
+        self._rows = None
+        self._files = None
+
+    def __getstate__(self):
+        # Open files and decoded row groups stay in their process.
+        return {**self.__dict__, "_rows": None, "_files": None}
+
+    def _groups(self):
+        if self._rows is None:
+            self._rows = RowGroups(self._columns, self._unit_rows)
+            self._files = collections.OrderedDict()
+        return self._rows
+
+    def _load(self, u):
+        import pyarrow.parquet as pq
+
+        k, g, _ = self._units[u]
+        f = self._files.get(k)
+        if f is None:
+            if len(self._files) >= _OPEN_FILES:
+                self._files.popitem(last=False)[1].close()
+            f = self._files[k] = pq.ParquetFile(self.paths[k])
+        else:
+            self._files.move_to_end(k)
+        try:
+            # One thread: a row group is a few MB, and pyarrow's thread pool costs more CPU than it saves.
+            return f.read_row_group(g, columns=self._columns.columns(), use_threads=False)
+        except (OSError, ValueError) as e:
+            raise SourceError(f"{self.paths[k]} row group {g}: cannot be read: {e}") from e
+
+    def __len__(self):
+        return sum(self._unit_rows)
+
+    def labelled(self):
+        if self.label_column is None:
+            return np.zeros(len(self), bool)
+        import pyarrow.parquet as pq
+
+        out = []
+        for path in self.paths:  # the label column alone (ParquetFile: without pyarrow.dataset's machinery)
+            with pq.ParquetFile(path) as f:
+                labels = f.read(columns=[self.label_column], use_threads=False).column(0)
+            out.append(np.asarray(labels.is_valid()))
+        return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
+
+    def _describe(self):
+        return {
+            "files": [file_facts(p) for p in self.paths],
+            "image_column": self.image_column,
+            "label_column": self.label_column,
+        }
+
+    def item(self, index):
+        return next(iter(self.items([index])))
+
+    def items(self, indices):
+        """The rows at ``indices``, each from its row group (decoded once for consecutive rows)."""
+        groups = self._groups()
+        for i in indices:
+            u, r = groups.locate(int(i))
+            k, g, first = self._units[u]
+            path = self.paths[k]
+            row = first + r
+            origin = f"{path} row {row} (row group {g})"
+            name = f"{os.path.basename(path)}-{row:06d}"
+            yield groups.item(groups.rows(u, self._load), r, origin, name, os.path.dirname(path))
+
+    @classmethod
+    def from_cli(cls, paths, *, image_column=None, label_column=None):
+        return cls(paths, image_column=image_column,
+                   label_column=AUTO if label_column is None else (label_column or None))  # fmt: skip

@@ -1,0 +1,95 @@
+"""Hugging Face datasets on this machine (save_to_disk folders, a name for load_dataset) as a source.
+
+The folders are made with the ``datasets`` package itself (the ``hf`` extra); without it these tests
+skip, except the one that checks the message a NAME gives when ``datasets`` is missing.
+"""
+
+import os
+import sys
+
+import pytest
+from _sources_data import images, pictures_by_name, reference, write_parquet
+
+pytest.importorskip("pyarrow", reason="Hugging Face sources need pyarrow: pip install 'bzna-tf[hf]'")
+
+from bzna_tf.convert import EncodeOptions, HFSource, Item, SourceError, convert, shard_paths  # noqa: E402
+from bzna_tf.datasets import ClassificationDataset  # noqa: E402
+
+FAST = {"encoding": EncodeOptions(preset="ultrafast", crf=24, chroma="average"), "progress": False}
+NAMES = ["ant", "bee", "cat"]
+
+
+def hf_dataset(n, start=0):
+    datasets = pytest.importorskip(
+        "datasets", reason="the hf extra is not installed: pip install 'bzna-tf[hf]'"
+    )
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(names=NAMES)})
+    pics = images(start + n)[start:]
+    rows = {"image": [{"bytes": p, "path": f"im{start + i}.ppm"} for i, p in enumerate(pics)],
+            "label": [(start + i) % 3 for i in range(n)]}  # fmt: skip
+    items = [Item(f"im{start + i}.ppm", (start + i) % 3, data=p) for i, p in enumerate(pics)]
+    return datasets.Dataset.from_dict(rows, features=features), items
+
+
+def test_a_saved_dataset_dict_converts_one_split_with_its_class_names(tmp_path):
+    datasets = pytest.importorskip(
+        "datasets", reason="the hf extra is not installed: pip install 'bzna-tf[hf]'"
+    )
+    train, train_items = hf_dataset(9)
+    test, _ = hf_dataset(3, start=9)
+    datasets.DatasetDict({"train": train, "test": test}).save_to_disk(tmp_path / "dd", max_shard_size="10KB")
+    src = HFSource(tmp_path / "dd", split="train")
+    assert len(src.files) > 1  # several data files: rows run on across them
+    assert (
+        len(src) == 9
+        and src.class_names == NAMES
+        and (src.image_column, src.label_column) == ("image", "label")
+    )
+    assert [i.filename for i in src.items([8, 0, 4])] == ["im8.ppm", "im0.ppm", "im4.ppm"]
+    s = convert(src, tmp_path / "out" / "train.bzna", num_shards=2, workers=0, **FAST)
+    assert s.images == 9 and s.class_names == NAMES
+    assert ClassificationDataset(tmp_path / "out").class_names == NAMES
+    want = reference(tmp_path, train_items, **FAST)
+    assert pictures_by_name(shard_paths(tmp_path / "out" / "train.bzna", 2)) == want
+    message = (
+        r"Expected --split \(split=\) as one of the splits of .*dd: 'train', 'test'. Received: split='val'"
+    )
+    with pytest.raises(SourceError, match=message):
+        HFSource(tmp_path / "dd", split="val")
+    # One Dataset saved alone; the command line.
+    test.save_to_disk(tmp_path / "one")
+    assert [i.target for i in HFSource(tmp_path / "one")] == [0, 1, 2]
+    from bzna_tf.cli import main
+
+    assert main(["convert", "hf", str(tmp_path / "dd"), str(tmp_path / "c.bzna"), "--split", "test",
+                 "--workers", "0", "--no-progress", "--preset", "ultrafast"]) == 0  # fmt: skip
+    assert sorted(ClassificationDataset(tmp_path / "c.bzna").filenames) == ["im10.ppm", "im11.ppm", "im9.ppm"]
+
+
+def test_a_name_is_loaded_offline_through_datasets(tmp_path):
+    pytest.importorskip("datasets", reason="the hf extra is not installed: pip install 'bzna-tf[hf]'")
+    repo = tmp_path / "repo" / "data"
+    repo.mkdir(parents=True)
+    pics = images(5)
+    write_parquet(
+        repo / "train-00000-of-00001.parquet", pics, [2, 1, 0, 1, 2], row_group_size=2, hf_names=NAMES
+    )
+    src = HFSource(str(tmp_path / "repo"), split="train", cache_dir=str(tmp_path / "cache"))
+    assert all(
+        f.startswith(str(tmp_path / "cache")) for f in src.files
+    )  # its Arrow cache, read memory-mapped
+    assert src.class_names == NAMES and [i.target for i in src] == [2, 1, 0, 1, 2]
+    assert [i.data for i in src] == pics
+    message = r"'no-such-dataset-xyz' \(split 'train'\) cannot be loaded from this machine without network"
+    with pytest.raises(SourceError, match=message):
+        HFSource("no-such-dataset-xyz", split="train", cache_dir=str(tmp_path / "cache"))
+
+
+def test_a_name_without_the_datasets_package_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # an import of it fails, as when it is not installed
+    with pytest.raises(SourceError, match=r"needs the datasets package, which is not installed: pip install "
+                       r"'bzna-tf\[hf\]'"):  # fmt: skip
+        HFSource("mnist", split="train")
+    os.makedirs(tmp_path / "empty")
+    with pytest.raises(SourceError, match="needs the datasets package"):
+        HFSource(tmp_path / "empty", split="train")  # not a save_to_disk folder: a name for datasets

@@ -1,0 +1,189 @@
+"""Parquet files (the Hugging Face datasets layout, and plain ones) as a conversion source."""
+
+import os
+import pickle
+
+import pytest
+from _sources_data import images, pictures_by_name, reference, write_parquet
+
+pa = pytest.importorskip("pyarrow", reason="Parquet sources need pyarrow: pip install 'bzna-tf[parquet]'")
+import pyarrow.parquet as pq  # noqa: E402
+
+from bzna_tf.convert import (  # noqa: E402
+    ConversionError,
+    EncodeOptions,
+    Item,
+    ParquetSource,
+    SourceError,
+    convert,
+    shard_paths,
+)
+from bzna_tf.datasets import ClassificationDataset  # noqa: E402
+from bzna_tf.format import BznaFile  # noqa: E402
+
+FAST = {"encoding": EncodeOptions(preset="ultrafast", crf=24, chroma="average"), "progress": False}
+NAMES = ["ant", "bee", "cat"]
+
+
+def hf_files(tmp_path, n=11, per_file=6, row_group_size=4):
+    """Parquet files as `datasets` writes them: image structs, ClassLabel names in the schema metadata."""
+    pics = images(n)
+    labels = [i % 3 for i in range(n)]
+    paths = []
+    (tmp_path / "data").mkdir(exist_ok=True)
+    for k, s in enumerate(range(0, n, per_file)):
+        part = slice(s, s + per_file)
+        paths.append(write_parquet(tmp_path / "data" / f"train-{k:05d}.parquet", pics[part], labels[part],
+                                   row_group_size, hf_names=NAMES,
+                                   paths=[f"img_{i:05d}.ppm" for i in range(n)][part]))  # fmt: skip
+    return paths, pics, labels
+
+
+def test_hf_parquet_converts_with_class_names_from_the_schema(tmp_path):
+    paths, pics, labels = hf_files(tmp_path)
+    src = ParquetSource(str(tmp_path / "data" / "train-*.parquet"))
+    assert (src.image_column, src.label_column, src.class_names, src.num_classes) == (
+        "image",
+        "label",
+        NAMES,
+        3,
+    )
+    assert len(src) == 11 and src.labelled().all()
+    assert [pq.ParquetFile(p).num_row_groups for p in paths] == [2, 2]
+    picked = list(src.items([10, 0, 5, 6]))
+    assert [(it.filename, it.target) for it in picked] == [
+        ("img_00010.ppm", 1),
+        ("img_00000.ppm", 0),
+        ("img_00005.ppm", 2),
+        ("img_00006.ppm", 0),
+    ]
+    assert picked[0].data == pics[10]
+    assert picked[3].origin == f"{paths[1]} row 0 (row group 0)" and src.item(5).origin.endswith(
+        "row 5 (row group 1)"
+    )
+    out = tmp_path / "out" / "train.bzna"
+    summary = convert(src, out, num_shards=3, workers=0, **FAST)
+    assert summary.images == 11 and summary.class_names == NAMES
+    ds = ClassificationDataset(tmp_path / "out")
+    assert ds.class_names == NAMES and sorted(ds.filenames) == [f"img_{i:05d}.ppm" for i in range(11)]
+    want = reference(
+        tmp_path, [Item(f"img_{i:05d}.ppm", labels[i], data=p) for i, p in enumerate(pics)], **FAST
+    )
+    assert pictures_by_name(shard_paths(out, 3)) == want
+    # Other class names must name every ClassLabel class.
+    with pytest.raises(ValueError, match="Expected 3 class names"):
+        convert(src, tmp_path / "o.bzna", workers=0, class_names=["a", "b"], **FAST)
+    # The source travels (Beam, workers) without its open files and decoded row groups.
+    again = pickle.loads(pickle.dumps(src))
+    assert again._rows is None and [it.data for it in again.items([3, 9])] == [pics[3], pics[9]]
+
+
+def test_plain_parquet_bytes_and_int_columns_names_and_given_class_names(tmp_path):
+    pics = images(5)
+    table = pa.table({"id": pa.array(["a", "b", "c", "d", "e"]), "jpeg": pa.array(pics, pa.binary()),
+                      "y": pa.array([1, 0, 1, 0, 1], pa.int32())})  # fmt: skip
+    pq.write_table(table, tmp_path / "plain.parquet", row_group_size=2)
+    src = ParquetSource(tmp_path / "plain.parquet")
+    assert (src.image_column, src.label_column, src.class_names) == ("jpeg", "y", None)
+    assert [(it.filename, it.target) for it in src] == [(f"plain.parquet-{r:06d}", t) for r, t in
+                                                         enumerate([1, 0, 1, 0, 1])]  # fmt: skip
+    s = convert(src, tmp_path / "p.bzna", workers=0, order="source", class_names=["no", "yes"], **FAST)
+    assert s.class_names == ["no", "yes"] and BznaFile(tmp_path / "p.bzna").class_names == ["no", "yes"]
+    assert list(ClassificationDataset(tmp_path / "p.bzna").targets) == [1, 0, 1, 0, 1]
+    # No integer column: unlabelled, and the summary says why.
+    pq.write_table(table.drop(["y"]), tmp_path / "nolabel.parquet")
+    src = ParquetSource(tmp_path / "nolabel.parquet")
+    assert src.label_column is None and "no integer column to take as the label" in src.notes[0]
+    assert not src.labelled().any()
+
+
+def test_columns_that_cannot_be_chosen_are_refused_listing_them(tmp_path):
+    pics = images(2)
+    columns = {"a": pa.array(pics, pa.binary()), "b": pa.array(pics, pa.binary())}
+    columns.update({"l1": pa.array([0, 1]), "l2": pa.array([1, 0]), "name": pa.array(["x", "y"])})
+    two = pa.table(columns)
+    pq.write_table(two, tmp_path / "two.parquet")
+    path = tmp_path / "two.parquet"
+    with pytest.raises(SourceError, match=rf"{path}: several image columns \('a', 'b'\): the columns are "
+                       r"\['a' \(binary\), 'b' \(binary\), 'l1' \(int64\).*--image-column"):  # fmt: skip
+        ParquetSource(path)
+    with pytest.raises(
+        SourceError, match=r"several integer columns could be the label \('l1', 'l2'\).*--label-column"
+    ):
+        ParquetSource(path, image_column="a")
+    assert ParquetSource(path, image_column="b", label_column="l2").item(0).target == 1
+    assert ParquetSource(path, image_column="b", label_column=None).item(0).target is None
+    with pytest.raises(SourceError, match=r"column 'name' is string, not integers"):
+        ParquetSource(path, image_column="a", label_column="name")
+    with pytest.raises(SourceError, match=r"column 'l1' is int64, not bytes nor a struct"):
+        ParquetSource(path, image_column="l1")
+    with pytest.raises(SourceError, match=r"no column 'img' \(--image-column\); it has \['a'"):
+        ParquetSource(path, image_column="img")
+    other = pa.table({"b": pa.array(pics, pa.binary()), "l2": pa.array([1, 0])})
+    pq.write_table(other, tmp_path / "z-other.parquet")
+    with pytest.raises(SourceError, match=r"z-other.parquet: no column 'a', which the first file has"):
+        ParquetSource([path, tmp_path / "z-other.parquet"], image_column="a", label_column="l1")
+    (tmp_path / "not.parquet").write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(SourceError, match="not.parquet: not a readable Parquet file"):
+        ParquetSource(tmp_path / "not.parquet")
+
+
+def test_null_images_stop_naming_the_row_or_are_skipped_and_counted(tmp_path, capsys):
+    pics = images(5)
+    (tmp_path / "on-disk.ppm").write_bytes(pics[4])
+    rows = [pics[0], None, pics[2], None, None]
+    paths = ["0.ppm", "1.ppm", "2.ppm", None, str(tmp_path / "on-disk.ppm")]
+    path = write_parquet(tmp_path / "nulls.parquet", rows, [0, 1, None, 2, 1], row_group_size=2, paths=paths)
+    src = ParquetSource(path)
+    got = list(src)
+    assert [it.error for it in got] == [
+        None,
+        "null image bytes, and its path '1.ppm' is not a file here",
+        None,
+        "null image (column 'image')",
+        None,
+    ]
+    assert got[4].path == str(tmp_path / "on-disk.ppm") and got[4].target == 1  # a path-only Image feature
+    assert got[2].target is None and list(src.labelled()) == [True, True, False, True, True]
+    with pytest.raises(
+        ConversionError, match=rf"{path} row 1 \(row group 0\): null image bytes.*--on-error skip"
+    ):
+        convert(src, tmp_path / "x.bzna", workers=0, order="source", **FAST)
+    s = convert(
+        src, tmp_path / "x.bzna", workers=0, on_error="skip", order="source", missing_label=-1, **FAST
+    )
+    assert s.images == 3 and [o for o, _ in s.skipped] == [f"{path} row 1 (row group 0)",
+                                                           f"{path} row 3 (row group 1)"]  # fmt: skip
+    with BznaFile(tmp_path / "x.bzna") as f:
+        assert f.filenames() == ["0.ppm", "2.ppm", "on-disk.ppm"] and list(f.targets) == [0, -1, 1]
+    from bzna_tf.cli import main
+
+    capsys.readouterr()
+    argv = ["convert", "parquet", str(path), str(tmp_path / "c.bzna"), "--workers", "0", "--no-progress",
+            "--preset", "ultrafast", "--order", "source", "--missing-label", "-1"]  # fmt: skip
+    assert main(argv) == 1
+    assert f"bzna-tf convert: {path} row 1 (row group 0): null image bytes" in capsys.readouterr().err
+    assert main([*argv, "--on-error", "skip"]) == 0
+    assert "skipped 2 images that could not be read or decoded" in capsys.readouterr().out
+
+
+def test_the_cli_takes_the_columns_and_refuses_them_for_other_sources(tmp_path, capsys):
+    from bzna_tf.cli import main
+
+    pics = images(4)
+    table = pa.table(
+        {"x": pa.array(pics, pa.binary()), "y": pa.array(pics, pa.binary()), "t": pa.array([3, 2, 1, 0])}
+    )
+    pq.write_table(table, tmp_path / "t.parquet")
+    argv = ["convert", "parquet", str(tmp_path / "t.parquet"), str(tmp_path / "o" / "t.bzna"),
+            "--workers", "0", "--no-progress", "--preset", "ultrafast"]  # fmt: skip
+    assert main([*argv, "--image-column", "y", "--num-shards", "2"]) == 0
+    assert sorted(os.listdir(tmp_path / "o")) == ["t-00000-of-00002.bzna", "t-00001-of-00002.bzna"]
+    assert sorted(ClassificationDataset(tmp_path / "o").targets) == [0, 1, 2, 3]
+    capsys.readouterr()
+    assert main([*argv[:3], str(tmp_path / "p.bzna"), *argv[4:]]) == 1
+    assert "t.parquet: several image columns ('x', 'y')" in capsys.readouterr().err
+    assert main(["convert", "folder", str(tmp_path), str(tmp_path / "f.bzna"), "--image-column", "x"]) != 0
+    assert (
+        "--image-column does not apply to folder sources (--image-column: parquet" in capsys.readouterr().err
+    )

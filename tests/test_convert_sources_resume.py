@@ -1,0 +1,74 @@
+"""WebDataset and Parquet conversions SIGKILLed mid-way: a rerun finishes them byte for byte."""
+
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+from _sources_data import images, wds_samples, write_parquet, write_shards
+from test_convert_resume import alive, children
+
+from bzna_tf.convert import SOURCES, convert, shard_paths
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from _convert_job import OPTIONS  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads /proc to find the workers"
+)
+SIZE = (96, 128)
+
+
+def make_source(tmp_path, kind):
+    """(the source argument of bzna-tf convert KIND, as one string) for 16 images of 3 classes."""
+    if kind == "webdataset":
+        write_shards(tmp_path / "src", wds_samples(16, size=SIZE), per_shard=5)
+        return str(tmp_path / "src" / "train-{000000..000003}.tar")
+    pytest.importorskip("pyarrow", reason="Parquet sources need pyarrow: pip install 'bzna-tf[parquet]'")
+    (tmp_path / "src").mkdir()
+    return str(write_parquet(tmp_path / "src" / "train.parquet", images(16, SIZE), [i % 3 for i in range(16)],
+                             row_group_size=5, hf_names=["ant", "bee", "cat"]))  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["webdataset", "parquet"])
+def test_sigkill_then_rerun_gives_the_same_bytes(tmp_path, kind):
+    src = make_source(tmp_path, kind)
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "out").mkdir()
+    reference = convert(SOURCES[kind].from_cli([src]), tmp_path / "ref" / "x.bzna", num_shards=4, workers=2,
+                        progress=False, **OPTIONS)  # fmt: skip
+    out = tmp_path / "out" / "x.bzna"
+    seed = int(os.environ.get("BZNA_TF_KILL_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    job = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_convert_job.py"), src, str(out), "--kind", kind],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert job.stdout.readline().startswith("started")
+    deadline = time.monotonic() + 60
+    workers = []
+    while not workers and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        workers = children(job.pid)
+    time.sleep(rng.uniform(0.0, 0.5))  # a random moment of the encoding
+    workers = children(job.pid) or workers
+    job.kill()
+    job.wait()
+    job.stdout.close()
+    assert workers, f"the conversion ended before its workers were seen (seed {seed})"
+    done = [p for p in shard_paths(out, 4) if os.path.exists(p)]
+    assert len(done) < 4, f"the kill came after the end (seed {seed})"
+    deadline = time.monotonic() + 10
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if alive(w)], f"workers outlived their killed parent (seed {seed})"
+    final = convert(SOURCES[kind].from_cli([src]), out, num_shards=4, workers=2, progress=False, **OPTIONS)
+    assert len(final.written) + len(final.finished) == 4 and len(final.finished) == len(done)
+    for mine, theirs in zip(shard_paths(out, 4), reference.written, strict=True):
+        with open(mine, "rb") as a, open(theirs, "rb") as b:
+            assert a.read() == b.read(), f"{mine} differs from the uninterrupted conversion (seed {seed})"
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(os.path.basename(p) for p in shard_paths(out, 4))

@@ -1,0 +1,267 @@
+"""WebDataset tar shards as a conversion source: keys, labels, bad members, shards, workers, Beam."""
+
+import json
+import os
+import tarfile
+
+import pytest
+from _sources_data import (
+    add_member,
+    images,
+    pictures_by_name,
+    reference,
+    wds_samples,
+    write_shards,
+)
+
+from bzna_tf.convert import (
+    ConversionError,
+    EncodeOptions,
+    Item,
+    SourceError,
+    WebDatasetSource,
+    convert,
+    shard_paths,
+)
+from bzna_tf.convert.sources.webdataset import expand_braces, split_name
+from bzna_tf.datasets import ClassificationDataset
+from bzna_tf.format import BznaFile
+
+FAST = {"encoding": EncodeOptions(preset="ultrafast", crf=24, chroma="average"), "progress": False}
+
+
+def as_items(samples, image="ppm", label="cls"):
+    return [
+        Item(f"{i:05d}", int(s[label]) if label in s else None, data=s[image]) for i, s in enumerate(samples)
+    ]
+
+
+def test_names_split_and_braces_expand_as_webdataset_writes_them():
+    assert split_name("a/b/0001.seg.PNG") == ("a/b/0001", "seg.png")
+    assert split_name("0001.jpg") == ("0001", "jpg")
+    assert split_name("dir.v2/0001.jpg") == ("dir.v2/0001", "jpg")
+    assert split_name("README") is None and split_name("dir/.hidden") is None
+    assert expand_braces("t-{000008..000011}.tar") == [f"t-0000{k:02d}.tar" for k in (8, 9, 10, 11)]
+    assert expand_braces("{a,b}-{1..2}") == ["a-1", "a-2", "b-1", "b-2"]
+    assert expand_braces("plain.tar") == ["plain.tar"]
+    with pytest.raises(SourceError, match="goes down"):
+        expand_braces("{5..2}")
+    with pytest.raises(SourceError, match=r"expected \{A..B\} or \{x,y,...\}"):
+        expand_braces("{oops}")
+
+
+def test_shards_convert_to_the_same_pictures_labels_and_class_names(tmp_path):
+    samples = wds_samples(10)
+    write_shards(tmp_path / "wds", samples, per_shard=4)  # 3 shards: 4 + 4 + 2
+    src = WebDatasetSource(str(tmp_path / "wds" / "train-{000000..000002}.tar"), class_names=["a", "b", "c"])
+    assert len(src) == 10 and src.label_key == "cls" and src.labelled().all()
+    assert [it.filename for it in src.items([9, 0, 4])] == ["00009", "00000", "00004"]
+    assert src.item(5).origin == f"{tmp_path / 'wds' / 'train-000001.tar'} key '00005'"
+    out = tmp_path / "out"
+    summary = convert(src, out / "train.bzna", num_shards=3, workers=0, **FAST)
+    assert summary.images == 10 and summary.class_names == ["a", "b", "c"]
+    ds = ClassificationDataset(out)
+    assert sorted(ds.filenames) == [f"{i:05d}" for i in range(10)]
+    assert ds.class_names == ["a", "b", "c"]
+    assert {n: int(t) for n, t in zip(ds.filenames, ds.targets, strict=True)} == {
+        f"{i:05d}": i % 3 for i in range(10)
+    }
+    # Each picture is, byte for byte, what converting the image itself gives.
+    want = reference(tmp_path, as_items(samples), **FAST)
+    assert pictures_by_name(shard_paths(out / "train.bzna", 3)) == want
+    # The glob and the list of paths are the same source (same fingerprint): a rerun skips every shard.
+    again = convert(WebDatasetSource(str(tmp_path / "wds" / "*.tar"), class_names=["a", "b", "c"]),
+                    out / "train.bzna", num_shards=3, workers=0, **FAST)  # fmt: skip
+    assert again.written == [] and len(again.finished) == 3
+
+
+def test_source_order_workers_and_worker_index_give_the_same_files(tmp_path):
+    write_shards(tmp_path / "wds", wds_samples(8), per_shard=3)
+    pattern = str(tmp_path / "wds" / "*.tar")
+    one = tmp_path / "one"
+    convert(WebDatasetSource(pattern), one / "x.bzna", num_shards=4, workers=2, order="source", **FAST)
+    split = tmp_path / "split"
+    for w in range(2):
+        s = convert(WebDatasetSource(pattern), split / "x.bzna", num_shards=4, workers=0, order="source",
+                    worker_index=w, num_workers=2, **FAST)  # fmt: skip
+        assert len(s.written) == 2
+    for a, b in zip(shard_paths(one / "x.bzna", 4), shard_paths(split / "x.bzna", 4), strict=True):
+        assert open(a, "rb").read() == open(b, "rb").read()
+    # order="source": the shards' order, then the members'.
+    assert ClassificationDataset(one).filenames == [f"{i:05d}" for i in range(8)]
+
+
+def test_json_labels_image_key_and_labels_that_are_missing(tmp_path):
+    pics = images(4)
+    samples = [
+        {"png": pics[0], "json": json.dumps({"label": 2, "meta": {"y": 0}}).encode()},
+        {"png": pics[1], "json": json.dumps({"label": 0, "meta": {"y": 1}}).encode()},
+        {"png": pics[2], "json": json.dumps({"label": 1, "meta": {"y": 1}}).encode()},
+    ]
+    write_shards(tmp_path / "j", samples, per_shard=5)
+    src = WebDatasetSource(str(tmp_path / "j" / "*.tar"))
+    assert src.label_key == "json:label" and src.labelled() is None
+    assert [it.target for it in src] == [2, 0, 1]
+    assert [it.target for it in WebDatasetSource(str(tmp_path / "j" / "*.tar"), label_key="json:meta.y")] == [
+        0,
+        1,
+        1,
+    ]
+    assert [it.target for it in WebDatasetSource(str(tmp_path / "j" / "*.tar"), label_key=None)] == [None] * 3
+    # Two image members: refused, naming them, unless one is chosen.
+    two = [{"jpg": pics[0], "png": pics[1], "cls": b"1"}]
+    write_shards(tmp_path / "two", two, per_shard=5)
+    item = WebDatasetSource(str(tmp_path / "two" / "*.tar")).item(0)
+    assert item.error == (
+        "several image members (jpg, png): name the one to convert with --image-key (image_key=)"
+    )
+    assert WebDatasetSource(str(tmp_path / "two" / "*.tar"), image_key="PNG").item(0).data == pics[1]
+    # A sample without the cls member is unlabelled; labelled() knows it before reading.
+    write_shards(tmp_path / "u", [{"ppm": pics[0], "cls": b"0"}, {"ppm": pics[1]}], per_shard=5)
+    src = WebDatasetSource(str(tmp_path / "u" / "*.tar"))
+    assert list(src.labelled()) == [True, False] and [it.target for it in src] == [0, None]
+    s = convert(src, tmp_path / "u.bzna", workers=0, **FAST)  # shuffled: the unlabelled one goes last
+    assert BznaFile(tmp_path / "u.bzna").num_labelled == 1 and s.images == 2
+
+
+def corrupt_shards(tmp_path):
+    """One shard with three bad samples among good ones, the last member truncated."""
+    pics = images(6)
+    path = tmp_path / "bad" / "bad-000000.tar"
+    path.parent.mkdir()
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        add_member(tf, "00000.ppm", pics[0])
+        add_member(tf, "00000.cls", b"0")
+        add_member(tf, "00001.txt", b"no image here")  # no image member
+        add_member(tf, "00001.cls", b"1")
+        add_member(tf, "00002.ppm", pics[2])
+        add_member(tf, "00002.cls", b"dog")  # not an integer
+        add_member(tf, "00003.ppm", pics[3])
+        add_member(tf, "00003.cls", b"1")
+        add_member(tf, "00004.cls", b"0")
+        add_member(tf, "00004.ppm", pics[4])  # truncated below
+    data = path.read_bytes()
+    end = data.index(pics[4][:64]) + 100  # cut inside the last member's data
+    path.write_bytes(data[:end])
+    return path, pics
+
+
+def test_bad_samples_stop_with_their_key_or_are_skipped_and_counted(tmp_path, capsys):
+    path, pics = corrupt_shards(tmp_path)
+    src = WebDatasetSource(path)
+    assert len(src) == 5
+    errors = {it.filename: it.error for it in src}
+    assert errors["00000"] is None and errors["00003"] is None
+    assert errors["00001"].startswith("no image member; the sample has members 00001.txt, 00001.cls")
+    assert errors["00002"].startswith("member 00002.cls holds 'dog', not an integer label")
+    assert errors["00004"].startswith("member '00004.ppm' is truncated: it declares")
+    with pytest.raises(ConversionError, match=rf"{path} key '00001': no image member.*--on-error skip"):
+        convert(src, tmp_path / "x.bzna", workers=0, order="source", **FAST)
+    assert not os.path.exists(tmp_path / "x.bzna")
+    with pytest.raises(
+        ValueError, match=r"Expected `on_error` in \('raise', 'skip'\). Received: on_error='ignore'"
+    ):
+        convert(src, tmp_path / "x.bzna", workers=0, on_error="ignore", **FAST)
+    s = convert(src, tmp_path / "x.bzna", workers=0, on_error="skip", **FAST)
+    assert s.images == 2 and len(s.skipped) == 3
+    assert sorted(origin for origin, _ in s.skipped) == [f"{path} key '0000{k}'" for k in (1, 2, 4)]
+    assert "skipped 3 images that could not be read or decoded:" in str(s)
+    with BznaFile(tmp_path / "x.bzna") as f:
+        assert sorted(f.filenames()) == ["00000", "00003"]
+        assert len(f.metadata["conversion"]["skipped"]) == 3
+    # A rerun of the same conversion takes the file as finished (2 written + 3 skipped = its range).
+    again = convert(WebDatasetSource(path), tmp_path / "x.bzna", workers=0, on_error="skip", **FAST)
+    assert again.written == [] and again.finished == [(str(tmp_path / "x.bzna"), 2)]
+    # From the command line: the default stops with the message, --on-error skip counts.
+    from bzna_tf.cli import main
+
+    capsys.readouterr()
+    assert main(["convert", "webdataset", str(path), str(tmp_path / "c.bzna"), "--workers", "0",
+                 "--no-progress", "--preset", "ultrafast"]) == 1  # fmt: skip
+    assert f"bzna-tf convert: {path} key '00001': no image member" in capsys.readouterr().err
+    assert main(["convert", "webdataset", str(path), str(tmp_path / "c.bzna"), "--workers", "0",
+                 "--no-progress", "--preset", "ultrafast", "--on-error", "skip"]) == 0  # fmt: skip
+    assert "skipped 3 images that could not be read or decoded" in capsys.readouterr().out
+
+
+def test_a_payload_that_is_no_image_is_skipped_like_any_undecodable_image(tmp_path):
+    pics = images(2)
+    samples = [{"jpg": b"<html>not found</html>", "cls": b"0"}, {"ppm": pics[1], "cls": b"1"}]
+    write_shards(tmp_path / "w", samples, per_shard=5)
+    src = WebDatasetSource(str(tmp_path / "w" / "*.tar"))
+    s = convert(src, tmp_path / "x.bzna", workers=0, order="source", **FAST)
+    assert s.images == 1 and [o for o, _ in s.skipped] == [f"{src.paths[0]} key '00000'"]
+    with pytest.raises(ConversionError, match=r"key '00000': "):
+        convert(src, tmp_path / "y.bzna", workers=0, order="source", strict=True, **FAST)
+
+
+def test_damaged_and_compressed_shards_are_refused_naming_the_file(tmp_path):
+    write_shards(tmp_path / "w", wds_samples(4), per_shard=4)
+    good = tmp_path / "w" / "train-000000.tar"
+    data = bytearray(good.read_bytes())
+    # Garble the third member's header (samples 0 and 1 stay readable): tarfile would stop there quietly.
+    headers = [i for i in range(0, len(data), 512) if data[i : i + 5] in (b"00001", b"00002")]
+    bad = tmp_path / "garbled.tar"
+    third = headers[2]
+    data[third + 148 : third + 156] = b"garbage!"  # the header checksum
+    bad.write_bytes(bytes(data))
+    with pytest.raises(SourceError, match=rf"{bad}: corrupt tar header at byte {third} \(after member "):
+        WebDatasetSource(bad)
+    gz = tmp_path / "train.tar.gz"
+    import gzip
+
+    gz.write_bytes(gzip.compress(good.read_bytes()))
+    with pytest.raises(SourceError, match="gzip-compressed tar file.*decompress it first"):
+        WebDatasetSource(gz)
+    (tmp_path / "junk.tar").write_bytes(b"x" * 1000)
+    with pytest.raises(SourceError, match="junk.tar: not a readable tar file"):
+        WebDatasetSource(tmp_path / "junk.tar")
+    with pytest.raises(SourceError, match="no tar shard matches"):
+        WebDatasetSource(str(tmp_path / "nothing-*.tar"))
+
+
+def test_members_that_are_not_samples_are_left_out_and_noted(tmp_path):
+    pics = images(2)
+    path = tmp_path / "m.tar"
+    with tarfile.open(path, "w") as tf:
+        add_member(tf, "__meta__", b"{}")
+        add_member(tf, "README", b"hello")
+        d = tarfile.TarInfo("sub")
+        d.type = tarfile.DIRTYPE
+        tf.addfile(d)
+        add_member(tf, "sub/0.ppm", pics[0])
+        add_member(tf, "sub/0.cls", b"1")
+        add_member(tf, "sub/1.ppm", pics[1])
+        add_member(tf, "sub/1.cls", b"0")
+    src = WebDatasetSource(path)
+    assert [(it.filename, it.target) for it in src] == [("sub/0", 1), ("sub/1", 0)]
+    assert src.notes == ("not taken: 1 tar member without an extension ('README')",)
+
+
+def test_the_cli_converts_shards_from_a_brace_pattern(tmp_path, capsys):
+    from bzna_tf.cli import main
+
+    write_shards(tmp_path / "wds", wds_samples(6), per_shard=2)
+    (tmp_path / "names.txt").write_text("x\ny\nz\n")
+    argv = ["convert", "webdataset", str(tmp_path / "wds" / "train-{000000..000002}.tar"),
+            str(tmp_path / "out" / "t.bzna"), "--num-shards", "2", "--workers", "0", "--no-progress",
+            "--preset", "ultrafast", "--class-names", str(tmp_path / "names.txt")]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "6 images" in out and "class names stored (3): 0 x, 1 y, 2 z" in out
+    assert ClassificationDataset(tmp_path / "out").class_names == ["x", "y", "z"]
+    assert main([*argv, "--allow-unlabelled"]) != 0
+    assert "--allow-unlabelled does not apply to webdataset sources" in capsys.readouterr().err
+
+
+def test_beam_writes_what_a_local_conversion_writes(tmp_path):
+    pytest.importorskip("apache_beam", reason="Apache Beam is an optional extra: pip install 'bzna-tf[beam]'")
+    from bzna_tf.convert.beam import run
+
+    write_shards(tmp_path / "wds", wds_samples(6), per_shard=4)
+    src = WebDatasetSource(str(tmp_path / "wds" / "*.tar"))
+    run(src, tmp_path / "beam" / "t.bzna", 2, **{k: v for k, v in FAST.items() if k != "progress"})
+    convert(src, tmp_path / "local" / "t.bzna", num_shards=2, workers=0, **FAST)
+    beam, local = shard_paths(tmp_path / "beam" / "t.bzna", 2), shard_paths(tmp_path / "local" / "t.bzna", 2)
+    for a, b in zip(beam, local, strict=True):
+        assert open(a, "rb").read() == open(b, "rb").read()
