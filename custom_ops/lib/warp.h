@@ -22,6 +22,11 @@
 // can agree exactly. That needs the compiler not to fuse multiply-adds
 // (g++ -ffp-contract=off; nvcc --fmad=false).
 //
+// The CPU kernels run axis-aligned matrices (resizes, crops, flips) through
+// lib/warp_rows.h, which arranges these same helpers a row at a time and
+// must give the per-pixel functions' results bit for bit; a change to the
+// arithmetic goes into the helpers here, so that both paths get it.
+//
 // Device-safe: no TensorFlow, no std:: containers, no exceptions.
 
 #ifndef BZNA_TF_LIB_WARP_H_
