@@ -1,7 +1,9 @@
 // CPU kernels of BznaWarpYuv420 and BznaWarpRgb (registered in
 // ops/warp_ops.cc). They validate the inputs and spread output rows over the
-// CPU worker threads; the per-pixel math is lib/warp.h.
+// CPU worker threads; the per-pixel math is lib/warp.h, run a row at a time
+// (lib/warp_rows.h) where the matrix is axis-aligned.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "kernels/warp_common.h"
 #include "lib/hevc_decoder.h"
 #include "lib/warp.h"
+#include "lib/warp_rows.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -28,7 +31,8 @@ using ::tensorflow::DEVICE_CPU;
 // Approximate CPU cycles per output pixel, for ParallelFor's sharding: the 3x3
 // transform and its divide (~20), three bilinear samples of four loads and ~10
 // flops each (~75), colour conversion, rounding, normalisation and three
-// scattered stores (~55).
+// scattered stores (~55). (The row path of axis-aligned matrices is several
+// times cheaper; shards stay large enough either way.)
 constexpr int64_t kCostPerPixel = 150;
 // With antialias, at the 1.5-2x reductions of typical crops: the footprint's
 // row and column weights and a 4 x 4 texel window for luma (lib/warp.h),
@@ -48,18 +52,39 @@ void ParallelFor(OpKernelContext* ctx, int64_t total, int64_t cost_per_unit,
 #pragma GCC diagnostic pop
 }
 
-// Runs row(n, y) for every sample n and output row y on the CPU worker threads.
-void ForEachOutputRow(OpKernelContext* ctx, int64_t batch, const WarpArgs& args,
-                      const std::function<void(int64_t, int64_t)>& row) {
+// Runs rows(n, first, end) over every sample n's output rows first..end - 1 on
+// the CPU worker threads, each call a run of consecutive rows of one sample.
+void ForEachOutputRows(OpKernelContext* ctx, int64_t batch, const WarpArgs& args,
+                       const std::function<void(int64_t, int64_t, int64_t)>& rows) {
   const int64_t height = args.out_height;
   // One unit is one output row: out_width pixels at per_pixel cycles each.
   const int64_t per_pixel = args.antialias ? kCostPerPixelAntialias : kCostPerPixel;
   ParallelFor(ctx, batch * height, args.out_width * per_pixel,
               [&](int64_t begin, int64_t end) {
-                for (int64_t i = begin; i < end; ++i) {
-                  row(i / height, i % height);
+                while (begin < end) {
+                  const int64_t n = begin / height;
+                  const int64_t stop = std::min(end, (n + 1) * height);
+                  rows(n, begin - n * height, stop - n * height);
+                  begin = stop;
                 }
               });
+}
+
+// Output rows first..end - 1 of sample n from 4:2:0 planes: a row at a time
+// where the matrix allows, else pixel by pixel.
+void WarpYuv420Rows(const warp::Plane<uint8_t>& luma, const warp::Plane<uint8_t>& cb,
+                    const warp::Plane<uint8_t>& cr, const float* m, const WarpArgs& args,
+                    const warp::OutputLayout& layout, int64_t n, int64_t first, int64_t end, float* out) {
+  warp::YuvRows rows;
+  if (rows.Prepare(luma, cb, cr, m, args.antialias, args.out_width, args.out_height)) {
+    rows.Rows(args.color, layout, n, first, end, out);
+    return;
+  }
+  for (int64_t y = first; y < end; ++y) {
+    for (int64_t x = 0; x < args.out_width; ++x) {
+      warp::WarpYuv420Pixel(luma, cb, cr, m, args.color, layout, n, y, x, out, args.antialias);
+    }
+  }
 }
 
 class WarpYuv420Op : public WarpOpBase {
@@ -87,7 +112,7 @@ class WarpYuv420Op : public WarpOpBase {
     const int64_t chroma_size = chroma_height * chroma_width;
     const warp::OutputLayout layout = Layout(args);
     float* out = output->flat<float>().data();
-    ForEachOutputRow(ctx, batch, args, [&](int64_t n, int64_t row) {
+    ForEachOutputRows(ctx, batch, args, [&](int64_t n, int64_t first, int64_t end) {
       const warp::Plane<uint8_t> luma = {y_data + n * luma_size,
                                          static_cast<int>(width),
                                          static_cast<int>(height), width, 1};
@@ -98,10 +123,7 @@ class WarpYuv420Op : public WarpOpBase {
           cr_data + n * chroma_size, static_cast<int>(chroma_width),
           static_cast<int>(chroma_height), chroma_width, 1};
       const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
-      for (int64_t x = 0; x < args.out_width; ++x) {
-        warp::WarpYuv420Pixel(luma, blue, red, m, args.color, layout, n, row, x,
-                              out, args.antialias);
-      }
+      WarpYuv420Rows(luma, blue, red, m, args, layout, n, first, end, out);
     });
   }
 };
@@ -125,15 +147,22 @@ class WarpRgbOp : public WarpOpBase {
     const int64_t image_size = height * width * 3;
     const warp::OutputLayout layout = Layout(args);
     float* out = output->flat<float>().data();
-    ForEachOutputRow(ctx, batch, args, [&](int64_t n, int64_t row) {
+    ForEachOutputRows(ctx, batch, args, [&](int64_t n, int64_t first, int64_t end) {
       warp::Plane<T> channels[3];
       for (int c = 0; c < 3; ++c) {
         channels[c] = {data + n * image_size + c, static_cast<int>(width),
                        static_cast<int>(height), width * 3, 3};
       }
       const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
-      for (int64_t x = 0; x < args.out_width; ++x) {
-        warp::WarpRgbPixel(channels, m, args.color, layout, n, row, x, out, args.antialias);
+      warp::RgbRows<T> rows;
+      if (rows.Prepare(channels, m, args.antialias, args.out_width, args.out_height)) {
+        rows.Rows(args.color, layout, n, first, end, out);
+        return;
+      }
+      for (int64_t y = first; y < end; ++y) {
+        for (int64_t x = 0; x < args.out_width; ++x) {
+          warp::WarpRgbPixel(channels, m, args.color, layout, n, y, x, out, args.antialias);
+        }
       }
     });
   }
@@ -178,11 +207,7 @@ class DecodeWarpOp : public WarpOpBase {
       warp::Plane<uint8_t> p[3];
       DecodedPlanes(pic, p);
       const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
-      for (int64_t row = 0; row < args.out_height; ++row) {
-        for (int64_t x = 0; x < args.out_width; ++x) {
-          warp::WarpYuv420Pixel(p[0], p[1], p[2], m, args.color, layout, n, row, x, out, args.antialias);
-        }
-      }
+      WarpYuv420Rows(p[0], p[1], p[2], m, args, layout, n, 0, args.out_height, out);
       return absl::OkStatus();
     };
     ParallelFor(ctx, batch, kCostPerDecode, [&](int64_t begin, int64_t end) {

@@ -22,6 +22,11 @@
 // can agree exactly. That needs the compiler not to fuse multiply-adds
 // (g++ -ffp-contract=off; nvcc --fmad=false).
 //
+// The CPU kernels run axis-aligned matrices (resizes, crops, flips) through
+// lib/warp_rows.h, which arranges these same helpers a row at a time and
+// must give the per-pixel functions' results bit for bit; a change to the
+// arithmetic goes into the helpers here, so that both paths get it.
+//
 // Device-safe: no TensorFlow, no std:: containers, no exceptions.
 
 #ifndef BZNA_TF_LIB_WARP_H_
@@ -112,15 +117,22 @@ BZNA_HOST_DEVICE SourcePoint ApplyMatrix(const float* m, float x, float y) {
   return p;
 }
 
-// Step 2, written as "not inside" so that NaN (every comparison false) is
-// out of bounds too; W' = 0 gives an infinity or a NaN, also out.
+// Step 2 along one axis: 0 <= v <= size - 1, false for NaN (every
+// comparison is false).
+BZNA_HOST_DEVICE bool InsideAxis(float v, int size) {
+  return v >= 0.0f && v <= static_cast<float>(size - 1);
+}
+
+// Step 2, written as "not inside" so that NaN is out of bounds too; W' = 0
+// gives an infinity or a NaN, also out.
 BZNA_HOST_DEVICE bool OutOfBounds(SourcePoint p, int coded_width,
                                   int coded_height) {
-  const bool inside =
-      p.x >= 0.0f && p.x <= static_cast<float>(coded_width - 1) &&
-      p.y >= 0.0f && p.y <= static_cast<float>(coded_height - 1);
-  return !inside;
+  return !(InsideAxis(p.x, coded_width) && InsideAxis(p.y, coded_height));
 }
+
+// Step 4's chroma coordinate of luma coordinate v: chroma is sited at the
+// centre of each 2x2 luma block (chroma_sample_loc_type 1).
+BZNA_HOST_DEVICE float ChromaCoordinate(float v) { return v / 2.0f - 0.25f; }
 
 BZNA_HOST_DEVICE int ClampIndex(int i, int size) {
   return i < 0 ? 0 : (i >= size ? size - 1 : i);
@@ -134,6 +146,30 @@ BZNA_HOST_DEVICE int FloorToInt(float v) {
   return static_cast<float>(i) > v ? i - 1 : i;
 }
 
+// A bilinear sample along one axis of a plane of `size` texels at c: the two
+// texels it reads (clamped to the plane) and the weight of the second.
+struct AxisTap {
+  int i0, i1;
+  float a;
+};
+
+BZNA_HOST_DEVICE AxisTap MakeAxisTap(float c, int size) {
+  const int i = FloorToInt(c);
+  AxisTap t;
+  t.a = c - static_cast<float>(i);  // exact: i == floorf(c) < 2^24
+  t.i0 = ClampIndex(i, size);
+  t.i1 = ClampIndex(i + 1, size);
+  return t;
+}
+
+// The linear interpolation of every bilinear sample, (1 - a) v0 + a v1 in
+// float32; V is float, or (in lib/warp_rows.h) four floats at a time, lane by
+// lane the same operations.
+template <typename V>
+BZNA_HOST_DEVICE V Lerp(V v0, V v1, float a) {
+  return (1.0f - a) * v0 + a * v1;
+}
+
 // Where a bilinear sample at (x, y) reads and how it weighs the texels; the
 // same for every plane of one size, so the two chroma planes share it.
 struct BilinearTaps {
@@ -144,15 +180,15 @@ struct BilinearTaps {
 
 template <typename T>
 BZNA_HOST_DEVICE BilinearTaps Taps(const Plane<T>& plane, float x, float y) {
-  const int x0 = FloorToInt(x);
-  const int y0 = FloorToInt(y);
+  const AxisTap tx = MakeAxisTap(x, plane.width);
+  const AxisTap ty = MakeAxisTap(y, plane.height);
   BilinearTaps t;
-  t.a = x - static_cast<float>(x0);  // exact: x0 == floorf(x) < 2^24
-  t.b = y - static_cast<float>(y0);
-  t.x0 = ClampIndex(x0, plane.width) * plane.col_stride;
-  t.x1 = ClampIndex(x0 + 1, plane.width) * plane.col_stride;
-  t.y0 = ClampIndex(y0, plane.height) * plane.row_stride;
-  t.y1 = ClampIndex(y0 + 1, plane.height) * plane.row_stride;
+  t.a = tx.a;
+  t.b = ty.a;
+  t.x0 = tx.i0 * plane.col_stride;
+  t.x1 = tx.i1 * plane.col_stride;
+  t.y0 = ty.i0 * plane.row_stride;
+  t.y1 = ty.i1 * plane.row_stride;
   return t;
 }
 
@@ -160,11 +196,9 @@ BZNA_HOST_DEVICE BilinearTaps Taps(const Plane<T>& plane, float x, float y) {
 // x on both rows, then the same along y, in float32.
 template <typename T>
 BZNA_HOST_DEVICE float Sample(const T* data, const BilinearTaps& t) {
-  const float top = (1.0f - t.a) * static_cast<float>(data[t.y0 + t.x0]) +
-                    t.a * static_cast<float>(data[t.y0 + t.x1]);
-  const float bottom = (1.0f - t.a) * static_cast<float>(data[t.y1 + t.x0]) +
-                       t.a * static_cast<float>(data[t.y1 + t.x1]);
-  return (1.0f - t.b) * top + t.b * bottom;
+  const float top = Lerp(static_cast<float>(data[t.y0 + t.x0]), static_cast<float>(data[t.y0 + t.x1]), t.a);
+  const float bottom = Lerp(static_cast<float>(data[t.y1 + t.x0]), static_cast<float>(data[t.y1 + t.x1]), t.a);
+  return Lerp(top, bottom, t.b);
 }
 
 template <typename T>
@@ -197,12 +231,53 @@ BZNA_HOST_DEVICE float RoundAndClamp(float v) {
 #endif
 }
 
+// Four float32 lanes (a GCC/Clang vector extension), for the CPU's row path
+// (lib/warp_rows.h), which runs the formulas below on four output pixels at
+// once: arithmetic is lane by lane, each lane the float32 operations of one
+// pixel alone (no contraction either, with -ffp-contract=off).
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define BZNA_WARP_VEC4 1
+typedef float Vec4 __attribute__((vector_size(16)));
+typedef int32_t Vec4i __attribute__((vector_size(16)));
+
+inline Vec4 Splat(float v) { return Vec4{v, v, v, v}; }
+
+// RoundAndClamp on each lane: the portable form above, lane by lane.
+inline Vec4 RoundAndClamp(Vec4 v) {
+  const Vec4 zero = Splat(0.0f);
+  v = v > zero ? v : zero;  // NaN -> 0
+  v = v < Splat(255.0f) ? v : Splat(255.0f);
+  const Vec4 t = __builtin_convertvector(__builtin_convertvector(v, Vec4i), Vec4);
+  return t + (v - t >= Splat(0.5f) ? Splat(1.0f) : zero);
+}
+#endif
+
 // The RGB op's treatment of an interpolated value: uint8 sources are
 // quantised like the YUV path, float sources are left as interpolated.
-BZNA_HOST_DEVICE float FinishSample(float v, uint8_t /*source_tag*/) {
+template <typename V>
+BZNA_HOST_DEVICE V FinishSample(V v, uint8_t /*source_tag*/) {
   return RoundAndClamp(v);
 }
-BZNA_HOST_DEVICE float FinishSample(float v, float /*source_tag*/) { return v; }
+template <typename V>
+BZNA_HOST_DEVICE V FinishSample(V v, float /*source_tag*/) {
+  return v;
+}
+
+// Step 5 from the interpolated Y, Cb and Cr.
+template <typename V>
+BZNA_HOST_DEVICE void YuvToRgb(V lum, V cb, V cr, V (&rgb)[3]) {
+  const V cb_c = cb - kChromaOffset;
+  const V cr_c = cr - kChromaOffset;
+  rgb[0] = RoundAndClamp(lum + kCrToR * cr_c);
+  rgb[1] = RoundAndClamp(lum - kCbToG * cb_c - kCrToG * cr_c);
+  rgb[2] = RoundAndClamp(lum + kCbToB * cb_c);
+}
+
+// Step 6 for channel c.
+template <typename V>
+BZNA_HOST_DEVICE V Normalize(V v, const ColorTransform& color, int c) {
+  return (v - color.bias[c]) * color.norm[c];
+}
 
 // ------------------------------------------------------------ Antialiasing
 //
@@ -403,8 +478,7 @@ BZNA_HOST_DEVICE void WriteNormalized(const float rgb[3],
                                       const OutputLayout& layout, int64_t n,
                                       int64_t y, int64_t x, float* out) {
   for (int c = 0; c < 3; ++c) {
-    out[OutputIndex(layout, n, y, x, c)] =
-        (rgb[c] - color.bias[c]) * color.norm[c];
+    out[OutputIndex(layout, n, y, x, c)] = Normalize(rgb[c], color, c);
   }
 }
 
@@ -423,11 +497,9 @@ BZNA_HOST_DEVICE void WarpYuv420Pixel(const Plane<uint8_t>& luma,
     WriteOob(color, layout, n, y, x, out);
     return;
   }
-  // Chroma is sited at the centre of each 2x2 luma block
-  // (chroma_sample_loc_type 1).
-  const float xc = p.x / 2.0f - 0.25f;
-  const float yc = p.y / 2.0f - 0.25f;
-  float lum, cb_c, cr_c;
+  const float xc = ChromaCoordinate(p.x);
+  const float yc = ChromaCoordinate(p.y);
+  float lum, cb_v, cr_v;
   if (antialias) {
     const uint8_t* const luma_data[1] = {luma.data};
     const uint8_t* const chroma_data[2] = {cb.data, cr.data};  // Cr has Cb's size
@@ -438,18 +510,16 @@ BZNA_HOST_DEVICE void WarpYuv420Pixel(const Plane<uint8_t>& luma,
     const Footprint chroma_fp = luma_fp.point ? luma_fp : MakeFootprint(m, fx, fy, p, 0.5f);
     SampleFootprint(cb, chroma_data, chroma_fp, xc, yc, c);
     lum = l[0];
-    cb_c = c[0] - kChromaOffset;
-    cr_c = c[1] - kChromaOffset;
+    cb_v = c[0];
+    cr_v = c[1];
   } else {
     lum = SampleBilinear(luma, p.x, p.y);
     const BilinearTaps chroma = Taps(cb, xc, yc);  // Cr has Cb's size
-    cb_c = Sample(cb.data, chroma) - kChromaOffset;
-    cr_c = Sample(cr.data, chroma) - kChromaOffset;
+    cb_v = Sample(cb.data, chroma);
+    cr_v = Sample(cr.data, chroma);
   }
   float rgb[3];
-  rgb[0] = RoundAndClamp(lum + kCrToR * cr_c);
-  rgb[1] = RoundAndClamp(lum - kCbToG * cb_c - kCrToG * cr_c);
-  rgb[2] = RoundAndClamp(lum + kCbToB * cb_c);
+  YuvToRgb(lum, cb_v, cr_v, rgb);
   WriteNormalized(rgb, color, layout, n, y, x, out);
 }
 
