@@ -1,7 +1,11 @@
 // libFuzzer harness: lib/warp.h's public entry points (WarpYuv420Pixel,
 // WarpRgbPixel for uint8 and float sources) over fuzzer-chosen source sizes
 // and row strides, matrices, output sizes, layouts (NHWC, NCHW) and antialias
-// on or off, on a frame whose texels are the fuzzer's bytes.
+// on or off, on a frame whose texels are the fuzzer's bytes; then the CPU
+// kernels' row path (lib/warp_rows.h: YuvRows, RgbRows), over the output's
+// rows split in two at a fuzzer-chosen row as the kernels' threads split them,
+// which must write the same bits as the per-pixel functions wherever it takes
+// the matrix.
 //
 // Each plane is its own heap buffer of exactly its rows times its stride,
 // and the padding at the end of each row is poisoned for AddressSanitizer,
@@ -13,11 +17,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "fuzz/fuzz_common.h"
 #include "fuzz/warp_params.h"
 #include "lib/warp.h"
+#include "lib/warp_rows.h"
 
 namespace {
 
@@ -26,8 +32,37 @@ using bzna_tf::fuzz::Params;
 constexpr int kMaxSide = 48;
 constexpr int kMaxOutput = 24;
 constexpr int64_t kBatch = 2;
-// Bytes at the front that may be parameters (at most 17 + 1 + 1 + 36 + 1).
-constexpr int kParamBytes = 56;
+// Bytes at the front that may be parameters (at most 17 + 1 + 1 + 36 + 1 + 1).
+constexpr int kParamBytes = 57;
+
+// Runs `rows` (a YuvRows or RgbRows, prepared by `prepare`) over output rows
+// [0, split) and [split, out_h), each part with its own object as each kernel
+// thread has, into a fresh buffer; when it takes the matrix, its output must
+// equal the per-pixel output bit for bit.
+template <typename Rows, typename PrepareFn>
+void CheckRowPath(const std::vector<float>& per_pixel, const bzna_tf::warp::ColorTransform& color,
+                  const bzna_tf::warp::OutputLayout& layout, int64_t n, int out_h, int split, PrepareFn prepare,
+                  const char* what) {
+  std::vector<float> out = bzna_tf::fuzz::Unwritten(per_pixel.size());
+  const int64_t parts[3] = {0, split, out_h};
+  for (int k = 0; k < 2; ++k) {
+    if (parts[k] == parts[k + 1]) continue;
+    Rows rows;
+    if (!prepare(&rows)) return;  // the per-pixel path handles this matrix
+    rows.Rows(color, layout, n, parts[k], parts[k + 1], out.data());
+  }
+  if (memcmp(out.data(), per_pixel.data(), out.size() * sizeof(float)) != 0) {
+    for (size_t k = 0; k < out.size(); ++k) {
+      uint32_t a, b;
+      memcpy(&a, &out[k], 4);
+      memcpy(&b, &per_pixel[k], 4);
+      if (a != b) {
+        bzna_tf::fuzz::Fail(absl::StrCat(what, ": the row path wrote ", out[k], " at output index ", k,
+                                         ", the per-pixel function ", per_pixel[k]));
+      }
+    }
+  }
+}
 
 // A plane of w x h texels, `pad` unused (poisoned) texels after each row.
 template <typename T>
@@ -79,6 +114,10 @@ void WarpRgb(Params& p, int w, int h, int out_w, int out_h, const bzna_tf::warp:
   // A float source's values are weighted means: within its range, up to rounding.
   bzna_tf::fuzz::CheckOutput(out, kBatch, n, image, is_float ? -0.01f : 0.0f, is_float ? 256.01f : 255.0f,
                              !is_float, is_float ? "WarpRgbPixel<float>" : "WarpRgbPixel<uint8_t>");
+  CheckRowPath<bzna_tf::warp::RgbRows<T>>(
+      out, color, layout, n, out_h, p.Byte() % (out_h + 1),
+      [&](bzna_tf::warp::RgbRows<T>* rows) { return rows->Prepare(channels, m, antialias, out_w, out_h); },
+      is_float ? "RgbRows<float>" : "RgbRows<uint8_t>");
 }
 
 void WarpYuv(Params& p, int w, int h, int out_w, int out_h, const bzna_tf::warp::OutputLayout& layout,
@@ -103,6 +142,12 @@ void WarpYuv(Params& p, int w, int h, int out_w, int out_h, const bzna_tf::warp:
     }
   }
   bzna_tf::fuzz::CheckOutput(out, kBatch, n, image, 0.0f, 255.0f, true, "WarpYuv420Pixel");
+  CheckRowPath<bzna_tf::warp::YuvRows>(
+      out, color, layout, n, out_h, p.Byte() % (out_h + 1),
+      [&](bzna_tf::warp::YuvRows* rows) {
+        return rows->Prepare(luma.plane, cb.plane, cr.plane, m, antialias, out_w, out_h);
+      },
+      "YuvRows");
 }
 
 }  // namespace
