@@ -228,16 +228,18 @@ def test_out_of_range_messages_say_holds(tmp_path):
     one = tmp_path / "one.bzna"
     with BznaWriter(one) as w:
         w.append(_pic(5, (300, 200), (512, 512)), target=3, filename="a.jpg")
+    two = tmp_path / "two.bzna"
+    two.write_bytes(one.read_bytes())  # two files (one listed twice is refused)
     with BznaFile(one) as f, pytest.raises(IndexError, match=f"out of range: {one} holds 1 sample$"):
         f.sample(1)
     with (
-        BznaShards([one, one]) as s,
+        BznaShards([one, two]) as s,
         pytest.raises(IndexError, match="out of range: the 2 files hold 2 samples$"),
     ):
         s.locate(2)
     msg = _op_message(one, "InvalidArgumentError", indices=[1])
     assert f"indices[0] = 1 is out of range: {one} holds 1 sample " in msg
-    msg = _op_message([one, one], "InvalidArgumentError", indices=[5])
+    msg = _op_message([one, two], "InvalidArgumentError", indices=[5])
     assert "indices[0] = 5 is out of range: the files hold 2 samples" in msg
 
 

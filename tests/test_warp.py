@@ -409,7 +409,7 @@ def test_as_dataset_and_preview_take_antialias_default_from_the_warp_layer(origi
     grid = bzna_tf.preview(d, 3, shape=(24, 32), shuffle=False, antialias=False)
     for i in range(3):
         np.testing.assert_array_equal(grid.tile(i), np.clip(np.rint(off[i]), 0, 255).astype(np.uint8))
-    with pytest.raises(ValueError, match="pass antialias to it"):
+    with pytest.raises(ValueError, match="give it antialias, not as_dataset"):
         d.as_dataset(batch_size=3, shape=(24, 32), device="gpu", antialias=False)
 
 
