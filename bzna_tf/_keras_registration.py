@@ -12,7 +12,11 @@ loaded yet, a finder on ``sys.meta_path`` waits for it. TensorFlow imports
 Keras in the middle of its own import, and Keras with the TensorFlow backend
 imports TensorFlow in the middle of its own, so the layers (which need both)
 are imported once the last of ``keras`` and ``tensorflow`` under way has
-finished; the finder then removes itself.
+finished; the finder then removes itself. When that import was started by one
+of bzna_tf's own modules (``import bzna_tf.ops`` imports TensorFlow), the
+layers, which import those modules, wait until the last of bzna_tf's modules
+under way has finished too: each such module's spec is told to call back when
+the import system marks it initialised.
 """
 
 from __future__ import annotations
@@ -46,12 +50,75 @@ def _initializing(finished: str | None = None) -> bool:
     return False
 
 
+def _bzna_tf_initializing() -> list:
+    """The specs of bzna_tf's submodules being imported now (the layers import some of them)."""
+    specs = []
+    for name, module in list(sys.modules.items()):
+        if name.startswith("bzna_tf."):
+            spec = getattr(module, "__spec__", None)
+            if getattr(spec, "_initializing", False):
+                specs.append(spec)
+    return specs
+
+
 def _maybe_register(finished: str) -> None:
     if "keras" not in sys.modules or _initializing(finished):
         return  # Keras not loaded yet, or one of the two still importing: a later end of import fires
     for f in [f for f in sys.meta_path if isinstance(f, _Watcher)]:
         sys.meta_path.remove(f)
+    busy = _bzna_tf_initializing()
+    if busy:  # importing the layers now would meet those modules half made: wait for them
+        for spec in busy:
+            _call_back_when_initialised(spec)
+        return
     _import_layers()
+
+
+def _after_bzna_tf_module() -> None:
+    if "bzna_tf.layers" not in sys.modules and not _bzna_tf_initializing():
+        _maybe_register("")
+
+
+def _call_back_when_initialised(spec) -> None:
+    """Makes ``spec`` call :func:`_after_bzna_tf_module` when its module's import ends.
+
+    The import system sets ``spec._initializing`` to False when a module's code
+    has run (or failed); a subclass of the spec's class turns that assignment
+    into a call. Where that is not possible the layers are not registered
+    here, and importing ``bzna_tf.layers`` (or using a layer) registers them.
+    """
+    cls = type(spec)
+    if getattr(cls, "_bzna_tf_notifying", False):
+        return
+    try:
+        value = spec.__dict__.pop("_initializing", False)
+        spec.__class__ = _notifying_class(cls)
+        spec.__dict__["_bzna_tf_initializing"] = value
+    except (TypeError, AttributeError):
+        spec.__dict__.setdefault("_initializing", False)
+
+
+_NOTIFYING: dict = {}
+
+
+def _notifying_class(cls):
+    if cls not in _NOTIFYING:
+
+        def get(self):
+            return self.__dict__.get("_bzna_tf_initializing", False)
+
+        def set_(self, value):
+            self.__dict__["_bzna_tf_initializing"] = value
+            if not value:
+                try:
+                    _after_bzna_tf_module()
+                except Exception:  # never let an import fail because of the registration
+                    pass
+
+        _NOTIFYING[cls] = type(
+            cls.__name__, (cls,), {"_initializing": property(get, set_), "_bzna_tf_notifying": True}
+        )
+    return _NOTIFYING[cls]
 
 
 def _import_layers() -> None:
