@@ -261,15 +261,7 @@ class HFSource(Source):
 
     def items(self, indices):
         """The rows at ``indices``, each from its record batch (memory-mapped)."""
-        groups = self._groups()
-        for i in indices:
-            u, r = groups.locate(int(i))
-            k, b, first = self._units[u]
-            file = self.files[k]
-            row = first + r
-            origin = f"{file} row {row} (record batch {b})"
-            name = f"{os.path.basename(file)}-{row:06d}"
-            yield groups.item(groups.rows(u, self._load), r, origin, name, os.path.dirname(file))
+        yield from self._groups().items(indices, self._load, self._units, self.files, "record batch")
 
     @classmethod
     def from_cli(cls, paths, *, split=None, image_column=None, label_column=None):

@@ -213,6 +213,22 @@ class RowGroups:
             self._cache.move_to_end(u)
         return got
 
+    def items(self, indices, load, units, files, unit):
+        """The rows at ``indices`` (over all units) as :class:`Item` objects.
+
+        ``units[u]`` is (file number, the unit's number in its file, its first
+        row there), ``files`` the file names, ``unit`` what a unit is called in
+        messages ("row group", "record batch").
+        """
+        for i in indices:
+            u, r = self.locate(int(i))
+            k, number, first = units[u]
+            file = files[k]
+            row = first + r
+            origin = f"{file} row {row} ({unit} {number})"
+            name = f"{os.path.basename(file)}-{row:06d}"
+            yield self.item(self.rows(u, load), r, origin, name, os.path.dirname(file))
+
     def item(self, arrays, r, origin, default_name, folder):
         data, paths, valid, labels = arrays
         target = None
@@ -352,15 +368,7 @@ class ParquetSource(Source):
 
     def items(self, indices):
         """The rows at ``indices``, each from its row group (decoded once for consecutive rows)."""
-        groups = self._groups()
-        for i in indices:
-            u, r = groups.locate(int(i))
-            k, g, first = self._units[u]
-            path = self.paths[k]
-            row = first + r
-            origin = f"{path} row {row} (row group {g})"
-            name = f"{os.path.basename(path)}-{row:06d}"
-            yield groups.item(groups.rows(u, self._load), r, origin, name, os.path.dirname(path))
+        yield from self._groups().items(indices, self._load, self._units, self.paths, "row group")
 
     @classmethod
     def from_cli(cls, paths, *, image_column=None, label_column=None):
