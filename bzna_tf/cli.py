@@ -196,7 +196,6 @@ def _convert(args) -> int:
             workers=args.workers,
             order=args.order,
             seed=args.seed,
-            strict=args.strict,
             missing_label=args.missing_label,
             negative_labels=args.negative_labels,
             on_error=args.on_error,
@@ -226,9 +225,10 @@ def _add_convert(sub):
         help="convert TFRecords, an image folder, GulpIO chunks, WebDataset shards, Parquet files, a TFDS "
         "folder or a Hugging Face dataset to .bzna (one file or shards)",
         description="Decode every image, encode it as H.265 (libx265, or NVENC) and write one .bzna file or "
-        "shards, in a shuffled order (seed recorded) unless --order source. Undecodable images are reported "
-        "and skipped; nothing appears under a final name until that file is complete; rerunning the same "
-        "command skips finished files; Ctrl-C keeps the finished ones.",
+        "shards, in a shuffled order (seed recorded) unless --order source. An unreadable record or an "
+        "undecodable image stops it, naming the file and record, unless --on-error skip; nothing appears "
+        "under a final name until that file is complete; rerunning the same command skips finished files; "
+        "Ctrl-C keeps the finished ones.",
     )
     c.add_argument("kind", choices=tuple(SOURCES), help="what the sources are")
     c.add_argument(
@@ -312,7 +312,6 @@ def _add_convert(sub):
         "--overwrite", action="store_true", help="replace existing outputs (else finished ones are skipped)"
     )
     b = c.add_argument_group("bad images and labels")
-    b.add_argument("--strict", action="store_true", help="stop at the first undecodable image")
     b.add_argument("--lenient", action="store_true", help="keep images the decoder had to repair")
     b.add_argument(
         "--missing-label",
@@ -332,8 +331,9 @@ def _add_convert(sub):
         choices=("raise", "skip"),
         default="raise",
         help="a record the source cannot read (a truncated tar member, a sample without an image, a null "
-        "image in a row, a label that is not an integer): raise (default) stops, naming the file and the "
-        "key or row; skip leaves it out and counts it in the summary",
+        "image in a row, a label that is not an integer) or an image that cannot be decoded (HTML saved as "
+        ".jpg, a truncated JPEG without --lenient): raise (default) stops, naming the file and the key, row "
+        "or record; skip leaves it out and counts it in the summary",
     )
     b.add_argument(
         "--class-names",

@@ -73,8 +73,11 @@ def converted_files(folder: Path) -> list[Path]:
     plain = folder / "converted_co64_nochecksums.bzna"
     with BznaFile(out[1]) as src, BznaWriter(plain, force_co64=True, checksums=False) as w:
         for i in range(len(src)):
-            w.append_mp4(src.sample_bytes(i), target=None if src.target(i) < 0 else src.target(i),
-                         filename=src.filename(i))
+            w.append_mp4(
+                src.sample_bytes(i),
+                target=None if src.target(i) < 0 else src.target(i),
+                filename=src.filename(i),
+            )
     out.append(plain)
     return out
 

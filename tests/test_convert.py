@@ -252,12 +252,22 @@ def test_gulp_source(tmp_path, small_images):
 def test_decode_image_errors_and_formats(small_images):
     big = gradient(240, 320, seed=5)
     data = jpeg(big)
-    with pytest.raises(ImageDecodeError, match="FFmpeg"):
-        decode_image(data[: len(data) * 2 // 3])  # a truncated JPEG: refused by default...
-    assert decode_image(data[: len(data) * 2 // 3], lenient=True).shape == big.shape  # ...kept when asked
+    cut = len(data) * 2 // 3
+    # A truncated JPEG: refused by default, saying what the bytes are...
+    with pytest.raises(ImageDecodeError, match=rf"^FFmpeg cannot decode it \(.+\): JPEG data of {cut} bytes "
+                       r"that has no end-of-image marker \(FF D9\)$"):  # fmt: skip
+        decode_image(data[:cut])
+    assert decode_image(data[:cut], lenient=True).shape == big.shape  # ...kept when asked
     img = small_images[1]
-    with pytest.raises(ImageDecodeError):
+    with pytest.raises(
+        ImageDecodeError, match=r": 19 bytes starting b'not an image at ' \(neither JPEG nor PNG\)$"
+    ):
         decode_image(b"not an image at all")
+    png = tf.io.encode_png(img).numpy()
+    with pytest.raises(
+        ImageDecodeError, match=rf": PNG data of {len(png) // 2} bytes that has no IEND chunk$"
+    ):
+        decode_image(png[: len(png) // 2])
     with pytest.raises(ImageDecodeError, match="empty"):
         decode_image(b"")
     np.testing.assert_array_equal(decode_image(tf.io.encode_png(img).numpy()), img)
@@ -458,12 +468,23 @@ def _annexb(img):
     return to_annexb(p.sample, p.hvcc)
 
 
-def test_undecodable_images_are_skipped_or_fatal(tmp_path, small_images):
+def test_undecodable_images_stop_the_conversion_or_are_skipped_and_counted(tmp_path, small_images):
     good = [Item(f"{i}.jpg", i, data=jpeg(im), origin=f"item {i}") for i, im in enumerate(small_images[:3])]
     broken = Item("broken.jpg", 9, data=b"\xff\xd8 this is not a JPEG", origin="the broken one")
     items = [good[0], broken, good[1], good[2]]
+    # The default stops at it, naming it and the two ways on; nothing is left under the name.
+    with pytest.raises(ConversionError) as e:
+        convert(items, tmp_path / "raise.bzna", workers=0, order="source", progress=False, log=None)
+    assert str(e.value).startswith("the broken one: FFmpeg cannot decode it")
+    assert "--on-error skip (on_error='skip')" in str(e.value) and "--lenient" in str(e.value)
+    assert not list(tmp_path.iterdir())  # no partial file left behind
+    # With lenient decoding it still stops (it is no JPEG at all), without suggesting --lenient again.
+    with pytest.raises(ConversionError, match="the broken one") as e:
+        convert(items, tmp_path / "raise.bzna", workers=0, order="source", progress=False, log=None,
+                encoding=EncodeOptions(preset="ultrafast", lenient=True))  # fmt: skip
+    assert "--lenient" not in str(e.value)
     out = tmp_path / "x.bzna"
-    summary = convert(items, out, workers=0, order="source", progress=False, log=None)
+    summary = convert(items, out, workers=0, order="source", on_error="skip", progress=False, log=None)
     assert summary.images == 3 and [o for o, _ in summary.skipped] == ["the broken one"]
     assert "skipped 1 image that could not be read or decoded" in str(summary)
     assert "the broken one" in str(summary)
@@ -472,15 +493,10 @@ def test_undecodable_images_are_skipped_or_fatal(tmp_path, small_images):
     import io
 
     log = io.StringIO()
-    convert(items, tmp_path / "bar.bzna", workers=0, order="source", progress=True, log=log)
+    convert(items, tmp_path / "bar.bzna", workers=0, order="source", on_error="skip", progress=True, log=log)
     assert "skipped the broken one: FFmpeg cannot decode it" in log.getvalue() and "4/4" in log.getvalue()
     (tmp_path / "bar.bzna").unlink()
-    with pytest.raises(ConversionError, match="the broken one"):
-        convert(
-            items, tmp_path / "strict.bzna", workers=0, order="source", strict=True, progress=False, log=None
-        )
-    assert not (tmp_path / "strict.bzna").exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["x.bzna"]  # no partial file left behind
+    assert [p.name for p in tmp_path.iterdir()] == ["x.bzna"]
 
 
 def test_unlabelled_images_must_come_last_unless_given_a_target(tmp_path, small_images):

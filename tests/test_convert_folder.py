@@ -135,3 +135,35 @@ def test_symbolic_links_are_followed_once(tmp_path):
     src = ImageFolderSource(root)
     assert [(i.filename, i.target) for i in src] == [("a/1.ppm", 0), ("b/1.ppm", 1)]
     assert np.array_equal(src.labelled(), [True, True])
+
+
+def test_an_image_that_does_not_decode_stops_the_conversion_then_skip_resumes_it(tmp_path, capsys):
+    """HTML saved as .jpg in a class folder: the default stops, naming the file, and keeps finished shards;
+    the same command with --on-error skip finishes the rest, exactly as a skipping conversion from scratch."""
+    m = tmp_path / "m"
+    for c in ("a", "b"):
+        (m / c).mkdir(parents=True)
+        for i in range(3):
+            (m / c / f"{i}.ppm").write_bytes(ppm(gradient(24, 32, seed=10 * ord(c) + i)))
+    (m / "b" / "9.jpg").write_text("<html><body>404 Not Found</body></html>")  # the folder's last image
+    out = tmp_path / "out" / "x.bzna"
+    argv = ["convert", "folder", str(m), str(out), *FAST, "--order", "source", "--num-shards", "2"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bzna-tf convert: {m / 'b' / '9.jpg'}: FFmpeg cannot decode it (")
+    assert "bytes starting b'<html><body>404 ' (neither JPEG nor PNG); --on-error skip" in err
+    kept = sorted(p.name for p in out.parent.iterdir())
+    assert kept == ["x-00000-of-00002.bzna"]  # shard 0 finished; shard 1's partial file removed
+    first = (out.parent / kept[0]).read_bytes()
+    assert main([*argv, "--on-error", "skip"]) == 0
+    said = capsys.readouterr()
+    assert "skipped 1 file that was already converted" in said.out
+    assert "skipped 1 image that could not be read or decoded:" in said.out and "b/9.jpg" in said.out
+    assert (out.parent / kept[0]).read_bytes() == first
+    fresh = tmp_path / "fresh" / "x.bzna"
+    assert main([*argv[:3], str(fresh), *argv[4:], "--on-error", "skip"]) == 0
+    for k in range(2):
+        name = f"x-{k:05d}-of-00002.bzna"
+        assert (out.parent / name).read_bytes() == (fresh.parent / name).read_bytes()
+    with BznaFile(out.parent / "x-00001-of-00002.bzna") as f:
+        assert f.filenames() == ["b/0.ppm", "b/1.ppm", "b/2.ppm"] and f.targets.tolist() == [1, 1, 1]

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import tarfile
 
 import pytest
@@ -184,15 +185,28 @@ def test_bad_samples_stop_with_their_key_or_are_skipped_and_counted(tmp_path, ca
     assert "skipped 3 images that could not be read or decoded" in capsys.readouterr().out
 
 
-def test_a_payload_that_is_no_image_is_skipped_like_any_undecodable_image(tmp_path):
+def test_a_payload_that_is_no_image_stops_the_conversion_unless_skipped(tmp_path, capsys):
+    from bzna_tf.cli import main
+
     pics = images(2)
     samples = [{"jpg": b"<html>not found</html>", "cls": b"0"}, {"ppm": pics[1], "cls": b"1"}]
     write_shards(tmp_path / "w", samples, per_shard=5)
     src = WebDatasetSource(str(tmp_path / "w" / "*.tar"))
-    s = convert(src, tmp_path / "x.bzna", workers=0, order="source", **FAST)
+    with pytest.raises(ConversionError, match=rf"^{re.escape(str(src.paths[0]))} key '00000': FFmpeg cannot"):
+        convert(src, tmp_path / "y.bzna", workers=0, order="source", **FAST)
+    assert not (tmp_path / "y.bzna").exists()
+    s = convert(src, tmp_path / "x.bzna", workers=0, order="source", on_error="skip", **FAST)
     assert s.images == 1 and [o for o, _ in s.skipped] == [f"{src.paths[0]} key '00000'"]
-    with pytest.raises(ConversionError, match=r"key '00000': "):
-        convert(src, tmp_path / "y.bzna", workers=0, order="source", strict=True, **FAST)
+    args = ["convert", "webdataset", str(tmp_path / "w" / "*.tar"), str(tmp_path / "c.bzna"),
+            "--workers", "0", "--no-progress", "--preset", "ultrafast", "--order", "source"]  # fmt: skip
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"bzna-tf convert: {src.paths[0]} key '00000': FFmpeg cannot decode it" in err
+        and "--on-error skip" in err
+    )
+    assert main([*args, "--on-error", "skip"]) == 0
+    assert "skipped 1 image that could not be read or decoded" in capsys.readouterr().out
 
 
 def test_damaged_and_compressed_shards_are_refused_naming_the_file(tmp_path):

@@ -189,7 +189,6 @@ def test_regressions_folder_names_harnesses():
     assert all((ROOT / "fuzz" / f"{h}.{'py' if h == 'fuzz_format' else 'cc'}").is_file() for h in harnesses)
 
 
-
 def test_the_seed_corpus_converter_files_are_written(tmp_path):
     """fuzz/make_corpus.py's converted files use the converter's current API (.ci/fuzz needs them)."""
     from make_corpus import converted_files

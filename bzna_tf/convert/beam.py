@@ -105,7 +105,7 @@ class _ConvertShard(beam.DoFn):
         self._kwargs = convert_kwargs
         self._images = Metrics.counter(_NAMESPACE, "images")
         self._bytes = Metrics.counter(_NAMESPACE, "bytes")
-        self._undecodable = Metrics.counter(_NAMESPACE, "undecodable_images")
+        self._skipped = Metrics.counter(_NAMESPACE, "skipped_images")
         self._written = Metrics.counter(_NAMESPACE, "shards_written")
         self._finished = Metrics.counter(_NAMESPACE, "shards_already_finished")
         self._source = None
@@ -127,7 +127,7 @@ class _ConvertShard(beam.DoFn):
         )
         self._images.inc(summary.images)
         self._bytes.inc(summary.bytes)
-        self._undecodable.inc(len(summary.skipped))
+        self._skipped.inc(len(summary.skipped))
         self._written.inc(len(summary.written))
         self._finished.inc(len(summary.finished))
         yield summary

@@ -5,8 +5,9 @@ The main process reads the source and writes the files; N worker processes
 it with x265 (one thread each, which scales better than x265's own threads on
 single pictures). At most a few images per worker are in flight, so memory
 stays flat whatever the dataset's size, and results are written in input
-order. An image that cannot be decoded is reported and skipped (``strict``
-makes it fatal).
+order. A record the source cannot read or an image that cannot be decoded
+stops the conversion with a message naming it (``on_error="skip"`` reports,
+skips and counts it instead).
 
 Output is one file or a plan of shards (:mod:`bzna_tf.convert.plan`). Each
 file is written under a deterministic temporary name (``.NAME.partial``,
@@ -72,8 +73,12 @@ __all__ = [
 ENCODERS = ("x265", "nvenc")
 # What a negative label does: stop the conversion naming it, or make the image unlabelled.
 NEGATIVE_LABELS = ("error", "unlabelled")
-# What a record the source cannot read (Item.error) does: stop the conversion naming it, or skip it.
+# What a bad record (Item.error, an undecodable image) does: stop the conversion naming it, or skip it.
 ON_ERROR = ("raise", "skip")
+_SKIP_HINT = "--on-error skip (on_error='skip') leaves such records out and counts them in the summary"
+_LENIENT_HINT = (
+    "; --lenient (EncodeOptions(lenient=True)) keeps images the decoder can repair, as a truncated JPEG"
+)
 # Images queued per worker: enough to keep every worker busy while the main
 # process writes, few enough that memory does not grow with the dataset.
 _IN_FLIGHT_PER_WORKER = 4
@@ -82,7 +87,7 @@ _ESTIMATE_IMAGES = 16
 
 
 class ConversionError(RuntimeError):
-    """A conversion that stopped: an undecodable image with ``strict``, an existing output, a source error."""
+    """A conversion that stopped: an unreadable record or image, a bad label, an existing output."""
 
 
 class ConversionInterrupted(KeyboardInterrupt):
@@ -307,16 +312,20 @@ def _read(item: Item) -> bytes:
 
 
 def encode_item(item: Item, settings: dict):
-    """Decodes and encodes one image (in a worker): ("ok", input, thumb) or ("skip", reason).
+    """Decodes and encodes one image (in a worker): ("ok", input, thumb) or ("skip", reason, how to choose).
 
     ``settings``: :attr:`EncodeOptions.settings`.
     """
     if item.error is not None:  # a record the source could not read, skipped (on_error="skip")
-        return ("skip", item.error)
+        return ("skip", item.error, _SKIP_HINT)
     try:
-        rgb = decode_image(_read(item), lenient=settings["lenient"])
-    except (ImageDecodeError, OSError) as e:
-        return ("skip", str(e))
+        data = _read(item)
+    except OSError as e:
+        return ("skip", str(e), _SKIP_HINT)
+    try:
+        rgb = decode_image(data, lenient=settings["lenient"])
+    except ImageDecodeError as e:
+        return ("skip", str(e), _SKIP_HINT if settings["lenient"] else _SKIP_HINT + _LENIENT_HINT)
     if settings["encoder"] == "nvenc":
         from bzna_tf.convert.nvenc import encode_image_nvenc
 
@@ -514,7 +523,6 @@ def convert(
     worker_index=None,
     num_workers=None,
     overwrite=False,
-    strict=False,
     missing_label=None,
     negative_labels="error",
     on_error="raise",
@@ -559,18 +567,18 @@ def convert(
       overwrite: replace existing outputs. Without it, an output that this very conversion already
         finished (same sources, options, order, seed and plan) is skipped, and any other existing
         file is refused.
-      strict: stop at the first undecodable image instead of skipping it.
       missing_label: the target stored for an unlabelled image that is followed by labelled ones
         (the format stores targets for a prefix of each file's samples, so unlabelled images must
         come last unless this is given, e.g. -1).
       negative_labels: "error" (default): a negative label (after a TFRecord source's
         ``label_offset``) stops the conversion, naming the file and record; "unlabelled": such
         images are stored as unlabelled (TFDS writes -1 for images without a label).
-      on_error: what a record the source cannot read does (a truncated tar member, a sample
-        without an image, a Parquet row whose image is null, a label that is not an integer):
-        "raise" (default) stops the conversion with a message naming the file and the key or
-        row; "skip" leaves the record out and counts it in the summary (and in the shard's
-        metadata), as undecodable images are.
+      on_error: what a bad record does: one the source cannot read (a truncated tar member, a
+        sample without an image, a Parquet row whose image is null, a label that is not an
+        integer) or an image that cannot be decoded (HTML saved as .jpg, a truncated JPEG
+        without ``encoding.lenient``). "raise" (default) stops the conversion with a message
+        naming the file and the key, row or record; "skip" leaves it out, reports it on ``log``
+        and counts it in the summary (``skipped``) and in the shard's metadata.
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
         ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
         Hugging Face ``ClassLabel``'s names). A source that
@@ -583,7 +591,7 @@ def convert(
       A :class:`ConversionSummary`.
 
     Raises:
-      ConversionError: an undecodable image with ``strict``, a record the source cannot read
+      ConversionError: a record the source cannot read or an image that cannot be decoded
         (``on_error="raise"``), a negative label or one past the class names, an existing output
         without ``overwrite``, or NVENC unavailable.
       ConversionInterrupted: Ctrl-C (a ``KeyboardInterrupt``): finished files are kept, the
@@ -647,7 +655,7 @@ def convert(
                 labelled = source.labelled() if hasattr(source, "labelled") else None
                 positions = conversion_order(total, order, seed, labelled)
             labels = _Labels(names, negative_labels, on_error)
-            writer = _ShardWriter(summary, fp, order, seed, names, missing_label, strict, log)
+            writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log)
             pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
             with _progress_bar(progress, todo, total, log) as writer.bar:
                 try:
@@ -715,10 +723,7 @@ class _Labels:
     def check(self, item):
         if getattr(item, "error", None) is not None:
             if self.on_error == "raise":
-                raise ConversionError(
-                    f"{item.origin or item.filename}: {item.error} (--on-error skip, on_error='skip', skips "
-                    "such records and counts them in the summary)"
-                )
+                raise ConversionError(f"{item.origin or item.filename}: {item.error}; {_SKIP_HINT}")
             return item  # skipped by the encoder, counted by the writer
         t = item.target
         if t is None:
@@ -776,8 +781,8 @@ def _triage(mine, fp, order, seed, overwrite, summary):
 class _ShardWriter:
     """Receives encoded images in input order and writes them to their shards, one file at a time."""
 
-    def __init__(self, summary, fp, order, seed, base_names, missing_label, strict, log):
-        self.summary, self.fp, self.missing_label, self.strict = summary, fp, missing_label, strict
+    def __init__(self, summary, fp, order, seed, base_names, missing_label, on_error, log):
+        self.summary, self.fp, self.missing_label, self.on_error = summary, fp, missing_label, on_error
         self.order, self.seed = order, seed
         self.base_names = list(base_names) if base_names is not None else None
         self.bar, self.log = None, log
@@ -798,19 +803,19 @@ class _ShardWriter:
         if spec is not self.spec:
             self._open(spec)
         if result[0] == "skip":
-            self._skip(item, result[1])
+            self._skip(item, *result[1:])
         else:
             self._write(item, result)
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(skipped=len(self.summary.skipped), refresh=False)
 
-    def _skip(self, item, reason):
+    def _skip(self, item, reason, hint):
         origin = item.origin or item.filename
+        if self.on_error == "raise":
+            raise ConversionError(f"{origin}: {reason}; {hint}")
         self.summary.skipped.append((origin, reason))
         self.shard_skipped.append([origin, reason])
-        if self.strict:
-            raise ConversionError(f"{origin}: {reason}")
         message = f"skipped {origin}: {reason}"
         if self.bar is not None:
             self.bar.write(message, file=self.log)

@@ -16,6 +16,17 @@ class ImageDecodeError(ValueError):
     """A source image that cannot be decoded; the message says why."""
 
 
+def _what(data: bytes) -> str:
+    """What the bytes look like, for an error message: the format by its magic, the size, the ends."""
+    if data.startswith(_JPEG_MAGIC):
+        end = "ends with an" if data.rstrip(b"\0").endswith(b"\xff\xd9") else "has no"
+        return f"JPEG data of {len(data)} bytes that {end} end-of-image marker (FF D9)"
+    if data.startswith(_PNG_MAGIC):
+        end = "ends with an" if b"IEND" in data[-16:] else "has no"
+        return f"PNG data of {len(data)} bytes that {end} IEND chunk"
+    return f"{len(data)} bytes starting {data[:16]!r} (neither JPEG nor PNG)"
+
+
 def decode_image(data: bytes, *, lenient: bool = False) -> np.ndarray:
     """Decodes an encoded image to RGB, (H, W, 3) uint8.
 
@@ -54,7 +65,8 @@ def decode_image(data: bytes, *, lenient: bool = False) -> np.ndarray:
     except ImageDecodeError:
         raise
     except (av.FFmpegError, ValueError, StopIteration, IndexError) as e:
-        raise ImageDecodeError(f"FFmpeg cannot decode it: {e}") from e
+        why = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise ImageDecodeError(f"FFmpeg cannot decode it ({why}): {_what(data)}") from e
     if rgb.ndim != 3 or rgb.shape[2] != 3 or 0 in rgb.shape:
         raise ImageDecodeError(f"decoded to an unexpected shape {rgb.shape}")
     return rgb

@@ -189,8 +189,7 @@ def _make_bench(folder: Path, n: int, seed: int, crf: float, fixture: Path, work
         folder / "bench.bzna",
         encoding=EncodeOptions(crf=crf, preset=DEFAULT_PRESET, chroma="average"),  # Benzina's, as logged
         workers=workers,
-        order="source",  # sample i is JPEG i
-        strict=True,
+        order="source",  # sample i is JPEG i; an image that does not decode stops it (on_error="raise")
         progress=log is not None,
         log=log,
     )
