@@ -18,6 +18,13 @@ that reads the source; the worker only ever holds the few images in flight).
 The ratios are against the TFRecord
 source converted in the same run.
 
+Separately, each source is read alone in the conversion's order (every image's
+bytes, nothing decoded or encoded) in its own process: ``read_cpu_ms_per_image``
+is what the source costs per image, to set beside the whole conversion's CPU
+milliseconds per image (``1000 / img_per_cpu_s``). It varies far less from run to
+run than the conversions, so it shows what a difference between sources comes
+from.
+
 Peak memory is the claim of the Parquet source: it reads one row group at a
 time, so its peak grows with the row group's size, not with the file's. The
 rows ``parquet, 100-row groups`` at half and at all the images, and ``parquet,
@@ -117,6 +124,16 @@ def child(kind, src, out, quality, order):
         return
 
     source = SOURCES[kind].from_cli([src])
+    if out == "READ":  # the source alone: every image read in the conversion's order, nothing encoded
+        from bzna_tf.convert.plan import conversion_order
+
+        labelled = source.labelled() if hasattr(source, "labelled") else None
+        positions = conversion_order(len(source), order, 0, labelled)
+        start = time.process_time()
+        nbytes = sum(len(item.data) for item in source.items(positions))
+        cpu = time.process_time() - start
+        print(json.dumps({"read_cpu_ms_per_image": 1e3 * cpu / len(positions), "read_mb": nbytes / 1e6}))
+        return
     start = time.perf_counter()
     summary = convert(source, out, encoding=EncodeOptions(quality=quality), workers=1, order=order,
                       progress=False, log=None)  # fmt: skip
@@ -200,6 +217,7 @@ def main():
         for k, (label, kind, src, order, count) in enumerate(cases):
             r = run(kind, src, tmp / f"out{k}.bzna", args.quality, order)
             assert r["images"] == count, (label, r)
+            r.update(run(kind, src, "READ", args.quality, order))
             r.update(case=label, order=order, img_s=count / r["wall_s"], img_per_cpu_s=count / r["cpu_s"])
             rows.append(r)
         baseline = run("baseline", tmp, tmp, args.quality, "source")["reader_peak_mb"]
@@ -215,11 +233,13 @@ def main():
     print(f"{len(images)} JPEGs of {args.size}x{args.size}, quality {args.quality}, one worker; "
           f"the Parquet file is {sizes['parquet_mb']:.1f} MB; a process that only imports "
           f"bzna_tf.convert and pyarrow peaks at {baseline:.0f} MB")  # fmt: skip
-    print(f"{'case':42s} {'img/s':>7s} {'x tfr':>6s} {'img/cpu-s':>9s} {'x tfr':>6s} {'peak MB':>8s}")
+    print(f"{'case':42s} {'img/s':>7s} {'x tfr':>6s} {'img/cpu-s':>9s} {'x tfr':>6s} {'read ms':>8s} "
+          f"{'cpu ms':>7s} {'peak MB':>8s}")  # fmt: skip
     for r in rows:
         speed = f"{r['img_s']:7.1f} {r['throughput_vs_tfrecord']:6.2f}"
         per_cpu = f"{r['img_per_cpu_s']:9.1f} {r['per_cpu_vs_tfrecord']:6.2f}"
-        print(f"{r['case']:42s} {speed} {per_cpu} {r['reader_peak_mb']:8.0f}")
+        costs = f"{r['read_cpu_ms_per_image']:8.2f} {1e3 / r['img_per_cpu_s']:7.1f}"
+        print(f"{r['case']:42s} {speed} {per_cpu} {costs} {r['reader_peak_mb']:8.0f}")
 
 
 if __name__ == "__main__":

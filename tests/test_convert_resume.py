@@ -43,6 +43,25 @@ def alive(pid):
         return False
 
 
+def kill_while_encoding(args, delay):
+    """Starts ``_convert_job.py ARGS``, SIGKILLs it ``delay`` s after its workers appear; their PIDs."""
+    job = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_convert_job.py"), *args], stdout=subprocess.PIPE, text=True
+    )
+    assert job.stdout.readline().startswith("started")
+    deadline = time.monotonic() + 60
+    workers = []
+    while not workers and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        workers = children(job.pid)
+    time.sleep(delay)  # a random moment of the encoding
+    workers = children(job.pid) or workers
+    job.kill()
+    job.wait()
+    job.stdout.close()
+    return workers
+
+
 def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(tmp_path):
     src = make_folder(tmp_path / "src", {"a": 8, "b": 8}, size=(96, 128))
     (tmp_path / "ref").mkdir()
@@ -53,22 +72,7 @@ def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(tmp_path):
     seed = int(os.environ.get("BZNA_TF_KILL_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
     for attempt, (low, high) in enumerate([(0.0, 0.5), (0.2, 1.5)]):
-        job = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "_convert_job.py"), str(src), str(out)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert job.stdout.readline().startswith("started")
-        deadline = time.monotonic() + 60
-        workers = []
-        while not workers and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            workers = children(job.pid)
-        time.sleep(rng.uniform(low, high))  # a random moment of the encoding
-        workers = children(job.pid) or workers
-        job.kill()
-        job.wait()
-        job.stdout.close()
+        workers = kill_while_encoding([str(src), str(out)], rng.uniform(low, high))
         if attempt == 0:  # the first kill lands mid-conversion: shards are left to do
             assert workers, f"the conversion ended before its workers were seen (seed {seed})"
             done = [p for p in shard_paths(out, 4) if os.path.exists(p)]

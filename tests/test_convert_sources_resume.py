@@ -2,13 +2,12 @@
 
 import os
 import random
-import subprocess
 import sys
 import time
 
 import pytest
 from _sources_data import images, wds_samples, write_parquet, write_shards
-from test_convert_resume import alive, children
+from test_convert_resume import alive, kill_while_encoding
 
 from bzna_tf.convert import SOURCES, convert, shard_paths
 
@@ -43,22 +42,7 @@ def test_sigkill_then_rerun_gives_the_same_bytes(tmp_path, kind):
     out = tmp_path / "out" / "x.bzna"
     seed = int(os.environ.get("BZNA_TF_KILL_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
-    job = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "_convert_job.py"), src, str(out), "--kind", kind],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert job.stdout.readline().startswith("started")
-    deadline = time.monotonic() + 60
-    workers = []
-    while not workers and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-        workers = children(job.pid)
-    time.sleep(rng.uniform(0.0, 0.5))  # a random moment of the encoding
-    workers = children(job.pid) or workers
-    job.kill()
-    job.wait()
-    job.stdout.close()
+    workers = kill_while_encoding([src, str(out), "--kind", kind], rng.uniform(0.0, 0.5))
     assert workers, f"the conversion ended before its workers were seen (seed {seed})"
     done = [p for p in shard_paths(out, 4) if os.path.exists(p)]
     assert len(done) < 4, f"the kill came after the end (seed {seed})"
