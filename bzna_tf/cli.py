@@ -73,10 +73,15 @@ def _table(d: dict) -> str:
         # start/stop are positions in the conversion's order: the source's, or a seeded shuffle of it.
         where = "inputs" if conv.get("order", "source") == "source" else "positions"
         of = f" of the order shuffled with seed {conv.get('seed')}" if where == "positions" else ""
+        skipped = conv.get("skipped") or []
+        lenient = ", decoded leniently (--lenient)" if conv.get("lenient") is True else ""
         lines.append(
             f"  shard     {conv.get('shard')} of {conv.get('num_shards')}: {where} "
-            f"[{conv.get('start')}, {conv.get('stop')}){of}, {len(conv.get('skipped') or [])} skipped"
+            f"[{conv.get('start')}, {conv.get('stop')}){of}, {len(skipped)} skipped{lenient}"
         )
+        lines += [f"  left out  {origin}: {reason}" for origin, reason in skipped[:5]]
+        if len(skipped) > 5:
+            lines.append(f"  left out  ... and {len(skipped) - 5} more (--json lists them all)")
     fs = d["first"]
     if fs:
         lines.append(

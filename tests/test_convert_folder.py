@@ -167,3 +167,60 @@ def test_an_image_that_does_not_decode_stops_the_conversion_then_skip_resumes_it
         assert (out.parent / name).read_bytes() == (fresh.parent / name).read_bytes()
     with BznaFile(out.parent / "x-00001-of-00002.bzna") as f:
         assert f.filenames() == ["b/0.ppm", "b/1.ppm", "b/2.ppm"] and f.targets.tolist() == [1, 1, 1]
+
+
+def test_finished_shards_are_kept_only_where_they_fit_on_error_and_lenient(tmp_path, capsys):
+    """A truncated JPEG in shard 1. Converted with --on-error skip, the shard leaves it out: a rerun with the
+    default on_error refuses that shard (it would have stopped there); with --lenient the shard is converted
+    again and keeps the repaired picture, while shard 0 (strict and complete) is kept as it is."""
+    import io
+
+    from PIL import Image
+
+    m = tmp_path / "m"
+    for c in ("a", "b"):
+        (m / c).mkdir(parents=True)
+        for i in range(2):
+            (m / c / f"{i}.ppm").write_bytes(ppm(gradient(24, 32, seed=10 * ord(c) + i)))
+    buf = io.BytesIO()
+    Image.fromarray(gradient(96, 128, seed=7)).save(buf, format="JPEG", quality=90)
+    data = buf.getvalue()
+    (m / "b" / "9.jpg").write_bytes(data[: len(data) * 2 // 3])
+    out = tmp_path / "out" / "x.bzna"
+    argv = ["convert", "folder", str(m), str(out), *FAST, "--order", "source", "--num-shards", "2"]
+    shard0, shard1 = (out.parent / f"x-0000{k}-of-00002.bzna" for k in range(2))
+    assert main([*argv, "--on-error", "skip"]) == 0
+    assert "skipped 1 image that could not be read or decoded" in capsys.readouterr().out
+    first = {p: p.read_bytes() for p in (shard0, shard1)}
+    assert main(["info", str(shard1)]) == 0
+    info = capsys.readouterr().out
+    assert ", 1 skipped\n" in info and f"  left out  {m / 'b' / '9.jpg'}: FFmpeg cannot decode it (" in info
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "bzna-tf convert: finished by a conversion with --on-error skip, which left out images" in err
+    assert f"{shard1} left out {m / 'b' / '9.jpg'} (FFmpeg cannot decode it (" in err
+    assert "Pass --on-error skip (on_error='skip') to keep these files as they are, or --overwrite" in err
+    assert main([*argv, "--on-error", "skip"]) == 0
+    said = capsys.readouterr().out
+    assert "skipped 2 files that were already converted" in said
+    assert "the files already converted left out 1 image that could not be read or decoded" in said
+    assert {p: p.read_bytes() for p in first} == first
+    assert main([*argv, "--lenient"]) == 0
+    said = capsys.readouterr().out
+    assert "skipped 1 file that was already converted" in said and f"wrote {shard1}: 3 images" in said
+    assert (
+        "converting x-00001-of-00002.bzna again: it was converted without --lenient and left out 1 image "
+        "that --lenient may keep" in said
+    )
+    assert shard0.read_bytes() == first[shard0]
+    assert main(["info", str(shard1)]) == 0
+    assert ", 0 skipped, decoded leniently (--lenient)\n" in capsys.readouterr().out
+    with BznaFile(shard1) as f:
+        assert f.filenames() == ["b/0.ppm", "b/1.ppm", "b/9.jpg"]
+        assert f.metadata["conversion"]["lenient"] is True and f.metadata["conversion"]["skipped"] == []
+    # The same command again: nothing to do. Without --lenient, shard 1 (which may hold a repaired picture)
+    # is converted again and stops at the truncated JPEG, which strict decoding refuses.
+    assert main([*argv, "--lenient"]) == 0 and "skipped 2 files" in capsys.readouterr().out
+    assert main(argv) == 1
+    assert f"bzna-tf convert: {m / 'b' / '9.jpg'}: FFmpeg cannot decode it (" in capsys.readouterr().err
+    assert shard0.read_bytes() == first[shard0] and shard1.exists()  # the lenient shard 1 is left as it was

@@ -646,7 +646,7 @@ def convert(
             fp = fingerprint(source, encoding, missing_label=missing_label, negative_labels=negative_labels,
                              total=total, num_shards=len(plan), order=order, seed=summary.seed,
                              class_names=class_names)  # fmt: skip
-            todo = _triage(mine, fp, order, seed, overwrite, summary)
+            todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error)
             if not todo:
                 summary.seconds = time.perf_counter() - start_time
                 return summary
@@ -655,7 +655,9 @@ def convert(
                 labelled = source.labelled() if hasattr(source, "labelled") else None
                 positions = conversion_order(total, order, seed, labelled)
             labels = _Labels(names, negative_labels, on_error)
-            writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log)
+            writer = _ShardWriter(
+                summary, fp, order, seed, names, missing_label, on_error, log, settings["lenient"]
+            )
             pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
             with _progress_bar(progress, todo, total, log) as writer.bar:
                 try:
@@ -758,22 +760,57 @@ def _items(source, positions, spec):
     return _items_at(source, positions[spec.start : spec.stop])
 
 
-def _triage(mine, fp, order, seed, overwrite, summary):
-    """The shards to convert; finished ones go to ``summary.finished``; other existing files are refused."""
-    todo, refused = [], []
+def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise"):
+    """The shards to convert; finished ones go to ``summary.finished``; other existing files are refused.
+
+    A finished shard that does not fit ``lenient`` is converted again (it was written without it and
+    left images out that it may keep, or with it and may hold repaired pictures); one that left images
+    out is refused with ``on_error="raise"``, which would have stopped there.
+    """
+    todo, refused, left_out, kept_out = [], [], [], 0
     for spec in mine:
         done, why, facts = finished(spec, fp, order, seed) if spec.stop >= 0 else (False, "", None)
         if overwrite or not os.path.exists(spec.path):
             todo.append(spec)
-        elif done:
-            summary.finished.append((spec.path, len(spec) - len(facts.get("skipped", []))))
-        else:
+            continue
+        if not done:
             refused.append(f"{spec.path}: {why or 'exists'}")
+            continue
+        skipped = facts.get("skipped", [])
+        was_lenient = facts.get("lenient") is True
+        if was_lenient != lenient and (was_lenient or skipped):
+            todo.append(spec)
+            why = (
+                "it was converted with --lenient, so it may hold pictures the decoder repaired"
+                if was_lenient
+                else f"it was converted without --lenient and left out {count(len(skipped), 'image')} that "
+                "--lenient may keep"
+            )
+            summary.notes.append(f"converting {os.path.basename(spec.path)} again: {why}")
+        elif skipped and on_error == "raise":
+            origin, reason = skipped[0]
+            more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+            left_out.append(f"{spec.path} left out {origin} ({reason}){more}")
+        else:
+            summary.finished.append((spec.path, len(spec) - len(skipped)))
+            kept_out += len(skipped)
     if refused:
         more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
         raise ConversionError(
             "refusing to replace existing files that this conversion did not finish; pass --overwrite "
             f"(overwrite=True) to replace them: {'; '.join(refused[:3])}{more}"
+        )
+    if left_out:
+        more = f" (and {len(left_out) - 3} more files)" if len(left_out) > 3 else ""
+        raise ConversionError(
+            "finished by a conversion with --on-error skip, which left out images that this one would stop "
+            f"at: {'; '.join(left_out[:3])}{more}. Pass --on-error skip (on_error='skip') to keep these "
+            "files as they are, or --overwrite (overwrite=True) to convert them again"
+        )
+    if kept_out:
+        summary.notes.append(
+            f"the files already converted left out {count(kept_out, 'image')} that could not be read or "
+            "decoded (bzna-tf info FILE lists them)"
         )
     return todo
 
@@ -781,8 +818,9 @@ def _triage(mine, fp, order, seed, overwrite, summary):
 class _ShardWriter:
     """Receives encoded images in input order and writes them to their shards, one file at a time."""
 
-    def __init__(self, summary, fp, order, seed, base_names, missing_label, on_error, log):
+    def __init__(self, summary, fp, order, seed, base_names, missing_label, on_error, log, lenient=False):
         self.summary, self.fp, self.missing_label, self.on_error = summary, fp, missing_label, on_error
+        self.lenient = lenient
         self.order, self.seed = order, seed
         self.base_names = list(base_names) if base_names is not None else None
         self.bar, self.log = None, log
@@ -858,6 +896,7 @@ class _ShardWriter:
             )
         facts = conversion_facts(spec, self.fp, self.order, self.seed)
         facts["skipped"] = self.shard_skipped
+        facts["lenient"] = self.lenient
         writer.metadata["conversion"] = facts
         if any(n is not None for n in self.names):
             writer.metadata["class_names"] = self.names

@@ -184,6 +184,9 @@ def fingerprint(source, options, **extra) -> str | None:
         return None
     fields = dict(options.settings)
     fields.pop("quality", None)
+    # Lenient decoding changes only the images that strict decoding refuses: each shard records it
+    # (its conversion facts' "lenient"), and the converter decides whether a finished shard still fits.
+    fields.pop("lenient", None)
     text = json.dumps({"source": describe(), "options": fields, **extra}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
