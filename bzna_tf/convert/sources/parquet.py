@@ -100,15 +100,23 @@ class TableColumns:
         def is_label(t):
             return pa.types.is_integer(t)
 
-        if image_column is not None:
-            if image_column not in types:
-                raise SourceError(f"{where}: no column {image_column!r} (--image-column); it has {listing()}")
-            if not is_image(types[image_column]):
+        def named(column, option, fits, unlike):
+            """A column the user named: it must exist and be of a type ``fits`` takes."""
+            if column not in types:
+                raise SourceError(f"{where}: no column {column!r} ({option}); it has {listing()}")
+            if not fits(types[column]):
                 raise SourceError(
-                    f"{where}: column {image_column!r} is {types[image_column]}, not bytes nor a struct with "
-                    f"a bytes field (the datasets Image feature); the columns are {listing()}"
+                    f"{where}: column {column!r} is {types[column]}, {unlike}; the columns are {listing()}"
                 )
-            self.image = image_column
+            return column
+
+        if image_column is not None:
+            self.image = named(
+                image_column,
+                "--image-column",
+                is_image,
+                "not bytes nor a struct with a bytes field (the datasets Image feature)",
+            )
         else:
             tagged = [n for n, f in features.items() if isinstance(f, dict) and f.get("_type") == "Image"]
             tagged = [n for n in tagged if n in types and is_image(types[n])]
@@ -127,14 +135,12 @@ class TableColumns:
         if label_column is None or label_column == "":
             self.label = None
         elif label_column != AUTO:
-            if label_column not in types:
-                raise SourceError(f"{where}: no column {label_column!r} (--label-column); it has {listing()}")
-            if not is_label(types[label_column]):
-                raise SourceError(
-                    f"{where}: column {label_column!r} is {types[label_column]}, not integers (a .bzna file "
-                    f"stores one integer target per image); the columns are {listing()}"
-                )
-            self.label = label_column
+            self.label = named(
+                label_column,
+                "--label-column",
+                is_label,
+                "not integers (a .bzna file stores one integer target per image)",
+            )
         else:
             kinds = {n: f.get("_type") for n, f in features.items() if isinstance(f, dict)}
             tagged = [n for n, k in kinds.items() if k == "ClassLabel" and is_label(types.get(n, pa.null()))]
