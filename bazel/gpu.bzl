@@ -131,8 +131,10 @@ def _core():
         name = CORE,
         srcs = native.glob(["custom_ops/gpu/core/*.cc"]) + _core_headers(),
         copts = CORE_FLAGS + INCLUDE_SOURCES,
+        additional_linker_inputs = ["custom_ops/gpu/core/exports.map"],
         linkopts = [
             "-Wl,-soname," + CORE,
+            "-Wl,--version-script=$(location custom_ops/gpu/core/exports.map)",
             "-ldl",
             "-lpthread",
         ],

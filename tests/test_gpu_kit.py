@@ -16,6 +16,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,12 +52,13 @@ BENCH = 8  # benchmark images in the test kit (the default set is the same gener
 def kit(tmp_path_factory, ffnvcodec, original_path):
     """The kit, built by its one command: python tools/gpu_kit OUT (here with a small benchmark set)."""
     out = tmp_path_factory.mktemp("kit") / "kit"
-    command = [sys.executable, str(KIT_TOOL), str(out), "--bench-images", str(BENCH)]
+    # OUT relative to the working folder, as a user types it.
+    command = [sys.executable, str(KIT_TOOL), "kit", "--bench-images", str(BENCH)]
     r = subprocess.run(
         [*command, "--ffnvcodec-include", ffnvcodec], capture_output=True, text=True, cwd=out.parent
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.strip().endswith(f"on the GPU machine: bash {out}/run.sh"), r.stdout
+    assert r.stdout.strip().endswith("on the GPU machine: bash kit/run.sh"), r.stdout
     return out, json.loads((out / "kit.json").read_text())
 
 
@@ -313,6 +315,22 @@ def test_core_links_no_cuda_nor_tensorflow(core):
     needed = [line.split("[")[1].rstrip("]") for line in r.stdout.splitlines() if "(NEEDED)" in line]
     banned = ("cuda", "cuvid", "nvidia", "tensorflow", "absl")
     assert needed and not [n for n in needed if any(b in n.lower() for b in banned)], needed
+
+
+def test_core_exports_its_c_api_only(core):
+    """Nothing but bzna_gpu.h's functions is exported: not even a C++ runtime the compiler linked in.
+
+    A toolchain that links libstdc++ statically exports its copy otherwise, and a process that
+    already loaded the system libstdc++ (NumPy, PyTorch) mixes the two and crashes in the first
+    std::ostringstream (seen with such a g++ on a GPU machine; custom_ops/gpu/core/exports.map).
+    """
+    r = subprocess.run(["nm", "-D", "--defined-only", core.path], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"nm failed: {r.stderr}")
+    exported = {line.split()[-1] for line in r.stdout.splitlines() if line.strip()}
+    header = (_build.source_dir() / "gpu" / "core" / "bzna_gpu.h").read_text()
+    api = set(re.findall(r"\b(bzna_gpu_[a-z0-9_]+)\(", header))
+    assert len(api) > 10 and exported == api, sorted(exported ^ api)
 
 
 # ------------------------------------------------------------------------------- the ctypes binding

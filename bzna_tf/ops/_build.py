@@ -305,6 +305,8 @@ CUBIN_ARCHS = (75, 80, 86, 89, 90, 100, 120)
 # every driver from 525 (CUDA 12.0) on; ptxas refuses it if nvcc used anything newer.
 CUDA12_PTX_ISA = "8.0"
 NVCC_FLAGS = ["-std=c++17", "-O3", "--fmad=false"]
+# The core exports its C API only (see the file): never a C++ runtime a toolchain linked in.
+CORE_EXPORTS = "exports.map"
 CORE_FLAGS = ["-O2", "-fPIC", "-std=c++17", "-ffp-contract=off", "-DNDEBUG", "-Wall", "-Wno-sign-compare"]
 FFNVCODEC_HINT = (
     "nv-codec-headers (ffnvcodec: Debian/Ubuntu `apt install libffmpeg-nvenc-dev`, or "
@@ -521,10 +523,10 @@ def gpu_toolchain_error() -> str | None:
 
 
 def _core_sources(root: Path) -> tuple[list[Path], Path, list[Path]]:
-    """(core .cc units, kernels.cu, headers the core depends on)."""
+    """(core .cc units, kernels.cu, the other files the core depends on: headers, exports.map)."""
     core = root / "gpu" / "core"
     units = sorted(core.glob("*.cc"))
-    headers = sorted([*core.glob("*.h"), root / "lib" / "warp.h"])
+    headers = sorted([*core.glob("*.h"), root / "lib" / "warp.h", core / CORE_EXPORTS])
     return units, core / "kernels.cu", headers
 
 
@@ -656,6 +658,7 @@ def compile_core(
                 cxx,
                 "-shared",
                 f"-Wl,-soname,{CORE_LIB_NAME}",
+                f"-Wl,--version-script={root / 'gpu' / 'core' / CORE_EXPORTS}",
                 *map(str, objs),
                 str(tmp / "kernel_images.o"),
                 "-o",

@@ -501,7 +501,7 @@ def build_kit(
         raise ValueError(
             f"Expected `bench_images` as a positive integer. Received: bench_images={bench_images!r}"
         )
-    final = Path(out_dir)
+    final = Path(out_dir).absolute()  # run.sh and the import check need the absolute path
     if final.exists() and (not final.is_dir() or any(final.iterdir())) and not force:
         raise KitError(f"{final} exists and is not empty: pass --force to replace it")
     # Written beside its final place and renamed when complete: a failed build leaves nothing behind.
