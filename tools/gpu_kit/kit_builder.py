@@ -453,15 +453,34 @@ preset medium, CRF {crf:g}, averaged chroma. {crf_note}
 """
 
 
-def _git_commit() -> str:
+def _within(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def _git_commit(ignore: Path | None = None) -> str:
+    """The checkout's commit, "+changes" when it differs from it; ignore: the kit being written."""
     try:
         r = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
         )
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True
-        ).stdout.strip()
-        return (r.stdout.strip() or "unknown") + ("+changes" if dirty else "")
+        status = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "-z"], capture_output=True, text=True
+        ).stdout
+        root = Path(
+            subprocess.run(
+                ["git", "-C", str(REPO), "rev-parse", "--show-toplevel"], capture_output=True, text=True
+            ).stdout.strip()
+            or REPO
+        )
+        # Entries are "XY path" (a rename's new path; its old one follows without "XY ").
+        changed = [e[3:] for e in status.split("\0") if len(e) > 3 and e[2] == " "]
+        if ignore is not None:
+            changed = [c for c in changed if not _within(root / c, ignore)]
+        return (r.stdout.strip() or "unknown") + ("+changes" if changed else "")
     except OSError:
         return "unknown"
 
@@ -576,7 +595,7 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
 
     info = {
         "bzna_tf": getattr(bzna_tf, "__version__", "unknown"),
-        "commit": _git_commit(),
+        "commit": _git_commit(ignore=out),
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "sources": sources,
         "ffnvcodec": headers,
