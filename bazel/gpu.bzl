@@ -62,6 +62,7 @@ def gpu_libraries():
             linkopts = [
                 "-ldl",
                 "-Wl,-rpath,$$ORIGIN",  # the core, beside this library
+                "-Wl,--exclude-libs,ALL",  # as _build.HIDE_STATIC_RUNTIME
             ],
             linkshared = True,
             deps = [

@@ -118,3 +118,45 @@ def test_the_wheel_carries_every_native_source():
     assert sources
     missing = [s for s in sources if not any(fnmatch.fnmatch(s, pat) for pat in patterns)]
     assert not missing, f"add these to [tool.setuptools.package-data]: {missing}"
+
+
+RUNTIME_SOURCE = """
+#include <sstream>
+extern "C" int digits(int x) {
+  std::ostringstream s;
+  s << x;
+  return static_cast<int>(s.str().size());
+}
+"""
+
+
+def _runtime_exports(compiler: str, tmp_path: Path, *flags: str) -> list[str]:
+    """The symbols a small C++ library exports, linked with libstdc++ statically and the given flags."""
+    src, lib = tmp_path / "digits.cc", tmp_path / "libdigits.so"
+    src.write_text(RUNTIME_SOURCE)
+    r = subprocess.run(
+        [compiler, "-shared", "-fPIC", str(src), "-o", str(lib), "-static-libstdc++", *flags],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode:
+        pytest.skip(f"{compiler} cannot link libstdc++ statically here: {r.stderr[-500:]}")
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True)
+    assert nm.returncode == 0, nm.stderr
+    return [line.split()[-1] for line in nm.stdout.splitlines() if line.strip()]
+
+
+def test_a_statically_linked_cxx_runtime_stays_inside_the_libraries(tmp_path):
+    """A compiler that links libstdc++ statically must not export it beside TensorFlow's libstdc++.
+
+    The two copies would mix (a GPU machine's g++ did this to the GPU core, which crashed in its first
+    std::ostringstream). The TensorFlow libraries link with HIDE_STATIC_RUNTIME; the core exports its
+    C API only (tests/test_gpu_kit.py).
+    """
+    b = _build.plan()
+    assert _build.HIDE_STATIC_RUNTIME in b.link_flags
+    runtime = ("locale", "codecvt", "ios_base")
+    plain = _runtime_exports(b.compiler, tmp_path)
+    assert [s for s in plain if any(r in s for r in runtime)], "expected the hazard without the flag"
+    hidden = _runtime_exports(b.compiler, tmp_path, _build.HIDE_STATIC_RUNTIME)
+    assert "digits" in hidden and not [s for s in hidden if any(r in s for r in runtime)], hidden

@@ -141,7 +141,8 @@ def plan() -> Build:
     cxx = _compiler()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
     cflags = [*tf.sysconfig.get_compile_flags(), *EXTRA_FLAGS, f"-I{root}"]
-    lflags = [*tf.sysconfig.get_link_flags(), "-ldl"]  # dlopen of FFmpeg (in libc since glibc 2.34)
+    # -ldl: dlopen of FFmpeg (in libc since glibc 2.34).
+    lflags = [*tf.sysconfig.get_link_flags(), "-ldl", HIDE_STATIC_RUNTIME]
     h = hashlib.sha256()
     for part in (tf.__version__, tf.sysconfig.get_lib(), cxx, *version, *cflags, *lflags):
         h.update(part.encode() + b"\0")
@@ -305,6 +306,10 @@ CUBIN_ARCHS = (75, 80, 86, 89, 90, 100, 120)
 # every driver from 525 (CUDA 12.0) on; ptxas refuses it if nvcc used anything newer.
 CUDA12_PTX_ISA = "8.0"
 NVCC_FLAGS = ["-std=c++17", "-O3", "--fmad=false"]
+# A C++ runtime the compiler links statically (some toolchains do by default) stays inside the
+# TensorFlow libraries: exported, it would mix with the libstdc++ TensorFlow loaded (locale tables,
+# the first std::ostringstream crashes). No effect where libstdc++ is linked as a shared library.
+HIDE_STATIC_RUNTIME = "-Wl,--exclude-libs,ALL"
 # The core exports its C API only (see the file): never a C++ runtime a toolchain linked in.
 CORE_EXPORTS = "exports.map"
 CORE_FLAGS = ["-O2", "-fPIC", "-std=c++17", "-ffp-contract=off", "-DNDEBUG", "-Wall", "-Wno-sign-compare"]
@@ -724,7 +729,7 @@ def plan_gpu() -> GpuBuild:
     headers = sorted([*(root / "gpu").glob("*.h"), *root.glob("kernels/*.h"), *core_headers])
     cxx = _compiler()
     cflags = [*tf.sysconfig.get_compile_flags(), *EXTRA_FLAGS, f"-I{root}", f"-I{include}"]
-    lflags = [*tf.sysconfig.get_link_flags(), "-ldl"]
+    lflags = [*tf.sysconfig.get_link_flags(), "-ldl", HIDE_STATIC_RUNTIME]
     h = hashlib.sha256()
     for part in (
         tf.__version__,
