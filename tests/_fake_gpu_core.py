@@ -275,6 +275,25 @@ class FakeCore:
             out += F(2) * max(abs(v) for v in np.ravel(norm))  # two grey levels off: over the tolerance
         return out
 
+    def fill_oob(
+        self,
+        count,
+        out_ptr,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        antialias=False,
+        device=0,
+        stream=None,
+    ):
+        h, w = out_shape
+        shape = (count, 3, h, w) if channels_first else (count, h, w, 3)
+        colour = np.asarray(oob, F).reshape((1, 3, 1, 1) if channels_first else (1, 1, 1, 3))
+        _view(out_ptr, shape, F)[...] = colour
+
     def warp_rgb(
         self,
         images_ptr,

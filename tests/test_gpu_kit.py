@@ -173,6 +173,11 @@ def test_reference_outputs_are_the_cpu_ops(kit, manifest, original_path):
     assert np.any(refs["perspective.matrices"][:, 2, :2] != 0)
     assert any(v != 0 for v in meta["cases"]["oob_fill"]["oob"])
     assert meta["cases"]["nchw"]["channels_first"] and meta["cases"]["non_square"]["out_shape"] == [48, 80]
+    # All out of bounds: every pixel is the oob colour as given (what bzna_gpu_fill_oob writes).
+    everywhere = refs["all_oob.decode_warp"]
+    oob = np.array(meta["cases"]["all_oob"]["oob"], np.float32)
+    assert meta["cases"]["all_oob"]["channels_first"] and np.any(oob != 0)
+    np.testing.assert_array_equal(everywhere, np.broadcast_to(oob[None, :, None, None], everywhere.shape))
     with BznaFile(original_path) as f:
         pictures = tf.constant([f.sample(i).thumb.annexb() for i in range(len(f))])
     for name in ("rotation", "perspective", "oob_fill", "nchw", "single_matrix"):
@@ -359,6 +364,9 @@ def invalid_calls(core):
         ("null", lambda: core.warp_rgb(None, np.uint8, 2, (8, 8), 1 << 21, 1, 1 << 22, (4, 5))),
         ("null", lambda: core.copy(0, 0, 16)),
         ("sessions", lambda: core.set_nvdec_sessions(-1)),
+        ("at least 0", lambda: core.fill_oob(-1, 1 << 20, (4, 5))),
+        ("output height", lambda: core.fill_oob(2, 1 << 20, (0, 5))),
+        ("null", lambda: core.fill_oob(2, None, (4, 5))),
     ]
 
 
@@ -475,6 +483,7 @@ def test_runner_checks_and_times_everything(kit, tmp_path):
         assert all(v["pass"] and v["max_abs_diff"] <= v["atol"] for v in checks[family].values())
     assert checks["warp_rgb"]["uint8"]["pass"] and checks["warp_rgb"]["float32"]["pass"]
     assert checks["device_api"]["pass"] and checks["bench_decode"]["matched"] == BENCH
+    assert checks["device_api"]["fill_oob"]["pass"]
     bench = result["bench"]
     for figures in (bench["decode_yuv"], bench["decode_warp"], bench["decode_warp_by_sessions"]["1"]):
         assert figures["images_per_s"] > 0 and figures["ms_per_batch_median"] > 0

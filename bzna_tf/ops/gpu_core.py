@@ -170,6 +170,7 @@ _SIGNATURES = {
     "bzna_gpu_warp_yuv420_host": [_c_int, _ptr, _ptr, _ptr, _i64, _i32, _i32, _ptr, _i64, _params_t, _ptr],
     "bzna_gpu_warp_rgb": [_c_int, _ptr, _ptr, _i32, _i64, _i32, _i32, _ptr, _i64, _params_t, _ptr],
     "bzna_gpu_warp_rgb_host": [_c_int, _ptr, _i32, _i64, _i32, _i32, _ptr, _i64, _params_t, _ptr],
+    "bzna_gpu_fill_oob": [_c_int, _ptr, _i64, _params_t, _ptr],
     "bzna_gpu_alloc": [_c_int, _u64, ctypes.POINTER(ctypes.c_void_p)],
     "bzna_gpu_free": [_c_int, _ptr],
     "bzna_gpu_copy": [_c_int, _ptr, _ptr, _u64],
@@ -787,6 +788,38 @@ class GpuCore:
             int(matrix_count),
             ctypes.byref(params),
             out_ptr,
+        )
+
+    def fill_oob(
+        self,
+        count: int,
+        out_ptr: int,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        antialias=False,
+        device: int = 0,
+        stream: int | None = None,
+    ) -> None:
+        """Writes ``count`` outputs whose every pixel is what the warps write out of bounds.
+
+        What a picture that failed to decode becomes when the caller skips it (``oob`` in the
+        output's layout; bias, norm and antialias are checked as the warps check them, and unused).
+
+        Args:
+          count: the number of outputs (0 writes nothing).
+          out_ptr, out_shape, bias, norm, oob, channels_first, antialias, device, stream: as for
+            :meth:`decode_warp`.
+
+        Raises:
+          GpuCoreError: as for :meth:`decode_warp_host`.
+        """
+        params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
+        self._call(
+            "bzna_gpu_fill_oob", int(device), _stream(stream), int(count), ctypes.byref(params), out_ptr
         )
 
     # -------------------------------------------------------------------------------------- memory

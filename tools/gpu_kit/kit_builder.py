@@ -256,6 +256,9 @@ def reference_cases(shapes: np.ndarray) -> dict:
     degenerate = affine(keep_ratio=True)
     degenerate[::2, 2] = 0.0
     single = compute_affine_matrix((512, 512), REF_OUT).astype(np.float32)[None]  # a centre crop, one matrix
+    # Every output pixel 10,000 pixels away from the source: all out of bounds. Its output is also
+    # what bzna_gpu_fill_oob must write (a skipped picture).
+    away = affine() @ np.array([[1, 0, 1e4], [0, 1, 1e4], [0, 0, 1]], np.float32)
     cases = {
         "rotation": dict(matrices=affine(degrees=30.0), **normed, oob=[0, 0, 0], channels_first=False),
         "flip_h": dict(matrices=affine(flip_h=True), **normed, oob=[0, 0, 0], channels_first=False),
@@ -272,6 +275,7 @@ def reference_cases(shapes: np.ndarray) -> dict:
             matrices=single, bias=[10, 20, 30], norm=[0.5, 0.25, 2.0], oob=[1, 2, 3], channels_first=False
         ),
         "degenerate_w0": dict(matrices=degenerate, **normed, oob=[7, 8, 9], channels_first=True),
+        "all_oob": dict(matrices=away, **normed, oob=[0.25, -1.5, 3.0], channels_first=True),
         # Antialiasing (lib/warp.h): random crops (diagonal footprints, per row and column) and the
         # centre half of each picture turned 30 degrees (parallelograms), reduced 1.3 to 5 times.
         "antialias": dict(matrices=rrc, **normed, oob=[0, 0, 0], channels_first=False, antialias=True),
