@@ -62,6 +62,7 @@ def tensorflow_facts(build) -> dict:
         "includes": includes,
         "defines": defines,
         "copts": copts + list(build.EXTRA_FLAGS),
+        "linkopts": [build.HIDE_STATIC_RUNTIME],
         "libraries": found,
     }
 

@@ -19,7 +19,7 @@ load(
     "PTX_ISA",
     "PYTHON",
 )
-load("@local_tensorflow//:defs.bzl", "COPTS")
+load("@local_tensorflow//:defs.bzl", "COPTS", "LINKOPTS")
 
 # Sources include each other as "lib/warp.h", "gpu/core/driver.h", ...: -I of custom_ops/, as the
 # g++ build does (-I, not the -isystem of `includes`, so that -Wall covers the headers too).
@@ -62,8 +62,7 @@ def gpu_libraries():
             linkopts = [
                 "-ldl",
                 "-Wl,-rpath,$$ORIGIN",  # the core, beside this library
-                "-Wl,--exclude-libs,ALL",  # as _build.HIDE_STATIC_RUNTIME
-            ],
+            ] + LINKOPTS,
             linkshared = True,
             deps = [
                 "@local_cuda//:ffnvcodec",

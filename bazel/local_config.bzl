@@ -5,7 +5,8 @@ TensorFlow the libraries are built for, and fetch nothing from the network:
 
   local_tensorflow   @local_tensorflow: TensorFlow's headers and libtensorflow_framework, as
                      tf.sysconfig gives them (symlinked, not copied), and defs.bzl with TF_VERSION
-                     and COPTS (tf.sysconfig's other compile flags + bzna_tf/ops/_build.py's EXTRA_FLAGS).
+                     and COPTS (tf.sysconfig's other compile flags + bzna_tf/ops/_build.py's EXTRA_FLAGS)
+                     and LINKOPTS (_build.py's HIDE_STATIC_RUNTIME).
   local_cuda         @local_cuda: nvcc, ptxas and nv-codec-headers, found as bzna_tf finds them
                      ($BZNA_TF_NVCC, $CUDA_HOME, PATH, NVIDIA's pip wheels; $BZNA_TF_FFNVCODEC_INCLUDE),
                      and defs.bzl with the tools, the architectures and CUDA_ERROR (why the GPU
@@ -95,7 +96,10 @@ PYTHON = %r
 # tf.sysconfig's compile flags but its -I and -D (those come with @local_tensorflow//:tensorflow),
 # then bzna_tf/ops/_build.py's EXTRA_FLAGS: the flags the g++ build uses.
 COPTS = %r
-""" % (facts["version"], facts["python"], facts["copts"]))
+
+# The link flags the g++ build adds to the TensorFlow libraries' (_build.py's HIDE_STATIC_RUNTIME).
+LINKOPTS = %r
+""" % (facts["version"], facts["python"], facts["copts"], facts["linkopts"]))
 
 local_tensorflow = repository_rule(
     implementation = _local_tensorflow_impl,
