@@ -457,34 +457,22 @@ preset medium, CRF {crf:g}, averaged chroma. {crf_note}
 """
 
 
-def _within(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-        return True
-    except ValueError:
-        return False
-
-
 def _git_commit(ignore: Path | None = None) -> str:
     """The checkout's commit, "+changes" when it differs from it; ignore: the kit being written."""
+
+    def git(*args) -> str:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+
     try:
-        r = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
-        status = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "-z"], capture_output=True, text=True
-        ).stdout
-        root = Path(
-            subprocess.run(
-                ["git", "-C", str(REPO), "rev-parse", "--show-toplevel"], capture_output=True, text=True
-            ).stdout.strip()
-            or REPO
-        )
-        # Entries are "XY path" (a rename's new path; its old one follows without "XY ").
-        changed = [e[3:] for e in status.split("\0") if len(e) > 3 and e[2] == " "]
-        if ignore is not None:
-            changed = [c for c in changed if not _within(root / c, ignore)]
-        return (r.stdout.strip() or "unknown") + ("+changes" if changed else "")
+        spec = [":(top)"]
+        root = git("rev-parse", "--show-toplevel")
+        if ignore is not None and root:
+            try:
+                spec.append(f":(top,exclude){Path(ignore).resolve().relative_to(Path(root).resolve())}")
+            except ValueError:  # outside the checkout: nothing to leave out
+                pass
+        changed = git("status", "--porcelain", "--", *spec)
+        return (git("rev-parse", "--short", "HEAD") or "unknown") + ("+changes" if changed else "")
     except OSError:
         return "unknown"
 
