@@ -8,7 +8,9 @@ Needs no TensorFlow and no bzna_tf (the runner replaces ``bzna_tf`` by the kit's
 
 Variants (``FAKE_GPU_CORE`` in the environment): ``ok``; ``no-nvdec`` (probe
 lacks NVDEC, decoding raises); ``broken-rgb`` (uint8 warp_rgb outputs two
-grey levels off).
+grey levels off); ``benzina-bounds`` (every warp tests Benzina's bounds,
+[0, W - 1] x [0, H - 1], instead of the picture's area: a frame of the fill
+colour around upscaled pictures).
 """
 
 from __future__ import annotations
@@ -26,6 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _warp_reference import F, ref_rgb, ref_yuv420  # noqa: E402
 
 MODE = os.environ.get("FAKE_GPU_CORE", "ok")
+
+if MODE == "benzina-bounds":
+    import _warp_reference
+
+    def _benzina_oob(x, y, w, h):
+        """SPEC section 4 as Benzina's kernel has it: NaN, X < 0, X > W - 1, Y < 0 or Y > H - 1."""
+        with np.errstate(invalid="ignore"):
+            return np.isnan(x) | np.isnan(y) | (x < 0) | (x > F(w - 1)) | (y < 0) | (y > F(h - 1))
+
+    _warp_reference.ref_oob = _benzina_oob
 
 
 class FakeUnavailable(RuntimeError):

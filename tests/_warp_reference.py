@@ -31,9 +31,14 @@ def ref_points(m, out_h, out_w):
 
 
 def ref_oob(x, y, w, h):
-    """Step 2: NaN, X < 0, X > w - 1, Y < 0 or Y > h - 1."""
+    """Step 2 as bzna_tf computes it: NaN, X < -0.5, X > w - 0.5, Y < -0.5 or Y > h - 0.5.
+
+    The picture covers half a pixel beyond its outer pixel centres; SPEC section 4 (Benzina's
+    kernel) tests X < 0 and X > w - 1, which bzna_tf deviates from on purpose (README).
+    """
+    half = F(0.5)
     with np.errstate(invalid="ignore"):
-        return np.isnan(x) | np.isnan(y) | (x < 0) | (x > F(w - 1)) | (y < 0) | (y > F(h - 1))
+        return np.isnan(x) | np.isnan(y) | (x < -half) | (x > F(w) - half) | (y < -half) | (y > F(h) - half)
 
 
 def ref_bilinear(plane, x, y):

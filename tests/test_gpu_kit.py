@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _warp_reference import ref_points
 
 from bzna_tf.ops import _build
 from bzna_tf.ops.gpu_core import (
@@ -173,6 +174,26 @@ def test_reference_outputs_are_the_cpu_ops(kit, manifest, original_path):
     assert np.any(refs["perspective.matrices"][:, 2, :2] != 0)
     assert any(v != 0 for v in meta["cases"]["oob_fill"]["oob"])
     assert meta["cases"]["nchw"]["channels_first"] and meta["cases"]["non_square"]["out_shape"] == [48, 80]
+    # The border band: the corner crops' outer output pixels read within half a pixel beyond the
+    # outer pixel centres, on every side, and none of them is the fill colour.
+    edge, fill = refs["edge_upscale.decode_warp"], meta["cases"]["edge_upscale"]["oob"]
+    band = {"left": 0, "right": 0, "top": 0, "bottom": 0}
+    for m, (h, w) in zip(refs["edge_upscale.matrices"], refs["thumb_shapes"], strict=True):
+        x, yy = ref_points(m, *meta["cases"]["edge_upscale"]["out_shape"])
+        band["left"] += int(((x >= -0.5) & (x < 0)).sum())
+        band["right"] += int(((x > w - 1) & (x <= w - 0.5)).sum())
+        band["top"] += int(((yy >= -0.5) & (yy < 0)).sum())
+        band["bottom"] += int(((yy > h - 1) & (yy <= h - 0.5)).sum())
+        assert x.min() >= -0.5 and yy.min() >= -0.5 and x.max() <= w - 0.5 and yy.max() <= h - 0.5
+    assert all(band.values()), band
+    assert not np.any(np.all(edge == np.float32(fill), axis=-1))
+    # The flat pictures' references are flat, in the picture's colour for RGB.
+    for name, c in meta["constant"].items():
+        for suffix in ("", "_antialias"):
+            for kind in ("rgb", "yuv"):
+                out = refs[f"constant.{name}.{kind}_out{suffix}"]
+                assert np.all(out == out[:, :1, :1]), (name, kind, suffix)
+            np.testing.assert_array_equal(refs[f"constant.{name}.rgb_out{suffix}"][0, 0, 0], c["colour"])
     # All out of bounds: every pixel is the oob colour as given (what bzna_gpu_fill_oob writes).
     everywhere = refs["all_oob.decode_warp"]
     oob = np.array(meta["cases"]["all_oob"]["oob"], np.float32)
@@ -484,6 +505,8 @@ def test_runner_checks_and_times_everything(kit, tmp_path):
     assert checks["warp_rgb"]["uint8"]["pass"] and checks["warp_rgb"]["float32"]["pass"]
     assert checks["device_api"]["pass"] and checks["bench_decode"]["matched"] == BENCH
     assert checks["device_api"]["fill_oob"]["pass"]
+    flat = checks["constant_upscale"]
+    assert len(flat) == 12 and all(v["pass"] and v["flat"] for v in flat.values())
     bench = result["bench"]
     for figures in (bench["decode_yuv"], bench["decode_warp"], bench["decode_warp_by_sessions"]["1"]):
         assert figures["images_per_s"] > 0 and figures["ms_per_batch_median"] > 0
@@ -513,6 +536,20 @@ def test_runner_names_a_failed_check(kit, tmp_path):
     assert "warp_rgb.uint8" in result["failed_checks"] and "warp_rgb.float32" not in result["failed_checks"]
     failed = result["checks"]["warp_rgb"]["uint8"]
     assert failed["max_abs_diff"] > failed["atol"] and failed["frac_equal"] == 0
+
+
+def test_runner_finds_a_core_that_fills_the_border_band(kit, tmp_path):
+    # A core with Benzina's bounds ([0, W - 1]) frames every upscaled picture with the fill colour.
+    r, result = run_fake(kit[0], tmp_path, "benzina-bounds", "--no-bench")
+    assert r.returncode == 1 and result["passed"] is False
+    failed = set(result["failed_checks"])
+    assert {"decode_warp.edge_upscale", "warp_yuv420.edge_upscale"} <= failed
+    for name in ("x1.01", "x3.7", "x20"):
+        for kind in ("rgb", "yuv", "rgb_antialias", "yuv_antialias"):
+            assert f"constant_upscale.{name}.{kind}" in failed
+            assert result["checks"]["constant_upscale"][f"{name}.{kind}"]["flat"] is False
+    # Downscales never reach the band: unchanged.
+    assert "warp_yuv420.random_resized_crop" not in failed and "warp_yuv420.antialias" not in failed
 
 
 def test_runner_prints_partial_results_at_its_deadline(kit, tmp_path):

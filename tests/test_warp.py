@@ -176,15 +176,16 @@ def test_identity_reproduces_the_image():
     np.testing.assert_allclose(got, ref_yuv420(y, cb, cr, np.eye(3), (7, 9)), rtol=0, atol=1e-4)
 
 
-def test_bounds_are_inclusive_of_the_last_pixel_centre():
+def test_bounds_are_the_pictures_area():
+    # The band half a pixel beyond the outer pixel centres is inside: tests/test_warp_edges.py.
     images = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(1, 2, 3, 3) * 10
-    # Shift right by 2: x = 0 reads X = 2 = W - 1 (inside), x = 1 reads X = 3 (outside).
-    m = F([[1, 0, 2], [0, 1, 0], [0, 0, 1]])
+    # Shift right by 2.5: x = 0 reads X = 2.5 = W - 0.5 (inside: the last column), x = 1 reads X = 3.5.
+    m = F([[1, 0, 2.5], [0, 1, 0], [0, 0, 1]])
     got = warp_rgb(images, m, (2, 2), oob_color=-1).numpy()
     np.testing.assert_array_equal(got[0, :, 0], images[0, :, 2].astype(F))
     np.testing.assert_array_equal(got[0, :, 1], np.full((2, 3), -1, F))
-    # Just below zero is outside, no clamping of the test itself.
-    m = F([[1, 0, -1e-3], [0, 1, 0], [0, 0, 1]])
+    # Just below -0.5 is outside, no clamping of the test itself.
+    m = F([[1, 0, np.nextafter(F(-0.5), F(-1))], [0, 1, 0], [0, 0, 1]])
     assert np.all(warp_rgb(images, m, (2, 3), oob_color=-1).numpy()[0, :, 0] == -1)
 
 
@@ -340,8 +341,8 @@ def test_antialias_bounds_are_the_centre_point_and_footprints_are_cut_at_the_edg
     w = 1 - np.arange(4) / 4  # Pillow's triangle over texels 0..3, renormalised without the outside half
     np.testing.assert_allclose(got[0, :, 0, 0], (w * np.arange(4)).sum() / w.sum(), rtol=1e-6)
     np.testing.assert_allclose(got[0, :, 1, 0], (np.r_[w[:0:-1], w] * np.arange(1, 8)).sum() / 4, rtol=1e-6)
-    # A centre just outside is out of bounds, whatever its footprint covers.
-    m = F([[4, 0, -1e-3], [0, 1, 0], [0, 0, 1]])
+    # A centre just outside the picture's area is out of bounds, whatever its footprint covers.
+    m = F([[4, 0, np.nextafter(F(-0.5), F(-1))], [0, 1, 0], [0, 0, 1]])
     assert np.all(warp_rgb(image, m, (8, 1), oob_color=-1, antialias=True).numpy() == -1)
 
 

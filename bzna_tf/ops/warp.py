@@ -5,10 +5,14 @@ on integers), the source point ``(X, Y) = (X'/W', Y'/W')`` with
 ``(X', Y', W') = M @ (x, y, 1)``: the 3x3 matrix ``M`` maps OUTPUT pixel
 indices to SOURCE pixel indices (the direction of
 ``tf.raw_ops.ImageProjectiveTransformV3``, not its inverse). A source point that
-is NaN or outside ``[0, W - 1] x [0, H - 1]`` gives ``oob_color`` as is;
-otherwise the image is sampled bilinearly (fetches clamped to the image), and
-each channel becomes ``(rgb - bias) * norm``. The full contract is SPEC
-section 4. With ``antialias=True`` a pixel whose matrix shrinks the image is
+is NaN or outside the picture's area ``[-0.5, W - 0.5] x [-0.5, H - 0.5]`` (half
+a pixel beyond the outer pixel centres) gives ``oob_color`` as is; otherwise
+the image is sampled bilinearly (fetches clamped to the image, so the band
+between the outer pixel centres and the picture's edge repeats the edge, as in
+``tf.image.resize``, torchvision and Pillow), and each channel becomes
+``(rgb - bias) * norm``. The full contract is SPEC section 4, whose bounds are
+``[0, W - 1] x [0, H - 1]`` (Benzina's, which frame every upscaled picture
+with ``oob_color``): bzna_tf widens them on purpose. With ``antialias=True`` a pixel whose matrix shrinks the image is
 instead the mean of its footprint under Pillow's triangle filter
 (custom_ops/lib/warp.h, "Antialiasing"); the ops' default is False.
 
@@ -143,8 +147,8 @@ def warp_yuv420(
     For output pixel (x, y) the source point is ``(X'/W', Y'/W')`` with
     ``(X', Y', W') = M @ (x, y, 1)``: ``M`` maps OUTPUT pixel indices to SOURCE
     pixel indices, pixel centres on integers. A NaN source point, or one outside
-    ``[0, W - 1] x [0, H - 1]`` of the luma plane (the coded size), gives
-    ``oob_color`` as is (no bias or norm). Otherwise luma is sampled bilinearly
+    the picture's area ``[-0.5, W - 0.5] x [-0.5, H - 0.5]`` of the luma plane
+    (the coded size), gives ``oob_color`` as is (no bias or norm). Otherwise luma is sampled bilinearly
     at (X, Y) and chroma at (X/2 - 0.25, Y/2 - 0.25), fetches clamped to each
     plane; full-range BT.601 converts to RGB, rounded half away from zero and
     clamped to [0, 255]; and channel c becomes ``(rgb[c] - bias[c]) * norm[c]``.
@@ -174,7 +178,7 @@ def warp_yuv420(
         Pillow's triangle filter laid along the Jacobian's columns (for resizes and crops, exactly
         ``tf.image.resize(..., antialias=True)`` and Pillow's antialiased bilinear resize), instead of
         one bilinear sample. Out of bounds is still decided by the source point alone. Default False:
-        SPEC section 4 exactly.
+        one bilinear sample, SPEC section 4 (with the picture's area as bounds).
       name: name scope of the op.
 
     Returns:
@@ -237,8 +241,8 @@ def warp_rgb(
     ``(X', Y', W') = M @ (x, y, 1)``: ``M`` maps OUTPUT pixel indices to SOURCE
     pixel indices, pixel centres on integers (as in
     ``tf.raw_ops.ImageProjectiveTransformV3``). A NaN source point, or one
-    outside ``[0, W - 1] x [0, H - 1]``, gives ``oob_color`` as is (no bias or
-    norm). Otherwise each channel is sampled bilinearly, fetches clamped to the
+    outside the picture's area ``[-0.5, W - 0.5] x [-0.5, H - 0.5]``, gives
+    ``oob_color`` as is (no bias or norm). Otherwise each channel is sampled bilinearly, fetches clamped to the
     image; uint8 images are then rounded half away from zero and clamped to
     [0, 255] (float32 images are not); and channel c becomes
     ``(value[c] - bias[c]) * norm[c]``.

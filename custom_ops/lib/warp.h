@@ -5,8 +5,13 @@
 // (step numbers are SPEC section 4's):
 //   1. (X', Y', W') = M (x, y, 1), X = X'/W', Y = Y'/W', M mapping OUTPUT
 //      pixel indices to SOURCE pixel indices.
-//   2. NaN, X < 0, X > coded_w - 1, Y < 0 or Y > coded_h - 1: the raw
-//      out-of-bounds colour, no bias or norm.
+//   2. NaN, X < -0.5, X > coded_w - 0.5, Y < -0.5 or Y > coded_h - 0.5:
+//      the raw out-of-bounds colour, no bias or norm. The picture covers
+//      half a pixel beyond its outer pixel centres, so a point in that band
+//      is inside and samples the edge (3-4 clamp), as torchvision,
+//      tf.image.resize and Pillow do. Benzina's kernel (and SPEC section 4)
+//      test X < 0 and X > coded_w - 1 instead, which leaves a frame of the
+//      fill colour around every upscaled picture: a deliberate deviation.
 //   3-4. Clamped bilinear sampling: luma at (X, Y), centred chroma at
 //      (X/2 - 0.25, Y/2 - 0.25).
 //   5. Full-range BT.601 YCbCr -> RGB, rounded half away from zero, clamped
@@ -117,10 +122,11 @@ BZNA_HOST_DEVICE SourcePoint ApplyMatrix(const float* m, float x, float y) {
   return p;
 }
 
-// Step 2 along one axis: 0 <= v <= size - 1, false for NaN (every
-// comparison is false).
+// Step 2 along one axis: -0.5 <= v <= size - 0.5 (the picture's area, in
+// pixel-centre coordinates), false for NaN (every comparison is false).
+// size - 0.5 is exact in float32 for every size a plane can have (< 2^23).
 BZNA_HOST_DEVICE bool InsideAxis(float v, int size) {
-  return v >= 0.0f && v <= static_cast<float>(size - 1);
+  return v >= -0.5f && v <= static_cast<float>(size) - 0.5f;
 }
 
 // Step 2, written as "not inside" so that NaN is out of bounds too; W' = 0

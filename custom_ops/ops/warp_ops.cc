@@ -136,8 +136,9 @@ Warps decoded full-range BT.601 YUV 4:2:0 frames into normalised RGB float32.
 
 For every output pixel (x, y), integer indices with pixel centres on integers:
 (X', Y', W') = M (x, y, 1) and (X, Y) = (X'/W', Y'/W'); M maps OUTPUT pixel
-indices to SOURCE pixel indices. If X or Y is NaN, X < 0, X > W - 1, Y < 0 or
-Y > H - 1 ((W, H) being the Y plane's coded size) the pixel is oob_color, raw.
+indices to SOURCE pixel indices. If X or Y is NaN, X < -0.5, X > W - 0.5,
+Y < -0.5 or Y > H - 0.5 ((W, H) being the Y plane's coded size: the picture's
+area, half a pixel beyond its outer pixel centres) the pixel is oob_color, raw.
 Otherwise luma is sampled bilinearly at (X, Y) and chroma at
 (X/2 - 0.25, Y/2 - 0.25), fetches clamped to each plane; then
 R = Y + 1.402 (Cr-128), G = Y - 0.344136 (Cb-128) - 0.714136 (Cr-128),
@@ -167,8 +168,9 @@ Warps RGB images into normalised RGB float32.
 
 For every output pixel (x, y), integer indices with pixel centres on integers:
 (X', Y', W') = M (x, y, 1) and (X, Y) = (X'/W', Y'/W'); M maps OUTPUT pixel
-indices to SOURCE pixel indices. If X or Y is NaN, X < 0, X > W - 1, Y < 0 or
-Y > H - 1 the pixel is oob_color, raw. Otherwise each channel is sampled
+indices to SOURCE pixel indices. If X or Y is NaN, X < -0.5, X > W - 0.5,
+Y < -0.5 or Y > H - 0.5 (outside the picture's area, half a pixel beyond its
+outer pixel centres) the pixel is oob_color, raw. Otherwise each channel is sampled
 bilinearly at (X, Y), fetches clamped to the image; uint8 images are then
 rounded half away from zero and clamped to [0, 255] (float images are not);
 and out[c] = (rgb[c] - bias[c]) * norm[c]. For torchvision-style mean/std in

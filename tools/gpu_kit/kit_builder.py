@@ -256,6 +256,12 @@ def reference_cases(shapes: np.ndarray) -> dict:
     degenerate = affine(keep_ratio=True)
     degenerate[::2, 2] = 0.0
     single = compute_affine_matrix((512, 512), REF_OUT).astype(np.float32)[None]  # a centre crop, one matrix
+    # A 12 x 16 corner of each picture onto the whole output (x5.3, x6), top-left corners on even samples,
+    # bottom-right on odd ones: the output's outer pixels read the half pixel beyond the picture's
+    # outer pixel centres, which is inside the picture (sampled at the edge, not the fill colour).
+    corner = np.tile([[12.0, 16.0]], (n, 1))
+    sign = np.where(np.arange(n) % 2 == 0, -1.0, 1.0)[:, None]
+    edges = affine(crop=np.concatenate([sign * (shapes - corner) / 2, corner], axis=1))
     # Every output pixel 10,000 pixels away from the source: all out of bounds. Its output is also
     # what bzna_gpu_fill_oob must write (a skipped picture).
     away = affine() @ np.array([[1, 0, 1e4], [0, 1, 1e4], [0, 0, 1]], np.float32)
@@ -265,6 +271,7 @@ def reference_cases(shapes: np.ndarray) -> dict:
         "flip_v": dict(matrices=affine(flip_v=True), **normed, oob=[0, 0, 0], channels_first=False),
         "random_resized_crop": dict(matrices=rrc, **normed, oob=[0, 0, 0], channels_first=False),
         "upscale": dict(matrices=up, **raw, oob=[0, 0, 0], channels_first=False),
+        "edge_upscale": dict(matrices=edges, **raw, oob=[0.25, -1.5, 3.0], channels_first=False),
         "perspective": dict(matrices=persp, **normed, oob=[0, 0, 0], channels_first=False),
         "oob_fill": dict(matrices=zoom, **normed, oob=[0.25, -1.5, 3.0], channels_first=False),
         "nchw": dict(matrices=rrc, **normed, oob=[0, 0, 0], channels_first=True),
@@ -314,6 +321,32 @@ def _rgb_case():
     ).astype(np.float32)
     m[2] = m[2] @ np.array([[1.3, 0, -6], [0, 1.3, -4], [0, 0, 1]], np.float32)  # partly out of bounds
     return u8, f32, m
+
+
+# Flat pictures upscaled from barely to far, the whole picture onto the whole output:
+# (name, picture (height, width), output (height, width), colour). Every output pixel must be the
+# picture's colour: the border band is inside the picture, not the fill colour.
+CONSTANT_OOB = (-1.0, -1.0, -1.0)
+CONSTANT_CASES = (
+    ("x1.01", (100, 200), (101, 202), (200, 120, 60)),
+    ("x3.7", (10, 10), (37, 37), (30, 250, 128)),
+    ("x20", (3, 5), (60, 100), (255, 0, 17)),
+)
+
+
+def _constant_case(in_hw, out_hw, colour):
+    """A flat RGB picture, flat 4:2:0 planes of about that colour, and the whole-picture resize matrix."""
+    h, w = in_hw
+    rgb = np.broadcast_to(np.uint8(colour), (1, h, w, 3)).copy()
+    r, g, b = (float(v) for v in colour)
+    luma = 0.299 * r + 0.587 * g + 0.114 * b
+    ch, cw = (h + 1) // 2, (w + 1) // 2
+    y = np.full((1, h, w), round(luma), np.uint8)
+    cb = np.full((1, ch, cw), round(min(255.0, max(0.0, 128 + (b - luma) / 1.772))), np.uint8)
+    cr = np.full((1, ch, cw), round(min(255.0, max(0.0, 128 + (r - luma) / 1.402))), np.uint8)
+    sy, sx = h / out_hw[0], w / out_hw[1]
+    m = np.array([[[sx, 0, 0.5 * sx - 0.5], [0, sy, 0.5 * sy - 0.5], [0, 0, 1]]], np.float32)
+    return rgb, y, cb, cr, m
 
 
 def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
@@ -375,6 +408,20 @@ def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
             ).numpy()
     arrays["rgb.matrices"] = m
     meta["rgb"] = {"out_shape": [32, 48], "channels_first": False, **rgb}
+    meta["constant"] = {}
+    for name, in_hw, out_hw, colour in CONSTANT_CASES:
+        images, y1, cb1, cr1, m1 = _constant_case(in_hw, out_hw, colour)
+        for k, v in zip(("rgb", "y", "cb", "cr", "m"), (images, y1, cb1, cr1, m1), strict=True):
+            arrays[f"constant.{name}.{k}"] = v
+        for suffix, antialias in (("", False), ("_antialias", True)):
+            kw = dict(oob_color=CONSTANT_OOB, antialias=antialias)
+            arrays[f"constant.{name}.rgb_out{suffix}"] = warp_rgb(images, m1, out_hw, **kw).numpy()
+            arrays[f"constant.{name}.yuv_out{suffix}"] = warp_yuv420(y1, cb1, cr1, m1, out_hw, **kw).numpy()
+        meta["constant"][name] = {
+            "out_shape": list(out_hw),
+            "colour": list(colour),
+            "oob": list(CONSTANT_OOB),
+        }
     np.savez_compressed(out_dir / "reference.npz", **arrays)
     (out_dir / "reference.json").write_text(json.dumps(meta, indent=1))
     return meta

@@ -17,8 +17,11 @@
  *   pixel indices to SOURCE pixel indices; matrix_count is 1 (the same matrix
  *   for every sample) or `count`.
  * - Output: float32 [count, H, W, 3], or [count, 3, H, W] with
- *   channels_first; out[c] = (rgb[c] - bias[c]) * norm[c] inside the source,
- *   oob[c] (raw) outside (SPEC section 4). With params->antialias, pixels
+ *   channels_first; out[c] = (rgb[c] - bias[c]) * norm[c] inside the source
+ *   picture's area ([-0.5, W - 0.5] x [-0.5, H - 0.5] in pixel-centre
+ *   coordinates, sampled with fetches clamped to the edge), oob[c] (raw)
+ *   outside (SPEC section 4, whose [0, W - 1] bounds bzna_tf widens on
+ *   purpose: custom_ops/lib/warp.h). With params->antialias, pixels
  *   where the matrix reduces average a footprint of bilinear taps instead of
  *   sampling a point (custom_ops/lib/warp.h, "Antialiasing"), as the CPU ops
  *   do with their `antialias` attribute.
