@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["make_parent", "write_atomic"]
+__all__ = ["make_parent", "partial_path", "write_atomic"]
 
 
 def make_parent(path) -> str:
@@ -27,6 +27,16 @@ def make_parent(path) -> str:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PermissionError(13, "Permission denied: cannot write in this folder", folder)
     return path
+
+
+def partial_path(path) -> str:
+    """The deterministic temporary name a conversion writes ``path`` under: ``.NAME.partial`` beside it.
+
+    A conversion renames it ``path`` when the file is complete; a rerun of a
+    killed conversion takes it over. Readers name it when ``path`` is missing.
+    """
+    folder, base = os.path.split(os.fspath(path))
+    return os.path.join(folder, f".{base}.partial")
 
 
 def write_atomic(path, data: bytes) -> str:
