@@ -347,7 +347,9 @@ def _add_convert(sub):
         help="a text file of class names, one per line, by target (a folder or GulpIO source needs one per "
         "class)",
     )
-    c.add_argument("--no-progress", action="store_true", help="no progress bar")
+    c.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (nor lines a minute off a terminal)"
+    )
     t = c.add_argument_group("source options (each refused by the sources that do not take it)")
     t.add_argument(
         "--image-key",

@@ -494,7 +494,7 @@ def test_undecodable_images_stop_the_conversion_or_are_skipped_and_counted(tmp_p
 
     log = io.StringIO()
     convert(items, tmp_path / "bar.bzna", workers=0, order="source", on_error="skip", progress=True, log=log)
-    assert "skipped the broken one: FFmpeg cannot decode it" in log.getvalue() and "4/4" in log.getvalue()
+    assert "skipped the broken one: FFmpeg cannot decode it" in log.getvalue()  # no terminal: no bar
     (tmp_path / "bar.bzna").unlink()
     assert [p.name for p in tmp_path.iterdir()] == ["x.bzna"]
 

@@ -55,6 +55,7 @@ from bzna_tf.convert.plan import (
     shard_paths,
     shards_for_size,
 )
+from bzna_tf.convert.progress import PlainProgress, redraws
 from bzna_tf.convert.sources.base import Item, few
 from bzna_tf.format.atomic import make_parent
 from bzna_tf.format.sample import build_image_mp4
@@ -584,8 +585,9 @@ def convert(
         Hugging Face ``ClassLabel``'s names). A source that
         defines its classes (folders, GulpIO string labels) needs exactly one name per class; a
         target past the last name stops the conversion.
-      progress: show a progress bar (images/s, ETA) on ``log``.
-      log: where the progress bar and skip reports go.
+      progress: show the progress on ``log``: a bar (images/s, ETA) on a terminal; elsewhere (a file,
+        a pipe) a plain line every minute (:mod:`bzna_tf.convert.progress`).
+      log: where the progress and skip reports go.
 
     Returns:
       A :class:`ConversionSummary`.
@@ -688,12 +690,18 @@ class _NoBar:
 
 
 def _progress_bar(progress, todo, total, log):
-    """A tqdm bar over the images of ``todo`` on ``log`` (a context manager), or one giving None."""
+    """A tqdm bar over the images of ``todo`` on ``log`` (a context manager), or one giving None.
+
+    Where ``log`` is not a terminal, plain periodic lines instead (:mod:`bzna_tf.convert.progress`).
+    """
     if not progress or not todo:
         return _NoBar()
+    known = total is not None
+    stream = sys.stderr if log is None else log  # as tqdm's file=None
+    if not redraws(stream):
+        return PlainProgress(sum(len(s) for s in todo) if known else None, stream)
     from tqdm import tqdm
 
-    known = total is not None
     return tqdm(total=sum(len(s) for s in todo) if known else None, unit="img", file=log,
                 dynamic_ncols=True, smoothing=0.05)  # fmt: skip
 
@@ -844,9 +852,9 @@ class _ShardWriter:
             self._skip(item, *result[1:])
         else:
             self._write(item, result)
-        if self.bar is not None:
-            self.bar.update(1)
+        if self.bar is not None:  # the count first: the update shows it
             self.bar.set_postfix(skipped=len(self.summary.skipped), refresh=False)
+            self.bar.update(1)
 
     def _skip(self, item, reason, hint):
         origin = item.origin or item.filename

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bzna_tf.format.atomic import partial_path
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.wording import count
@@ -75,8 +76,7 @@ class ShardSpec:
     @property
     def partial(self) -> str:
         """The deterministic temporary name beside ``path`` (``.NAME.partial``): a rerun takes it over."""
-        folder, base = os.path.split(self.path)
-        return os.path.join(folder, f".{base}.partial")
+        return partial_path(self.path)
 
 
 def shard_paths(output, num_shards: int | None) -> list[str]:

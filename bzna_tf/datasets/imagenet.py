@@ -12,6 +12,7 @@ from bzna_tf.format.shards import (
     describe_sets,
     directory_files,
     expand_user,
+    folder_hint,
     is_url,
     shard_sets,
 )
@@ -154,7 +155,7 @@ def _per_split_files(root, found):
     if not by_split:
         raise FileNotFoundError(
             f"{root} is a directory without {' or '.join(IMAGENET_FILENAMES)} and without per-split files "
-            f"({_PER_SPLIT})"
+            f"({_PER_SPLIT}){'' if found else folder_hint(root)}"
         )
     if strays:
         raise ValueError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["make_parent", "write_atomic"]
+__all__ = ["final_path", "make_parent", "partial_path", "write_atomic"]
 
 
 def make_parent(path) -> str:
@@ -27,6 +27,23 @@ def make_parent(path) -> str:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PermissionError(13, "Permission denied: cannot write in this folder", folder)
     return path
+
+
+def partial_path(path) -> str:
+    """The deterministic temporary name a conversion writes ``path`` under: ``.NAME.partial`` beside it.
+
+    A conversion renames it ``path`` when the file is complete; a rerun of a
+    killed conversion takes it over. Readers name it when ``path`` is missing.
+    """
+    folder, base = os.path.split(os.fspath(path))
+    return os.path.join(folder, f".{base}.partial")
+
+
+def final_path(partial) -> str | None:
+    """The file a conversion's partial file becomes (the inverse of :func:`partial_path`), or None."""
+    folder, base = os.path.split(os.fspath(partial))
+    path = os.path.join(folder, base[1:].removesuffix(".partial"))
+    return path if partial_path(path) == os.fspath(partial) else None
 
 
 def write_atomic(path, data: bytes) -> str:

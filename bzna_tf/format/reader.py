@@ -37,6 +37,7 @@ from bzna_tf.format.checksums import (
     thumb_head_end,
 )
 from bzna_tf.format.errors import BznaFormatError
+from bzna_tf.format.hints import missing_file
 from bzna_tf.format.labels import UNLABELLED, count_labelled
 from bzna_tf.format.metadata import MAX_METADATA_BYTES, METADATA_UUID, parse_metadata
 from bzna_tf.format.sample import FNAME, INPUT, TARGET, THUMB, ImageMp4, decode_name, parse_image_mp4
@@ -60,7 +61,13 @@ class Source:
         self._lock = threading.Lock()
         if isinstance(source, (str, os.PathLike)):
             self.name = name or os.fspath(source)
-            self._fd = os.open(source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            try:
+                self._fd = os.open(source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            except FileNotFoundError:
+                being_written = missing_file(os.fspath(source))
+                if being_written is None:
+                    raise
+                raise being_written from None
             st = os.fstat(self._fd)
             if stat.S_ISDIR(st.st_mode):  # Linux opens a directory; reading it fails with no name
                 self.close()

@@ -9,7 +9,9 @@ import re
 import numpy as np
 
 import bzna_tf.format.wording as wording  # the module itself, not through the package
+from bzna_tf.format.atomic import final_path, partial_path
 from bzna_tf.format.errors import BznaFormatError
+from bzna_tf.format.hints import directory_hint, writing_note
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import ImageMp4
 
@@ -21,6 +23,7 @@ __all__ = [
     "expand_paths",
     "expand_user",
     "file_numbers",
+    "folder_hint",
     "is_url",
     "open_bzna",
     "open_file",
@@ -73,8 +76,24 @@ def directory_files(p) -> list[str]:
         matches = sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(".bzna"))
     matches = [m for m in matches if not os.path.basename(m).startswith(".")]
     if not matches:
-        raise FileNotFoundError(f"{p} is a directory without .bzna files")
+        raise FileNotFoundError(f"{p} is a directory without .bzna files{folder_hint(p)}")
     return matches
+
+
+def _pattern_hint(p) -> str:
+    """``": PARTIAL exists: a conversion is writing it ..."`` where a conversion writes what a local
+    pattern would match (its partial files match the same pattern in partial form), or ``""``."""
+    partials = [] if is_url(p) else sorted(glob.glob(partial_path(p)))
+    if not partials:
+        return ""
+    name = os.path.basename(final_path(partials[0]))
+    return f": {writing_note(partials[0], name, len(partials) - 1)}"
+
+
+def folder_hint(p) -> str:
+    """``": what it holds (how to convert it)"`` for a local folder without .bzna files, or ``""``."""
+    hint = None if is_url(p) else directory_hint(p)
+    return f": {hint}" if hint else ""
 
 
 def shard_sets(paths) -> dict:
@@ -147,9 +166,15 @@ def check_shard_sets(paths, what) -> None:
             )
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             pattern = f"{os.path.basename(stem)}-*-of-{count:0{width}d}.bzna"
+            why = "an unfinished conversion? Rerun it to finish them"
+            if not is_url(stem):  # a conversion writing them leaves their partial files
+                shards = [f"{stem}-{k:0{width}d}-of-{count:0{width}d}.bzna" for k in missing]
+                partials = [(partial_path(s), os.path.basename(s)) for s in shards]
+                partials = [pair for pair in partials if os.path.exists(pair[0])]
+                if partials:
+                    why = writing_note(*partials[0], len(partials) - 1)
             raise FileNotFoundError(
-                f"{what}: {len(missing)} of the {count} shards {pattern} are missing ({names}{more}): "
-                "an unfinished conversion? Rerun it to finish them"
+                f"{what}: {len(missing)} of the {count} shards {pattern} are missing ({names}{more}): {why}"
             )
 
 
@@ -201,7 +226,7 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
         if _GLOB_CHARS & set(p) and (is_url(p) or not os.path.exists(p)):
             matches = sorted(_gfile().glob(p) if is_url(p) else glob.glob(p))
             if not matches:
-                raise FileNotFoundError(f"no file matches the pattern {p!r}")
+                raise FileNotFoundError(f"no file matches the pattern {p!r}{_pattern_hint(p)}")
             check_shard_sets(matches, p)
             out.extend(matches)
         elif _is_dir(p):

@@ -19,7 +19,7 @@ import struct
 
 from bzna_tf.format.crc import masked_crc32c
 
-__all__ = ["SIGNATURES", "SNIFF_BYTES", "not_bzna_reason", "printable", "sniff"]
+__all__ = ["SIGNATURES", "SNIFF_BYTES", "convert_hint", "not_bzna_reason", "printable", "sniff"]
 
 # How many leading bytes sniff() looks at (tar's "ustar" is at 257).
 SNIFF_BYTES = 512
@@ -67,6 +67,15 @@ BRANDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("3gp4", "3gp5", "3gp6", "3gp7", "3g2a", "3g2b", "3g2c"), "a 3GP video"),
     (("mp41", "mp42", "mp71", "avc1", "dash", "M4V ", "f4v "), "an MP4 video"),
 )
+
+
+def convert_hint(command: str, what: str = "it") -> str:
+    """``"bzna-tf convert tfrecord makes a .bzna of it"``: how data that is not a .bzna becomes one.
+
+    The words of the TFRecord case below (which the C++ reader repeats), for
+    the readers' other hints too (:mod:`bzna_tf.format.hints`: a folder of images).
+    """
+    return f"{command} makes a .bzna of {what}"
 
 
 def printable(text) -> str:
@@ -124,7 +133,7 @@ def sniff(head: bytes) -> str | None:
         if all(head[off : off + len(magic)] == magic for off, magic in parts):
             return what
     if len(head) >= 12 and masked_crc32c(head[:8]) == struct.unpack_from("<I", head, 8)[0]:
-        return "a TFRecord file (bzna-tf convert tfrecord makes a .bzna of it)"
+        return f"a TFRecord file ({convert_hint('bzna-tf convert tfrecord')})"
     if _is_text(head):
         start = head.lstrip(b" \t\n\x0c\r")[:14].lower()
         if start.startswith((b"<!doctype html", b"<html")):

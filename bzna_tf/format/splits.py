@@ -52,8 +52,10 @@ def imagenet_size_error(num_samples: int) -> str | None:
     """Why a file of ``num_samples`` entries has no ImageNet splits, or None when it has them."""
     if num_samples < _VAL + _TEST:
         return (
-            f"an ImageNet file holds at least {_VAL + _TEST} entries (val + test). "
-            f"Received: num_samples={num_samples}"
+            f"an ImageNet file holds at least {_VAL + _TEST} entries (val + test, counted from its end): for "
+            "other data, use bzna_tf.ClassificationDataset (its one split, 'all', slices as '[:80%]' and "
+            "'[80%:]'); a folder of per-split files (train.bzna, val.bzna) opens with "
+            f"bzna_tf.ImageNet(folder, split=...). Received: num_samples={num_samples}"
         )
     return None
 
