@@ -381,7 +381,10 @@ def _add_convert(sub):
     t.add_argument(
         "--allow-unlabelled",
         action="store_true",
-        help="folder: store image files beside the class folders as unlabelled images (else an error)",
+        help="store images whose label is missing as unlabelled images, after the labelled ones (else each "
+        "is a bad record, see --on-error): folder: image files beside the class folders; webdataset: a "
+        "sample without its label member or json field; tfrecord, tfds: a record without its label feature; "
+        "parquet, hf: a null label; gulp: a video without its label key",
     )
     t.add_argument(
         "--image-column",

@@ -220,6 +220,9 @@ def merge_summaries(summaries, output=None) -> ConversionSummary:
     names = None
     for part in parts:
         merged.images += part.images
+        merged.labelled += part.labelled
+        for why, (k, first) in part.unlabelled.items():
+            merged.unlabelled.setdefault(why, [0, first])[0] += k
         merged.skipped += part.skipped
         merged.seconds += part.seconds
         merged.bytes += part.bytes

@@ -212,6 +212,9 @@ class ConversionSummary:
       seconds: wall time.
       bytes: the size of the files written by this run.
       targets: (smallest, largest) target written by this run, or None.
+      labelled: images written by this run with a label.
+      unlabelled: {why: [count, origin of the first]} of the images written by this run
+        without a label, by reason ("beside the class folders (--allow-unlabelled)").
       written: the files this run wrote, in order.
       finished: (file, samples) of the shards found finished and left alone.
       num_shards: the plan's shard count (1 for one file).
@@ -227,6 +230,8 @@ class ConversionSummary:
     seconds: float = 0.0
     bytes: int = 0
     targets: tuple | None = None
+    labelled: int = 0
+    unlabelled: dict = field(default_factory=dict)
     written: list = field(default_factory=list)
     finished: list = field(default_factory=list)
     num_shards: int = 1
@@ -276,6 +281,14 @@ class ConversionSummary:
         elif self.num_shards > 1 or self.written:
             lines.append("order: the source's")
         lines += self.notes
+        if self.written or self.images:
+            n = sum(c for c, _ in self.unlabelled.values())
+            skipped = f", {len(self.skipped)} skipped" if self.skipped else ""
+            lines.append(f"labels: {self.labelled} labelled, {n} unlabelled{skipped}")
+            for why, (k, first) in self.unlabelled.items():
+                lines.append(
+                    f"  unlabelled: {count(k, 'image')} {why}, {'the first ' if k > 1 else ''}{first}"
+                )
         if self.targets is not None:
             lines.append(f"targets {self.targets[0]}..{self.targets[1]}")
             if self.targets == (1, 1000):
@@ -626,6 +639,8 @@ def convert(
     if total == 0:
         raise ConversionError(f"the source holds no image: {output} was not written")
     names = _class_names(source, class_names)
+    if on_error == "raise":
+        _check_missing_labels(source)
     shard_paths(output, None)  # a file name, not a folder
     make_parent(output)  # the folder is made (or refused) before any work
     summary = ConversionSummary(
@@ -716,6 +731,21 @@ def _class_names(source, class_names):
     return names
 
 
+def _check_missing_labels(source):
+    """Stops before any work at the first image whose label is missing, when the source knows them up front.
+
+    Else the conversion would stop wherever the shuffled order puts that image, maybe hours in.
+    """
+    missing = source.missing_labels() if hasattr(source, "missing_labels") else None
+    if missing is None or not len(missing):
+        return
+    item = next(iter(_items_at(source, [int(missing[0])])))
+    if item.error is None:  # the source's two answers disagree: let the conversion find it
+        return
+    more = f" ({count(len(missing), 'image')} in all have no label)" if len(missing) > 1 else ""
+    raise ConversionError(f"{item.origin or item.filename}: {item.error}{more}; {_SKIP_HINT}")
+
+
 class _Labels:
     """Checks each item's label before it is encoded: negative ones, and ones past the class names."""
 
@@ -732,7 +762,9 @@ class _Labels:
             return item
         if t < 0:
             if self.negative == "unlabelled":
-                return dataclasses.replace(item, target=None)
+                return dataclasses.replace(
+                    item, target=None, unlabelled="with a negative label (--negative-labels unlabelled)"
+                )
             raise ConversionError(
                 f"{item.origin or item.filename}: label {t} is negative. If negative labels mark images "
                 "without a label (TFDS writes -1 for them), pass --negative-labels unlabelled "
@@ -872,6 +904,12 @@ class _ShardWriter:
                 "shuffled order mixes them when the source cannot tell them apart before reading them), or "
                 "pass missing_label (--missing-label, e.g. -1) to store a target for them"
             )
+        if item.target is None:
+            why = item.unlabelled or "without a label"
+            seen = self.summary.unlabelled.setdefault(why, [0, item.origin or item.filename])
+            seen[0] += 1
+        elif target >= 0:
+            self.summary.labelled += 1
         if target is None:
             self.first_unlabelled = self.first_unlabelled or item.origin or item.filename
         else:
