@@ -96,6 +96,7 @@ def test_alpha_cmyk_and_16_bits_are_reported_and_alpha_composited_when_asked():
     # A palette's transparency counts too.
     palette = encoded(Image.fromarray(RGB).convert("P"), "PNG", transparency=0)
     assert decode_picture(palette)[1] == {"alpha": True}
+    assert decode_picture(encoded(Image.fromarray(RGB).convert("P"), "PNG"))[1] == {}  # an opaque palette
     cmyk = encoded(Image.fromarray(RGB).convert("CMYK"), "JPEG", quality=95)
     rgb, facts = decode_picture(cmyk)
     assert facts == {"cmyk": True} and np.abs(rgb.astype(int) - RGB).mean() < 4
@@ -209,6 +210,16 @@ def test_the_picture_options_are_part_of_what_a_resumed_conversion_checks(tmp_pa
             convert(
                 src, out, encoding=EncodeOptions(**FAST, **changed), num_shards=2, workers=0, progress=False
             )
+    # Left at their defaults, the new options leave the fingerprint as it was before they existed, so that
+    # conversions begun then still resume.
+    from bzna_tf.convert.plan import fingerprint
+
+    class Before:
+        settings = {
+            k: v for k, v in plain.settings.items() if k not in ("exif_transpose", "alpha_background")
+        }
+
+    assert fingerprint(src, plain) == fingerprint(src, Before())
     turned = EncodeOptions(**FAST, exif_transpose=True)
     convert(src, out, encoding=turned, num_shards=2, workers=0, progress=False, overwrite=True)
     again = convert(src, out, encoding=turned, num_shards=2, workers=0, progress=False)
