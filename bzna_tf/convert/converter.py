@@ -649,10 +649,11 @@ def convert(
         images are stored as unlabelled (TFDS writes -1 for images without a label).
       on_error: what a bad record does: one the source cannot read (a truncated tar member, a
         sample without an image, a Parquet row whose image is null, a label that is not an
-        integer, a label that is missing without the source's ``allow_unlabelled``) or an image that cannot be decoded (HTML saved as .jpg, a truncated JPEG
-        without ``encoding.lenient``). "raise" (default) stops the conversion with a message
-        naming the file and the key, row or record; "skip" leaves it out, reports it on ``log``
-        and counts it in the summary (``skipped``) and in the shard's metadata.
+        integer, a label that is missing without the source's ``allow_unlabelled``) or an image
+        that cannot be decoded (HTML saved as .jpg, a truncated JPEG without ``encoding.lenient``).
+        "raise" (default) stops the conversion with a message naming the file and the key, row or
+        record; "skip" leaves it out, reports it on ``log`` and counts it in the summary
+        (``skipped``) and in the shard's metadata.
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
         ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
         Hugging Face ``ClassLabel``'s names). A source that
