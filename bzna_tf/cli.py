@@ -82,6 +82,17 @@ def _table(d: dict) -> str:
         lines += [f"  left out  {origin}: {reason}" for origin, reason in skipped[:5]]
         if len(skipped) > 5:
             lines.append(f"  left out  ... and {len(skipped) - 5} more (--json lists them all)")
+        pictures = conv.get("pictures") or {}
+        if any(pictures.values()):
+            from bzna_tf.convert.converter import picture_fact_words
+            from bzna_tf.convert.images import PICTURE_FACTS
+
+            turned, alpha = conv.get("exif_transpose") is True, conv.get("alpha_background")
+            lines += [
+                f"  pictures  {picture_fact_words(fact, pictures[fact], turned, alpha)}"
+                for fact in PICTURE_FACTS
+                if pictures.get(fact)
+            ]
     fs = d["first"]
     if fs:
         lines.append(
@@ -173,6 +184,8 @@ def _encoding(args):
         thumbnails_only=args.thumbnails_only,
         encoder=args.encoder,
         lenient=args.lenient,
+        exif_transpose=args.exif_transpose,
+        alpha_background=args.alpha_background,
     )
 
 
@@ -304,6 +317,22 @@ def _add_convert(sub):
         default="x265",
         help="nvenc needs an NVIDIA GPU and PyNvVideoCodec",
     )
+    g = c.add_argument_group(
+        "pictures (by default stored as TensorFlow, Keras and torchvision decode them; the summary counts "
+        "each case)"
+    )
+    g.add_argument(
+        "--exif-transpose",
+        action="store_true",
+        help="turn pictures with an EXIF orientation upright (default: stored as decoded, not turned)",
+    )
+    g.add_argument(
+        "--alpha-background",
+        metavar="COLOR",
+        default=None,
+        help="composite pictures with transparent pixels over COLOR: white, black, grey, #RRGGBB or R,G,B "
+        "(default: the alpha channel is dropped, the colour under transparent pixels kept)",
+    )
     s = c.add_argument_group("shards, resuming and array jobs")
     s.add_argument("--num-shards", type=int, default=None, help="write N shards NAME-0000k-of-0000N.bzna")
     s.add_argument(
@@ -383,7 +412,10 @@ def _add_convert(sub):
     t.add_argument(
         "--allow-unlabelled",
         action="store_true",
-        help="folder: store image files beside the class folders as unlabelled images (else an error)",
+        help="store images whose label is missing as unlabelled images, after the labelled ones (else each "
+        "is a bad record, see --on-error): folder: image files beside the class folders; webdataset: a "
+        "sample without its label member or json field; tfrecord, tfds: a record without its label feature; "
+        "parquet, hf: a null label; gulp: a video without its label key",
     )
     t.add_argument(
         "--image-column",

@@ -97,11 +97,17 @@ def test_convert_shards_checks_its_arguments_before_running(tmp_path, folder):
 
 def test_merge_summaries_orders_by_shard():
     a = ConversionSummary("o.bzna", images=2, bytes=10, written=["o-00001-of-00002.bzna"], num_shards=2,
-                          targets=(3, 5), class_names=[None, "b"], skipped=[("y", "bad")])  # fmt: skip
+                          targets=(3, 5), class_names=[None, "b"], skipped=[("y", "bad")], labelled=1,
+                          unlabelled={"without a label": [1, "y2"]},
+                          pictures={"alpha": [2, "y0"]})  # fmt: skip
     b = ConversionSummary("o.bzna", images=1, bytes=5, written=["o-00000-of-00002.bzna"], num_shards=2,
-                          targets=(1, 4), class_names=["a"], skipped=[("x", "bad")])  # fmt: skip
+                          targets=(1, 4), class_names=["a"], skipped=[("x", "bad")], labelled=0,
+                          unlabelled={"without a label": [1, "x1"]},
+                          pictures={"cmyk": [1, "x0"]})  # fmt: skip
     merged = merge_summaries([a, b])
     assert merged.written == ["o-00000-of-00002.bzna", "o-00001-of-00002.bzna"]
     assert (merged.images, merged.bytes, merged.targets, merged.num_shards) == (3, 15, (1, 5), 2)
     assert merged.class_names == ["a", "b"] and merged.skipped == [("x", "bad"), ("y", "bad")]
+    assert merged.labelled == 1 and merged.unlabelled == {"without a label": [2, "x1"]}
+    assert merged.pictures == {"cmyk": [1, "x0"], "alpha": [2, "y0"]}
     assert merge_summaries([], "o.bzna").images == 0

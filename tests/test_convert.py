@@ -168,8 +168,15 @@ def test_tfrecord_source_classic_and_mapped_keys(tmp_path, small_images):
         tmp_path / "other.rec",
         [example({"jpg": jpeg(small_images[0]), "cls": 3}), example({"jpg": jpeg(small_images[1])})],
     )
-    items = list(TFRecordSource(tmp_path / "other.rec", image_key="jpg", label_key="cls", filename_key=None))
+    other = tmp_path / "other.rec"
+    items = list(TFRecordSource(other, image_key="jpg", label_key="cls", filename_key=None))
     assert [(i.target, i.filename) for i in items] == [(3, "other.rec-000000"), (None, "other.rec-000001")]
+    assert items[1].error.startswith("no label: no 'cls' feature, or an empty one (the record has the")
+    items = list(TFRecordSource(other, image_key="jpg", label_key="cls", allow_unlabelled=True))
+    assert items[1].error is None and items[1].unlabelled == "without the 'cls' feature (--allow-unlabelled)"
+    # A layout of neither kind and no --label-key: unlabelled, and the summary says so.
+    src = TFRecordSource(other, image_key="jpg")
+    assert src.label_key is None and src.notes[0].startswith("no label: the records are in neither")
     # The features are listed, with the flag to use.
     with pytest.raises(
         SourceError, match=r"record 0 .*no image feature.*'cls' \(int64\), 'jpg' \(bytes\).*--image-key"

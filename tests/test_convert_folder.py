@@ -57,7 +57,10 @@ def test_allow_unlabelled_stores_the_images_beside_the_class_folders_last(tmp_pa
     out = tmp_path / "out.bzna"
     argv = ["convert", "folder", str(walkthrough), str(out), *FAST, "--allow-unlabelled"]
     assert main([*argv, "--order", "source"]) == 0
-    assert "1 image beside the class folders stored unlabelled" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "labels: 2 labelled, 1 unlabelled\n" in printed
+    why = "beside the class folders (--allow-unlabelled)"
+    assert f"  unlabelled: 1 image {why}, {walkthrough / 'z.ppm'}\n" in printed
     with BznaFile(out) as f:
         assert f.filenames() == ["a/sub/x.ppm", "b/x.ppm", "z.ppm"]
         assert f.targets.tolist() == [0, 1, -1] and f.num_labelled == 2

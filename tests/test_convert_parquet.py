@@ -134,7 +134,8 @@ def test_null_images_stop_naming_the_row_or_are_skipped_and_counted(tmp_path, ca
     rows = [pics[0], None, pics[2], None, None]
     paths = ["0.ppm", "1.ppm", "2.ppm", None, str(tmp_path / "on-disk.ppm")]
     path = write_parquet(tmp_path / "nulls.parquet", rows, [0, 1, None, 2, 1], row_group_size=2, paths=paths)
-    src = ParquetSource(path)
+    assert ParquetSource(path).item(2).error.startswith("no label: its label is null (column 'label')")
+    src = ParquetSource(path, allow_unlabelled=True)
     got = list(src)
     assert [it.error for it in got] == [
         None,
@@ -160,7 +161,8 @@ def test_null_images_stop_naming_the_row_or_are_skipped_and_counted(tmp_path, ca
 
     capsys.readouterr()
     argv = ["convert", "parquet", str(path), str(tmp_path / "c.bzna"), "--workers", "0", "--no-progress",
-            "--preset", "ultrafast", "--order", "source", "--missing-label", "-1"]  # fmt: skip
+            "--preset", "ultrafast", "--order", "source", "--missing-label", "-1",
+            "--allow-unlabelled"]  # fmt: skip
     assert main(argv) == 1
     assert f"bzna-tf convert: {path} row 1 (row group 0): null image bytes" in capsys.readouterr().err
     assert main([*argv, "--on-error", "skip"]) == 0

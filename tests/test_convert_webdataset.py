@@ -117,9 +117,13 @@ def test_json_labels_image_key_and_labels_that_are_missing(tmp_path):
         "several image members (jpg, png): name the one to convert with --image-key (image_key=)"
     )
     assert WebDatasetSource(str(tmp_path / "two" / "*.tar"), image_key="PNG").item(0).data == pics[1]
-    # A sample without the cls member is unlabelled; labelled() knows it before reading.
+    # A sample without the cls member is a bad record, or unlabelled with allow_unlabelled: labelled()
+    # and missing_labels() know which before reading.
     write_shards(tmp_path / "u", [{"ppm": pics[0], "cls": b"0"}, {"ppm": pics[1]}], per_shard=5)
-    src = WebDatasetSource(str(tmp_path / "u" / "*.tar"))
+    strict = WebDatasetSource(str(tmp_path / "u" / "*.tar"))
+    assert list(strict.missing_labels()) == [1]
+    assert strict.item(1).error.startswith("no label: no 'cls' member")
+    src = WebDatasetSource(str(tmp_path / "u" / "*.tar"), allow_unlabelled=True)
     assert list(src.labelled()) == [True, False] and [it.target for it in src] == [0, None]
     s = convert(src, tmp_path / "u.bzna", workers=0, **FAST)  # shuffled: the unlabelled one goes last
     assert BznaFile(tmp_path / "u.bzna").num_labelled == 1 and s.images == 2
@@ -264,8 +268,8 @@ def test_the_cli_converts_shards_from_a_brace_pattern(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "6 images" in out and "class names stored (3): 0 x, 1 y, 2 z" in out
     assert ClassificationDataset(tmp_path / "out").class_names == ["x", "y", "z"]
-    assert main([*argv, "--allow-unlabelled"]) != 0
-    assert "--allow-unlabelled does not apply to webdataset sources" in capsys.readouterr().err
+    assert main([*argv, "--label-offset", "1"]) != 0
+    assert "--label-offset does not apply to webdataset sources" in capsys.readouterr().err
 
 
 def test_beam_writes_what_a_local_conversion_writes(tmp_path):

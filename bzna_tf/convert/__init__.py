@@ -26,7 +26,7 @@ from bzna_tf.convert.encode import (
     resize_rgb,
     thumbnail_size,
 )
-from bzna_tf.convert.images import ImageDecodeError, decode_image
+from bzna_tf.convert.images import PICTURE_FACTS, ImageDecodeError, decode_image, decode_picture
 from bzna_tf.convert.plan import DEFAULT_SEED, ORDERS, ShardSpec, conversion_order, plan_shards, shard_paths
 from bzna_tf.convert.sources import (
     SOURCES,
@@ -58,6 +58,7 @@ __all__ = [
     "ImageDecodeError",
     "ImageFolderSource",
     "ORDERS",
+    "PICTURE_FACTS",
     "ParquetSource",
     "QUALITY_PRESETS",
     "SOURCES",
@@ -74,6 +75,7 @@ __all__ = [
     "conversion_order",
     "convert",
     "decode_image",
+    "decode_picture",
     "default_workers",
     "encode_image",
     "encode_picture",

@@ -216,10 +216,17 @@ def merge_summaries(summaries, output=None) -> ConversionSummary:
         order=parts[0].order,  # one plan: every shard has its order, seed and source notes
         seed=parts[0].seed,
         notes=list(parts[0].notes),
+        exif_transpose=parts[0].exif_transpose,
+        alpha_background=parts[0].alpha_background,
     )
     names = None
     for part in parts:
         merged.images += part.images
+        merged.labelled += part.labelled
+        for why, (k, first) in part.unlabelled.items():
+            merged.unlabelled.setdefault(why, [0, first])[0] += k
+        for fact, (k, first) in part.pictures.items():
+            merged.pictures.setdefault(fact, [0, first])[0] += k
         merged.skipped += part.skipped
         merged.seconds += part.seconds
         merged.bytes += part.bytes

@@ -42,7 +42,7 @@ from bzna_tf.convert.encode import (
     encode_image,
     quality_options,
 )
-from bzna_tf.convert.images import ImageDecodeError, decode_image
+from bzna_tf.convert.images import PICTURE_FACTS, ImageDecodeError, alpha_background_color, decode_picture
 from bzna_tf.convert.plan import (
     DEFAULT_SEED,
     ShardSpec,
@@ -150,6 +150,13 @@ class EncodeOptions:
       encoder: "x265" (CPU, default) or "nvenc" (NVIDIA GPU through PyNvVideoCodec).
       lenient: keep pictures the image decoder had to repair (a truncated JPEG
         with a grey bottom) instead of skipping them as undecodable.
+      exif_transpose: turn pictures with an EXIF orientation upright (rotated or
+        mirrored as it says). By default they are stored as the file's pixels
+        are, as TensorFlow, Keras and torchvision decode them.
+      alpha_background: composite pictures with transparent pixels over this
+        colour ("white", "black", "grey", "#RRGGBB", "R,G,B" or (R, G, B);
+        stored as (R, G, B)). None (default): the alpha channel is dropped and
+        the colour under transparent pixels kept, as those libraries do.
 
     Raises:
       ValueError: a value out of its range, naming the field and listing the valid ones.
@@ -163,8 +170,11 @@ class EncodeOptions:
     thumbnails_only: bool = False
     encoder: str = "x265"
     lenient: bool = False
+    exif_transpose: bool = False
+    alpha_background: tuple | None = None
 
     def __post_init__(self):
+        object.__setattr__(self, "alpha_background", alpha_background_color(self.alpha_background))
         if self.quality not in QUALITY_PRESETS:
             raise ValueError(
                 f"Expected `quality` in {tuple(QUALITY_PRESETS)}. Received: quality={self.quality!r}"
@@ -184,7 +194,7 @@ class EncodeOptions:
                 "Expected no `preset` or `chroma` with encoder='nvenc' (NVENC uses its own preset, P7, and "
                 f"averaged chroma). Received: preset={self.preset!r}, chroma={self.chroma!r}"
             )
-        for name in ("thumbnails_only", "lenient"):
+        for name in ("thumbnails_only", "lenient", "exif_transpose"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(
                     f"Expected `{name}` as True or False. Received: {name}={getattr(self, name)!r}"
@@ -213,6 +223,9 @@ class ConversionSummary:
       seconds: wall time.
       bytes: the size of the files written by this run.
       targets: (smallest, largest) target written by this run, or None.
+      labelled: images written by this run with a label.
+      unlabelled: {why: [count, origin of the first]} of the images written by this run
+        without a label, by reason ("beside the class folders (--allow-unlabelled)").
       written: the files this run wrote, in order.
       finished: (file, samples) of the shards found finished and left alone.
       num_shards: the plan's shard count (1 for one file).
@@ -220,6 +233,11 @@ class ConversionSummary:
       order: "shuffle" or "source" (see :func:`convert`).
       seed: the shuffle's seed (None with ``order="source"``).
       notes: the source's remarks (empty classes, files not taken, ...).
+      pictures: {fact: [count, origin of the first]} of the pictures written by this run
+        that decoding changed or could have changed (keys of
+        :data:`~bzna_tf.convert.images.PICTURE_FACTS`: an EXIF orientation, transparent
+        pixels, CMYK, more than 8 bits per channel).
+      exif_transpose, alpha_background: the encoding's, to say what was done to them.
     """
 
     output: str
@@ -228,6 +246,8 @@ class ConversionSummary:
     seconds: float = 0.0
     bytes: int = 0
     targets: tuple | None = None
+    labelled: int = 0
+    unlabelled: dict = field(default_factory=dict)
     written: list = field(default_factory=list)
     finished: list = field(default_factory=list)
     num_shards: int = 1
@@ -235,6 +255,9 @@ class ConversionSummary:
     order: str = "source"
     seed: int | None = None
     notes: list = field(default_factory=list)
+    pictures: dict = field(default_factory=dict)
+    exif_transpose: bool = False
+    alpha_background: tuple | None = None
 
     @property
     def images_per_second(self) -> float:
@@ -277,6 +300,15 @@ class ConversionSummary:
         elif self.num_shards > 1 or self.written:
             lines.append("order: the source's")
         lines += self.notes
+        if self.written or self.images:
+            n = sum(c for c, _ in self.unlabelled.values())
+            skipped = f", {len(self.skipped)} skipped" if self.skipped else ""
+            lines.append(f"labels: {self.labelled} labelled, {n} unlabelled{skipped}")
+            for why, (k, first) in self.unlabelled.items():
+                lines.append(
+                    f"  unlabelled: {count(k, 'image')} {why}, {'the first ' if k > 1 else ''}{first}"
+                )
+        lines += self._picture_lines()
         if self.targets is not None:
             lines.append(f"targets {self.targets[0]}..{self.targets[1]}")
             if self.targets == (1, 1000):
@@ -296,6 +328,39 @@ class ConversionSummary:
                 lines.append(f"  ... and {len(self.skipped) - 20} more")
         return "\n".join(lines)
 
+    def _picture_lines(self):
+        out = []
+        for fact in PICTURE_FACTS:
+            if fact not in self.pictures:
+                continue
+            k, first = self.pictures[fact]
+            what = picture_fact_words(fact, k, self.exif_transpose, self.alpha_background)
+            out.append(f"pictures: {what}, {'the first ' if k > 1 else ''}{first}")
+        return out
+
+
+def picture_fact_words(fact, k, exif_transpose=False, alpha_background=None) -> str:
+    """``"2 images with an EXIF orientation, stored as decoded ..."``: what was done to ``k`` pictures."""
+    images = count(k, "image")
+    if fact == "exif_orientation":
+        if exif_transpose:
+            return f"{images} with an EXIF orientation turned upright (--exif-transpose)"
+        return (
+            f"{images} with an EXIF orientation stored as decoded, not turned upright (as TensorFlow, Keras "
+            "and torchvision decode them; --exif-transpose turns them)"
+        )
+    if fact == "alpha":
+        if alpha_background is not None:
+            color = tuple(alpha_background)
+            return f"{images} with transparent pixels composited over {color} (--alpha-background)"
+        return (
+            f"{images} with transparent pixels stored without their alpha, the colour under them kept (as "
+            "TensorFlow, Keras and torchvision decode them; --alpha-background COLOR composites them)"
+        )
+    if fact == "cmyk":
+        return f"{count(k, 'CMYK image')} converted to RGB"
+    return f"{images} with more than 8 bits per channel reduced to 8"
+
 
 def default_workers() -> int:
     """The CPU cores this process may use."""
@@ -313,7 +378,10 @@ def _read(item: Item) -> bytes:
 
 
 def encode_item(item: Item, settings: dict):
-    """Decodes and encodes one image (in a worker): ("ok", input, thumb) or ("skip", reason, how to choose).
+    """Decodes and encodes one image (in a worker): ("ok", input, thumb, facts) or ("skip", reason, hint).
+
+    ``hint`` says how to go on; ``facts``: what decoding did to the picture
+    (:func:`~bzna_tf.convert.images.decode_picture`).
 
     ``settings``: :attr:`EncodeOptions.settings`.
     """
@@ -324,7 +392,12 @@ def encode_item(item: Item, settings: dict):
     except OSError as e:
         return ("skip", str(e), _SKIP_HINT)
     try:
-        rgb = decode_image(data, lenient=settings["lenient"])
+        rgb, facts = decode_picture(
+            data,
+            lenient=settings["lenient"],
+            exif_transpose=settings["exif_transpose"],
+            alpha_background=settings["alpha_background"],
+        )
     except ImageDecodeError as e:
         return ("skip", str(e), _SKIP_HINT if settings["lenient"] else _SKIP_HINT + _LENIENT_HINT)
     if settings["encoder"] == "nvenc":
@@ -345,7 +418,7 @@ def encode_item(item: Item, settings: dict):
             thumbnails_only=settings["thumbnails_only"],
             layout=settings["layout"],
         )
-    return ("ok", inp, thumb)
+    return ("ok", inp, thumb, facts)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -554,7 +627,8 @@ def convert(
       output: the .bzna file to write; with shards, the name they derive from:
         ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ... (``~`` is expanded; DIR is created).
       encoding: an :class:`EncodeOptions` (quality, crf, preset, chroma, layout, thumbnails_only,
-        encoder, lenient); default ``EncodeOptions()``, the "balanced" quality.
+        encoder, lenient, exif_transpose, alpha_background); default ``EncodeOptions()``, the
+        "balanced" quality.
       workers: encoding processes; default all usable cores; 0 encodes in this process. Each
         picture is encoded by one x265 thread either way, so the bytes never depend on ``workers``.
       order: "shuffle" (default) or "source".
@@ -576,10 +650,11 @@ def convert(
         images are stored as unlabelled (TFDS writes -1 for images without a label).
       on_error: what a bad record does: one the source cannot read (a truncated tar member, a
         sample without an image, a Parquet row whose image is null, a label that is not an
-        integer) or an image that cannot be decoded (HTML saved as .jpg, a truncated JPEG
-        without ``encoding.lenient``). "raise" (default) stops the conversion with a message
-        naming the file and the key, row or record; "skip" leaves it out, reports it on ``log``
-        and counts it in the summary (``skipped``) and in the shard's metadata.
+        integer, a label that is missing without the source's ``allow_unlabelled``) or an image
+        that cannot be decoded (HTML saved as .jpg, a truncated JPEG without ``encoding.lenient``).
+        "raise" (default) stops the conversion with a message naming the file and the key, row or
+        record; "skip" leaves it out, reports it on ``log`` and counts it in the summary
+        (``skipped``) and in the shard's metadata.
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
         ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
         Hugging Face ``ClassLabel``'s names). A source that
@@ -628,11 +703,14 @@ def convert(
     if total == 0:
         raise ConversionError(f"the source holds no image: {output} was not written")
     names = _class_names(source, class_names)
+    if on_error == "raise":
+        _check_missing_labels(source)
     shard_paths(output, None)  # a file name, not a folder
     make_parent(output)  # the folder is made (or refused) before any work
     summary = ConversionSummary(
         output=output, order=order, seed=int(seed) if order == "shuffle" else None,
-        notes=list(getattr(source, "notes", ())),
+        notes=list(getattr(source, "notes", ())), exif_transpose=encoding.exif_transpose,
+        alpha_background=encoding.alpha_background,
     )  # fmt: skip
     writer = None
     todo = []
@@ -657,9 +735,7 @@ def convert(
                 labelled = source.labelled() if hasattr(source, "labelled") else None
                 positions = conversion_order(total, order, seed, labelled)
             labels = _Labels(names, negative_labels, on_error)
-            writer = _ShardWriter(
-                summary, fp, order, seed, names, missing_label, on_error, log, settings["lenient"]
-            )
+            writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log, settings)
             pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
             with _progress_bar(progress, todo, total, log) as writer.bar:
                 try:
@@ -724,6 +800,21 @@ def _class_names(source, class_names):
     return names
 
 
+def _check_missing_labels(source):
+    """Stops before any work at the first image whose label is missing, when the source knows them up front.
+
+    Else the conversion would stop wherever the shuffled order puts that image, maybe hours in.
+    """
+    missing = source.missing_labels() if hasattr(source, "missing_labels") else None
+    if missing is None or not len(missing):
+        return
+    item = next(iter(_items_at(source, [int(missing[0])])))
+    if item.error is None:  # the source's two answers disagree: let the conversion find it
+        return
+    more = f" ({count(len(missing), 'image')} in all have no label)" if len(missing) > 1 else ""
+    raise ConversionError(f"{item.origin or item.filename}: {item.error}{more}; {_SKIP_HINT}")
+
+
 class _Labels:
     """Checks each item's label before it is encoded: negative ones, and ones past the class names."""
 
@@ -740,7 +831,9 @@ class _Labels:
             return item
         if t < 0:
             if self.negative == "unlabelled":
-                return dataclasses.replace(item, target=None)
+                return dataclasses.replace(
+                    item, target=None, unlabelled="with a negative label (--negative-labels unlabelled)"
+                )
             raise ConversionError(
                 f"{item.origin or item.filename}: label {t} is negative. If negative labels mark images "
                 "without a label (TFDS writes -1 for them), pass --negative-labels unlabelled "
@@ -826,9 +919,9 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
 class _ShardWriter:
     """Receives encoded images in input order and writes them to their shards, one file at a time."""
 
-    def __init__(self, summary, fp, order, seed, base_names, missing_label, on_error, log, lenient=False):
+    def __init__(self, summary, fp, order, seed, base_names, missing_label, on_error, log, settings):
         self.summary, self.fp, self.missing_label, self.on_error = summary, fp, missing_label, on_error
-        self.lenient = lenient
+        self.settings = settings
         self.order, self.seed = order, seed
         self.base_names = list(base_names) if base_names is not None else None
         self.bar, self.log = None, log
@@ -842,6 +935,7 @@ class _ShardWriter:
         self.spec = spec
         self.writer = BznaWriter(spec.path, partial=spec.partial)
         self.shard_skipped = []
+        self.shard_pictures = dict.fromkeys(PICTURE_FACTS, 0)
         self.names = list(self.base_names) if self.base_names is not None else []
         self.first_unlabelled = None
 
@@ -869,7 +963,10 @@ class _ShardWriter:
             print(message, file=self.log)
 
     def _write(self, item, result):
-        _, inp, thumb = result
+        _, inp, thumb, facts = result
+        for fact in facts:
+            self.shard_pictures[fact] += 1
+            self.summary.pictures.setdefault(fact, [0, item.origin or item.filename])[0] += 1
         target = item.target
         if target is None and self.missing_label is not None:
             target = self.missing_label
@@ -880,6 +977,12 @@ class _ShardWriter:
                 "shuffled order mixes them when the source cannot tell them apart before reading them), or "
                 "pass missing_label (--missing-label, e.g. -1) to store a target for them"
             )
+        if item.target is None:
+            why = item.unlabelled or "without a label"
+            seen = self.summary.unlabelled.setdefault(why, [0, item.origin or item.filename])
+            seen[0] += 1
+        elif target >= 0:
+            self.summary.labelled += 1
         if target is None:
             self.first_unlabelled = self.first_unlabelled or item.origin or item.filename
         else:
@@ -904,7 +1007,12 @@ class _ShardWriter:
             )
         facts = conversion_facts(spec, self.fp, self.order, self.seed)
         facts["skipped"] = self.shard_skipped
-        facts["lenient"] = self.lenient
+        facts["lenient"] = self.settings["lenient"]
+        # What decoding did to the pictures (bzna-tf info shows it); the options are in the fingerprint too.
+        facts["pictures"] = self.shard_pictures
+        facts["exif_transpose"] = self.settings["exif_transpose"]
+        alpha = self.settings["alpha_background"]
+        facts["alpha_background"] = list(alpha) if alpha is not None else None
         writer.metadata["conversion"] = facts
         if any(n is not None for n in self.names):
             writer.metadata["class_names"] = self.names

@@ -1,15 +1,45 @@
-"""Decoding source images (JPEG, PNG, ...) to RGB with FFmpeg, through PyAV."""
+"""Decoding source images (JPEG, PNG, ...) to RGB with FFmpeg, through PyAV, and what decoding does to them.
+
+The pixels stored are the ones the file holds, as TensorFlow's ``decode_image``,
+Keras' ``load_img`` and torchvision's ``decode_image`` give them: an EXIF
+orientation is not applied, an alpha channel is dropped (the colour under a
+transparent pixel is kept), CMYK is converted to RGB and more than 8 bits per
+channel are reduced to 8. :func:`decode_picture` says which of these happened
+to a picture, and can turn it upright (``exif_transpose``) or composite it
+over a colour (``alpha_background``) instead.
+"""
 
 from __future__ import annotations
 
 import io
+import struct
 
 import numpy as np
 
-__all__ = ["ImageDecodeError", "decode_image"]
+__all__ = ["PICTURE_FACTS", "ImageDecodeError", "alpha_background_color", "decode_image", "decode_picture"]
 
 _JPEG_MAGIC = b"\xff\xd8"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_TIFF_MAGICS = (b"II*\0", b"MM\0*")
+PICTURE_FACTS = ("exif_orientation", "alpha", "cmyk", "high_bit_depth")
+"""What :func:`decode_picture` reports, when it applies to a picture:
+
+- ``"exif_orientation"``: the EXIF orientation (2 .. 8: rotated or mirrored; 1 and none are not reported);
+- ``"alpha"``: True when the picture has transparent pixels (an alpha channel or a palette's
+  transparency below full opacity somewhere);
+- ``"cmyk"``: True for a CMYK (or YCCK) JPEG or TIFF, converted to RGB;
+- ``"high_bit_depth"``: the bits per channel when more than 8 (16-bit PNG or TIFF), reduced to 8.
+"""
+_NAMED_COLORS = {
+    "white": (255, 255, 255),
+    "black": (0, 0, 0),
+    "grey": (128, 128, 128),
+    "gray": (128, 128, 128),
+}
+# JPEG start-of-frame markers (every coding process): they give the number of components.
+_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+_TAG_ORIENTATION, _TAG_PHOTOMETRIC = 0x0112, 0x0106
+_PHOTOMETRIC_SEPARATED = 5  # TIFF's CMYK
 
 
 class ImageDecodeError(ValueError):
@@ -27,24 +57,173 @@ def _what(data: bytes) -> str:
     return f"{len(data)} bytes starting {data[:16]!r} (neither JPEG nor PNG)"
 
 
-def decode_image(data: bytes, *, lenient: bool = False) -> np.ndarray:
-    """Decodes an encoded image to RGB, (H, W, 3) uint8.
+def alpha_background_color(value) -> tuple[int, int, int] | None:
+    """``"white"``, ``"black"``, ``"grey"``, ``"#RRGGBB"``, ``"R,G,B"`` or (R, G, B) in [0, 255] -> (R, G, B).
+
+    None stays None (no compositing).
+
+    Raises:
+      ValueError: anything else, saying what is accepted.
+    """
+    if value is None:
+        return None
+    rgb = None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _NAMED_COLORS:
+            rgb = _NAMED_COLORS[text]
+        elif len(text) == 7 and text.startswith("#"):
+            try:
+                rgb = tuple(int(text[k : k + 2], 16) for k in (1, 3, 5))
+            except ValueError:
+                rgb = None
+        elif text.count(",") == 2:
+            try:
+                rgb = tuple(int(part) for part in text.split(","))
+            except ValueError:
+                rgb = None
+    elif isinstance(value, (tuple, list)) and len(value) == 3:
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+            rgb = tuple(int(v) for v in value)
+    if rgb is None or not all(0 <= v <= 255 for v in rgb):
+        raise ValueError(
+            "Expected `alpha_background` as a colour: 'white', 'black', 'grey', '#RRGGBB', 'R,G,B' or "
+            f"(R, G, B), values in [0, 255]. Received: alpha_background={value!r}"
+        )
+    return rgb
+
+
+def _tiff_tags(tiff: bytes, wanted) -> dict:
+    """{tag: value} of the SHORT or LONG tags in ``wanted`` of a TIFF structure's first IFD (EXIF's too)."""
+    if tiff[:4] not in _TIFF_MAGICS:
+        return {}
+    e = "<" if tiff[:2] == b"II" else ">"
+    (first,) = struct.unpack(e + "I", tiff[4:8])
+    if first + 2 > len(tiff):
+        return {}
+    (n,) = struct.unpack(e + "H", tiff[first : first + 2])
+    out = {}
+    for k in range(min(n, 4096)):
+        entry = tiff[first + 2 + 12 * k : first + 14 + 12 * k]
+        if len(entry) < 12:
+            break
+        tag, kind = struct.unpack(e + "HH", entry[:4])
+        if tag in wanted and kind == 3:  # SHORT
+            out[tag] = struct.unpack(e + "H", entry[8:10])[0]
+        elif tag in wanted and kind == 4:  # LONG
+            out[tag] = struct.unpack(e + "I", entry[8:12])[0]
+    return out
+
+
+def _exif_orientation(exif: bytes):
+    if exif.startswith(b"Exif\0\0"):
+        exif = exif[6:]
+    return _tiff_tags(exif, {_TAG_ORIENTATION}).get(_TAG_ORIENTATION)
+
+
+def _header_facts(data: bytes) -> tuple:
+    """(EXIF orientation or None, CMYK or not) read from the file's own structure (FFmpeg does not say).
+
+    A header that cannot be parsed gives (None, False): the decoder reports real damage.
+    """
+    orientation, cmyk = None, False
+    try:
+        if data.startswith(_JPEG_MAGIC):
+            i = 2
+            while i + 4 <= len(data) and data[i] == 0xFF:
+                marker = data[i + 1]
+                if marker == 0xFF:  # a fill byte
+                    i += 1
+                    continue
+                if marker in (0xD9, 0xDA):  # end of image, start of scan: no header after it
+                    break
+                if 0xD0 <= marker <= 0xD8 or marker == 0x01:  # markers without a length
+                    i += 2
+                    continue
+                (length,) = struct.unpack(">H", data[i + 2 : i + 4])
+                segment = data[i + 4 : i + 2 + length]
+                if marker == 0xE1 and segment.startswith(b"Exif\0\0") and orientation is None:
+                    orientation = _exif_orientation(segment)
+                elif marker in _SOF and len(segment) > 5:
+                    cmyk = segment[5] == 4  # four components: CMYK, or YCCK (Adobe)
+                i += 2 + length
+        elif data.startswith(_PNG_MAGIC):
+            i = 8
+            while i + 8 <= len(data):
+                (length,) = struct.unpack(">I", data[i : i + 4])
+                kind = data[i + 4 : i + 8]
+                if kind == b"eXIf":
+                    orientation = _exif_orientation(data[i + 8 : i + 8 + length])
+                    break
+                if kind == b"IEND":
+                    break
+                i += 12 + length
+        elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            i = 12
+            while i + 8 <= len(data):
+                kind = data[i : i + 4]
+                (length,) = struct.unpack("<I", data[i + 4 : i + 8])
+                if kind == b"EXIF":
+                    orientation = _exif_orientation(data[i + 8 : i + 8 + length])
+                    break
+                i += 8 + length + (length & 1)
+        elif data[:4] in _TIFF_MAGICS:
+            tags = _tiff_tags(data, {_TAG_ORIENTATION, _TAG_PHOTOMETRIC})
+            orientation = tags.get(_TAG_ORIENTATION)
+            cmyk = tags.get(_TAG_PHOTOMETRIC) == _PHOTOMETRIC_SEPARATED
+    except struct.error:
+        return None, False
+    return (orientation if orientation in range(2, 9) else None), cmyk
+
+
+def exif_transposed(rgb: np.ndarray, orientation: int) -> np.ndarray:
+    """``rgb`` (H, W, C) turned upright as EXIF orientation 1 .. 8 says (as Pillow's ``exif_transpose``)."""
+    turn = {
+        2: lambda a: a[:, ::-1],
+        3: lambda a: a[::-1, ::-1],
+        4: lambda a: a[::-1],
+        5: lambda a: a.transpose(1, 0, 2),
+        6: lambda a: np.rot90(a, -1),
+        7: lambda a: a[::-1, ::-1].transpose(1, 0, 2),
+        8: lambda a: np.rot90(a, 1),
+    }.get(orientation)
+    return rgb if turn is None else np.ascontiguousarray(turn(rgb))
+
+
+def decode_picture(
+    data: bytes, *, lenient: bool = False, exif_transpose: bool = False, alpha_background=None
+):
+    """Decodes an encoded image to RGB, (H, W, 3) uint8, and says what decoding did to it.
 
     JPEG and PNG go straight to FFmpeg's decoder; other formats (BMP, GIF,
     WebP, TIFF, ...) through its image demuxer. Grey, palette, 4:2:2/4:4:4,
-    16-bit and alpha images come out as plain RGB (alpha dropped).
+    CMYK, 16-bit and alpha images come out as plain RGB. By default the
+    stored pixels are the file's, as TensorFlow, Keras and torchvision decode
+    them: an EXIF orientation is not applied and the alpha channel is dropped
+    (the colour under a transparent pixel is kept).
 
     Args:
       data: the file's bytes.
       lenient: accept pictures the decoder had to conceal errors in (a truncated
         JPEG decodes to a grey bottom). By default any decoding error is raised,
         so a damaged image is reported instead of stored damaged.
+      exif_transpose: turn a picture with an EXIF orientation upright (rotated
+        or mirrored as the orientation says), as Pillow's ``exif_transpose``.
+      alpha_background: composite a picture with transparent pixels over this
+        colour (see :func:`alpha_background_color`) instead of dropping its alpha.
+
+    Returns:
+      ``(rgb, facts)``: the picture and a dict with the keys of
+      :data:`PICTURE_FACTS` that apply to it (the orientation and bit depth as
+      numbers, the others True), empty for a plain 8-bit RGB picture.
 
     Raises:
       ImageDecodeError: undecodable data, with FFmpeg's reason.
+      ValueError: an ``alpha_background`` that is not a colour.
     """
     import av  # the format layer never needs FFmpeg
 
+    background = alpha_background_color(alpha_background)
     data = bytes(data)
     if not data:
         raise ImageDecodeError("empty file")
@@ -62,6 +241,21 @@ def decode_image(data: bytes, *, lenient: bool = False) -> np.ndarray:
         if frame is None:
             raise ImageDecodeError("the decoder returned no picture")
         rgb = frame.to_ndarray(format="rgb24")
+        facts = {}
+        bits = max(c.bits for c in frame.format.components)
+        if bits > 8:
+            facts["high_bit_depth"] = bits
+        if frame.format.has_palette or any(c.is_alpha for c in frame.format.components):
+            rgba = frame.to_ndarray(format="rgba64le" if bits > 8 else "rgba")
+            top = 65535 if bits > 8 else 255
+            if rgba[..., 3].min() < top:
+                facts["alpha"] = True
+                if background is not None:
+                    a = rgba[..., 3:].astype(np.float32) / top
+                    over = rgba[..., :3].astype(np.float32) * (255 / top) * a + np.float32(background) * (
+                        1 - a
+                    )
+                    rgb = np.clip(np.rint(over), 0, 255).astype(np.uint8)
     except ImageDecodeError:
         raise
     except (av.FFmpegError, ValueError, StopIteration, IndexError) as e:
@@ -69,4 +263,25 @@ def decode_image(data: bytes, *, lenient: bool = False) -> np.ndarray:
         raise ImageDecodeError(f"FFmpeg cannot decode it ({why}): {_what(data)}") from e
     if rgb.ndim != 3 or rgb.shape[2] != 3 or 0 in rgb.shape:
         raise ImageDecodeError(f"decoded to an unexpected shape {rgb.shape}")
-    return rgb
+    orientation, cmyk = _header_facts(data)
+    if cmyk:
+        facts["cmyk"] = True
+    if orientation is not None:
+        facts["exif_orientation"] = orientation
+        if exif_transpose:
+            rgb = exif_transposed(rgb, orientation)
+    return rgb, facts
+
+
+def decode_image(data: bytes, *, lenient: bool = False, exif_transpose: bool = False, alpha_background=None):
+    """Decodes an encoded image to RGB, (H, W, 3) uint8: :func:`decode_picture` without its facts.
+
+    Args:
+      data, lenient, exif_transpose, alpha_background: as for :func:`decode_picture`.
+
+    Raises:
+      ImageDecodeError: undecodable data, with FFmpeg's reason.
+    """
+    return decode_picture(
+        data, lenient=lenient, exif_transpose=exif_transpose, alpha_background=alpha_background
+    )[0]

@@ -187,6 +187,10 @@ def fingerprint(source, options, **extra) -> str | None:
     # Lenient decoding changes only the images that strict decoding refuses: each shard records it
     # (its conversion facts' "lenient"), and the converter decides whether a finished shard still fits.
     fields.pop("lenient", None)
+    # Options added later enter only when set, so that the conversions made before them still resume.
+    for later, default in (("exif_transpose", False), ("alpha_background", None)):
+        if fields.get(later, default) == default:
+            fields.pop(later, None)
     text = json.dumps({"source": describe(), "options": fields, **extra}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

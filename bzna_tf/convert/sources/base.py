@@ -13,8 +13,8 @@ Adding a source (say, a new file format) takes one module in this package:
    line), ``__len__``, ``_describe`` (what its output depends on: file names
    relative to the source, sizes, mtimes, keys) and ``item(index)`` (or
    ``items(indices)``, when reading several at once is cheaper than one by
-   one); ``class_names``, ``num_classes``, ``labelled()``, ``notes`` and
-   ``random_access`` where the source knows them;
+   one); ``class_names``, ``num_classes``, ``labelled()``, ``missing_labels()``,
+   ``notes`` and ``random_access`` where the source knows them;
 2. ``cli_help``, ``cli_options`` and ``from_cli`` for ``bzna-tf convert KIND``
    (the flags themselves are declared once, in :mod:`bzna_tf.cli`);
 3. an entry in ``SOURCES`` in this package's ``__init__``.
@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
+    "ALLOW_UNLABELLED_HINT",
     "IMAGE_EXTENSIONS",
     "Item",
     "Source",
@@ -42,6 +43,12 @@ __all__ = [
 ]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
+
+
+# How to go on from a missing label, at the end of a missing-label error (the converter adds --on-error skip).
+ALLOW_UNLABELLED_HINT = (
+    "--allow-unlabelled (allow_unlabelled=True) stores such images unlabelled, after the labelled ones"
+)
 
 
 class SourceError(ValueError):
@@ -63,11 +70,15 @@ class Item:
       class_name: the name of the target's class when the source gives one per
         image (TFRecords' ``image/class/text``), else None.
       error: why this record cannot give an image (a truncated tar member, a
-        row with a null image, a label that is not an integer), or None. The
-        converter stops with ``origin: error`` unless ``on_error="skip"``,
-        which skips the record and counts it in the summary. A source reports
-        a bad record this way rather than by raising, so that the records
-        after it can still be read.
+        row with a null image, a label that is not an integer, a label that
+        is missing without ``allow_unlabelled``), or None. The converter stops
+        with ``origin: error`` unless ``on_error="skip"``, which skips the
+        record and counts it in the summary. A source reports a bad record
+        this way rather than by raising, so that the records after it can
+        still be read.
+      unlabelled: why ``target`` is None, for the summary's count of unlabelled
+        images ("without a 'cls' member (--allow-unlabelled)"), or None
+        ("without a label"). The same words for every image of one reason.
     """
 
     filename: str
@@ -77,6 +88,7 @@ class Item:
     origin: str = ""
     class_name: str | None = None
     error: str | None = None
+    unlabelled: str | None = None
 
 
 class Source:
@@ -130,6 +142,17 @@ class Source:
 
         With it, a shuffled conversion keeps the unlabelled images after the
         labelled ones (the format stores targets for a prefix of each file).
+        """
+        return None
+
+    def missing_labels(self):
+        """The indices of the images whose label is missing, when known without reading the images; else None.
+
+        An image whose label is missing (a WebDataset sample without its
+        ``cls`` member, a null in a Parquet label column) is a bad record
+        unless the source was made with ``allow_unlabelled``: the array is then
+        empty. With ``on_error="raise"`` the converter stops at the first of
+        them before any image is encoded, rather than wherever the order puts it.
         """
         return None
 

@@ -99,10 +99,12 @@ class ImageFolderSource(Source):
                 f"not taken: {count(len(ignored), 'file')} whose names do not end in an image extension "
                 f"({few(ignored, 3)})"
             )
-        unlabelled = sum(t is None for t, _ in self._files)
-        if self.classes and unlabelled:
-            notes.append(f"{count(unlabelled, 'image')} beside the class folders stored unlabelled")
         self.notes = tuple(notes)
+        self._unlabelled = (
+            "beside the class folders (--allow-unlabelled)"
+            if self.classes
+            else "in a folder without class folders"
+        )
 
     def _is_image(self, name):
         return name.lower().endswith(self.extensions)
@@ -131,6 +133,9 @@ class ImageFolderSource(Source):
     def labelled(self):
         return np.array([t is not None for t, _ in self._files], bool)
 
+    def missing_labels(self):
+        return np.zeros(0, np.int64)  # images beside the class folders are refused when the source is made
+
     def _describe(self):
         return {
             "extensions": list(self.extensions),
@@ -140,7 +145,9 @@ class ImageFolderSource(Source):
     def item(self, index):
         target, rel = self._files[index]
         path = os.path.join(self.root, *rel.split("/"))
-        return Item(rel, target, path=path, origin=path)
+        return Item(
+            rel, target, path=path, origin=path, unlabelled=None if target is not None else self._unlabelled
+        )
 
     @classmethod
     def from_cli(cls, paths, *, allow_unlabelled=False):

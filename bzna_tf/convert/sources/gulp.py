@@ -9,9 +9,19 @@ import re
 
 import numpy as np
 
-from bzna_tf.convert.sources.base import Item, Source, SourceError, expand_patterns, file_facts, safe_basename
+from bzna_tf.convert.sources.base import (
+    ALLOW_UNLABELLED_HINT,
+    Item,
+    Source,
+    SourceError,
+    expand_patterns,
+    file_facts,
+    safe_basename,
+)
 
 __all__ = ["GulpSource"]
+
+AUTO = "auto"
 
 
 class GulpSource(Source):
@@ -29,15 +39,20 @@ class GulpSource(Source):
     Args:
       paths: chunk folders (every chunk in them, in numeric order), ``.gmeta`` or ``.gulp`` files
         (``~`` expanded, glob patterns allowed).
-      label_key: the meta_data key of the label; None for unlabelled frames.
+      label_key: the meta_data key of the label; ``"auto"`` (default): ``"label"`` when any video's
+        meta_data has it (else every frame is unlabelled, and the summary says so); None for
+        unlabelled frames.
       label_map: optional {label: target} for string labels.
+      allow_unlabelled: store the frames of a video whose meta_data lacks the label (or holds
+        null) as unlabelled images. By default they are bad records: the conversion stops,
+        naming the video, or skips them with ``on_error="skip"``.
     """
 
     kind = "gulp"
     cli_help = "GulpIO chunk folders or .gmeta files"
-    cli_options = ("label_key",)
+    cli_options = ("label_key", "allow_unlabelled")
 
-    def __init__(self, paths, *, label_key="label", label_map=None):
+    def __init__(self, paths, *, label_key=AUTO, label_map=None, allow_unlabelled=False):
         chunks = []
         for p in expand_patterns(paths, "GulpIO chunk or folder"):
             if os.path.isdir(p):
@@ -48,10 +63,19 @@ class GulpSource(Source):
         if not chunks:
             raise SourceError(f"no .gmeta files in {paths!r}")
         self.chunks = [_chunk_files(c) for c in chunks]
-        self.label_key = label_key
+        self.allow_unlabelled = bool(allow_unlabelled)
+        key = "label" if label_key == AUTO else label_key
         self._videos = []  # (data_path, video_id, frame_info, raw_label)
         for meta, data in self.chunks:
-            self._read_meta(meta, data, label_key)
+            self._read_meta(meta, data, key)
+        self._no_label = "without a label (--label-key '', label_key=None)"
+        if label_key == AUTO and all(raw is None for *_, raw in self._videos):
+            key = None
+            self._no_label = "without a label: no video's meta_data has a 'label'"
+            self.notes = (
+                "no label: no video's meta_data has a 'label'; stored unlabelled (--label-key names it)",
+            )
+        self.label_key = key
         strings = sorted({r for *_, r in self._videos if isinstance(r, str)})
         self.label_map = dict(label_map) if label_map is not None else {s: i for i, s in enumerate(strings)}
         self.class_names = None
@@ -97,14 +121,26 @@ class GulpSource(Source):
     def __len__(self):
         return int(self._starts[-1])
 
-    def labelled(self):
+    def _has_label(self):
         return np.repeat([raw is not None for *_, raw in self._videos], np.diff(self._starts)).astype(bool)
+
+    def labelled(self):
+        if self.label_key is not None and not self.allow_unlabelled:
+            return np.ones(len(self), bool)  # a frame without a label is a bad record, not unlabelled
+        return self._has_label()
+
+    def missing_labels(self):
+        if self.label_key is None or self.allow_unlabelled:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(~self._has_label())
 
     def _describe(self):
         return {
             "files": [file_facts(p) for chunk in self.chunks for p in chunk],
             "label_key": self.label_key,
             "label_map": self.label_map,
+            # Only when set, so that the fingerprints of conversions made before it existed still match.
+            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
         }
 
     def item(self, index):
@@ -131,14 +167,26 @@ class GulpSource(Source):
                 data = f.read(total - pad)
                 target = self.label_map[raw] if isinstance(raw, str) else raw
                 name = safe_basename(f"{vid}_{j:04d}.jpg")
-                yield Item(name, target, data=data, origin=f"{data_path} video {vid} frame {j}")
+                origin = f"{data_path} video {vid} frame {j}"
+                unlabelled = None
+                if self.label_key is None:
+                    unlabelled = self._no_label
+                elif raw is None and self.allow_unlabelled:
+                    unlabelled = f"whose video's meta_data has no {self.label_key!r} (--allow-unlabelled)"
+                elif raw is None:
+                    yield Item(name, None, data=b"", origin=origin,
+                               error=f"no label: video {vid!r} has no {self.label_key!r} in its meta_data; "
+                               f"{ALLOW_UNLABELLED_HINT}")  # fmt: skip
+                    continue
+                yield Item(name, target, data=data, origin=origin, unlabelled=unlabelled)
         finally:
             for f in handles.values():
                 f.close()
 
     @classmethod
-    def from_cli(cls, paths, *, label_key=None):
-        return cls(paths, label_key="label" if label_key is None else (label_key or None))
+    def from_cli(cls, paths, *, label_key=None, allow_unlabelled=False):
+        return cls(paths, label_key=AUTO if label_key is None else (label_key or None),
+                   allow_unlabelled=allow_unlabelled)  # fmt: skip
 
 
 def _chunk_order(path):

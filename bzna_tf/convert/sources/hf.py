@@ -157,7 +157,7 @@ class HFSource(Source):
         ``datasets.load_dataset(NAME, split=split)`` from the local cache (needs the
         ``datasets`` package; the Hub is not contacted).
       split: the split (a DatasetDict folder, or a NAME).
-      image_column, label_column, class_names: as for :class:`ParquetSource`.
+      image_column, label_column, class_names, allow_unlabelled: as for :class:`ParquetSource`.
       cache_dir: the ``datasets`` cache to look a NAME up in (default: its own).
 
     Raises:
@@ -168,10 +168,10 @@ class HFSource(Source):
 
     kind = "hf"
     cli_help = "a folder written by datasets' save_to_disk, or a dataset NAME in the local Hugging Face cache"
-    cli_options = ("split", "image_column", "label_column")
+    cli_options = ("split", "image_column", "label_column", "allow_unlabelled")
 
     def __init__(self, dataset, *, split=None, image_column=None, label_column=AUTO, class_names=None,
-                 cache_dir=None):  # fmt: skip
+                 cache_dir=None, allow_unlabelled=False):  # fmt: skip
         pyarrow_or_error("Hugging Face datasets")
         path = os.path.expanduser(os.fspath(dataset))
         saved = os.path.isdir(path) and any(
@@ -203,6 +203,7 @@ class HFSource(Source):
         if columns is None:
             raise SourceError(f"{self.dataset}: the dataset holds no rows")
         self.image_column, self.label_column = columns.image, columns.label
+        self.allow_unlabelled = bool(allow_unlabelled)
         self.class_names = list(class_names) if class_names is not None else columns.class_names
         self.num_classes = len(columns.class_names) if columns.class_names else None
         self.notes = tuple(columns.notes)
@@ -214,7 +215,7 @@ class HFSource(Source):
 
     def _groups(self):
         if self._rows is None:
-            self._rows = RowGroups(self._columns, self._unit_rows)
+            self._rows = RowGroups(self._columns, self._unit_rows, self.allow_unlabelled)
             self._open = collections.OrderedDict()
         return self._rows
 
@@ -237,9 +238,7 @@ class HFSource(Source):
     def __len__(self):
         return sum(self._unit_rows)
 
-    def labelled(self):
-        if self.label_column is None:
-            return np.zeros(len(self), bool)
+    def _valid_labels(self):
         self._groups()
         out = [
             np.asarray(batch.column(self.label_column).is_valid())
@@ -248,12 +247,26 @@ class HFSource(Source):
         ]
         return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
 
+    def labelled(self):
+        if self.label_column is None:
+            return np.zeros(len(self), bool)
+        if not self.allow_unlabelled:  # a null label is a bad record, not an unlabelled image
+            return np.ones(len(self), bool)
+        return self._valid_labels()
+
+    def missing_labels(self):
+        if self.label_column is None or self.allow_unlabelled:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(~self._valid_labels())
+
     def _describe(self):
         return {
             "files": [file_facts(p) for p in self.files],
             "split": self.split,
             "image_column": self.image_column,
             "label_column": self.label_column,
+            # Only when set, so that the fingerprints of conversions made before it existed still match.
+            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
         }
 
     def item(self, index):
@@ -264,8 +277,9 @@ class HFSource(Source):
         yield from self._groups().items(indices, self._load, self._units, self.files, "record batch")
 
     @classmethod
-    def from_cli(cls, paths, *, split=None, image_column=None, label_column=None):
+    def from_cli(cls, paths, *, split=None, image_column=None, label_column=None, allow_unlabelled=False):
         if len(paths) != 1:
             raise ValueError(f"Expected one dataset folder or name. Received: {paths}")
         return cls(paths[0], split=split, image_column=image_column,
-                   label_column=AUTO if label_column is None else (label_column or None))  # fmt: skip
+                   label_column=AUTO if label_column is None else (label_column or None),
+                   allow_unlabelled=allow_unlabelled)  # fmt: skip

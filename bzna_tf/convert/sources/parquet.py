@@ -23,6 +23,7 @@ import os
 import numpy as np
 
 from bzna_tf.convert.sources.base import (
+    ALLOW_UNLABELLED_HINT,
     Item,
     Source,
     SourceError,
@@ -73,6 +74,7 @@ class TableColumns:
       image: the image column's name.
       image_struct: True for ``{"bytes", "path"}`` structs (``datasets.Image``), False for plain bytes.
       label: the label column's name, or None (unlabelled).
+      no_label: why the images are unlabelled when ``label`` is None (for the summary).
       class_names: the ``ClassLabel`` names of the label column (``datasets`` features), or None.
       notes: lines for the conversion summary.
     """
@@ -132,6 +134,7 @@ class TableColumns:
         self.image_struct = pa.types.is_struct(types[self.image])
 
         self.class_names = None
+        self.no_label = "without a label (--label-column '', label_column=None)"
         if label_column is None or label_column == "":
             self.label = None
         elif label_column != AUTO:
@@ -153,6 +156,7 @@ class TableColumns:
             self.label = candidates[0] if candidates else None
             if self.label is None:
                 self.notes.append(f"no integer column to take as the label: stored unlabelled ({listing()})")
+                self.no_label = "without a label: no integer column to take as the label"
         if self.label is not None:
             feature = features.get(self.label)
             if isinstance(feature, dict) and feature.get("_type") == "ClassLabel":
@@ -186,8 +190,9 @@ class RowGroups:
     label) columns; :meth:`item` turns a row into an :class:`Item`.
     """
 
-    def __init__(self, columns: TableColumns, unit_rows):
+    def __init__(self, columns: TableColumns, unit_rows, allow_unlabelled=False):
         self.columns = columns
+        self.allow_unlabelled = allow_unlabelled
         self.starts = np.cumsum([0, *unit_rows]).tolist()
         self._cache = collections.OrderedDict()
 
@@ -237,17 +242,25 @@ class RowGroups:
 
     def item(self, arrays, r, origin, default_name, folder):
         data, paths, valid, labels = arrays
-        target = None
-        if labels is not None and labels[r].is_valid:
+        target, unlabelled = None, None
+        if labels is None:
+            unlabelled = self.columns.no_label
+        elif labels[r].is_valid:
             target = int(labels[r].as_py())
+        elif self.allow_unlabelled:
+            unlabelled = f"with a null label (column {self.columns.label!r}, --allow-unlabelled)"
+        else:
+            return Item(default_name, None, data=b"", origin=origin,
+                        error=f"no label: its label is null (column {self.columns.label!r}); "
+                        f"{ALLOW_UNLABELLED_HINT}")  # fmt: skip
         path = paths[r].as_py() if paths is not None and (valid is None or valid[r].as_py()) else None
         name = safe_basename(path) if path else default_name
         if (valid is None or valid[r].as_py()) and data[r].is_valid:
-            return Item(name, target, data=data[r].as_py(), origin=origin)
+            return Item(name, target, data=data[r].as_py(), origin=origin, unlabelled=unlabelled)
         if path:  # datasets' Image feature without embedded bytes: a file of the machine that made it
             local = path if os.path.isabs(path) else os.path.join(folder, path)
             if os.path.isfile(local):
-                return Item(name, target, path=local, origin=origin)
+                return Item(name, target, path=local, origin=origin, unlabelled=unlabelled)
             return Item(name, None, data=b"", origin=origin,
                         error=f"null image bytes, and its path {path!r} is not a file here")  # fmt: skip
         return Item(name, None, data=b"", origin=origin, error=f"null image (column {self.columns.image!r})")
@@ -271,10 +284,13 @@ class ParquetSource(Source):
         column); several candidates are refused, listing them.
       label_column: the integer label column; ``"auto"`` (default): the
         ``datasets`` ClassLabel column, else the one integer column (none:
-        unlabelled; several: refused, listing them); None: unlabelled. A null
-        label makes its image unlabelled.
+        unlabelled; several: refused, listing them); None: unlabelled. A row
+        whose label is null is a bad record unless ``allow_unlabelled``.
       class_names: the class names by target; default: the ClassLabel names
         stored in the schema's ``huggingface`` metadata, if any.
+      allow_unlabelled: store a row whose label is null as an unlabelled image.
+        By default such a row is a bad record: the conversion stops, naming
+        its file and row, or skips it with ``on_error="skip"``.
 
     Each sample's stored name is the base name of the struct's ``path`` when
     there is one, else ``FILE-ROW`` (the file's base name and the row's number
@@ -288,9 +304,11 @@ class ParquetSource(Source):
 
     kind = "parquet"
     cli_help = "Parquet files or glob patterns (an image bytes column; Hugging Face's data/*.parquet)"
-    cli_options = ("image_column", "label_column")
+    cli_options = ("image_column", "label_column", "allow_unlabelled")
 
-    def __init__(self, patterns, *, image_column=None, label_column=AUTO, class_names=None):
+    def __init__(
+        self, patterns, *, image_column=None, label_column=AUTO, class_names=None, allow_unlabelled=False
+    ):
         pyarrow_or_error("Parquet sources")
         import pyarrow.parquet as pq
 
@@ -313,6 +331,7 @@ class ParquetSource(Source):
                 unit_rows.append(meta.row_group(g).num_rows)
                 first += unit_rows[-1]
         self.image_column, self.label_column = columns.image, columns.label
+        self.allow_unlabelled = bool(allow_unlabelled)
         self.class_names = list(class_names) if class_names is not None else columns.class_names
         self.num_classes = len(columns.class_names) if columns.class_names else None
         self.notes = tuple(columns.notes)
@@ -326,7 +345,7 @@ class ParquetSource(Source):
 
     def _groups(self):
         if self._rows is None:
-            self._rows = RowGroups(self._columns, self._unit_rows)
+            self._rows = RowGroups(self._columns, self._unit_rows, self.allow_unlabelled)
             self._files = collections.OrderedDict()
         return self._rows
 
@@ -350,9 +369,7 @@ class ParquetSource(Source):
     def __len__(self):
         return sum(self._unit_rows)
 
-    def labelled(self):
-        if self.label_column is None:
-            return np.zeros(len(self), bool)
+    def _valid_labels(self):
         import pyarrow.parquet as pq
 
         out = []
@@ -362,11 +379,25 @@ class ParquetSource(Source):
             out.append(np.asarray(labels.is_valid()))
         return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
 
+    def labelled(self):
+        if self.label_column is None:
+            return np.zeros(len(self), bool)
+        if not self.allow_unlabelled:  # a null label is a bad record, not an unlabelled image
+            return np.ones(len(self), bool)
+        return self._valid_labels()
+
+    def missing_labels(self):
+        if self.label_column is None or self.allow_unlabelled:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(~self._valid_labels())
+
     def _describe(self):
         return {
             "files": [file_facts(p) for p in self.paths],
             "image_column": self.image_column,
             "label_column": self.label_column,
+            # Only when set, so that the fingerprints of conversions made before it existed still match.
+            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
         }
 
     def item(self, index):
@@ -377,6 +408,7 @@ class ParquetSource(Source):
         yield from self._groups().items(indices, self._load, self._units, self.paths, "row group")
 
     @classmethod
-    def from_cli(cls, paths, *, image_column=None, label_column=None):
+    def from_cli(cls, paths, *, image_column=None, label_column=None, allow_unlabelled=False):
         return cls(paths, image_column=image_column,
-                   label_column=AUTO if label_column is None else (label_column or None))  # fmt: skip
+                   label_column=AUTO if label_column is None else (label_column or None),
+                   allow_unlabelled=allow_unlabelled)  # fmt: skip

@@ -88,6 +88,8 @@ class TFDSSource(TFRecordSource):
       image_key, label_key: the image and label features, when the folder's are not wanted
         (``label_key=None``: unlabelled).
       class_names: the class names by target (default: the folder's).
+      allow_unlabelled: store a record without its label feature as an unlabelled
+        image (by default a bad record: see :class:`TFRecordSource`).
 
     Raises:
       SourceError: no dataset_info.json, a missing or unknown split (the message lists
@@ -97,9 +99,11 @@ class TFDSSource(TFRecordSource):
 
     kind = "tfds"
     cli_help = "a prepared TFDS folder (~/tensorflow_datasets/NAME/VERSION) with --split"
-    cli_options = ("split", "image_key", "label_key")
+    cli_options = ("split", "image_key", "label_key", "allow_unlabelled")
 
-    def __init__(self, folder, *, split, image_key=None, label_key=AUTO, class_names=None):
+    def __init__(
+        self, folder, *, split, image_key=None, label_key=AUTO, class_names=None, allow_unlabelled=False
+    ):
         self.folder = _find_folder(os.path.expanduser(os.fspath(folder)))
         info_path = os.path.join(self.folder, INFO)
         try:
@@ -155,7 +159,13 @@ class TFDSSource(TFRecordSource):
         if class_names is None and label_key not in (None, AUTO):
             path = os.path.join(self.folder, f"{label_key}.labels.txt")
             class_names = (read_class_names(path) or None) if os.path.isfile(path) else None
-        super().__init__(paths, image_key=image_key, label_key=label_key, class_names=class_names)
+        super().__init__(
+            paths,
+            image_key=image_key,
+            label_key=label_key,
+            class_names=class_names,
+            allow_unlabelled=allow_unlabelled,
+        )
 
     def _record_counts(self):
         checked = self._counts is not None
@@ -178,8 +188,9 @@ class TFDSSource(TFRecordSource):
         return {**super()._describe(), "split": self.split}
 
     @classmethod
-    def from_cli(cls, paths, *, split=None, image_key=None, label_key=None):
+    def from_cli(cls, paths, *, split=None, image_key=None, label_key=None, allow_unlabelled=False):
         if len(paths) != 1:
             raise ValueError(f"Expected one TFDS folder. Received: {paths}")
         return cls(paths[0], split=split, image_key=image_key,
-                   label_key=AUTO if label_key is None else (label_key or None))  # fmt: skip
+                   label_key=AUTO if label_key is None else (label_key or None),
+                   allow_unlabelled=allow_unlabelled)  # fmt: skip

@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from bzna_tf.convert.sources.base import (
+    ALLOW_UNLABELLED_HINT,
     Item,
     Source,
     SourceError,
@@ -49,8 +50,10 @@ class TFRecordSource(Source):
       image_key: the bytes feature holding the encoded image; None: recognised
         from the first record (``image/encoded`` or ``image``).
       label_key: the int64 feature holding the label; a record without it (or
-        with an empty list) is unlabelled, one with several values is an
-        error. ``"auto"``: the recognised layout's; None: every image is unlabelled.
+        with an empty list) is a bad record unless ``allow_unlabelled``, one
+        with several values is an error. ``"auto"``: the recognised layout's
+        (none for other layouts: the summary says so); None: every image is
+        unlabelled.
       filename_key: the bytes feature holding the file name (default: the
         layout's; without one, the record's position); None for positions.
         Only the name's last part is stored (``a/b.jpg`` -> ``b.jpg``).
@@ -61,6 +64,10 @@ class TFRecordSource(Source):
       compression: None, "GZIP" or "ZLIB", as the files were written.
       class_names: the class names, indexed by target (after ``label_offset``);
         default: a ``label.labels.txt`` beside the first file, if any.
+      allow_unlabelled: store a record without its label feature as an
+        unlabelled image. By default such a record is a bad record: the
+        conversion stops, naming its file and record, or skips it with
+        ``on_error="skip"``.
 
     Raises:
       SourceError: no file matches, or the first record has no recognised image
@@ -69,7 +76,14 @@ class TFRecordSource(Source):
 
     kind = "tfrecord"
     cli_help = "TFRecord files or glob patterns (quote them)"
-    cli_options = ("image_key", "label_key", "filename_key", "label_offset", "compression")
+    cli_options = (
+        "image_key",
+        "label_key",
+        "filename_key",
+        "label_offset",
+        "compression",
+        "allow_unlabelled",
+    )
 
     def __init__(
         self,
@@ -82,8 +96,10 @@ class TFRecordSource(Source):
         label_offset=0,
         compression=None,
         class_names=None,
+        allow_unlabelled=False,
     ):
         self.paths = expand_patterns(patterns, "TFRecord file")
+        self.allow_unlabelled = bool(allow_unlabelled)
         self.label_offset = int(label_offset)
         self.compression = compression
         self.random_access = compression is None
@@ -101,6 +117,15 @@ class TFRecordSource(Source):
         defaults = {"classic": CLASSIC_KEYS, "tfds": TFDS_KEYS}.get(layout, (None, None, None, None))
         self.image_key = image_key
         self.label_key = defaults[1] if label_key == AUTO else label_key
+        self._no_label = "without a label (--label-key '', label_key=None)"
+        if self.label_key is None and label_key == AUTO:
+            self._no_label = (
+                "without a label: the records are in neither the classic ImageNet nor the TFDS layout"
+            )
+            self.notes = (
+                "no label: the records are in neither the classic ImageNet nor the TFDS layout, so no label "
+                "feature is known; stored unlabelled (--label-key names it)",
+            )
         self.filename_key = defaults[2] if filename_key == AUTO else filename_key
         self.class_text_key = defaults[3] if class_text_key == AUTO else class_text_key
         if class_names is None:
@@ -163,6 +188,8 @@ class TFRecordSource(Source):
             "keys": [self.image_key, self.label_key, self.filename_key, self.class_text_key],
             "label_offset": self.label_offset,
             "compression": self.compression,
+            # Only when set, so that the fingerprints of conversions made before it existed still match.
+            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
         }
 
     def item(self, index):
@@ -227,8 +254,19 @@ class TFRecordSource(Source):
                 f"{origin}: no bytes feature {self.image_key!r}; the record has the features "
                 f"{_describe_features(everything)}: name the image's with --image-key (image_key=)"
             )
-        target = None
+        target, unlabelled = None, None
         labels = features.get(self.label_key) if self.label_key else None
+        if not self.label_key:
+            unlabelled = self._no_label
+        elif not labels:
+            if not self.allow_unlabelled:
+                has = _describe_features(parse_example(data))
+                why = (
+                    f"no label: no {self.label_key!r} feature, or an empty one (the record has the features "
+                    f"{has}); {ALLOW_UNLABELLED_HINT}; --label-key '' (label_key=None) stores no labels"
+                )
+                return Item(f"{os.path.basename(path)}-{index:06d}", None, data=b"", origin=origin, error=why)
+            unlabelled = f"without the {self.label_key!r} feature (--allow-unlabelled)"
         if labels:
             if not isinstance(labels[0], int):
                 raise SourceError(
@@ -252,11 +290,13 @@ class TFRecordSource(Source):
             filename = f"{os.path.basename(path)}-{index:06d}"
         texts = features.get(self.class_text_key) if self.class_text_key else None
         class_name = texts[0].decode("utf-8", "replace") if texts and isinstance(texts[0], bytes) else None
-        return Item(filename, target, data=images[0], origin=origin, class_name=class_name)
+        return Item(
+            filename, target, data=images[0], origin=origin, class_name=class_name, unlabelled=unlabelled
+        )
 
     @classmethod
     def from_cli(cls, paths, *, image_key=None, label_key=None, filename_key=None, label_offset=0,
-                 compression=None):  # fmt: skip
+                 compression=None, allow_unlabelled=False):  # fmt: skip
         return cls(
             paths,
             image_key=image_key,
@@ -264,6 +304,7 @@ class TFRecordSource(Source):
             filename_key=AUTO if filename_key is None else (filename_key or None),
             label_offset=label_offset,
             compression=compression,
+            allow_unlabelled=allow_unlabelled,
         )
 
 

@@ -25,6 +25,7 @@ import tarfile
 import numpy as np
 
 from bzna_tf.convert.sources.base import (
+    ALLOW_UNLABELLED_HINT,
     IMAGE_EXTENSIONS,
     Item,
     Source,
@@ -105,34 +106,39 @@ class WebDatasetSource(Source):
         ``"seg.png"``, ...); None: the sample's one member whose extension is an
         image's (jpg, jpeg, png, bmp, gif, webp, tif, tiff, ppm, pgm). A sample
         with several (``jpg`` and ``png``) is refused, naming them.
-      label_key: where the label is: ``"auto"`` (default): the ``cls`` member,
-        else ``cls.txt``, else the ``"label"`` field of the ``json`` member,
-        whichever the first sample has (else unlabelled); an extension
+      label_key: where the label is: ``"auto"`` (default): the ``cls`` member
+        if any sample has one, else ``cls.txt`` if any sample has one, else the
+        ``"label"`` field of the ``json`` member if any sample's has one (else
+        every image is unlabelled, and the summary says so); an extension
         (``"cls"``, ``"class.txt"``): that member, an integer as text;
         ``"json:FIELD"``: that field of the ``json`` member (``json:meta.label``
-        for a nested one); None: every image is unlabelled. A sample without
-        its label member or field is unlabelled.
+        for a nested one); None: every image is unlabelled.
       class_names: the class names indexed by target (default: none).
+      allow_unlabelled: store a sample without its label member or field (or
+        whose field is null) as an unlabelled image. By default such a sample
+        is a bad record: the conversion stops, naming its shard and key, or
+        skips it with ``on_error="skip"``.
 
     Raises:
       SourceError: a file that is not a tar file, a compressed one (decompress
         it first), a corrupt header that hides the rest of a shard, or no
         pattern match. A bad sample (no image member, a truncated member, a
-        label that is not an integer) does not raise here: it is reported when
-        converted (see ``convert``'s ``on_error``).
+        label that is not an integer or is missing) does not raise here: it is
+        reported when converted (see ``convert``'s ``on_error``).
     """
 
     kind = "webdataset"
     cli_help = "WebDataset tar shards, glob or brace patterns (train-{000000..000146}.tar; quote them)"
-    cli_options = ("image_key", "label_key")
+    cli_options = ("image_key", "label_key", "allow_unlabelled")
 
-    def __init__(self, patterns, *, image_key=None, label_key=AUTO, class_names=None):
+    def __init__(self, patterns, *, image_key=None, label_key=AUTO, class_names=None, allow_unlabelled=False):
         if isinstance(patterns, (str, os.PathLike)):
             patterns = [patterns]
         expanded = [name for p in patterns for name in expand_braces(os.fspath(p))]
         self.paths = expand_patterns(expanded, "tar shard")
         self.image_key = image_key.lower().lstrip(".") if image_key else None
         self.class_names = list(class_names) if class_names is not None else None
+        self.allow_unlabelled = bool(allow_unlabelled)
         self._samples = None
         self._index()
         self.label_key = self._resolve_label(label_key)
@@ -143,7 +149,15 @@ class WebDatasetSource(Source):
                 f"({few(self._not_taken, 3)})"
             )
         if self.label_key is None and label_key == AUTO:
-            notes.append("no label: the first sample has no cls, cls.txt or json 'label'; stored unlabelled")
+            notes.append(
+                "no label: no sample has a cls or cls.txt member or a json 'label' field; stored unlabelled "
+                "(--label-key names the label's member or json:FIELD)"
+            )
+        self._no_label = (
+            "without a label: no sample has a cls or cls.txt member or a json 'label' field"
+            if label_key == AUTO
+            else "without a label (--label-key '', label_key=None)"
+        )
         self.notes = tuple(notes)
 
     def __getstate__(self):
@@ -241,16 +255,27 @@ class WebDatasetSource(Source):
             raise _BadSample(f"member {sample.key}.{ext} is truncated: {len(data)} of {size} bytes")
         return data
 
-    def _first_json_label(self):
-        sample = self._samples[0] if self._samples else None
-        if sample is None or "json" not in sample.members:
-            return False
+    def _any_json_label(self):
+        """Whether some sample's json member has a "label" field (read in order, up to the first that has)."""
+        with_json = [s for s in self._samples if "json" in s.members and not s.error]
+        f, shard = None, None
         try:
-            with open(self.paths[sample.shard], "rb") as f:
-                meta = json.loads(self._read(f, self.paths[sample.shard], sample, "json"))
-        except (ValueError, _BadSample):
-            return False
-        return isinstance(meta, dict) and "label" in meta
+            for sample in with_json:
+                if sample.shard != shard:
+                    if f is not None:
+                        f.close()
+                    shard = sample.shard
+                    f = open(self.paths[shard], "rb")  # noqa: SIM115 (closed below)
+                try:
+                    meta = json.loads(self._read(f, self.paths[shard], sample, "json"))
+                except (ValueError, _BadSample):
+                    continue
+                if isinstance(meta, dict) and "label" in meta:
+                    return True
+        finally:
+            if f is not None:
+                f.close()
+        return False
 
     def _resolve_label(self, label_key):
         if label_key is None or label_key == "":
@@ -259,31 +284,45 @@ class WebDatasetSource(Source):
             if label_key.startswith("json:") and not label_key[5:]:
                 raise ValueError(f"Expected json:FIELD as label_key. Received: label_key={label_key!r}")
             return label_key if label_key.startswith("json:") else label_key.lower().lstrip(".")
-        first = self._samples[0].members if self._samples else {}
+        # Every sample has a say: one sample without its label member must not decide the labels of all.
         for ext in AUTO_LABELS:
-            if ext in first:
+            if any(ext in s.members for s in self._samples):
                 return ext
-        return "json:label" if self._first_json_label() else None
+        return "json:label" if self._any_json_label() else None
 
     def __len__(self):
         if self._samples is None:
             self._index()
         return len(self._samples)
 
+    def _has_label_member(self):
+        if self._samples is None:
+            self._index()
+        return np.array([self.label_key in s.members for s in self._samples], bool)
+
     def labelled(self):
         if self.label_key is None:
             return np.zeros(len(self), bool)
         if self.label_key.startswith("json:"):
             return None  # known only once each json member is read
-        if self._samples is None:
-            self._index()
-        return np.array([self.label_key in s.members for s in self._samples], bool)
+        if not self.allow_unlabelled:  # a sample without its label member is a bad record, not unlabelled
+            return np.ones(len(self), bool)
+        return self._has_label_member()
+
+    def missing_labels(self):
+        if self.label_key is None or self.allow_unlabelled:
+            return np.zeros(0, np.int64)
+        if self.label_key.startswith("json:"):
+            return None
+        return np.flatnonzero(~self._has_label_member())
 
     def _describe(self):
         return {
             "files": [file_facts(p) for p in self.paths],
             "image_key": self.image_key,
             "label_key": self.label_key,
+            # Only when set, so that the fingerprints of conversions made before it existed still match.
+            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
         }
 
     def item(self, index):
@@ -332,36 +371,47 @@ class WebDatasetSource(Source):
             )
         return found[0]
 
+    def _missing(self, why, unlabelled):
+        """(None, why unlabelled) with ``allow_unlabelled``; else the sample is a bad record."""
+        if self.allow_unlabelled:
+            return None, f"{unlabelled} (--allow-unlabelled)"
+        raise _BadSample(f"no label: {why}; {ALLOW_UNLABELLED_HINT}")
+
     def _target(self, f, path, sample):
+        """(target, None), or (None, why the image is unlabelled)."""
         key = self.label_key
         if key is None:
-            return None
+            return None, self._no_label
         if key.startswith("json:"):
+            field = key[5:]
+            unlabelled = f"without a {field!r} field in a json member"
             if "json" not in sample.members:
-                return None
+                return self._missing(f"no json member (the sample has {_exts(sample)})", unlabelled)
             raw = self._read(f, path, sample, "json")
             try:
                 value = json.loads(raw)
             except ValueError as e:
                 raise _BadSample(f"member {sample.key}.json is not JSON: {e}") from e
-            for part in key[5:].split("."):
+            for part in field.split("."):
                 if not isinstance(value, dict) or part not in value:
-                    return None
+                    return self._missing(f"member {sample.key}.json has no field {field!r}", unlabelled)
                 value = value[part]
             if value is None:
-                return None
+                return self._missing(f"field {field!r} of member {sample.key}.json is null", unlabelled)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise _BadSample(
                     f"field {key[5:]!r} of member {sample.key}.json is {value!r}, not an integer label "
                     "(a .bzna file stores one integer target per image)"
                 )
-            return value
+            return value, None
         if key not in sample.members:
-            return None
+            return self._missing(
+                f"no {key!r} member (the sample has {_exts(sample)})", f"without a {key!r} member"
+            )
         raw = self._read(f, path, sample, key)
         text = raw.decode("utf-8", "replace").strip()
         try:
-            return int(text)
+            return int(text), None
         except ValueError:
             shown = text if len(text) <= 40 else text[:40] + "..."
             raise _BadSample(
@@ -375,15 +425,16 @@ class WebDatasetSource(Source):
             if sample.error:
                 raise _BadSample(sample.error)
             ext = self._image_ext(sample)
-            target = self._target(f, path, sample)
+            target, unlabelled = self._target(f, path, sample)
             data = self._read(f, path, sample, ext)
         except _BadSample as e:
             return Item(sample.key, None, data=b"", origin=origin, error=str(e))
-        return Item(sample.key, target, data=data, origin=origin)
+        return Item(sample.key, target, data=data, origin=origin, unlabelled=unlabelled)
 
     @classmethod
-    def from_cli(cls, paths, *, image_key=None, label_key=None):
-        return cls(paths, image_key=image_key, label_key=AUTO if label_key is None else (label_key or None))
+    def from_cli(cls, paths, *, image_key=None, label_key=None, allow_unlabelled=False):
+        return cls(paths, image_key=image_key, label_key=AUTO if label_key is None else (label_key or None),
+                   allow_unlabelled=allow_unlabelled)  # fmt: skip
 
 
 class _BadSample(Exception):

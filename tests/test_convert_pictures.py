@@ -1,0 +1,226 @@
+"""What conversion does to pictures is said: EXIF orientation, transparency, CMYK, 16 bits (issue 34, item 4).
+
+By default the stored pixels are the file's, as TensorFlow, Keras and
+torchvision decode them (an EXIF orientation is not applied, alpha is dropped
+with the colour under it kept, CMYK and 16-bit are converted). Each case is
+counted in the summary and in each file's conversion facts (``bzna-tf info``);
+``exif_transpose`` turns pictures upright and ``alpha_background`` composites
+them, and both are part of what a resumed conversion checks.
+"""
+
+import io
+import json
+
+import numpy as np
+import pytest
+from _sources_data import gradient, pictures_by_name, reference
+
+from bzna_tf.cli import main
+from bzna_tf.convert import (
+    ConversionError,
+    EncodeOptions,
+    ImageFolderSource,
+    Item,
+    convert,
+    decode_image,
+    decode_picture,
+)
+from bzna_tf.format import BznaFile
+
+Image = pytest.importorskip("PIL.Image", reason="the test pictures are written with Pillow")
+ImageOps = pytest.importorskip("PIL.ImageOps")
+
+FAST = {"preset": "ultrafast", "crf": 24, "chroma": "average"}
+CLI = ["--workers", "0", "--preset", "ultrafast", "--crf", "24", "--chroma", "average", "--no-progress"]
+RGB = gradient(20, 30, seed=3)  # (H, W) = (20, 30)
+ALPHA = np.tile(np.where(np.arange(30) < 10, 0, np.where(np.arange(30) < 20, 128, 255)), (20, 1)).astype(
+    np.uint8
+)
+
+
+def encoded(image, fmt, **save):
+    out = io.BytesIO()
+    image.save(out, fmt, **save)
+    return out.getvalue()
+
+
+def with_orientation(fmt, orientation, rgb=RGB):
+    im = Image.fromarray(rgb)
+    exif = im.getexif()
+    exif[0x0112] = orientation
+    return encoded(im, fmt, exif=exif.tobytes())
+
+
+def rgba_png():
+    return encoded(Image.fromarray(np.dstack([RGB, ALPHA]), "RGBA"), "PNG")
+
+
+def png16():
+    """A 16-bit RGB PNG (Pillow writes only 16-bit grey; PyAV writes this one)."""
+    import av
+
+    ctx = av.CodecContext.create("png", "w")
+    ctx.width, ctx.height, ctx.pix_fmt = 30, 20, "rgb48be"
+    frame = av.VideoFrame.from_ndarray(RGB.astype(np.uint16) * 257, format="rgb48le")
+    return bytes((ctx.encode(frame) + ctx.encode(None))[0])
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "TIFF"])
+def test_every_exif_orientation_is_reported_and_turned_upright_as_pillow_does(fmt):
+    for orientation in range(1, 9):
+        data = with_orientation(fmt, orientation)
+        rgb, facts = decode_picture(data)
+        assert rgb.shape == (20, 30, 3)  # by default: as decoded, not turned
+        assert facts == ({} if orientation == 1 else {"exif_orientation": orientation})
+        upright, _ = decode_picture(data, exif_transpose=True)
+        pillow = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
+        want = np.asarray(pillow) if fmt in ("PNG", "TIFF") else None
+        if want is not None:  # lossless: Pillow's pixels exactly
+            assert np.array_equal(upright, want), orientation
+        else:  # lossy: Pillow's own decoder differs a little; the turn is the same
+            assert upright.shape == np.asarray(pillow).shape
+            assert np.abs(upright.astype(int) - np.asarray(pillow).astype(int)).mean() < 3
+
+
+def test_alpha_cmyk_and_16_bits_are_reported_and_alpha_composited_when_asked():
+    rgb, facts = decode_picture(rgba_png())
+    assert facts == {"alpha": True} and np.array_equal(rgb, RGB)  # the colour under transparent pixels kept
+    over, _ = decode_picture(rgba_png(), alpha_background="white")
+    a = ALPHA[..., None].astype(np.float64) / 255
+    assert np.array_equal(over, np.rint(RGB * a + 255 * (1 - a)).astype(np.uint8))
+    assert (over[:, :10] == 255).all() and np.array_equal(over[:, 20:], RGB[:, 20:])
+    # An alpha channel without a transparent pixel is no case to report, and is not composited.
+    opaque = encoded(Image.fromarray(np.dstack([RGB, np.full((20, 30), 255, np.uint8)]), "RGBA"), "PNG")
+    rgb, facts = decode_picture(opaque, alpha_background="black")
+    assert facts == {} and np.array_equal(rgb, RGB)
+    # A palette's transparency counts too.
+    palette = encoded(Image.fromarray(RGB).convert("P"), "PNG", transparency=0)
+    assert decode_picture(palette)[1] == {"alpha": True}
+    assert decode_picture(encoded(Image.fromarray(RGB).convert("P"), "PNG"))[1] == {}  # an opaque palette
+    cmyk = encoded(Image.fromarray(RGB).convert("CMYK"), "JPEG", quality=95)
+    rgb, facts = decode_picture(cmyk)
+    assert facts == {"cmyk": True} and np.abs(rgb.astype(int) - RGB).mean() < 4
+    rgb, facts = decode_picture(png16())
+    assert facts == {"high_bit_depth": 16} and np.abs(rgb.astype(int) - RGB).max() <= 1  # FFmpeg's rounding
+    assert decode_picture(encoded(Image.fromarray(RGB), "PNG"))[1] == {}
+    assert np.array_equal(decode_image(rgba_png(), alpha_background=(0, 0, 0))[:, :10], np.zeros((20, 10, 3)))
+
+
+def test_encode_options_check_and_normalise_the_picture_options():
+    assert EncodeOptions(alpha_background="#FF8000").alpha_background == (255, 128, 0)
+    assert EncodeOptions(alpha_background="10, 20,30").alpha_background == (10, 20, 30)
+    assert EncodeOptions(alpha_background=[0, 0, 0]).settings["alpha_background"] == (0, 0, 0)
+    for bad in ("pink", "#12345", (1, 2), (0, 0, 256), "1,2,x"):
+        with pytest.raises(
+            ValueError, match=r"Expected `alpha_background` as a colour: .* Received: alpha_back"
+        ):
+            EncodeOptions(alpha_background=bad)
+    with pytest.raises(
+        ValueError, match=r"Expected `exif_transpose` as True or False. Received: exif_transpose=1"
+    ):
+        EncodeOptions(exif_transpose=1)
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    """One class of five pictures: EXIF orientation 6, transparent pixels, CMYK, 16 bits, and a plain one."""
+    root = tmp_path / "pics" / "any"
+    root.mkdir(parents=True)
+    (root / "a_rotated.jpg").write_bytes(with_orientation("JPEG", 6))
+    (root / "b_transparent.png").write_bytes(rgba_png())
+    (root / "c_cmyk.jpg").write_bytes(encoded(Image.fromarray(RGB).convert("CMYK"), "JPEG", quality=95))
+    (root / "d_deep.png").write_bytes(png16())
+    (root / "e_plain.png").write_bytes(encoded(Image.fromarray(RGB), "PNG"))
+    return root.parent
+
+
+def test_each_case_is_counted_in_the_summary_and_the_files_facts(tmp_path, folder, capsys):
+    out = tmp_path / "o.bzna"
+    assert main(["convert", "folder", str(folder), str(out), *CLI, "--order", "source"]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "pictures: 1 image with an EXIF orientation stored as decoded, not turned upright (as TensorFlow, "
+        "Keras and torchvision decode them; --exif-transpose turns them), "
+        + str(folder / "any" / "a_rotated.jpg")
+    ) in printed
+    assert (
+        "pictures: 1 image with transparent pixels stored without their alpha, the colour under them kept "
+        "(as TensorFlow, Keras and torchvision decode them; --alpha-background COLOR composites them), "
+        + str(folder / "any" / "b_transparent.png")
+    ) in printed
+    assert f"pictures: 1 CMYK image converted to RGB, {folder / 'any' / 'c_cmyk.jpg'}" in printed
+    assert (
+        f"pictures: 1 image with more than 8 bits per channel reduced to 8, {folder / 'any' / 'd_deep.png'}"
+        in printed
+    )
+    with BznaFile(out) as f:
+        facts = f.metadata["conversion"]
+        assert facts["pictures"] == {"exif_orientation": 1, "alpha": 1, "cmyk": 1, "high_bit_depth": 1}
+        assert facts["exif_transpose"] is False and facts["alpha_background"] is None
+        assert f.sample(0).input.size == (30, 20)  # stored as decoded: 30 wide, 20 high
+    assert main(["info", str(out)]) == 0
+    info = capsys.readouterr().out
+    assert "  pictures  1 image with an EXIF orientation stored as decoded" in info
+    assert "  pictures  1 CMYK image converted to RGB\n" in info
+    assert main(["info", "--json", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["conversion"]["pictures"]["alpha"] == 1
+
+
+def test_exif_transpose_and_alpha_background_change_the_stored_pictures(tmp_path, folder, capsys):
+    out = tmp_path / "t.bzna"
+    argv = ["convert", "folder", str(folder), str(out), *CLI, "--order", "source"]
+    assert main([*argv, "--exif-transpose", "--alpha-background", "white"]) == 0
+    printed = capsys.readouterr().out
+    assert "pictures: 1 image with an EXIF orientation turned upright (--exif-transpose), " in printed
+    assert (
+        "pictures: 1 image with transparent pixels composited over (255, 255, 255) (--alpha-background), "
+        in printed
+    )
+    with BznaFile(out) as f:
+        assert f.sample(0).input.size == (20, 30)  # turned: 20 wide, 30 high
+        facts = f.metadata["conversion"]
+        assert facts["exif_transpose"] is True and facts["alpha_background"] == [255, 255, 255]
+    # Byte for byte, the pictures of converting the upright, composited pixels themselves.
+    upright = np.rot90(decode_image(with_orientation("JPEG", 6)), -1)
+    a = ALPHA[..., None].astype(np.float64) / 255
+    over = np.rint(RGB * a + 255 * (1 - a)).astype(np.uint8)
+    upright = Image.fromarray(np.ascontiguousarray(upright))
+    items = [Item("any/a_rotated.jpg", 0, data=encoded(upright, "PNG")),
+             Item("any/b_transparent.png", 0, data=encoded(Image.fromarray(over), "PNG"))]  # fmt: skip
+    want = reference(tmp_path, items, encoding=EncodeOptions(**FAST))
+    got = pictures_by_name([out])
+    assert got["any/a_rotated.jpg"] == want["any/a_rotated.jpg"]
+    assert got["any/b_transparent.png"] == want["any/b_transparent.png"]
+    assert main(["info", str(out)]) == 0
+    assert (
+        "  pictures  1 image with an EXIF orientation turned upright (--exif-transpose)"
+        in capsys.readouterr().out
+    )
+
+
+def test_the_picture_options_are_part_of_what_a_resumed_conversion_checks(tmp_path, folder):
+    out = tmp_path / "r" / "x.bzna"
+    src = ImageFolderSource(folder)
+    plain = EncodeOptions(**FAST)
+    s = convert(src, out, encoding=plain, num_shards=2, workers=0, progress=False)
+    assert len(s.written) == 2
+    assert len(convert(src, out, encoding=plain, num_shards=2, workers=0, progress=False).finished) == 2
+    for changed in (dict(exif_transpose=True), dict(alpha_background="white")):
+        with pytest.raises(ConversionError, match="written by a conversion with other sources or options"):
+            convert(
+                src, out, encoding=EncodeOptions(**FAST, **changed), num_shards=2, workers=0, progress=False
+            )
+    # Left at their defaults, the new options leave the fingerprint as it was before they existed, so that
+    # conversions begun then still resume.
+    from bzna_tf.convert.plan import fingerprint
+
+    class Before:
+        settings = {
+            k: v for k, v in plain.settings.items() if k not in ("exif_transpose", "alpha_background")
+        }
+
+    assert fingerprint(src, plain) == fingerprint(src, Before())
+    turned = EncodeOptions(**FAST, exif_transpose=True)
+    convert(src, out, encoding=turned, num_shards=2, workers=0, progress=False, overwrite=True)
+    again = convert(src, out, encoding=turned, num_shards=2, workers=0, progress=False)
+    assert again.written == [] and len(again.finished) == 2
