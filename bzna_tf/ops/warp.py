@@ -12,9 +12,10 @@ between the outer pixel centres and the picture's edge repeats the edge, as in
 ``tf.image.resize``, torchvision and Pillow), and each channel becomes
 ``(rgb - bias) * norm``. The full contract is SPEC section 4, whose bounds are
 ``[0, W - 1] x [0, H - 1]`` (Benzina's, which frame every upscaled picture
-with ``oob_color``): bzna_tf widens them on purpose. With ``antialias=True`` a pixel whose matrix shrinks the image is
-instead the mean of its footprint under Pillow's triangle filter
-(custom_ops/lib/warp.h, "Antialiasing"); the ops' default is False.
+with ``oob_color``): bzna_tf widens them on purpose. With ``antialias=True`` a
+pixel whose matrix shrinks the image is instead the mean of its footprint under
+Pillow's triangle filter (custom_ops/lib/warp.h, "Antialiasing"); the ops'
+default is False.
 
 Normalisation: pass torchvision-style ``mean``/``std`` (per channel, in [0, 1]
 units) and the wrappers compute ``bias = 255 * mean`` and
@@ -242,9 +243,10 @@ def warp_rgb(
     pixel indices, pixel centres on integers (as in
     ``tf.raw_ops.ImageProjectiveTransformV3``). A NaN source point, or one
     outside the picture's area ``[-0.5, W - 0.5] x [-0.5, H - 0.5]``, gives
-    ``oob_color`` as is (no bias or norm). Otherwise each channel is sampled bilinearly, fetches clamped to the
-    image; uint8 images are then rounded half away from zero and clamped to
-    [0, 255] (float32 images are not); and channel c becomes
+    ``oob_color`` as is (no bias or norm). Otherwise each channel is sampled
+    bilinearly, fetches clamped to the image; uint8 images are then rounded
+    half away from zero and clamped to [0, 255] (float32 images are not); and
+    channel c becomes
     ``(value[c] - bias[c]) * norm[c]``.
 
     Normalise with ``mean``/``std``, torchvision style, in [0, 1] units: they
