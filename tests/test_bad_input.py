@@ -286,6 +286,11 @@ def _walk(data, start, end, parent="", sample=None):
             yield from _walk(data, b.payload_offset, b.offset + b.size, path, sample)
 
 
+def box_offsets(data):
+    """(offset, size) of every box of the outer index (tests/test_source_op_bad_input.py changes them too)."""
+    return [(b.offset, b.size) for b in _walk(data, 0, len(data))]
+
+
 @pytest.fixture(scope="module")
 def small_boxes(layout):
     """The boxes of the outer index, and those of the per-image mp4s."""
@@ -468,7 +473,7 @@ def test_a_name_that_is_not_utf8_is_refused_naming_its_sample(layout):
 def _patch(data, find_type, rel, value, fmt=">I", nth=0):
     """Write ``value`` at ``rel`` bytes into the payload of the nth box of a type."""
     b = bytearray(data)
-    hits = [b.offset for b in _walk(data, 0, len(data)) if data[b.offset + 4 : b.offset + 8] == find_type]
+    hits = [o for o, _ in box_offsets(data) if data[o + 4 : o + 8] == find_type]
     o = hits[nth] + 8 + rel
     b[o : o + struct.calcsize(fmt)] = struct.pack(fmt, value)
     return bytes(b), o
