@@ -18,9 +18,9 @@
 namespace bzna_tf {
 namespace fuzz {
 
-// A file held in memory, read exactly as kernels/bzna_dataset_kernels.cc's
-// TfFile reads one: bounds checked against the file size first, then copied
-// into `out` (resized to n).
+// A file held in memory, read as kernels/bzna_dataset_kernels.cc's TfFile
+// reads one: the range checked by the same CheckReadRange (lib/bzna_format.cc)
+// first, then copied into `out` (resized to n).
 class MemorySource : public ByteSource {
  public:
   MemorySource(const uint8_t* data, size_t size, std::string name = "fuzz.bzna")
@@ -29,11 +29,8 @@ class MemorySource : public ByteSource {
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return size_; }
   absl::Status Read(uint64_t offset, size_t n, std::string* out) const override {
-    if (offset > size_ || n > size_ - offset) {
-      return FormatError(name_, -1, "", static_cast<int64_t>(offset),
-                         absl::StrCat("needs bytes [", offset, ", ", offset + n, ") but the file has ", size_,
-                                      " bytes"));
-    }
+    absl::Status in_file = CheckReadRange(name_, size_, offset, n);
+    if (!in_file.ok()) return in_file;
     out->resize(n);
     if (n) std::memcpy(out->data(), data_ + offset, n);
     return absl::OkStatus();

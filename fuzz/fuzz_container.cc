@@ -7,13 +7,20 @@
 // Rule: every call succeeds or returns a DataLossError naming the file; no
 // memory error, no undefined behaviour, no allocation beyond a few times the
 // input (libFuzzer's -malloc_limit_mb catches the rest), no hang.
+//
+// The reader checks every offset before it reads, so it never asks the
+// ByteSource for bytes past the end; the ranges around the end of the file
+// that CheckReads asks for test the ByteSource's own check (CheckReadRange,
+// which the kernels' TfFile calls too).
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "fuzz/box_mutator.h"
 #include "fuzz/fuzz_common.h"
 #include "lib/bzna_format.h"
@@ -69,10 +76,35 @@ void ReadSample(const bzna_tf::ByteSource& src, const bzna_tf::BznaIndex& index,
   if (i >= static_cast<int64_t>(index.targets.size()) && target != -1) Fail("an unlabelled sample has a target");
 }
 
+// Reads of ranges around the end of the file: those inside it give its
+// bytes, the others a DataLossError naming the file (a range let through would
+// read past the fuzzer's buffer: AddressSanitizer reports it).
+void CheckReads(const bzna_tf::ByteSource& src, const uint8_t* data, size_t size) {
+  const uint32_t h = bzna_tf::Crc32c(data, size);  // a range that varies with the input
+  const uint64_t near_end = size > 32 ? size - 32 : 0;
+  const uint64_t ranges[][2] = {{0, size}, {size, 0}, {size, 1}, {0, size + 1}, {size > 0 ? size - 1 : 0, 2},
+                                {size + 1, 0}, {near_end + (h & 63), (h >> 8) & 63}};
+  for (const auto& r : ranges) {
+    const uint64_t offset = r[0], n = r[1];
+    std::string got;
+    const absl::Status s = src.Read(offset, n, &got);
+    CheckReaderError(s, src.name(), "ByteSource::Read");
+    const bool inside = offset <= size && n <= size - offset;
+    if (s.ok() != inside) {
+      Fail(absl::StrCat("ByteSource::Read(", offset, ", ", n, ") of a ", size, "-byte file ",
+                        s.ok() ? "succeeded" : "failed"));
+    }
+    if (s.ok() && (got.size() != n || (n && std::memcmp(got.data(), data + offset, n) != 0))) {
+      Fail("ByteSource::Read gave other bytes than the file's");
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bzna_tf::fuzz::MemorySource src(data, size);
+  CheckReads(src, data, size);
   bzna_tf::BznaIndex index;
   const absl::Status s = bzna_tf::ReadBznaIndex(src, &index);
   CheckReaderError(s, src.name(), "ReadBznaIndex");

@@ -3,9 +3,10 @@
 The test process (TensorFlow backend) calls :func:`pipeline_outputs` for the
 reference; a child process started with another backend runs this file:
 
-    KERAS_BACKEND=jax python tests/_backends.py OUT [FIXTURE.bzna]
+    KERAS_BACKEND=jax python tests/_backends.py OUT PICTURES.bzna
 
-which writes OUT.npz (the same pipelines' outputs) and OUT.json (the error
+which writes OUT.npz (the same pipelines' outputs, DecodeWarp's on the first
+three pictures of PICTURES.bzna among them) and OUT.json (the error
 each way of putting a layer in a model raised, and a JAX/torch model's
 training losses on a tf.data pipeline of the layers).
 """
@@ -27,21 +28,27 @@ def images():
     return np.clip(base[None] + rng.integers(0, 30, (4, 60, 80, 3)), 0, 255).astype(np.uint8)
 
 
-def pictures(path):
-    """(data, matrices): three pictures of the original-tools fixture and a warp matrix for each."""
+def pictures(path, indices=(1, 9, 11)):
+    """(data, matrices): three pictures of a .bzna and a warp matrix for each.
+
+    The default indices pick three of the original-tools fixture.
+    """
     import tensorflow as tf
 
     from bzna_tf.ops import BznaDataset
 
-    data = tf.stack([e["data"] for e in BznaDataset(str(path), [1, 9, 11])])
+    data = tf.stack([e["data"] for e in BznaDataset(str(path), list(indices))])
     matrices = np.tile(np.eye(3, dtype=np.float32), (3, 1, 1))
     matrices[:, :2, :2] *= [[[2.0]], [[3.0]], [[1.5]]]
     matrices[:, :2, 2] = [[10, 5], [0, 40], [30, 0]]
     return data, tf.constant(matrices)
 
 
-def pipeline_outputs(fixture=None):
-    """Every layer in tf.data.Dataset.map, under whichever backend Keras loaded: {name: array}."""
+def pipeline_outputs(bzna):
+    """Every layer in tf.data.Dataset.map, under whichever backend Keras loaded: {name: array}.
+
+    DecodeWarp decodes the first three pictures of the .bzna file ``bzna``.
+    """
     import tensorflow as tf
 
     from bzna_tf.layers import (
@@ -78,12 +85,11 @@ def pipeline_outputs(fixture=None):
     out["center_sizes"] = np.stack(list(sizes.as_numpy_iterator()))
     # Eager TensorFlow values work too.
     out["eager"] = normalize(center(tf.constant(x))).numpy()
-    if fixture:
-        data, matrices = pictures(fixture)
-        decode = DecodeWarp(24, 32, mean=MEAN, std=STD)
-        payloads = tf.data.Dataset.from_tensor_slices({"data": data, "matrices": matrices}).batch(3)
-        out["decode_warp_keywords"] = next(iter(payloads.map(lambda p: decode(**p)))).numpy()
-        out["decode_warp_dict"] = next(iter(payloads.map(decode))).numpy()
+    data, matrices = pictures(bzna, (0, 1, 2))
+    decode = DecodeWarp(24, 32, mean=MEAN, std=STD)
+    payloads = tf.data.Dataset.from_tensor_slices({"data": data, "matrices": matrices}).batch(3)
+    out["decode_warp_keywords"] = next(iter(payloads.map(lambda p: decode(**p)))).numpy()
+    out["decode_warp_dict"] = next(iter(payloads.map(decode))).numpy()
     return out
 
 
@@ -157,11 +163,11 @@ def fit_losses():
     return model.fit(ds, epochs=2, verbose=0).history["loss"]
 
 
-def main(out, fixture=None):
+def main(out, bzna):
     import keras
 
     report = {"backend": keras.backend.backend(), "errors": model_errors()}
-    np.savez(out + ".npz", **pipeline_outputs(fixture))
+    np.savez(out + ".npz", **pipeline_outputs(bzna))
     if report["backend"] in ("jax", "torch"):
         report["losses"] = [float(v) for v in fit_losses()]
     with open(out + ".json", "w") as f:

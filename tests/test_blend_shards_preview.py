@@ -137,12 +137,20 @@ def test_blend_is_reproducible_and_new_each_iteration(flat_shards):
     assert run(bzna_tf.blend(sources(flat_shards), seed=12)) != first
 
 
-def test_blend_of_finite_sources_stops_with_the_first_to_end(flat_shards):
-    a, b = (ClassificationDataset(p).as_dataset(batch_size=1, shape=4) for p in flat_shards[:2])
-    got = [int(y.numpy()[0]) for _, y in bzna_tf.blend([a, b], [1, 1], seed=0)]
-    assert got.count(0) == 7 or got.count(1) == 5
-    rest = [int(y.numpy()[0]) for _, y in bzna_tf.blend([a, b], [1, 1], seed=0, stop_on_empty=False)]
-    assert rest.count(0) == 7 and rest.count(1) == 5
+def test_blend_stops_when_a_finite_source_ends_and_carries_on_without_stop_on_empty(flat_shards):
+    # Source 0 ends after its 7 batches; source 1 never ends. Two finite sources would not do: a
+    # draw that empties one and then takes the other's rest before returning to it yields every
+    # sample, as a blend that never stops would.
+    finite = ClassificationDataset(flat_shards[0]).as_dataset(batch_size=1, shape=4)
+    endless = ClassificationDataset(flat_shards[1]).as_dataset(batch_size=1, shape=4, repeat=True)
+    cap = 500  # the stopping blend ends near 14 elements; one that never stops reaches the cap
+    for seed in (0, 1, 2):
+        blend = bzna_tf.blend([finite, endless], [1, 1], seed=seed)
+        got = [int(y.numpy()[0]) for _, y in blend.take(cap)]
+        assert got.count(0) == SHARD_SIZES[0] and len(got) < cap, (seed, got)
+        rest = bzna_tf.blend([finite, endless], [1, 1], seed=seed, stop_on_empty=False)
+        more = [int(y.numpy()[0]) for _, y in rest.take(cap)]
+        assert len(more) == cap and more.count(0) == SHARD_SIZES[0]
 
 
 def test_blend_argument_errors(flat_shards):

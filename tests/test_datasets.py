@@ -377,14 +377,21 @@ def test_model_fit_under_mirrored_strategy(flat_file):
 
 
 def test_main_example_trains_on_its_own_data(tmp_path):
+    """The example learns its five texture classes: well above the 0.2 of chance on 50 validation pictures.
+
+    These settings (300 steps of 8 at 32 x 32, enough for BatchNormalization's moving statistics)
+    reached 0.86 to 0.94 with seeds 0 to 3; a model that learns nothing (learning rate 0, or shuffled
+    training labels) stays near 0.2: at 0.2 a chance of 30 right out of 50 is about 1e-9.
+    """
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     cmd = [sys.executable, str(ROOT / "examples" / "train_keras.py"), "--workdir", str(tmp_path)]
-    cmd += ["--train-images", "40", "--val-images", "10", "--epochs", "1", "--workers", "1", "--size", "32"]
+    cmd += ["--train-images", "200", "--val-images", "50", "--epochs", "12", "--batch-size", "8"]
+    cmd += ["--workers", "1", "--size", "32", "--seed", "0"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     last = r.stdout.strip().splitlines()[-1]
-    assert last.startswith("val_accuracy: ") and 0 <= float(last.split()[1]) <= 1
-    assert "train: 40 samples, val: 10 samples, 5 classes" in r.stdout
+    assert last.startswith("val_accuracy: ") and float(last.split()[1]) >= 0.6, r.stdout[-3000:]
+    assert "train: 200 samples, val: 50 samples, 5 classes" in r.stdout
     assert {p.name for p in tmp_path.glob("*.bzna")} == {"train.bzna", "val.bzna"}
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _backends import MEAN, STD, images, pictures, pipeline_outputs
-from conftest import ORIGINAL
+from conftest import gradient
 from keras.src.testing import TestCase
 
 from bzna_tf.layers import (
@@ -157,14 +157,29 @@ def test_decode_warp_argument_errors():
 
 
 @pytest.fixture(scope="module")
-def reference():
+def three_pictures(tmp_path_factory):
+    """A .bzna of three pictures, written here: DecodeWarp is compared with no fixture from shared/."""
+    from bzna_tf import BznaWriter
+    from bzna_tf.convert import encode_image
+
+    path = tmp_path_factory.mktemp("backends") / "three.bzna"
+    with BznaWriter(path) as w:
+        for i, (h, width) in enumerate([(96, 128), (300, 700), (620, 200)]):
+            inp, thumb = encode_image(gradient(h, width, i), preset="ultrafast")
+            w.append(inp, thumb=thumb, target=i, filename=f"{i}.png")
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(three_pictures):
     """The pipelines' outputs under the TensorFlow backend, in this process."""
     assert keras.backend.backend() == "tensorflow", "the reference needs this process on Keras' TF backend"
-    fixture = ORIGINAL if ORIGINAL.exists() else None
-    return fixture, pipeline_outputs(fixture)
+    want = pipeline_outputs(three_pictures)
+    assert {"decode_warp_keywords", "decode_warp_dict"} <= set(want)
+    return three_pictures, want
 
 
-def _child(backend, tmp_path, fixture):
+def _child(backend, tmp_path, bzna):
     needs = "jax" if backend == "numpy" else backend  # Keras' NumPy backend imports jax
     if importlib.util.find_spec(needs) is None:
         pytest.skip(
@@ -173,7 +188,7 @@ def _child(backend, tmp_path, fixture):
         )
     out = str(tmp_path / backend)
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu"}
-    cmd = [sys.executable, str(HERE / "_backends.py"), out, *([str(fixture)] if fixture else [])]
+    cmd = [sys.executable, str(HERE / "_backends.py"), out, str(bzna)]
     r = subprocess.run(cmd, env=env, cwd=HERE.parent, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-4000:]
     with open(out + ".json") as f:
@@ -185,8 +200,8 @@ def _child(backend, tmp_path, fixture):
 
 @pytest.mark.parametrize("backend", ["jax", "torch", "numpy"])
 def test_layers_under_another_backend(backend, reference, tmp_path):
-    fixture, want = reference
-    report, got = _child(backend, tmp_path, fixture)
+    bzna, want = reference
+    report, got = _child(backend, tmp_path, bzna)
     assert report["backend"] == backend
     # In tf.data the layers compute with TensorFlow: the TF backend's values, random crops included
     # (the same seed draws the same keys), new ones each epoch.

@@ -55,11 +55,7 @@ class TfFile : public ByteSource {
   uint64_t size() const override { return size_; }
 
   absl::Status Read(uint64_t offset, size_t n, std::string* out) const override {
-    if (offset > size_ || n > size_ - offset) {
-      return FormatError(name_, -1, "", static_cast<int64_t>(offset),
-                         absl::StrCat("needs bytes [", offset, ", ", offset + n, ") but the file has ", size_,
-                                      " bytes"));
-    }
+    TF_RETURN_IF_ERROR(CheckReadRange(name_, size_, offset, n));
     out->resize(n);
     absl::string_view got;
     absl::Status s = file_->Read(offset, n, &got, out->data());

@@ -694,6 +694,12 @@ absl::Status FormatError(const std::string& file, int64_t sample, const std::str
   return absl::DataLossError(absl::StrCat(where, ": ", Printable(what)));
 }
 
+absl::Status CheckReadRange(const std::string& file, uint64_t size, uint64_t offset, size_t n) {
+  if (offset <= size && n <= size - offset) return absl::OkStatus();
+  return FormatError(file, -1, "", static_cast<int64_t>(offset),
+                     absl::StrCat("needs bytes [", offset, ", ", offset + n, ") but the file has ", size, " bytes"));
+}
+
 absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index) {
   const uint64_t size = src.size();
   index->name = src.name();

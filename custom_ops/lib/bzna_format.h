@@ -33,8 +33,16 @@ class ByteSource {
   virtual const std::string& name() const = 0;
   virtual uint64_t size() const = 0;
   // Exactly `n` bytes at `offset` into `*out` (resized to n), or an error.
+  // Implementations check the range with CheckReadRange before reading.
   virtual absl::Status Read(uint64_t offset, size_t n, std::string* out) const = 0;
 };
+
+// OK when the `n` bytes at `offset` lie inside a file of `size` bytes, else
+// the DataLossError of a read past its end: "<file>, byte offset <offset>:
+// needs bytes [<offset>, <offset + n>) but the file has <size> bytes". What
+// every ByteSource checks first: the kernels' TfFile and the fuzzers'
+// MemorySource.
+absl::Status CheckReadRange(const std::string& file, uint64_t size, uint64_t offset, size_t n);
 
 // One track's samples: offsets (absolute in the .bzna) and sizes.
 struct SampleTable {
