@@ -22,8 +22,15 @@ import os
 
 import numpy as np
 
-from bzna_tf.convert.sources.base import Source, SourceError, few, file_facts
-from bzna_tf.convert.sources.parquet import AUTO, RowGroups, TableColumns, hf_features, pyarrow_or_error
+from bzna_tf.convert.sources.base import SourceError, few, file_facts
+from bzna_tf.convert.sources.parquet import (
+    AUTO,
+    LabelColumnSource,
+    RowGroups,
+    TableColumns,
+    hf_features,
+    pyarrow_or_error,
+)
 
 __all__ = ["HFSource"]
 
@@ -143,7 +150,7 @@ def _saved(folder, split):
     return files, features
 
 
-class HFSource(Source):
+class HFSource(LabelColumnSource):
     """A Hugging Face ``datasets`` dataset on this machine: a ``save_to_disk`` folder or a cached NAME.
 
     Rows are converted in the dataset's order (its data files, then their
@@ -246,18 +253,6 @@ class HFSource(Source):
             for batch in self._batches(k)
         ]
         return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
-
-    def labelled(self):
-        if self.label_column is None:
-            return np.zeros(len(self), bool)
-        if not self.allow_unlabelled:  # a null label is a bad record, not an unlabelled image
-            return np.ones(len(self), bool)
-        return self._valid_labels()
-
-    def missing_labels(self):
-        if self.label_column is None or self.allow_unlabelled:
-            return np.zeros(0, np.int64)
-        return np.flatnonzero(~self._valid_labels())
 
     def _describe(self):
         return {

@@ -266,7 +266,34 @@ class RowGroups:
         return Item(name, None, data=b"", origin=origin, error=f"null image (column {self.columns.image!r})")
 
 
-class ParquetSource(Source):
+class LabelColumnSource(Source):
+    """What ParquetSource and HFSource share about their label column: a null label is a missing one.
+
+    Subclasses set ``label_column`` (None: unlabelled) and ``allow_unlabelled``,
+    and give ``_valid_labels()``: a bool array, True where a row's label is not
+    null, read from the label column alone.
+    """
+
+    label_column: str | None
+    allow_unlabelled: bool
+
+    def _valid_labels(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def labelled(self):
+        if self.label_column is None:
+            return np.zeros(len(self), bool)
+        if not self.allow_unlabelled:  # a null label is a bad record, not an unlabelled image
+            return np.ones(len(self), bool)
+        return self._valid_labels()
+
+    def missing_labels(self):
+        if self.label_column is None or self.allow_unlabelled:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(~self._valid_labels())
+
+
+class ParquetSource(LabelColumnSource):
     """Images from Parquet files: an image column (bytes, or ``datasets``' Image struct) and a label column.
 
     Rows are converted in file order (files sorted by name within each
@@ -378,18 +405,6 @@ class ParquetSource(Source):
                 labels = f.read(columns=[self.label_column], use_threads=False).column(0)
             out.append(np.asarray(labels.is_valid()))
         return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
-
-    def labelled(self):
-        if self.label_column is None:
-            return np.zeros(len(self), bool)
-        if not self.allow_unlabelled:  # a null label is a bad record, not an unlabelled image
-            return np.ones(len(self), bool)
-        return self._valid_labels()
-
-    def missing_labels(self):
-        if self.label_column is None or self.allow_unlabelled:
-            return np.zeros(0, np.int64)
-        return np.flatnonzero(~self._valid_labels())
 
     def _describe(self):
         return {
