@@ -25,7 +25,9 @@ FLAGS = ["--workers", "2", "--preset", "medium", "--crf", "20", "--chroma", "ave
 
 
 def test_ctrl_c_keeps_the_finished_shards_says_so_in_one_line_and_the_same_command_resumes(tmp_path):
-    src = make_folder(tmp_path / "src", {"a": 12, "b": 12}, size=(144, 192))
+    # 8 images per shard: once the first shard is written, several seconds of encoding remain even on a
+    # loaded machine (with 4 per shard the whole conversion once ended before the interrupt landed).
+    src = make_folder(tmp_path / "src", {"a": 24, "b": 24}, size=(144, 192))
     out = tmp_path / "out" / "x.bzna"
     out.parent.mkdir()
     command = [
