@@ -113,11 +113,17 @@ def test_missing_toolchain_is_named(monkeypatch, tmp_path):
 # ------------------------------------------------------------------------------------ DecodeWarp, anywhere
 
 
-def decode_model(height, width, **kwargs):
-    inputs = {
+def payload_inputs():
+    """A model's inputs for as_dataset(device="gpu")'s payloads."""
+    return {
         "data": keras.Input((), dtype="string", name="data"),
         "matrices": keras.Input((3, 3), name="matrices"),
+        "picture_sizes": keras.Input((2,), dtype="int32", name="picture_sizes"),
     }
+
+
+def decode_model(height, width, **kwargs):
+    inputs = payload_inputs()
     return keras.Model(inputs, bzna_tf.layers.DecodeWarp(height, width, **kwargs)(inputs))
 
 
@@ -131,6 +137,7 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
     payloads = d.as_dataset(batch_size=5, warp=warp, seed=3, device="gpu")
     spec = payloads.element_spec[0]
     assert spec["data"].dtype == tf.string and spec["matrices"].shape.as_list() == [None, 3, 3]
+    assert spec["picture_sizes"].dtype == tf.int32 and spec["picture_sizes"].shape.as_list() == [None, 2]
     model = decode_model(24, 40, fill_value=9.0, **norm)
     batches = 0
     for (x, y), (p, q) in zip(images, payloads, strict=True):
@@ -145,10 +152,7 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
 def test_decode_warp_layer_trains_and_saves(original_path, tmp_path):
     d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
     ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(16, 16), seed=1, device="gpu")
-    inputs = {
-        "data": keras.Input((), dtype="string", name="data"),
-        "matrices": keras.Input((3, 3), name="matrices"),
-    }
+    inputs = payload_inputs()
     x = bzna_tf.layers.DecodeWarp(16, 16, mean=0.5, std=0.25)(inputs)
     x = keras.layers.GlobalAveragePooling2D()(x)
     model = keras.Model(inputs, keras.layers.Dense(3)(x))
