@@ -283,3 +283,31 @@ def test_unread_samples_fail_to_decode_before_their_sizes_are_checked(textured):
     errors = errors.numpy()
     assert errors[0].endswith(b"expected an H.265 picture. Received 0 bytes"), errors[0]
     assert errors[1] == b"" and np.all(images[0].numpy() == -1)
+
+
+def test_the_op_s_shape_function_checks_picture_sizes():
+    op = bzna_tf.ops.load_library().bzna_decode_warp
+
+    def trace(data_shape, sizes_shape):
+        spec = [tf.TensorSpec(data_shape, tf.string), tf.TensorSpec(sizes_shape, tf.int32)]
+
+        @tf.function(input_signature=spec, autograph=False)
+        def f(data, sizes):
+            return op(data, tf.zeros([1, 3, 3]), [4, 5], [0.0] * 3, [1.0] * 3, [0.0] * 3, [""][:0], sizes)
+
+        out, errors = f.get_concrete_function().structured_outputs
+        return out.shape.as_list(), errors.shape.as_list()
+
+    assert trace([3], [3, 2]) == ([3, 4, 5, 3], [3])
+    assert trace([None], [3, 2]) == ([3, 4, 5, 3], [3])  # the batch from picture_sizes
+    assert trace([3], [0]) == ([3, 4, 5, 3], [3])
+    assert trace([3], None) == ([3, 4, 5, 3], [3])
+    for sizes, message in (
+        ([4, 2], "Dimensions must be equal, but are 3 and 4"),
+        ([3, 3], "Dimension must be 2 but is 3"),
+        ([2], "Dimension must be 0 but is 2"),
+        ([3, 2, 1], "at most rank 2"),
+        ([], "at least rank 1"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            trace([3], sizes)
