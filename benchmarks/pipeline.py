@@ -115,6 +115,7 @@ def resize_matrix(width, height, out_h, out_w):
 
 
 def bzna_pipeline(path, batch, size, threads):
+    import tensorflow as tf
 
     from bzna_tf.ops import BznaDataset, decode_warp
 
@@ -122,7 +123,8 @@ def bzna_pipeline(path, batch, size, threads):
 
     def load(e):
         m = resize_matrix(e["width"], e["height"], size, size)
-        return decode_warp(e["data"], m, (size, size), mean=mean, std=std), e["target"]
+        hw = tf.stack([e["height"], e["width"]])  # the picture, not its padded frame
+        return decode_warp(e["data"], m, (size, size), mean=mean, std=std, picture_sizes=hw), e["target"]
 
     ds = BznaDataset(str(path)).map(load, num_parallel_calls=threads, deterministic=False)
     return _options(ds.batch(batch).prefetch(2), threads)

@@ -10,7 +10,9 @@ Variants (``FAKE_GPU_CORE`` in the environment): ``ok``; ``no-nvdec`` (probe
 lacks NVDEC, decoding raises); ``broken-rgb`` (uint8 warp_rgb outputs two
 grey levels off); ``benzina-bounds`` (every warp tests Benzina's bounds,
 [0, W - 1] x [0, H - 1], instead of the picture's area: a frame of the fill
-colour around upscaled pictures).
+colour around upscaled pictures); ``ignore-picture-sizes`` (decode_warp warps
+the whole decoded frame whatever ``picture_sizes`` says: the frame's padding
+shows beyond the picture's right and bottom edges).
 """
 
 from __future__ import annotations
@@ -52,6 +54,19 @@ def _decode(data: bytes):
         a = np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)
         planes.append(np.ascontiguousarray(a[:, : p.width]))
     return planes
+
+
+def _crop(planes, hw, i):
+    """A decoded frame's planes cut to its picture, (height, width) at the top-left, as the core's are."""
+    y, cb, cr = planes
+    h, w = (int(v) for v in hw)
+    if not (1 <= h <= y.shape[0] and 1 <= w <= y.shape[1]):
+        raise ValueError(
+            f"sample {i} of the batch: expected a picture size (height, width) of at least [1, 1] and at "
+            f"most the decoded frame's {list(y.shape)}. Received {[h, w]}"
+        )
+    ch, cw = (h + 1) // 2, (w + 1) // 2
+    return y[:h, :w], cb[:ch, :cw], cr[:ch, :cw]
 
 
 def warp_yuv(y, cb, cr, m, out_shape, bias, norm, oob, channels_first, antialias=False):
@@ -162,10 +177,13 @@ class FakeCore:
         oob=(0, 0, 0),
         channels_first=False,
         antialias=False,
+        picture_sizes=None,
         device=0,
     ):
         m = np.broadcast_to(np.asarray(matrices, F).reshape(-1, 3, 3), (len(pictures), 3, 3))
         frames = self._decode_all(pictures)
+        if picture_sizes is not None and MODE != "ignore-picture-sizes":
+            frames = [_crop(f, hw, i) for i, (f, hw) in enumerate(zip(frames, picture_sizes, strict=True))]
         return np.stack(
             [
                 warp_yuv(*f, m[i], out_shape, bias, norm, oob, channels_first, antialias)
@@ -186,6 +204,7 @@ class FakeCore:
         oob=(0, 0, 0),
         channels_first=False,
         antialias=False,
+        picture_sizes=None,
         device=0,
         stream=None,
     ):
@@ -199,6 +218,7 @@ class FakeCore:
             oob=oob,
             channels_first=channels_first,
             antialias=antialias,
+            picture_sizes=picture_sizes,
         )
         _view(out_ptr, out.shape, F)[...] = out
 

@@ -113,11 +113,17 @@ def test_missing_toolchain_is_named(monkeypatch, tmp_path):
 # ------------------------------------------------------------------------------------ DecodeWarp, anywhere
 
 
-def decode_model(height, width, **kwargs):
-    inputs = {
+def payload_inputs():
+    """A model's inputs for as_dataset(device="gpu")'s payloads."""
+    return {
         "data": keras.Input((), dtype="string", name="data"),
         "matrices": keras.Input((3, 3), name="matrices"),
+        "picture_sizes": keras.Input((2,), dtype="int32", name="picture_sizes"),
     }
+
+
+def decode_model(height, width, **kwargs):
+    inputs = payload_inputs()
     return keras.Model(inputs, bzna_tf.layers.DecodeWarp(height, width, **kwargs)(inputs))
 
 
@@ -131,6 +137,7 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
     payloads = d.as_dataset(batch_size=5, warp=warp, seed=3, device="gpu")
     spec = payloads.element_spec[0]
     assert spec["data"].dtype == tf.string and spec["matrices"].shape.as_list() == [None, 3, 3]
+    assert spec["picture_sizes"].dtype == tf.int32 and spec["picture_sizes"].shape.as_list() == [None, 2]
     model = decode_model(24, 40, fill_value=9.0, **norm)
     batches = 0
     for (x, y), (p, q) in zip(images, payloads, strict=True):
@@ -145,10 +152,7 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
 def test_decode_warp_layer_trains_and_saves(original_path, tmp_path):
     d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
     ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(16, 16), seed=1, device="gpu")
-    inputs = {
-        "data": keras.Input((), dtype="string", name="data"),
-        "matrices": keras.Input((3, 3), name="matrices"),
-    }
+    inputs = payload_inputs()
     x = bzna_tf.layers.DecodeWarp(16, 16, mean=0.5, std=0.25)(inputs)
     x = keras.layers.GlobalAveragePooling2D()(x)
     model = keras.Model(inputs, keras.layers.Dense(3)(x))
@@ -191,16 +195,21 @@ def _payloads(original_path, size=(96, 128), track="thumb"):
         data = [getattr(f.sample(i), track).annexb() for i in range(len(f))]
         sizes = [getattr(f.sample(i), track).size for i in range(len(f))]
     warp = bzna_tf.transforms.RandomResizedCrop(degrees=10, flip_h=0.5)
-    hw = np.array([[h, w] for w, h in sizes])
-    return data, warp.matrices(hw, size, seed=5, indices=np.arange(len(data)))
+    hw = np.array([[h, w] for w, h in sizes], np.int32)
+    return data, warp.matrices(hw, size, seed=5, indices=np.arange(len(data))), hw
 
 
+@pytest.mark.parametrize("sized", [False, True])
 @pytest.mark.parametrize("antialias", [False, True])
 @pytest.mark.parametrize("track", ["thumb", "input"])
-def test_gpu_decode_warp_matches_the_cpu_op(original_path, track, antialias):
+def test_gpu_decode_warp_matches_the_cpu_op(original_path, track, antialias, sized):
     _need_gpu()
-    data, m = _payloads(original_path, track=track)
-    kwargs = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), antialias=antialias)
+    data, m, hw = _payloads(original_path, track=track)
+    # A zoom-out on every other sample: beyond the picture (inside its padded frame when sized).
+    m[::2] = m[::2] @ np.array([[1.7, 0, -30], [0, 1.7, -20], [0, 0, 1]], np.float32)
+    kwargs = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), antialias=antialias, oob_color=7)
+    if sized:
+        kwargs["picture_sizes"] = hw
     with tf.device("/CPU:0"):
         cpu = bzna_tf.ops.decode_warp(data, m, (96, 128), **kwargs).numpy()
     with tf.device("/GPU:0"):
@@ -208,6 +217,29 @@ def test_gpu_decode_warp_matches_the_cpu_op(original_path, track, antialias):
     assert "GPU" in gpu_out.device
     # One grey level, in normalised units: 1 / (255 * std).
     np.testing.assert_allclose(gpu_out.numpy(), cpu, atol=1.0 / (255 * 0.224) + 1e-5)
+
+
+def test_gpu_decode_warp_picture_sizes_errors_name_and_skip_the_sample(original_path):
+    _need_gpu()
+    data, m, hw = _payloads(original_path)
+    hw[2] = [hw[2][0], 513]  # wider than its 512 x 512 frame
+    hw[5] = [0, hw[5][1]]
+    names = [f"f.bzna, sample {i}" for i in range(len(data))]
+    kwargs = dict(names=names, picture_sizes=hw, oob_color=(-1, -2, -3))
+    with (
+        tf.device("/GPU:0"),
+        pytest.raises(tf.errors.InvalidArgumentError, match=r"f\.bzna, sample 2: .*Received \[\d+, 513\]"),
+    ):
+        bzna_tf.ops.decode_warp(data, m, (32, 48), **kwargs)
+    with tf.device("/CPU:0"):
+        cpu, cpu_errors = bzna_tf.ops.decode_warp(data, m, (32, 48), on_error="skip", **kwargs)
+    with tf.device("/GPU:0"):
+        gpu_out, gpu_errors = bzna_tf.ops.decode_warp(data, m, (32, 48), on_error="skip", **kwargs)
+    bad = [i for i, e in enumerate(gpu_errors.numpy()) if e]
+    assert bad == [2, 5] == [i for i, e in enumerate(cpu_errors.numpy()) if e]
+    assert b"picture size" in gpu_errors.numpy()[2] and b"picture size" in gpu_errors.numpy()[5]
+    np.testing.assert_allclose(gpu_out.numpy(), cpu.numpy(), atol=1.0 + 1e-5)
+    np.testing.assert_array_equal(gpu_out.numpy()[5], np.broadcast_to(np.float32([-1, -2, -3]), (32, 48, 3)))
 
 
 @pytest.mark.parametrize("antialias", [False, True])

@@ -29,6 +29,7 @@ from _warp_reference import ref_points
 
 from bzna_tf.ops import _build
 from bzna_tf.ops.gpu_core import (
+    ABI_VERSION,
     HAS_CUDA,
     INVALID_ARGUMENT,
     UNAVAILABLE,
@@ -170,6 +171,7 @@ def test_reference_outputs_are_the_cpu_ops(kit, manifest, original_path):
         assert md5 == manifest["samples"][i]["decoded"]["thumb"]["yuv420p_md5"], i
     names = set(meta["cases"])
     required = {"rotation", "flip_h", "flip_v", "random_resized_crop", "upscale", "perspective", "oob_fill"}
+    required |= {"picture_sizes"}
     assert required | {"nchw", "non_square"} <= names and len(names) >= 8
     assert np.any(refs["perspective.matrices"][:, 2, :2] != 0)
     assert any(v != 0 for v in meta["cases"]["oob_fill"]["oob"])
@@ -194,14 +196,46 @@ def test_reference_outputs_are_the_cpu_ops(kit, manifest, original_path):
                 out = refs[f"constant.{name}.{kind}_out{suffix}"]
                 assert np.all(out == out[:, :1, :1]), (name, kind, suffix)
             np.testing.assert_array_equal(refs[f"constant.{name}.rgb_out{suffix}"][0, 0, 0], c["colour"])
+    # Picture sizes: the thumbnails are pictures smaller than their 512 x 512 frames. The zoom-out
+    # reaches beyond every picture's right and bottom edges into its frame's padding: the fill colour
+    # there, where decode_warp without the sizes shows the padding.
+    c = meta["cases"]["picture_sizes"]
+    hw, sized = refs["picture_sizes.picture_sizes"], refs["picture_sizes.decode_warp"]
+    assert c["picture_sizes"] and not c["channels_first"] and hw.dtype == np.int32
+    np.testing.assert_array_equal(hw, refs["thumb_shapes"])
+    assert (hw < y.shape[1:]).any(axis=1).sum() >= 10  # most thumbnails are padded
+    with BznaFile(original_path) as f:
+        pictures = tf.constant([f.sample(i).thumb.annexb() for i in range(len(f))])
+    kw = dict(bias=c["bias"], norm=c["norm"], oob_color=c["oob"])
+    m = refs["picture_sizes.matrices"]
+    np.testing.assert_array_equal(
+        decode_warp(pictures, m, c["out_shape"], picture_sizes=hw, **kw).numpy(), sized
+    )
+    framed = decode_warp(pictures, m, c["out_shape"], **kw).numpy()
+    padding = {"right": 0, "bottom": 0}
+    fh, fw = y.shape[1:]
+    for i, (h, w) in enumerate(hw):
+        x, yy = ref_points(m[i], *c["out_shape"])
+        inside = (x >= -0.5) & (x <= w - 0.5) & (yy >= -0.5) & (yy <= h - 0.5)
+        in_frame = (x >= -0.5) & (x <= fw - 0.5) & (yy >= -0.5) & (yy <= fh - 0.5)
+        np.testing.assert_array_equal(
+            sized[i][~inside], np.broadcast_to(np.float32(c["oob"]), sized[i][~inside].shape)
+        )
+        assert not np.any(np.all(sized[i][inside] == np.float32(c["oob"]), axis=-1)), i
+        np.testing.assert_array_equal(
+            sized[i][inside & (x < w - 1) & (yy < h - 1)], framed[i][inside & (x < w - 1) & (yy < h - 1)]
+        )
+        padding["right"] += int((in_frame & (x > w - 0.5)).sum())
+        padding["bottom"] += int((in_frame & (yy > h - 0.5)).sum())
+        assert not np.array_equal(sized[i], framed[i]) or (h, w) == (fh, fw), i
+    assert all(v > 100 for v in padding.values()), padding
     # All out of bounds: every pixel is the oob colour as given (what bzna_gpu_fill_oob writes).
     everywhere = refs["all_oob.decode_warp"]
     oob = np.array(meta["cases"]["all_oob"]["oob"], np.float32)
     assert meta["cases"]["all_oob"]["channels_first"] and np.any(oob != 0)
     np.testing.assert_array_equal(everywhere, np.broadcast_to(oob[None, :, None, None], everywhere.shape))
-    with BznaFile(original_path) as f:
-        pictures = tf.constant([f.sample(i).thumb.annexb() for i in range(len(f))])
     for name in ("rotation", "perspective", "oob_fill", "nchw", "single_matrix"):
+        assert meta["cases"][name]["picture_sizes"] is False  # the decoded frames' sizes
         c = meta["cases"][name]
         kw = dict(
             bias=c["bias"],
@@ -378,6 +412,15 @@ def invalid_calls(core):
         # The launch grid's y limit: 65535 blocks of 8 rows (device pointers: nothing is allocated).
         ("at most 524280", lambda: core.decode_warp(PICTURES, 1 << 20, 1, 1 << 21, (524281, 5))),
         ("0 bytes", lambda: core.decode_warp_host([b"", b"x"], EYE, (4, 5))),
+        (
+            r"sample 1 of the batch: expected a picture size \(height, width\) of at least \[1, 1\]\. "
+            r"Received \[4, 0\]",
+            lambda: core.decode_warp_host(PICTURES, EYE, (4, 5), picture_sizes=[[4, 4], [4, 0]]),
+        ),
+        (
+            r"sample 0 of the batch: .*Received \[-3, 4\]",
+            lambda: core.decode_warp(PICTURES, 1 << 20, 1, 1 << 21, (4, 5), picture_sizes=[[-3, 4], [4, 4]]),
+        ),
         ("max_height", lambda: core.decode_yuv_host(PICTURES, (0, 512))),
         ("matrix_count", lambda: core.warp_yuv420_host(y, c, c, three, (4, 5))),
         ("matrix_count", lambda: core.warp_rgb_host(rgb, three, (4, 5))),
@@ -407,13 +450,15 @@ def test_core_null_pointers_and_counts(core):
     m = EYE.ctypes.data
     byref = ctypes.byref
     lib = core.lib
+    hw = np.array([[4, 4], [0, 4]], np.int32).ctypes.data  # NULL (None) is the frames' sizes
     cases = [
-        ("pictures", (0, None, sizes, 2, m, 1, byref(params), out.ctypes.data)),
-        ("sizes", (0, ptrs, None, 2, m, 1, byref(params), out.ctypes.data)),
-        ("count", (0, ptrs, sizes, -1, m, 1, byref(params), out.ctypes.data)),
-        ("matrices", (0, ptrs, sizes, 2, None, 1, byref(params), out.ctypes.data)),
-        ("params", (0, ptrs, sizes, 2, m, 1, None, out.ctypes.data)),
-        ("output", (0, ptrs, sizes, 2, m, 1, byref(params), None)),
+        ("pictures", (0, None, sizes, 2, m, 1, None, byref(params), out.ctypes.data)),
+        ("sizes", (0, ptrs, None, 2, m, 1, None, byref(params), out.ctypes.data)),
+        ("count", (0, ptrs, sizes, -1, m, 1, None, byref(params), out.ctypes.data)),
+        ("matrices", (0, ptrs, sizes, 2, None, 1, None, byref(params), out.ctypes.data)),
+        ("picture size", (0, ptrs, sizes, 2, m, 1, hw, byref(params), out.ctypes.data)),
+        ("params", (0, ptrs, sizes, 2, m, 1, None, None, out.ctypes.data)),
+        ("output", (0, ptrs, sizes, 2, m, 1, None, byref(params), None)),
     ]
     for fragment, args in cases:
         assert lib.bzna_gpu_decode_warp_host(*args) == INVALID_ARGUMENT, fragment
@@ -454,6 +499,20 @@ def test_binding_checks_what_the_core_cannot_see(core):
         core.decode_warp_host([PICTURES[0], 3], EYE, (4, 5))
     with pytest.raises(TypeError, match="out_shape"):
         core.decode_warp_host(PICTURES, EYE, 5)
+    with pytest.raises(ValueError, match=r"picture_sizes.shape=\(1, 2\)"):
+        core.decode_warp_host(PICTURES, EYE, (4, 5), picture_sizes=[[4, 4]])
+    with pytest.raises(ValueError, match=r"`picture_sizes` of shape \(2, 2\)"):
+        core.decode_warp(PICTURES, 1 << 20, 1, 1 << 21, (4, 5), picture_sizes=[4, 4])
+    with pytest.raises(TypeError, match="integer `picture_sizes`"):
+        core.decode_warp_host(PICTURES, EYE, (4, 5), picture_sizes=np.full((2, 2), 4.0))
+    with pytest.raises(ValueError, match="within int32"):
+        core.decode_warp_host(PICTURES, EYE, (4, 5), picture_sizes=[[4, 4], [2**31, 4]])
+
+
+def test_binding_abi_version_is_the_header_s():
+    header = (_build.source_dir() / "gpu" / "core" / "bzna_gpu.h").read_text()
+    (version,) = re.findall(r"#define BZNA_GPU_ABI_VERSION (\d+)", header)
+    assert int(version) == ABI_VERSION == 3
 
 
 # ------------------------------------------------------------------------ the runner, with a stand-in core
@@ -504,7 +563,9 @@ def test_runner_checks_and_times_everything(kit, tmp_path):
         assert all(v["pass"] and v["max_abs_diff"] <= v["atol"] for v in checks[family].values())
     assert checks["warp_rgb"]["uint8"]["pass"] and checks["warp_rgb"]["float32"]["pass"]
     assert checks["device_api"]["pass"] and checks["bench_decode"]["matched"] == BENCH
-    assert checks["device_api"]["fill_oob"]["pass"]
+    assert (
+        checks["device_api"]["fill_oob"]["pass"] and checks["device_api"]["decode_warp_picture_sizes"]["pass"]
+    )
     flat = checks["constant_upscale"]
     assert len(flat) == 12 and all(v["pass"] and v["flat"] for v in flat.values())
     bench = result["bench"]
@@ -550,6 +611,19 @@ def test_runner_finds_a_core_that_fills_the_border_band(kit, tmp_path):
             assert result["checks"]["constant_upscale"][f"{name}.{kind}"]["flat"] is False
     # Downscales never reach the band: unchanged.
     assert "warp_yuv420.random_resized_crop" not in failed and "warp_yuv420.antialias" not in failed
+
+
+def test_runner_finds_a_core_that_ignores_picture_sizes(kit, tmp_path):
+    # A core that warps the whole decoded frame: the padding shows beyond the pictures' right and
+    # bottom edges, in the one case that passes the pictures' sizes.
+    r, result = run_fake(kit[0], tmp_path, "ignore-picture-sizes", "--no-bench")
+    assert r.returncode == 1 and result["passed"] is False
+    failed = set(result["failed_checks"])
+    assert failed == {"decode_warp.picture_sizes", "device_api.decode_warp_picture_sizes", "device_api"}, (
+        failed
+    )
+    # The warp of each picture's cut planes does not depend on the core's picture_sizes.
+    assert result["checks"]["warp_yuv420"]["picture_sizes"]["pass"]
 
 
 def test_runner_prints_partial_results_at_its_deadline(kit, tmp_path):

@@ -148,4 +148,5 @@ def test_gpu_payloads_skip_read_errors(bad_file):
     )
     (payload, labels) = next(iter(ds))
     assert payload["data"].shape[0] == payload["matrices"].shape[0] == labels.shape[0] == N - 1
+    assert payload["picture_sizes"].shape == (N - 1, 2) and np.all(payload["picture_sizes"].numpy() > 0)
     assert ds.bzna_skipped.count == 1

@@ -52,7 +52,7 @@ class Options:
     layout: str
     drop_remainder: bool
     with_filenames: bool
-    payloads: bool  # device="gpu": {"data", "matrices"} instead of images
+    payloads: bool  # device="gpu": {"data", "matrices", "picture_sizes"} instead of images
     on_error: str
     # order
     shuffle: bool

@@ -338,9 +338,10 @@ class Dataset:
             ``tf.data`` (FFmpeg's HEVC decoder fused with the warp), elements
             are images. ``"gpu"``: in the model, whose first layer is
             :class:`bzna_tf.layers.DecodeWarp` (NVDEC + the CUDA warp when the
-            model runs on a GPU); elements are ``{"data", "matrices"}``
-            (pictures and each sample's matrix, still reproducible from the
-            seed) instead of images, and normalize/fill_value/antialias/layout
+            model runs on a GPU); elements are ``{"data", "matrices",
+            "picture_sizes"}`` (pictures, each sample's matrix, still
+            reproducible from the seed, and each picture's (height, width))
+            instead of images, and normalize/fill_value/antialias/layout
             belong to that layer. ``"auto"`` (default) is ``"cpu"``: the GPU
             path changes what the dataset yields, so it is asked for by name.
           on_error: what a sample that cannot be read or decoded does (a

@@ -6,8 +6,10 @@
                the sample at that place of the epoch's permutation and shard)
     read       BznaReadSamples: H.265 pictures, sizes, targets (filenames)
     matrices   each sample's warp matrix from (seed, epoch, index)
-    decode     decode + warp + normalise: one fused op (device="gpu": the
-               pictures and matrices go to the model's DecodeWarp instead)
+    decode     decode + warp + normalise: one fused op, bounded by each
+               picture's size (not its padded frame) (device="gpu": the
+               pictures, matrices and picture sizes go to the model's
+               DecodeWarp instead)
     skip       on_error="skip": samples that failed dropped from their batch
     count      the batches per iteration, stated (Keras reads it)
     prefetch   and the options every iterator needs
@@ -112,7 +114,8 @@ def _load_batch(source: Source, options, counter: str):
             on_error=options.on_error,
         )  # fmt: skip
         # matrices
-        in_shapes = tf.stack([el["height"], el["width"]], axis=-1)
+        sizes = tf.stack([el["height"], el["width"]], axis=-1)  # the pictures', without the frames' padding
+        in_shapes = sizes
         if options.skip:  # a sample that could not be read has sizes 0: any matrix will do
             in_shapes = tf.maximum(in_shapes, 1)
         m = options.transform.matrices(
@@ -120,9 +123,9 @@ def _load_batch(source: Source, options, counter: str):
         )
         # decode + warp + normalise
         if options.payloads:
-            images, errors = {"data": el["data"], "matrices": m}, el["errors"]
+            images, errors = {"data": el["data"], "matrices": m, "picture_sizes": sizes}, el["errors"]
         else:
-            images, errors = _decode_warp(el, m, idx, source, options)
+            images, errors = _decode_warp(el, m, sizes, idx, source, options)
         # skip
         if options.skip:
             images, el = _keep_only(report_skips(errors, counter), images, el)
@@ -131,8 +134,13 @@ def _load_batch(source: Source, options, counter: str):
     return load
 
 
-def _decode_warp(el, matrices, idx, source: Source, options):
-    """(images, errors): the fused decode-warp-normalise op; errors are reading's, then decoding's."""
+def _decode_warp(el, matrices, sizes, idx, source: Source, options):
+    """(images, errors): the fused decode-warp-normalise op; errors are reading's, then decoding's.
+
+    The warp's picture is ``sizes`` (N, 2), the tracks' (height, width), not the padded frame. A
+    sample that could not be read (on_error="skip") has empty data and sizes 0: the op decodes
+    before it checks a size, so it fails as undecodable, and its reading error is the one reported.
+    """
     out = decode_warp(
         el["data"],
         matrices,
@@ -144,6 +152,7 @@ def _decode_warp(el, matrices, idx, source: Source, options):
         antialias=options.antialias,
         names=sample_names(source.files, source.starts, idx),
         on_error=options.on_error,
+        picture_sizes=sizes,
     )
     if not options.skip:
         return out, None

@@ -14,8 +14,10 @@ Two families of calls:
   :meth:`GpuCore.alloc`, ``torch.Tensor.data_ptr()`` or CuPy), an optional
   ``CUstream`` (an int), and write into device memory.
 
-Matrices map OUTPUT pixel indices to SOURCE pixel indices of the coded frame
-(SPEC section 4), 3x3 row-major float32; one per picture, or one for all.
+Matrices map OUTPUT pixel indices to SOURCE pixel indices of the picture
+(SPEC section 4), 3x3 row-major float32; one per picture, or one for all. The
+decoding calls' picture is each one's ``picture_sizes`` (height, width) at the
+top-left of its decoded frame, else the whole frame: outside it is ``oob``.
 Output: float32 ``(N, H, W, 3)``, or ``(N, 3, H, W)`` with ``channels_first``;
 ``out[c] = (rgb[c] - bias[c]) * norm[c]`` inside the source, ``oob[c]`` (raw)
 outside; with ``antialias=True``, pixels where the matrix reduces average a
@@ -53,7 +55,7 @@ __all__ = [
 ]
 
 LIB_NAME = "libbzna_tf_gpu_core.so"
-ABI_VERSION = 2
+ABI_VERSION = 3  # bzna_gpu.h's BZNA_GPU_ABI_VERSION (3: decode_warp's picture_sizes)
 
 # Status codes (bzna_gpu.h).
 OK = 0
@@ -162,8 +164,8 @@ _SIGNATURES = {
     "bzna_gpu_probe": [],
     "bzna_gpu_describe": [_c_int, ctypes.c_char_p, _u64],
     "bzna_gpu_set_nvdec_sessions": [_c_int],
-    "bzna_gpu_decode_warp": [_c_int, _ptr, _pictures_t, _sizes_t, _i64, _ptr, _i64, _params_t, _ptr],
-    "bzna_gpu_decode_warp_host": [_c_int, _pictures_t, _sizes_t, _i64, _ptr, _i64, _params_t, _ptr],
+    "bzna_gpu_decode_warp": [_c_int, _ptr, _pictures_t, _sizes_t, _i64, _ptr, _i64, _ptr, _params_t, _ptr],
+    "bzna_gpu_decode_warp_host": [_c_int, _pictures_t, _sizes_t, _i64, _ptr, _i64, _ptr, _params_t, _ptr],
     "bzna_gpu_decode_yuv": [_c_int, _ptr, _pictures_t, _sizes_t, _i64, _i32, _i32, _ptr, _ptr, _ptr, _ptr],
     "bzna_gpu_decode_yuv_host": [_c_int, _pictures_t, _sizes_t, _i64, _i32, _i32, _ptr, _ptr, _ptr, _ptr],
     "bzna_gpu_warp_yuv420": [_c_int, _ptr, _ptr, _ptr, _ptr, _i64, _i32, _i32, _ptr, _i64, _params_t, _ptr],
@@ -220,6 +222,25 @@ def _matrices(matrices) -> np.ndarray:
             f"Expected `matrices` of shape (3, 3), (M, 3, 3) or (M, 9). Received: matrices.shape={m.shape}"
         )
     return np.ascontiguousarray(m, dtype=np.float32)
+
+
+def _picture_sizes(picture_sizes, count: int):
+    """int32 C-contiguous (count, 2) (height, width) per picture, or None (the decoded frames' sizes)."""
+    if picture_sizes is None:
+        return None
+    sizes = np.asarray(picture_sizes)
+    if sizes.dtype.kind not in "iu":
+        raise TypeError(
+            f"Expected integer `picture_sizes` (height, width). Received: picture_sizes.dtype={sizes.dtype}"
+        )
+    if sizes.shape != (count, 2):
+        raise ValueError(
+            f"Expected `picture_sizes` of shape ({count}, 2), (height, width) per picture. "
+            f"Received: picture_sizes.shape={sizes.shape}"
+        )
+    if sizes.size and (sizes.min() < -(2**31) or sizes.max() >= 2**31):
+        raise ValueError(f"Expected `picture_sizes` within int32. Received: {sizes.tolist()}")
+    return np.ascontiguousarray(sizes, dtype=np.int32)
 
 
 def _pair(value, arg) -> tuple[int, int]:
@@ -405,6 +426,7 @@ class GpuCore:
         oob=(0, 0, 0),
         channels_first=False,
         antialias=False,
+        picture_sizes=None,
         device: int = 0,
     ) -> np.ndarray:
         """Decodes pictures with NVDEC and warps each with its matrix (host memory in and out).
@@ -418,6 +440,10 @@ class GpuCore:
           channels_first: (N, 3, H, W) instead of (N, H, W, 3).
           antialias: where a matrix reduces, average a footprint of bilinear taps instead of
             sampling a point (the CPU ops' ``antialias``; custom_ops/lib/warp.h).
+          picture_sizes: integers (N, 2), each picture's (height, width) at the top-left of its
+            decoded frame (a track's size, without the frame's padding): the source is that
+            picture, ``oob`` beyond it on every side. A size below 1 or above the decoded frame's
+            is an error naming the sample. None (default): the decoded frames' own sizes.
           device: the CUDA device ordinal.
 
         Returns:
@@ -429,6 +455,7 @@ class GpuCore:
         """
         ptrs, sizes, keep = _pictures(pictures)
         m = _matrices(matrices)
+        hw = _picture_sizes(picture_sizes, len(keep))
         params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
         out = _out_array(len(keep), params)
         self._call(
@@ -439,6 +466,7 @@ class GpuCore:
             len(keep),
             m.ctypes.data,
             m.shape[0],
+            None if hw is None else hw.ctypes.data,
             ctypes.byref(params),
             out.ctypes.data,
         )
@@ -608,6 +636,7 @@ class GpuCore:
         oob=(0, 0, 0),
         channels_first=False,
         antialias=False,
+        picture_sizes=None,
         device: int = 0,
         stream: int | None = None,
     ) -> None:
@@ -619,7 +648,8 @@ class GpuCore:
           matrix_count: 1 or N.
           out_ptr: device pointer to float32 (N, H, W, 3), or (N, 3, H, W) with ``channels_first``.
           out_shape: the output (height, width).
-          bias, norm, oob, channels_first, antialias: as for :meth:`decode_warp_host`.
+          bias, norm, oob, channels_first, antialias, picture_sizes: as for :meth:`decode_warp_host`
+            (``picture_sizes`` in host memory).
           device: the CUDA device ordinal (ignored with a stream: the stream's context is used).
           stream: a ``CUstream`` as an int, or None for the device's primary context.
 
@@ -630,6 +660,7 @@ class GpuCore:
           GpuCoreError: as for :meth:`decode_warp_host`.
         """
         ptrs, sizes, keep = _pictures(pictures)
+        hw = _picture_sizes(picture_sizes, len(keep))
         params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
         self._call(
             "bzna_gpu_decode_warp",
@@ -640,6 +671,7 @@ class GpuCore:
             len(keep),
             matrices_ptr,
             int(matrix_count),
+            None if hw is None else hw.ctypes.data,
             ctypes.byref(params),
             out_ptr,
         )

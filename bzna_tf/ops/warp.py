@@ -12,10 +12,13 @@ between the outer pixel centres and the picture's edge repeats the edge, as in
 ``tf.image.resize``, torchvision and Pillow), and each channel becomes
 ``(rgb - bias) * norm``. The full contract is SPEC section 4, whose bounds are
 ``[0, W - 1] x [0, H - 1]`` (Benzina's, which frame every upscaled picture
-with ``oob_color``): bzna_tf widens them on purpose. With ``antialias=True`` a
-pixel whose matrix shrinks the image is instead the mean of its footprint under
-Pillow's triangle filter (custom_ops/lib/warp.h, "Antialiasing"); the ops'
-default is False.
+with ``oob_color``): bzna_tf widens them on purpose. For ``decode_warp`` the
+picture is its ``picture_sizes`` at the top-left of the decoded frame: outside
+the picture (its ``picture_sizes``, else the decoded frame) is ``oob_color``
+on every side, and the frame's padding is never sampled. With
+``antialias=True`` a pixel whose matrix shrinks the image is instead the mean
+of its footprint under Pillow's triangle filter (custom_ops/lib/warp.h,
+"Antialiasing"); the ops' default is False.
 
 Normalisation: pass torchvision-style ``mean``/``std`` (per channel, in [0, 1]
 units) and the wrappers compute ``bias = 255 * mean`` and
@@ -119,6 +122,30 @@ def _antialias(antialias) -> bool:
     if not isinstance(antialias, (bool, np.bool_)):
         raise TypeError(f"Expected `antialias` as a bool. Received: antialias={antialias!r}")
     return bool(antialias)
+
+
+def _picture_sizes(picture_sizes, single: bool, batch):
+    """int32 (N, 2) (height, width) per picture, or (0,) for the decoded frames' sizes (None)."""
+    if picture_sizes is None:
+        return tf.zeros([0], tf.int32)
+    sizes = tf.convert_to_tensor(picture_sizes)
+    if not sizes.dtype.is_integer:
+        raise TypeError(
+            "Expected integer `picture_sizes` (height, width). "
+            f"Received: picture_sizes.dtype={sizes.dtype.name}"
+        )
+    sizes = tf.cast(sizes, tf.int32)
+    want = (2,) if single else (batch, 2)
+    shape = tuple(sizes.shape.as_list()) if sizes.shape.rank is not None else None
+    fits = shape is not None and len(shape) == len(want)
+    fits = fits and all(s is None or w is None or s == w for s, w in zip(shape, want, strict=True))
+    if not fits:
+        expected = "(2,) for one picture" if single else f"(N, 2) with N = {batch} (the pictures)"
+        raise ValueError(
+            f"Expected `picture_sizes` of shape {expected}: (height, width) each. "
+            f"Received: picture_sizes.shape={sizes.shape}"
+        )
+    return sizes[tf.newaxis] if single else sizes
 
 
 def _require_dtype(t, arg, dtypes):
@@ -307,18 +334,24 @@ def decode_warp(
     antialias=False,
     names=None,
     on_error="raise",
+    picture_sizes=None,
     name=None,
 ):
     """Decodes H.265 pictures on the CPU and warps them, fused: no plane is copied.
 
     Each picture (Annex-B bytes, ``BznaDataset``'s ``"data"``) is decoded by
     FFmpeg's HEVC decoder (the libavcodec PyAV ships, loaded at run time) and
-    warped exactly as :func:`warp_yuv420` warps decoded planes: ``M`` maps
-    OUTPUT pixel indices to SOURCE pixel indices of the coded frame, and the
-    out-of-bounds test uses the coded size (the image itself is the top-left
-    ``width x height`` of it). A batch is spread over TensorFlow's CPU threads,
-    one picture per thread at a time. Everything is a TensorFlow op, so
-    pipelines holding it checkpoint and serialise (tf.data service).
+    warped exactly as :func:`warp_yuv420` warps the picture's planes: ``M``
+    maps OUTPUT pixel indices to SOURCE pixel indices of the picture, which is
+    the top-left ``height x width`` of the decoded frame given by
+    ``picture_sizes`` (the benzina layout pads each picture to a frame of
+    multiples of 512), else the whole frame. A source point outside the
+    picture (its ``picture_sizes``, else the decoded frame) gives
+    ``oob_color`` on every side, and fetches clamp to the picture's last row
+    and column: the frame's padding is never read. A batch is spread over
+    TensorFlow's CPU threads, one picture per thread at a time. Everything is
+    a TensorFlow op, so pipelines holding it checkpoint and serialise
+    (tf.data service).
 
     Args:
       data: tf.string pictures, shape (N,), or a scalar for one picture.
@@ -332,6 +365,11 @@ def decode_warp(
         the op. ``"skip"``: it becomes ``oob_color`` everywhere, and the op
         returns ``(images, errors)``: a tf.string vector, ``""`` where the
         picture decoded, else the reason.
+      picture_sizes: each picture's ``(height, width)``, integers, shape (N, 2) (or (2,) for a
+        scalar ``data``): ``BznaDataset``'s ``"height"`` and ``"width"``, the track's size without
+        the frame's padding. Checked once the picture is decoded: a size below 1 or larger than the
+        decoded frame is an error about that picture (named, and skipped with ``on_error="skip"``,
+        as an undecodable one). Default None: the decoded frames' own sizes.
       name: name scope of the op.
 
     Returns:
@@ -340,8 +378,9 @@ def decode_warp(
 
     Raises:
       ValueError, TypeError: as for :func:`warp_yuv420`.
-      tf.errors.InvalidArgumentError: a picture FFmpeg cannot decode (the message starts with its
-        name, see ``names``), or shapes that do not fit together.
+      tf.errors.InvalidArgumentError: a picture FFmpeg cannot decode or whose ``picture_sizes`` do
+        not fit its decoded frame (the message starts with its name, see ``names``), or shapes that
+        do not fit together.
       tf.errors.FailedPreconditionError: no usable libavcodec (see ``bzna_tf.ops.ffmpeg_error()``).
     """
     with tf.name_scope(name or "decode_warp"):
@@ -361,8 +400,15 @@ def decode_warp(
         if single and names.shape.rank == 0:
             names = names[tf.newaxis]
         args = _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_format, data.shape[0])
+        sizes = _picture_sizes(picture_sizes, single, data.shape[0])
         out, errors = _ops().bzna_decode_warp(
-            data, *args, names, data_format=data_format, antialias=_antialias(antialias), on_error=on_error
+            data,
+            *args,
+            names,
+            sizes,
+            data_format=data_format,
+            antialias=_antialias(antialias),
+            on_error=on_error,
         )
         if single:
             out, errors = out[0], errors[0]

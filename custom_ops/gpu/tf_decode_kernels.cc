@@ -30,6 +30,9 @@ class DecodeWarpGpuOp : public WarpOpBase {
     const int64_t batch = data.dim_size(0);
     DecodeErrors errors = errors_;
     OP_REQUIRES_OK(ctx, errors.Prepare(ctx, batch));
+    PictureSizes picture_sizes;  // host memory, as the core reads it
+    OP_REQUIRES_OK(ctx, picture_sizes.Prepare(ctx, batch));
+    const int32_t* picture_hw = picture_sizes.data();  // null: the decoded frames' sizes
     WarpArgs args;
     Tensor* output = nullptr;
     if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
@@ -46,7 +49,7 @@ class DecodeWarpGpuOp : public WarpOpBase {
     float* out = output->flat<float>().data();
     const absl::Status all = CoreStatus(bzna_gpu_decode_warp(-1, stream, pictures.data(), sizes.data(), batch,
                                                              args.matrices, args.broadcast_matrix ? 1 : batch,
-                                                             &p, out));
+                                                             picture_hw, &p, out));
     if (all.ok()) return;
     if (!DecodeErrors::Skippable(all)) {
       ctx->SetStatus(all);  // the core's message names the sample
@@ -57,8 +60,9 @@ class DecodeWarpGpuOp : public WarpOpBase {
     const int64_t per_sample = 3 * args.out_height * args.out_width;
     for (int64_t n = 0; n < batch; ++n) {
       const float* m = args.matrices + (args.broadcast_matrix ? 0 : 9 * n);
+      const int32_t* size = picture_hw == nullptr ? nullptr : picture_hw + 2 * n;
       absl::Status s = CoreStatus(
-          bzna_gpu_decode_warp(-1, stream, &pictures[n], &sizes[n], 1, m, 1, &p, out + n * per_sample));
+          bzna_gpu_decode_warp(-1, stream, &pictures[n], &sizes[n], 1, m, 1, size, &p, out + n * per_sample));
       if (s.ok()) continue;
       OP_REQUIRES_OK(ctx, errors.Fail(n, s));
       OP_REQUIRES_OK(ctx, CoreStatus(bzna_gpu_fill_oob(-1, stream, 1, &p, out + n * per_sample)));
@@ -73,6 +77,7 @@ REGISTER_KERNEL_BUILDER(Name("BznaDecodeWarp")
                             .Device(DEVICE_GPU)
                             .HostMemory("data")
                             .HostMemory("names")
+                            .HostMemory("picture_sizes")
                             .HostMemory("errors")
                             .BZNA_WARP_HOST_INPUTS,
                         DecodeWarpGpuOp);

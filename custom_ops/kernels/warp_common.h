@@ -257,6 +257,56 @@ class DecodeErrors {
   Tensor* errors_ = nullptr;
 };
 
+// BznaDecodeWarp's `picture_sizes` input (7), shared by its CPU and GPU
+// kernels: each picture's (height, width) at the top-left of its decoded frame
+// ([N, 2]), or [0] for the frames' own sizes. The warp's planes are the
+// picture's: beyond it is out of bounds, and fetches clamp to its last row and
+// column, not to the frame's padding.
+class PictureSizes {
+ public:
+  static constexpr int kInput = 7;
+
+  // Checks the input's shape for a batch of `batch` pictures.
+  absl::Status Prepare(OpKernelContext* ctx, int64_t batch) {
+    const Tensor& t = ctx->input(kInput);
+    const bool frames = t.dims() == 1 && t.dim_size(0) == 0;
+    if (!frames && (t.dims() != 2 || t.dim_size(0) != batch || t.dim_size(1) != 2)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expected `picture_sizes` of shape [", batch, ", 2] ((height, width) per picture) or [0] (the "
+          "decoded frames' sizes). Received shape ", t.shape().DebugString()));
+    }
+    sizes_ = frames ? nullptr : t.flat<int32_t>().data();
+    return absl::OkStatus();
+  }
+
+  // [N, 2] row-major (height, width), or null for the frames' sizes.
+  const int32_t* data() const { return sizes_; }
+
+  // Picture n's (height, width) within a decoded frame of frame_height x
+  // frame_width: an InvalidArgument error (about picture n's data: the op's
+  // on_error applies) unless 1 <= height <= frame_height and 1 <= width <=
+  // frame_width.
+  absl::Status Get(int64_t n, int frame_height, int frame_width, int* height, int* width) const {
+    if (sizes_ == nullptr) {
+      *height = frame_height;
+      *width = frame_width;
+      return absl::OkStatus();
+    }
+    const int32_t h = sizes_[2 * n], w = sizes_[2 * n + 1];
+    if (h < 1 || w < 1 || h > frame_height || w > frame_width) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expected a picture size (height, width) of at least [1, 1] and at most the decoded frame's [",
+          frame_height, ", ", frame_width, "]. Received [", h, ", ", w, "]"));
+    }
+    *height = h;
+    *width = w;
+    return absl::OkStatus();
+  }
+
+ private:
+  const int32_t* sizes_ = nullptr;
+};
+
 }  // namespace bzna_tf
 
 #endif  // BZNA_TF_KERNELS_WARP_COMMON_H_

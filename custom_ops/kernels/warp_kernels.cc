@@ -191,6 +191,8 @@ class DecodeWarpOp : public WarpOpBase {
     const int64_t batch = data.dim_size(0);
     DecodeErrors errors = errors_;
     OP_REQUIRES_OK(ctx, errors.Prepare(ctx, batch));
+    PictureSizes picture_sizes;
+    OP_REQUIRES_OK(ctx, picture_sizes.Prepare(ctx, batch));
     WarpArgs args;
     Tensor* output = nullptr;
     if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
@@ -204,8 +206,12 @@ class DecodeWarpOp : public WarpOpBase {
       TF_RETURN_IF_ERROR(DecodeHevc(pictures(n), &pic));
       TF_RETURN_IF_ERROR(CheckSide("a decoded frame height", pic.height()));
       TF_RETURN_IF_ERROR(CheckSide("a decoded frame width", pic.width()));
+      // Checked once decoded: data that does not decode (an unread sample's
+      // empty data included) fails as such, whatever its size says.
+      int height = 0, width = 0;
+      TF_RETURN_IF_ERROR(picture_sizes.Get(n, pic.height(), pic.width(), &height, &width));
       warp::Plane<uint8_t> p[3];
-      DecodedPlanes(pic, p);
+      PicturePlanes(pic, width, height, p);
       const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
       WarpYuv420Rows(p[0], p[1], p[2], m, args, layout, n, 0, args.out_height, out);
       return absl::OkStatus();

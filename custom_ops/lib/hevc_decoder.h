@@ -47,14 +47,6 @@ class DecodedPicture {
  private:
   friend absl::Status DecodeHevc(absl::string_view annexb, DecodedPicture* out);
 
-// The planes of a decoded picture as the warp reads them: Y of the coded
-// size, Cb and Cr of half that, rounded up (4:2:0), each with its stride.
-inline void DecodedPlanes(const DecodedPicture& pic, warp::Plane<uint8_t> planes[3]) {
-  const int w = pic.width(), h = pic.height();
-  planes[0] = {pic.plane(0), w, h, pic.stride(0), 1};
-  planes[1] = {pic.plane(1), (w + 1) / 2, (h + 1) / 2, pic.stride(1), 1};
-  planes[2] = {pic.plane(2), (w + 1) / 2, (h + 1) / 2, pic.stride(2), 1};
-}
   void* frame_ = nullptr;  // AVFrame*
   int width_ = 0, height_ = 0;
   const uint8_t* planes_[3] = {nullptr, nullptr, nullptr};
@@ -66,13 +58,21 @@ inline void DecodedPlanes(const DecodedPicture& pic, warp::Plane<uint8_t> planes
 // FFmpeg's own message.
 absl::Status DecodeHevc(absl::string_view annexb, DecodedPicture* out);
 
-// The planes of a decoded picture as the warp reads them: Y of the coded
-// size, Cb and Cr of half that, rounded up (4:2:0), each with its stride.
+// The planes of the picture at the top-left of a decoded frame as the warp
+// reads them: Y of width x height, Cb and Cr of half that, rounded up (4:2:0),
+// each with the frame's stride. The warp bounds and clamps by these sizes, so
+// the frame's padding beyond the picture (the benzina layout codes pictures in
+// frames rounded up to 512) is never read. The caller checks that the picture
+// fits the frame (1 <= width <= pic.width(), 1 <= height <= pic.height()).
+inline void PicturePlanes(const DecodedPicture& pic, int width, int height, warp::Plane<uint8_t> planes[3]) {
+  planes[0] = {pic.plane(0), width, height, pic.stride(0), 1};
+  planes[1] = {pic.plane(1), (width + 1) / 2, (height + 1) / 2, pic.stride(1), 1};
+  planes[2] = {pic.plane(2), (width + 1) / 2, (height + 1) / 2, pic.stride(2), 1};
+}
+
+// The whole decoded frame's planes (its coded size).
 inline void DecodedPlanes(const DecodedPicture& pic, warp::Plane<uint8_t> planes[3]) {
-  const int w = pic.width(), h = pic.height();
-  planes[0] = {pic.plane(0), w, h, pic.stride(0), 1};
-  planes[1] = {pic.plane(1), (w + 1) / 2, (h + 1) / 2, pic.stride(1), 1};
-  planes[2] = {pic.plane(2), (w + 1) / 2, (h + 1) / 2, pic.stride(2), 1};
+  PicturePlanes(pic, pic.width(), pic.height(), planes);
 }
 
 }  // namespace bzna_tf

@@ -187,17 +187,28 @@ REGISTER_OP("BznaDecodeWarp")
     .Input("norm: float")
     .Input("oob_color: float")
     .Input("names: string")
+    .Input("picture_sizes: int32")
     .Output("output: float")
     .Output("errors: string")
     .Attr(DataFormatAttr())
     .Attr(AntialiasAttr())
     .Attr("on_error: {'raise', 'skip'} = 'raise'")
     .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle data, names;
+      ShapeHandle data, names, sizes;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &data));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(6), 1, &names));
-      c->set_output(1, c->Vector(c->Dim(data, 0)));
-      return SetWarpOutput(c, c->Dim(data, 0), 1);
+      DimensionHandle batch = c->Dim(data, 0);
+      // [N, 2], or [0] for the decoded frames' sizes.
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(7), 1, &sizes));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(sizes, 2, &sizes));
+      if (c->RankKnown(sizes) && c->Rank(sizes) == 1) {
+        TF_RETURN_IF_ERROR(CheckDim(c, sizes, 0, 0));
+      } else if (c->RankKnown(sizes)) {
+        TF_RETURN_IF_ERROR(CheckDim(c, sizes, 1, 2));
+        TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(sizes, 0), &batch));
+      }
+      c->set_output(1, c->Vector(batch));
+      return SetWarpOutput(c, batch, 1);
     })
     .Doc(absl::StrCat(R"doc(
 Decodes H.265 pictures with FFmpeg and warps them, in one pass per picture.
@@ -205,17 +216,25 @@ Decodes H.265 pictures with FFmpeg and warps them, in one pass per picture.
 Each element of `data` is one Annex-B H.265 picture (BznaDataset's "data"),
 decoded on the CPU by FFmpeg's HEVC decoder to 8-bit 4:2:0 and warped exactly
 as BznaWarpYuv420 warps its planes (SPEC section 4: M maps OUTPUT pixel
-indices to SOURCE pixel indices of the coded frame; out-of-bounds is tested
-against the coded size). Samples are spread over the CPU worker threads, one
-decoder per sample at a time; no plane is copied.
+indices to SOURCE pixel indices of the picture), the planes being the
+picture's: its picture_sizes at the top-left of the decoded frame, else the
+whole frame. Out of bounds is outside the picture (its picture_sizes, else
+the decoded frame), and fetches clamp to the picture's last row and column,
+never to the frame's padding beyond it. Samples are spread over the CPU worker
+threads, one decoder per sample at a time; no plane is copied.
 
 data: [N] string, one picture each.
 names: [N] string naming each picture in error messages (e.g. "train.bzna,
   sample 17"), or [0] for "sample n of the batch".
+picture_sizes: [N, 2] int32, each picture's (height, width) (BznaDataset's
+  "height" and "width": the track's size, the frame's padding left out), or
+  [0] for the decoded frames' own sizes. A size below 1 or larger than the
+  decoded frame is an error about that picture, as a decoding failure is.
 errors: [N] string, empty for pictures that decoded. With on_error = "raise"
   the first failure fails the op (its message starts with the picture's name)
-  and errors is all empty; with "skip" a picture that fails to decode gets
-  oob_color everywhere and its reason in errors.
+  and errors is all empty; with "skip" a picture that fails to decode (or
+  whose picture_sizes do not fit its frame) gets oob_color everywhere and its
+  reason in errors.
 )doc", kWarpArgsDoc));
 
 REGISTER_OP("BznaDecodeYuv420")

@@ -14,6 +14,7 @@ bzna_tf is importable (``pip install -e .``), writes, in at most 64 MiB::
       py/bzna_tf/            format/ + ops/_build.py + ops/gpu_core.py, no __init__.py above them
       data/fixture/          the original-tools .bzna and its manifest (decoded-frame MD5s)
       data/reference.npz     CPU (TensorFlow op) outputs of named warp cases, CPU-decoded planes
+                             (one case warps each thumbnail within its picture size, not its frame)
       data/reference.json    the cases' parameters
       data/bench.bzna        the benchmark set: 512x512-coded H.265 pictures (this library's writer)
       data/bench_jpeg.npz    the same images as JPEG q90 (the torchvision/nvJPEG anchor)
@@ -262,6 +263,10 @@ def reference_cases(shapes: np.ndarray) -> dict:
     corner = np.tile([[12.0, 16.0]], (n, 1))
     sign = np.where(np.arange(n) % 2 == 0, -1.0, 1.0)[:, None]
     edges = affine(crop=np.concatenate([sign * (shapes - corner) / 2, corner], axis=1))
+    # Zoom out by 1.6, no rotation, with the pictures' own sizes (picture_sizes: the track's
+    # height x width at the top-left of the 512 x 512 frame): beyond the right and bottom edges lies
+    # the frame's padding, which must not show: the fill colour there as on the left and top.
+    beyond = affine(crop=whole * [1, 1, 1.6, 1.6])
     # Every output pixel 10,000 pixels away from the source: all out of bounds. Its output is also
     # what bzna_gpu_fill_oob must write (a skipped picture).
     away = affine() @ np.array([[1, 0, 1e4], [0, 1, 1e4], [0, 0, 1]], np.float32)
@@ -283,6 +288,9 @@ def reference_cases(shapes: np.ndarray) -> dict:
         ),
         "degenerate_w0": dict(matrices=degenerate, **normed, oob=[7, 8, 9], channels_first=True),
         "all_oob": dict(matrices=away, **normed, oob=[0.25, -1.5, 3.0], channels_first=True),
+        "picture_sizes": dict(
+            matrices=beyond, **normed, oob=[0.25, -1.5, 3.0], channels_first=False, picture_sizes=True
+        ),
         # Antialiasing (lib/warp.h): random crops (diagonal footprints, per row and column) and the
         # centre half of each picture turned 30 degrees (parallelograms), reduced 1.3 to 5 times.
         "antialias": dict(matrices=rrc, **normed, oob=[0, 0, 0], channels_first=False, antialias=True),
@@ -298,7 +306,21 @@ def reference_cases(shapes: np.ndarray) -> dict:
     for name, c in cases.items():
         c["out_shape"] = list(out_shapes.get(name, REF_OUT))
         c.setdefault("antialias", False)
+        c.setdefault("picture_sizes", False)
     return cases
+
+
+def warp_pictures(warp, y, cb, cr, matrices, picture_sizes):
+    """``warp(y, cb, cr, m)`` of each frame's picture alone: its planes cut to picture_sizes[i].
+
+    What decode_warp with picture_sizes warps; one call per picture (the pictures' sizes differ).
+    """
+    out = []
+    for i, (h, w) in enumerate(picture_sizes):
+        ch, cw = (h + 1) // 2, (w + 1) // 2
+        planes = (y[i : i + 1, :h, :w], cb[i : i + 1, :ch, :cw], cr[i : i + 1, :ch, :cw])
+        out.append(warp(*(np.ascontiguousarray(p) for p in planes), matrices[i : i + 1]))
+    return np.concatenate(out)
 
 
 def _rgb_case():
@@ -374,8 +396,22 @@ def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
             data_format="NCHW" if c["channels_first"] else "NHWC",
             antialias=c["antialias"],
         )
-        dw = decode_warp(data, c["matrices"], c["out_shape"], **kw).numpy()
-        wy = warp_yuv420(y, cb, cr, c["matrices"], c["out_shape"], **kw).numpy()
+        if c["picture_sizes"]:
+            # The pictures' sizes: decode_warp warps each picture alone, warp_yuv420 its cut planes.
+            hw = shapes.astype(np.int32)
+            dw = decode_warp(data, c["matrices"], c["out_shape"], picture_sizes=hw, **kw).numpy()
+            wy = warp_pictures(
+                lambda *a, c=c, kw=kw: warp_yuv420(*a, c["out_shape"], **kw).numpy(),
+                y,
+                cb,
+                cr,
+                c["matrices"],
+                hw,
+            )
+            arrays[f"{name}.picture_sizes"] = hw
+        else:
+            dw = decode_warp(data, c["matrices"], c["out_shape"], **kw).numpy()
+            wy = warp_yuv420(y, cb, cr, c["matrices"], c["out_shape"], **kw).numpy()
         same = bool(np.array_equal(dw, wy))
         arrays[f"{name}.matrices"] = c["matrices"]
         arrays[f"{name}.decode_warp"] = dw
@@ -388,6 +424,7 @@ def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
             "oob": [float(v) for v in c["oob"]],
             "channels_first": bool(c["channels_first"]),
             "antialias": bool(c["antialias"]),
+            "picture_sizes": bool(c["picture_sizes"]),
             "matrix_count": int(len(c["matrices"])),
             "warp_yuv420_equals_decode_warp": same,
         }

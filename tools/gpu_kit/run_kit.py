@@ -11,7 +11,8 @@ uses the kit's own copies of ``bzna_tf.format``, ``bzna_tf.ops._build`` and
 2. Probe, describe device 0.
 3. Checks: NVDEC decode of every fixture picture (MD5s of the manifest), the
    named reference cases through ``decode_warp`` / ``warp_yuv420`` /
-   ``warp_rgb`` against the CPU ops' outputs, and the device-pointer API.
+   ``warp_rgb`` against the CPU ops' outputs (one case with the pictures'
+   sizes within their padded frames), and the device-pointer API.
 4. Speed: batches of thumbnails, decode only and decode + warp + normalise to
    224x224, several NVDEC session counts; the torchvision nvJPEG anchor.
 
@@ -404,25 +405,50 @@ def _guarded(fn) -> dict:
         }
 
 
+def _picture_sizes(refs, name: str, c: dict):
+    """The case's pictures' (height, width), or None: the decoded frames' (kits made before
+    picture sizes have no such case)."""
+    return refs[f"{name}.picture_sizes"] if c.get("picture_sizes") else None
+
+
+def warp_pictures(core, y, cb, cr, m, picture_sizes, out_shape, kw):
+    """warp_yuv420_host of each frame's picture alone (planes cut to its size), one call each."""
+    import numpy as np
+
+    out = []
+    for i, (h, w) in enumerate(picture_sizes):
+        ch, cw = (h + 1) // 2, (w + 1) // 2
+        planes = (y[i : i + 1, :h, :w], cb[i : i + 1, :ch, :cw], cr[i : i + 1, :ch, :cw])
+        out.append(core.warp_yuv420_host(*(np.ascontiguousarray(p) for p in planes), m[i], out_shape, **kw))
+    return np.concatenate(out)
+
+
 def check_reference_cases(core, refs, meta: dict, thumbs, nvdec: bool) -> None:
-    """(b) every named case: GPU decode_warp and warp_yuv420 vs the CPU ops; warp_rgb uint8/float32."""
+    """(b) every named case: GPU decode_warp and warp_yuv420 vs the CPU ops; warp_rgb uint8/float32.
+
+    The case with picture sizes passes them to decode_warp, and warps each picture's cut planes.
+    """
     y, cb, cr = refs["thumb_y"], refs["thumb_cb"], refs["thumb_cr"]
     dw, wy = {}, {}
     for name, c in meta["cases"].items():
         m, ref = refs[f"{name}.matrices"], refs[f"{name}.decode_warp"]
         ref_yuv = refs[f"{name}.warp_yuv420"] if f"{name}.warp_yuv420" in refs.files else ref
         kw, atol = _case_kwargs(c), _atol(c["norm"])
+        hw = _picture_sizes(refs, name, c)
+        sized = {} if hw is None else {"picture_sizes": hw}
         if nvdec:
             dw[name] = _guarded(
-                lambda m=m, c=c, kw=kw, ref=ref, atol=atol: compare(
-                    core.decode_warp_host(thumbs, m, c["out_shape"], **kw), ref, atol
+                lambda m=m, c=c, kw=kw, ref=ref, atol=atol, sized=sized: compare(
+                    core.decode_warp_host(thumbs, m, c["out_shape"], **kw, **sized), ref, atol
                 )
             )
-        wy[name] = _guarded(
-            lambda m=m, c=c, kw=kw, ref=ref_yuv, atol=atol: compare(
-                core.warp_yuv420_host(y, cb, cr, m, c["out_shape"], **kw), ref, atol
-            )
-        )
+
+        def yuv(m=m, c=c, kw=kw, hw=hw):
+            if hw is None:
+                return core.warp_yuv420_host(y, cb, cr, m, c["out_shape"], **kw)
+            return warp_pictures(core, y, cb, cr, m, hw, c["out_shape"], kw)
+
+        wy[name] = _guarded(lambda yuv=yuv, ref=ref_yuv, atol=atol: compare(yuv(), ref, atol))
         log(
             f"  {name}: decode_warp {dw[name]['pass'] if nvdec else 'skipped'}, "
             f"warp_yuv420 {wy[name]['pass']} (max diff {wy[name].get('max_abs_diff')})"
@@ -527,8 +553,20 @@ def check_device_api(core, refs, meta: dict, thumbs, nvdec: bool) -> dict:
                 same = all(np.array_equal(g, a) for g, a in zip(planes, (y, cb, cr), strict=True))
                 return {"pass": bool(same and (sizes == [h, w]).all()), "frame_sizes": sizes[:2]}
 
+            def dev_decode_warp_picture_sizes():
+                sc = meta["cases"]["picture_sizes"]
+                sm, sref = refs["picture_sizes.matrices"], refs["picture_sizes.decode_warp"]
+                smp, sop = upload(np.ascontiguousarray(sm, np.float32)), alloc(sref.nbytes)
+                hw = refs["picture_sizes.picture_sizes"]
+                core.decode_warp(
+                    thumbs, smp, len(sm), sop, sc["out_shape"], picture_sizes=hw, **_case_kwargs(sc)
+                )
+                return compare(core.download(sop, sref.shape, np.float32), sref, _atol(sc["norm"]))
+
             out["decode_warp"] = _guarded(dev_decode_warp)
             out["decode_yuv"] = _guarded(dev_decode_yuv)
+            if "picture_sizes" in meta["cases"]:  # kits made before it have no such case
+                out["decode_warp_picture_sizes"] = _guarded(dev_decode_warp_picture_sizes)
 
         def dev_warp_yuv420():
             yp, cbp, crp = upload(y), upload(cb), upload(cr)

@@ -25,7 +25,8 @@
  *   where the matrix reduces average a footprint of bilinear taps instead of
  *   sampling a point (custom_ops/lib/warp.h, "Antialiasing"), as the CPU ops
  *   do with their `antialias` attribute.
- * - ABI version 2 added bzna_gpu_warp_params.antialias.
+ * - ABI history: version 2 added bzna_gpu_warp_params.antialias; version 3
+ *   added the picture_sizes argument of bzna_gpu_decode_warp(_host).
  * - Device pointers: `device` is a CUDA device ordinal; with stream == NULL
  *   the call uses that device's primary context (the one CUDA runtime users,
  *   e.g. PyTorch, share) and returns when the results are written. With a
@@ -44,7 +45,7 @@
 extern "C" {
 #endif
 
-#define BZNA_GPU_ABI_VERSION 2
+#define BZNA_GPU_ABI_VERSION 3
 
 /* Status codes. */
 #define BZNA_GPU_OK 0
@@ -93,15 +94,22 @@ int bzna_gpu_describe(int device, char* buf, uint64_t len);
 int bzna_gpu_set_nvdec_sessions(int sessions);
 
 /* Decode `count` pictures and warp each with its matrix into `out`.
- * matrices and out: device memory. Errors name the sample ("sample 3 of the
- * batch: ...") and what failed. */
+ * picture_sizes: host memory, int32 [count, 2], each picture's (height,
+ * width) at the top-left of its decoded frame (a .bzna track's size: the
+ * benzina layout pads pictures to frames of multiples of 512), or NULL for the
+ * decoded frames' own sizes. The warp's source is that picture: outside it is
+ * oob on every side, and fetches clamp to its last row and column, never
+ * reading the frame beyond. A size below 1, or above the decoded frame's, is
+ * an error about that sample. matrices and out: device memory. Errors name
+ * the sample ("sample 3 of the batch: ...") and what failed. */
 int bzna_gpu_decode_warp(int device, void* stream, const uint8_t* const* pictures,
                          const uint64_t* sizes, int64_t count, const float* matrices,
-                         int64_t matrix_count, const bzna_gpu_warp_params* params,
-                         float* out);
+                         int64_t matrix_count, const int32_t* picture_sizes,
+                         const bzna_gpu_warp_params* params, float* out);
 int bzna_gpu_decode_warp_host(int device, const uint8_t* const* pictures,
                               const uint64_t* sizes, int64_t count,
                               const float* matrices, int64_t matrix_count,
+                              const int32_t* picture_sizes,
                               const bzna_gpu_warp_params* params, float* out);
 
 /* Decode only: sample n's planes go to the top-left corner of slot n of

@@ -89,6 +89,20 @@ Status CheckPictures(const uint8_t* const* pictures, const uint64_t* sizes, int6
   return Status();
 }
 
+// Each picture's (height, width), when given: at least 1 each (the frames'
+// sizes, known once decoded, are checked by DecodeWarp).
+Status CheckPictureSizes(const int32_t* picture_sizes, int64_t count) {
+  if (picture_sizes == nullptr) return Status();
+  for (int64_t n = 0; n < count; ++n) {
+    const int32_t h = picture_sizes[2 * n], w = picture_sizes[2 * n + 1];
+    if (h < 1 || w < 1) {
+      return InvalidArgument("sample ", n, " of the batch: expected a picture size (height, width) of at least ",
+                             "[1, 1]. Received [", h, ", ", w, "]");
+    }
+  }
+  return Status();
+}
+
 warp::ColorTransform Color(const bzna_gpu_warp_params& p) {
   warp::ColorTransform c;
   for (int i = 0; i < 3; ++i) {
@@ -191,21 +205,33 @@ Launch BaseLaunch(const float* matrices, int64_t matrix_count, const bzna_gpu_wa
 }
 
 Status DecodeWarp(const Gpu& g, CUstream stream, const uint8_t* const* pictures, const uint64_t* sizes,
-                  int64_t count, const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params& p,
-                  float* out) {
+                  int64_t count, const float* matrices, int64_t matrix_count, const int32_t* picture_sizes,
+                  const bzna_gpu_warp_params& p, float* out) {
   auto pool = NvdecPool::ForContext(*g.d, g.context);
   if (!pool.ok()) return pool.status();
   const YuvLaunch base = BaseLaunch<YuvLaunch>(matrices, matrix_count, p, out);
   // The mapped NV12 surface is warped where it lies: the chroma "planes" are
-  // the interleaved CbCr bytes with column stride 2, Cr one byte on.
+  // the interleaved CbCr bytes with column stride 2, Cr one byte on. The
+  // planes are the picture's, at the frame's top-left: the warp bounds and
+  // clamps by their sizes, so the frame's padding is never read.
   const FrameSink sink = [&](int64_t n, const NvdecFrame& f, CUstream s) -> Status {
     BZNA_GPU_RETURN_IF_ERROR(CheckSide("a decoded frame height", f.height));
     BZNA_GPU_RETURN_IF_ERROR(CheckSide("a decoded frame width", f.width));
+    int height = f.height, width = f.width;
+    if (picture_sizes != nullptr) {
+      height = picture_sizes[2 * n];
+      width = picture_sizes[2 * n + 1];
+      if (height < 1 || width < 1 || height > f.height || width > f.width) {
+        return InvalidArgument("expected a picture size (height, width) of at least [1, 1] and at most the "
+                               "decoded frame's [",
+                               f.height, ", ", f.width, "]. Received [", height, ", ", width, "]");
+      }
+    }
     YuvLaunch q = base;
     const auto* luma = reinterpret_cast<const uint8_t*>(f.luma);
     const auto* chroma = reinterpret_cast<const uint8_t*>(f.chroma);
-    const int cw = (f.width + 1) / 2, ch = (f.height + 1) / 2;
-    q.luma = {luma, f.width, f.height, f.pitch, 1};
+    const int cw = (width + 1) / 2, ch = (height + 1) / 2;
+    q.luma = {luma, width, height, f.pitch, 1};
     q.cb = {chroma, cw, ch, f.pitch, 2};
     q.cr = {chroma + 1, cw, ch, f.pitch, 2};
     q.first_sample = n;
@@ -294,9 +320,10 @@ Status CheckSlots(int32_t max_height, int32_t max_width, int64_t count, const vo
 
 // The checks of each call, shared by its device and host variants.
 Status CheckDecodeWarp(const uint8_t* const* pictures, const uint64_t* sizes, int64_t count,
-                       const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params* params,
-                       const float* out) {
+                       const float* matrices, int64_t matrix_count, const int32_t* picture_sizes,
+                       const bzna_gpu_warp_params* params, const float* out) {
   BZNA_GPU_RETURN_IF_ERROR(CheckPictures(pictures, sizes, count));
+  BZNA_GPU_RETURN_IF_ERROR(CheckPictureSizes(picture_sizes, count));
   BZNA_GPU_RETURN_IF_ERROR(CheckParams(params));
   BZNA_GPU_RETURN_IF_ERROR(CheckMatrices(matrices, matrix_count, count));
   return CheckPointer(out, count, "an output buffer");
@@ -406,22 +433,23 @@ int bzna_gpu_set_nvdec_sessions(int sessions) {
 }
 
 int bzna_gpu_decode_warp(int device, void* stream, const uint8_t* const* pictures, const uint64_t* sizes,
-                         int64_t count, const float* matrices, int64_t matrix_count,
+                         int64_t count, const float* matrices, int64_t matrix_count, const int32_t* picture_sizes,
                          const bzna_gpu_warp_params* params, float* out) {
-  Status s = g::CheckDecodeWarp(pictures, sizes, count, matrices, matrix_count, params, out);
+  Status s = g::CheckDecodeWarp(pictures, sizes, count, matrices, matrix_count, picture_sizes, params, out);
   if (s.ok() && count > 0) {
     auto cu_stream = static_cast<CUstream>(stream);
     s = g::WithGpu(device, cu_stream, [&](const g::Gpu& gpu) {
-      return g::DecodeWarp(gpu, cu_stream, pictures, sizes, count, matrices, matrix_count, *params, out);
+      return g::DecodeWarp(gpu, cu_stream, pictures, sizes, count, matrices, matrix_count, picture_sizes, *params,
+                           out);
     });
   }
   return g::Finish(s);
 }
 
 int bzna_gpu_decode_warp_host(int device, const uint8_t* const* pictures, const uint64_t* sizes, int64_t count,
-                              const float* matrices, int64_t matrix_count, const bzna_gpu_warp_params* params,
-                              float* out) {
-  Status s = g::CheckDecodeWarp(pictures, sizes, count, matrices, matrix_count, params, out);
+                              const float* matrices, int64_t matrix_count, const int32_t* picture_sizes,
+                              const bzna_gpu_warp_params* params, float* out) {
+  Status s = g::CheckDecodeWarp(pictures, sizes, count, matrices, matrix_count, picture_sizes, params, out);
   if (s.ok() && count > 0) {
     s = g::WithGpu(device, nullptr, [&](const g::Gpu& gpu) -> Status {
       g::DeviceBuffer m(*gpu.d), o(*gpu.d);
@@ -429,7 +457,8 @@ int bzna_gpu_decode_warp_host(int device, const uint8_t* const* pictures, const 
       BZNA_GPU_RETURN_IF_ERROR(m.Upload(matrices, matrix_count * 9 * sizeof(float)));
       BZNA_GPU_RETURN_IF_ERROR(o.Allocate(out_bytes));
       BZNA_GPU_RETURN_IF_ERROR(
-          g::DecodeWarp(gpu, nullptr, pictures, sizes, count, m.get<float>(), matrix_count, *params, o.get<float>()));
+          g::DecodeWarp(gpu, nullptr, pictures, sizes, count, m.get<float>(), matrix_count, picture_sizes, *params,
+                        o.get<float>()));
       return o.Download(out, out_bytes);
     });
   }
