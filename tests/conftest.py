@@ -134,3 +134,17 @@ def flat_shards(tmp_path_factory):
                 w.append(inp, thumb=thumb, target=k, filename=f"s{k}_{i:02d}.png")
         paths.append(str(path))
     return paths
+
+
+def checkout_ignore(folder, names):
+    """For ``shutil.copytree`` of the checkout: leaves out build outputs, venvs and caches (dot-folders,
+    Bazel's output base .bazel and its bazel-* links, whose execroot links back into the checkout: a
+    copy that follows them never ends)."""
+    return [
+        n
+        for n in names
+        if n.startswith(".")
+        or n in ("build", "dist", "site", "__pycache__")
+        or n.startswith("bazel-")
+        or n.endswith(".egg-info")
+    ]

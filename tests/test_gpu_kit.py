@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _warp_reference import ref_points
+from conftest import checkout_ignore
 
 from bzna_tf.ops import _build
 from bzna_tf.ops.gpu_core import (
@@ -326,13 +327,7 @@ def test_the_kit_is_tooling_not_runtime(tmp_path):
     assert not [p for p in (ROOT / "bzna_tf").rglob("*.py") if p.stem in kit_modules]
     # A copy of the checkout (no build/ folder left over to leak stale files into the wheel).
     src = tmp_path / "src"
-    shutil.copytree(
-        ROOT,
-        src,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".*cache"
-        ),
-    )
+    shutil.copytree(ROOT, src, ignore=checkout_ignore, symlinks=True)
     r = subprocess.run(
         [
             sys.executable,

@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import checkout_ignore
 
 import bzna_tf
 
@@ -35,24 +36,12 @@ def test_the_installed_metadata_has_the_package_version():
     assert importlib.metadata.version("bzna-tf") == bzna_tf.__version__
 
 
-def _ignore(folder, names):
-    """Not copied: ignored build outputs, venvs and caches (dot-folders, Bazel's links)."""
-    return [
-        n
-        for n in names
-        if n.startswith(".")
-        or n in ("build", "dist", "__pycache__")
-        or n.startswith("bazel-")
-        or n.endswith(".egg-info")
-    ]
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """(sdist, wheel, the backend's output): the sdist built from a copy, the wheel from the sdist."""
     tmp = tmp_path_factory.mktemp("packaging")
     project, out = tmp / "project", tmp / "dist"
-    shutil.copytree(ROOT, project, ignore=_ignore)
+    shutil.copytree(ROOT, project, ignore=checkout_ignore, symlinks=True)
     out.mkdir()
     # PYTHONDONTWRITEBYTECODE makes setuptools say "byte-compiling is disabled": not a packaging fault.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS")}
