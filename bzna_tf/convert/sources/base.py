@@ -30,12 +30,16 @@ import os
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = [
     "ALLOW_UNLABELLED_HINT",
     "IMAGE_EXTENSIONS",
     "Item",
+    "LabelledSource",
     "Source",
     "SourceError",
+    "allow_unlabelled_fact",
     "expand_patterns",
     "file_facts",
     "read_class_names",
@@ -170,6 +174,45 @@ class Source:
     def from_cli(cls, paths: list[str], **options) -> Source:
         """The source for ``bzna-tf convert KIND PATHS...``; ``options``: the flags in ``cli_options``."""
         raise NotImplementedError
+
+
+class LabelledSource(Source):
+    """A source whose images' labels may be missing, a bad record unless ``allow_unlabelled``.
+
+    Gives :meth:`labelled` and :meth:`missing_labels` (WebDataset, GulpIO,
+    Parquet, Hugging Face) from two answers of the subclass, which also sets
+    ``allow_unlabelled``: ``_reads_labels()`` (False: every image is
+    unlabelled by choice, ``label_key=None``) and ``_has_label()`` (a bool per
+    image, True where its label is there; None when only reading the images
+    tells).
+    """
+
+    allow_unlabelled: bool
+
+    def _reads_labels(self) -> bool:
+        raise NotImplementedError
+
+    def _has_label(self):
+        raise NotImplementedError
+
+    def labelled(self):
+        if not self._reads_labels():
+            return np.zeros(len(self), bool)
+        if not self.allow_unlabelled:  # a missing label is a bad record, not an unlabelled image
+            return np.ones(len(self), bool)
+        return self._has_label()
+
+    def missing_labels(self):
+        if not self._reads_labels() or self.allow_unlabelled:
+            return np.zeros(0, np.int64)
+        has = self._has_label()
+        return None if has is None else np.flatnonzero(~has)
+
+
+def allow_unlabelled_fact(allow_unlabelled: bool) -> dict:
+    """``_describe()``'s entry for ``allow_unlabelled``: present only when set, so that the fingerprints
+    of conversions made before the option existed still match."""
+    return {"allow_unlabelled": True} if allow_unlabelled else {}
 
 
 def expand_patterns(patterns, what: str) -> list[str]:

@@ -12,8 +12,9 @@ import numpy as np
 from bzna_tf.convert.sources.base import (
     ALLOW_UNLABELLED_HINT,
     Item,
-    Source,
+    LabelledSource,
     SourceError,
+    allow_unlabelled_fact,
     expand_patterns,
     file_facts,
     safe_basename,
@@ -24,7 +25,7 @@ __all__ = ["GulpSource"]
 AUTO = "auto"
 
 
-class GulpSource(Source):
+class GulpSource(LabelledSource):
     """Frames from GulpIO chunks (``.gulp`` data + ``.gmeta`` JSON meta data), one sample per frame.
 
     A chunk is ``data_<k>.gulp`` with ``meta_<k>.gmeta`` (or ``<stem>.gulp`` with
@@ -124,23 +125,15 @@ class GulpSource(Source):
     def _has_label(self):
         return np.repeat([raw is not None for *_, raw in self._videos], np.diff(self._starts)).astype(bool)
 
-    def labelled(self):
-        if self.label_key is not None and not self.allow_unlabelled:
-            return np.ones(len(self), bool)  # a frame without a label is a bad record, not unlabelled
-        return self._has_label()
-
-    def missing_labels(self):
-        if self.label_key is None or self.allow_unlabelled:
-            return np.zeros(0, np.int64)
-        return np.flatnonzero(~self._has_label())
+    def _reads_labels(self):
+        return self.label_key is not None
 
     def _describe(self):
         return {
             "files": [file_facts(p) for chunk in self.chunks for p in chunk],
             "label_key": self.label_key,
             "label_map": self.label_map,
-            # Only when set, so that the fingerprints of conversions made before it existed still match.
-            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
+            **allow_unlabelled_fact(self.allow_unlabelled),
         }
 
     def item(self, index):

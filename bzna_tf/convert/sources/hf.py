@@ -22,10 +22,9 @@ import os
 
 import numpy as np
 
-from bzna_tf.convert.sources.base import SourceError, few, file_facts
+from bzna_tf.convert.sources.base import LabelledSource, SourceError, allow_unlabelled_fact, few, file_facts
 from bzna_tf.convert.sources.parquet import (
     AUTO,
-    LabelColumnSource,
     RowGroups,
     TableColumns,
     hf_features,
@@ -150,7 +149,7 @@ def _saved(folder, split):
     return files, features
 
 
-class HFSource(LabelColumnSource):
+class HFSource(LabelledSource):
     """A Hugging Face ``datasets`` dataset on this machine: a ``save_to_disk`` folder or a cached NAME.
 
     Rows are converted in the dataset's order (its data files, then their
@@ -245,7 +244,11 @@ class HFSource(LabelColumnSource):
     def __len__(self):
         return sum(self._unit_rows)
 
-    def _valid_labels(self):
+    def _reads_labels(self):
+        return self.label_column is not None
+
+    def _has_label(self):
+        """True where a row's label is not null, from the label column alone."""
         self._groups()
         out = [
             np.asarray(batch.column(self.label_column).is_valid())
@@ -260,8 +263,7 @@ class HFSource(LabelColumnSource):
             "split": self.split,
             "image_column": self.image_column,
             "label_column": self.label_column,
-            # Only when set, so that the fingerprints of conversions made before it existed still match.
-            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
+            **allow_unlabelled_fact(self.allow_unlabelled),
         }
 
     def item(self, index):

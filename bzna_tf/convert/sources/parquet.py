@@ -25,8 +25,9 @@ import numpy as np
 from bzna_tf.convert.sources.base import (
     ALLOW_UNLABELLED_HINT,
     Item,
-    Source,
+    LabelledSource,
     SourceError,
+    allow_unlabelled_fact,
     expand_patterns,
     few,
     file_facts,
@@ -266,34 +267,7 @@ class RowGroups:
         return Item(name, None, data=b"", origin=origin, error=f"null image (column {self.columns.image!r})")
 
 
-class LabelColumnSource(Source):
-    """What ParquetSource and HFSource share about their label column: a null label is a missing one.
-
-    Subclasses set ``label_column`` (None: unlabelled) and ``allow_unlabelled``,
-    and give ``_valid_labels()``: a bool array, True where a row's label is not
-    null, read from the label column alone.
-    """
-
-    label_column: str | None
-    allow_unlabelled: bool
-
-    def _valid_labels(self) -> np.ndarray:
-        raise NotImplementedError
-
-    def labelled(self):
-        if self.label_column is None:
-            return np.zeros(len(self), bool)
-        if not self.allow_unlabelled:  # a null label is a bad record, not an unlabelled image
-            return np.ones(len(self), bool)
-        return self._valid_labels()
-
-    def missing_labels(self):
-        if self.label_column is None or self.allow_unlabelled:
-            return np.zeros(0, np.int64)
-        return np.flatnonzero(~self._valid_labels())
-
-
-class ParquetSource(LabelColumnSource):
+class ParquetSource(LabelledSource):
     """Images from Parquet files: an image column (bytes, or ``datasets``' Image struct) and a label column.
 
     Rows are converted in file order (files sorted by name within each
@@ -396,7 +370,11 @@ class ParquetSource(LabelColumnSource):
     def __len__(self):
         return sum(self._unit_rows)
 
-    def _valid_labels(self):
+    def _reads_labels(self):
+        return self.label_column is not None
+
+    def _has_label(self):
+        """True where a row's label is not null, from the label column alone."""
         import pyarrow.parquet as pq
 
         out = []
@@ -411,8 +389,7 @@ class ParquetSource(LabelColumnSource):
             "files": [file_facts(p) for p in self.paths],
             "image_column": self.image_column,
             "label_column": self.label_column,
-            # Only when set, so that the fingerprints of conversions made before it existed still match.
-            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
+            **allow_unlabelled_fact(self.allow_unlabelled),
         }
 
     def item(self, index):

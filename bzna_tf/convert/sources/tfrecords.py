@@ -12,6 +12,7 @@ from bzna_tf.convert.sources.base import (
     Item,
     Source,
     SourceError,
+    allow_unlabelled_fact,
     expand_patterns,
     file_facts,
     read_class_names,
@@ -188,8 +189,7 @@ class TFRecordSource(Source):
             "keys": [self.image_key, self.label_key, self.filename_key, self.class_text_key],
             "label_offset": self.label_offset,
             "compression": self.compression,
-            # Only when set, so that the fingerprints of conversions made before it existed still match.
-            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
+            **allow_unlabelled_fact(self.allow_unlabelled),
         }
 
     def item(self, index):

@@ -28,8 +28,9 @@ from bzna_tf.convert.sources.base import (
     ALLOW_UNLABELLED_HINT,
     IMAGE_EXTENSIONS,
     Item,
-    Source,
+    LabelledSource,
     SourceError,
+    allow_unlabelled_fact,
     expand_patterns,
     few,
     file_facts,
@@ -91,7 +92,7 @@ class _Sample:
         self.shard, self.key, self.members, self.error = shard, key, {}, None
 
 
-class WebDatasetSource(Source):
+class WebDatasetSource(LabelledSource):
     """Images from WebDataset tar shards (``NNNNNN.tar`` of ``key.jpg`` + ``key.cls`` / ``key.json``).
 
     Samples are grouped by key as WebDataset groups them (consecutive members
@@ -295,34 +296,27 @@ class WebDatasetSource(Source):
             self._index()
         return len(self._samples)
 
-    def _has_label_member(self):
+    def _reads_labels(self):
+        return self.label_key is not None
+
+    def labelled(self):
+        if self.label_key is not None and self.label_key.startswith("json:"):
+            return None  # known only once each json member is read
+        return super().labelled()
+
+    def _has_label(self):
+        if self.label_key.startswith("json:"):
+            return None  # known only once each json member is read
         if self._samples is None:
             self._index()
         return np.array([self.label_key in s.members for s in self._samples], bool)
-
-    def labelled(self):
-        if self.label_key is None:
-            return np.zeros(len(self), bool)
-        if self.label_key.startswith("json:"):
-            return None  # known only once each json member is read
-        if not self.allow_unlabelled:  # a sample without its label member is a bad record, not unlabelled
-            return np.ones(len(self), bool)
-        return self._has_label_member()
-
-    def missing_labels(self):
-        if self.label_key is None or self.allow_unlabelled:
-            return np.zeros(0, np.int64)
-        if self.label_key.startswith("json:"):
-            return None
-        return np.flatnonzero(~self._has_label_member())
 
     def _describe(self):
         return {
             "files": [file_facts(p) for p in self.paths],
             "image_key": self.image_key,
             "label_key": self.label_key,
-            # Only when set, so that the fingerprints of conversions made before it existed still match.
-            **({"allow_unlabelled": True} if self.allow_unlabelled else {}),
+            **allow_unlabelled_fact(self.allow_unlabelled),
         }
 
     def item(self, index):
