@@ -52,6 +52,7 @@ from kit_bench import (
     bench_bytes,
     bench_set,
 )
+from run_kit import warp_pictures  # the runner's: the reference cuts the planes as it does
 
 from bzna_tf.ops import _build
 
@@ -308,19 +309,6 @@ def reference_cases(shapes: np.ndarray) -> dict:
         c.setdefault("antialias", False)
         c.setdefault("picture_sizes", False)
     return cases
-
-
-def warp_pictures(warp, y, cb, cr, matrices, picture_sizes):
-    """``warp(y, cb, cr, m)`` of each frame's picture alone: its planes cut to picture_sizes[i].
-
-    What decode_warp with picture_sizes warps; one call per picture (the pictures' sizes differ).
-    """
-    out = []
-    for i, (h, w) in enumerate(picture_sizes):
-        ch, cw = (h + 1) // 2, (w + 1) // 2
-        planes = (y[i : i + 1, :h, :w], cb[i : i + 1, :ch, :cw], cr[i : i + 1, :ch, :cw])
-        out.append(warp(*(np.ascontiguousarray(p) for p in planes), matrices[i : i + 1]))
-    return np.concatenate(out)
 
 
 def _rgb_case():

@@ -411,15 +411,19 @@ def _picture_sizes(refs, name: str, c: dict):
     return refs[f"{name}.picture_sizes"] if c.get("picture_sizes") else None
 
 
-def warp_pictures(core, y, cb, cr, m, picture_sizes, out_shape, kw):
-    """warp_yuv420_host of each frame's picture alone (planes cut to its size), one call each."""
+def warp_pictures(warp, y, cb, cr, matrices, picture_sizes):
+    """``warp(y, cb, cr, m)`` of each frame's picture alone: its planes cut to picture_sizes[i].
+
+    What decode_warp with picture_sizes warps; one call per picture (the pictures' sizes differ).
+    The kit's builder computes the CPU reference with it too.
+    """
     import numpy as np
 
     out = []
     for i, (h, w) in enumerate(picture_sizes):
         ch, cw = (h + 1) // 2, (w + 1) // 2
         planes = (y[i : i + 1, :h, :w], cb[i : i + 1, :ch, :cw], cr[i : i + 1, :ch, :cw])
-        out.append(core.warp_yuv420_host(*(np.ascontiguousarray(p) for p in planes), m[i], out_shape, **kw))
+        out.append(warp(*(np.ascontiguousarray(p) for p in planes), matrices[i : i + 1]))
     return np.concatenate(out)
 
 
@@ -446,7 +450,9 @@ def check_reference_cases(core, refs, meta: dict, thumbs, nvdec: bool) -> None:
         def yuv(m=m, c=c, kw=kw, hw=hw):
             if hw is None:
                 return core.warp_yuv420_host(y, cb, cr, m, c["out_shape"], **kw)
-            return warp_pictures(core, y, cb, cr, m, hw, c["out_shape"], kw)
+            return warp_pictures(
+                lambda *a, c=c, kw=kw: core.warp_yuv420_host(*a, c["out_shape"], **kw), y, cb, cr, m, hw
+            )
 
         wy[name] = _guarded(lambda yuv=yuv, ref=ref_yuv, atol=atol: compare(yuv(), ref, atol))
         log(
