@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _warp_reference import F, ref_points, ref_rgb, ref_yuv420
+from test_warp import resize_matrix  # the whole picture onto the whole output
 
 from bzna_tf.ops.warp import decode_warp, warp_rgb, warp_yuv420
 
@@ -32,12 +33,6 @@ UPSCALES = {
     "x4_1px": ((1, 1), (4, 4)),
 }
 RGB = (200, 120, 60)
-
-
-def resize_matrix(in_hw, out_hw):
-    """The whole picture onto the whole output, pixel centres as tf.image.resize and Pillow place them."""
-    sy, sx = in_hw[0] / out_hw[0], in_hw[1] / out_hw[1]
-    return F([[sx, 0, 0.5 * sx - 0.5], [0, sy, 0.5 * sy - 0.5], [0, 0, 1]])
 
 
 def per_pixel(m):
