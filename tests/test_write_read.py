@@ -181,6 +181,39 @@ def test_dropped_writer_removes_its_partial_file(pictures, tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+# Where a Ctrl-C can land while the writer opens its partial file: a given name (a conversion's) is
+# locked, then truncated (it may be a killed conversion's), then wrapped; a random name only wrapped.
+@pytest.mark.parametrize(
+    "where, partial", [("fdopen", False), ("fdopen", True), ("ftruncate", True)], ids=lambda v: str(v)
+)
+def test_ctrl_c_while_the_writer_opens_its_partial_file_leaves_nothing(tmp_path, monkeypatch, where, partial):
+    # What a conversion interrupted just as it starts its next shard met: the partial file created, the
+    # writer not yet holding it (the cleanup registered only after fdopen) left it behind.
+    import bzna_tf.format.writer as writer
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer.os, where, interrupted)
+    given = {"partial": tmp_path / ".x.bzna.partial"} if partial else {}
+    with pytest.raises(KeyboardInterrupt):
+        BznaWriter(tmp_path / "x.bzna", **given)
+    monkeypatch.undo()
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_partial_file_another_process_writes_is_left_alone(tmp_path):
+    fcntl = pytest.importorskip("fcntl")
+    tmp = tmp_path / ".x.bzna.partial"
+    with open(tmp, "wb") as other:
+        other.write(b"theirs")
+        other.flush()
+        fcntl.flock(other, fcntl.LOCK_EX)  # flock locks belong to the open file: this one blocks the writer
+        with pytest.raises(FileExistsError, match="another live process"):
+            BznaWriter(tmp_path / "x.bzna", partial=tmp)
+        assert tmp.read_bytes() == b"theirs"
+
+
 def test_existing_file_survives_a_failed_rewrite(pictures, tmp_path):
     path = _write(tmp_path / "x.bzna", pictures[:1], [1], ["a"])
     before = path.read_bytes()

@@ -101,9 +101,13 @@ class BznaWriter:
         else:
             self._tmp = os.fspath(partial)
             fd = _claim_partial(self._tmp)
-        self._file = os.fdopen(fd, "wb")
-        # Removes the partial file if the writer is dropped without closing.
-        self._cleanup = weakref.finalize(self, _discard, self._file, self._tmp)
+        try:
+            self._file = os.fdopen(fd, "wb")
+            # Removes the partial file if the writer is dropped without closing.
+            self._cleanup = weakref.finalize(self, _discard, self._file, self._tmp)
+        except BaseException:  # a Ctrl-C before the cleanup holds the file: nothing left behind either
+            _discard(fd, self._tmp)
+            raise
         self._file.write(FTYP)
         self._file.write(struct.pack(">I4sQ", 1, b"mdat", 0))  # largesize patched at close
         self._pos = len(FTYP) + MDAT_HEADER_SIZE
@@ -279,6 +283,7 @@ def _claim_partial(tmp):
     partial file of a killed conversion is simply taken over.
     """
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | _CLOEXEC, 0o666)
+    locked = False
     try:
         if fcntl is not None:
             try:
@@ -288,16 +293,25 @@ def _claim_partial(tmp):
                     f"{tmp} is being written by another live process (a second conversion of the same "
                     "shard?); stop it first"
                 ) from None
+        locked = True
         os.ftruncate(fd, 0)
     except BaseException:
-        os.close(fd)
+        # Ours once locked (a Ctrl-C just then leaves no partial file); else another process's: kept.
+        if locked:
+            _discard(fd, tmp)
+        else:
+            os.close(fd)
         raise
     return fd
 
 
 def _discard(f, tmp):
+    """Closes ``f`` (a file object or a descriptor) and removes ``tmp``."""
     try:
-        f.close()
+        if isinstance(f, int):
+            os.close(f)
+        else:
+            f.close()
     finally:
         try:
             os.unlink(tmp)
