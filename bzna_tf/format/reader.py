@@ -181,6 +181,16 @@ class Source:
         Raises:
           ValueError: the Source is closed.
         """
+        opened = self._hold()
+        try:
+            yield opened
+        finally:
+            self._release()
+
+    def _hold(self):
+        """The open descriptor or file object, opening it if need be; counted until :meth:`_release`, so
+        that neither close() nor the end of another read closes it under a read (nor lets its number
+        go to another file)."""
         with self._lock:
             if self._closed:
                 raise ValueError(
@@ -189,14 +199,13 @@ class Source:
             if self._handle.obj is None:
                 self._handle.obj = self._open_path()
             self._held += 1
-            opened = self._handle.obj
-        try:
-            yield opened
-        finally:
-            with self._lock:
-                self._held -= 1
-                if not self._held and (self._closed or not self._keep_open):
-                    self._handle.close()
+            return self._handle.obj
+
+    def _release(self):
+        with self._lock:
+            self._held -= 1
+            if not self._held and (self._closed or not self._keep_open):
+                self._handle.close()
 
     def read(self, offset: int, size: int, *, box: str | None = None, sample: int | None = None) -> bytes:
         """Exactly ``size`` bytes at ``offset``, or a BznaFormatError (a ValueError once closed)."""
@@ -208,7 +217,8 @@ class Source:
                 box=box,
                 sample=sample,
             )
-        with self.held() as opened:
+        opened = self._hold()
+        try:
             if isinstance(opened, int):
                 parts = []
                 got = 0
@@ -223,6 +233,8 @@ class Source:
                 with self._lock:
                     opened.seek(offset)
                     data = opened.read(size)
+        finally:
+            self._release()
         if len(data) != size:
             raise BznaFormatError(
                 f"short read: {len(data)} of {size} bytes (file truncated while open?)",
