@@ -15,6 +15,11 @@ Opening reads the top-level box headers and the ``moov`` (about 45 MB for
 ImageNet's 1.43 M entries) and nothing else: the sample tables stay as views
 of those bytes until a whole array is asked for, and a sample is read with one
 positioned read of its own bytes.
+
+A ``BznaFile`` keeps its file open until :meth:`BznaFile.close` (or its
+``with`` block ends; a finaliser closes one dropped unclosed);
+``keep_open=False`` holds it open only during reads, which is how the
+datasets open their files.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from bzna_tf.format.sniff import SNIFF_BYTES, not_bzna_reason
 from bzna_tf.format.tracks import Trak, parse_trak
 from bzna_tf.format.wording import count
 
-__all__ = ["BznaFile", "Source", "is_url"]
+__all__ = ["BznaFile", "Source"]
 
 
 def is_url(path) -> bool:
