@@ -199,7 +199,8 @@ class Source:
         with self._lock:
             if self._closed:
                 raise ValueError(
-                    f"{self.name} is closed (it was read after close(), or after its with block): open it again"
+                    f"{self.name} is closed (it was read after close(), or after its with block): "
+                    "open it again"
                 )
             if self._handle.obj is None:
                 self._handle.obj = self._open_path()
