@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import os
 import re
 import sys
@@ -296,20 +297,22 @@ def verify(
         r = FileReport(path)
         reports.append(r)
         try:
-            f = open_file(path)
+            # No descriptor held between reads: a thousand files must not all be open at once.
+            f = open_file(path, keep_open=False)
         except (BznaFormatError, OSError) as e:
             r.error = str(e)
             continue
         try:
-            r.samples = len(f)
-            table = f.checksums
-            r.checksums = None if table is None else table.describe()
-            r.method = _method(table, tracks, decode)
-            r.damage.extend(Damage(None, None, "index", m) for m in f.check_index())
-            if len(f):  # the lazily converted tables, before threads share them
-                f.sample_location(0)
-                if THUMB in f.tracks:
-                    f.thumb_location(0)
+            with f.held_open():
+                r.samples = len(f)
+                table = f.checksums
+                r.checksums = None if table is None else table.describe()
+                r.method = _method(table, tracks, decode)
+                r.damage.extend(Damage(None, None, "index", m) for m in f.check_index())
+                if len(f):  # the lazily converted tables, before threads share them
+                    f.sample_location(0)
+                    if THUMB in f.tracks:
+                        f.thumb_location(0)
         except BznaFormatError as e:
             r.error = str(e)
             f.close()
@@ -322,20 +325,36 @@ def verify(
         bar = tqdm(
             total=sum(r.samples for r, _ in opened), unit="sample", file=log or sys.stderr, smoothing=0.05
         )
+    holds = []
     try:
-        jobs = ((r, f, i) for r, f in opened for i in range(len(f)))
         damaged = [0]
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             pending = collections.deque()
-            for r, f, i in jobs:  # a bounded window of samples in flight, collected in order
-                pending.append((r, pool.submit(_check, f, i, tracks, run)))
+
+            def add(item):  # a bounded window of samples (and held files) in flight, collected in order
+                pending.append(item)
                 if len(pending) >= 4 * workers:
                     _collect(pending.popleft(), bar, damaged)
+
+            for r, f in opened:
+                # Each file open once while its samples are checked (not once per read).
+                hold = contextlib.ExitStack()
+                holds.append(hold)
+                try:
+                    hold.enter_context(f.held_open())
+                except (BznaFormatError, OSError) as e:  # removed or replaced since its index was read
+                    r.error = str(e)
+                    continue
+                for i in range(len(f)):
+                    add((r, pool.submit(_check, f, i, tracks, run)))
+                add((None, hold))  # collected after the file's last sample: closes it
             while pending:
                 _collect(pending.popleft(), bar, damaged)
     finally:
         if bar is not None:
             bar.close()
+        for hold in holds:
+            hold.close()
         for _, f in opened:
             f.close()
     for r in reports:
@@ -345,6 +364,9 @@ def verify(
 
 def _collect(item, bar, damaged):
     r, future = item
+    if r is None:  # the hold of a file whose samples are all collected
+        future.close()
+        return
     damage, checked, decoded = future.result()
     r.damage.extend(damage)
     r.pictures_checked += checked

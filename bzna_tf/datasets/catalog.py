@@ -39,6 +39,13 @@ class Dataset:
     global sample ``len(first) + i``. Paths may be local or URLs of
     TensorFlow's filesystems (``gs://...``).
 
+    Opening reads each file's index (sizes, targets, names), one file at a
+    time, and keeps none of them open: a dataset of a thousand shards holds
+    no file descriptor, and one that is dropped leaves nothing open. What
+    reads the files later (``filenames``, sample lists) opens each for the
+    time of the read, and refuses a file that changed since. ``with`` (or
+    :meth:`close`) is optional.
+
     Args:
       path_or_paths: a path, a glob pattern, or a list of them.
       track: ``"bzna_input"`` (default: the full-size picture) or
@@ -217,7 +224,14 @@ class Dataset:
         return cls(lst.data_paths(), **kwargs).select(lst)
 
     def close(self):
-        """Closes the files' index readers (the ``tf.data`` pipelines read on their own)."""
+        """Ends this dataset's reading of its files in Python (and its selections', which share them).
+
+        A dataset holds no file open between reads, so closing it is not needed
+        to free descriptors; after it, what reads the files (``filenames``,
+        sample lists, and ``targets`` or ``class_names`` when not yet read)
+        raises a ``ValueError``. Pipelines made by :meth:`as_dataset` open the
+        files on their own, and keep working.
+        """
         self._index.close()
 
     def __enter__(self):

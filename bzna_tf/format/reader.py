@@ -15,14 +15,21 @@ Opening reads the top-level box headers and the ``moov`` (about 45 MB for
 ImageNet's 1.43 M entries) and nothing else: the sample tables stay as views
 of those bytes until a whole array is asked for, and a sample is read with one
 positioned read of its own bytes.
+
+A ``BznaFile`` keeps its file open until :meth:`BznaFile.close` (or its
+``with`` block ends; a finaliser closes one dropped unclosed);
+``keep_open=False`` holds it open only during reads, which is how the
+datasets open their files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
 import threading
+import weakref
 from typing import BinaryIO
 
 import numpy as np
@@ -48,34 +55,75 @@ from bzna_tf.format.wording import count
 __all__ = ["BznaFile", "Source"]
 
 
+def is_url(path) -> bool:
+    """Whether ``path`` names a file of another filesystem (``gs://...``, ``ram://...``)."""
+    return isinstance(path, str) and "://" in path
+
+
+class _Handle:
+    """What a :class:`Source` has open: a descriptor, or a file object (its own, or its caller's).
+
+    Kept apart from the Source so that the Source's finaliser can close it
+    without holding the Source alive.
+    """
+
+    __slots__ = ("obj", "owned")
+
+    def __init__(self):
+        self.obj = None
+        self.owned = True
+
+    def close(self):
+        obj, self.obj = self.obj, None
+        if obj is None or not self.owned:
+            return
+        if isinstance(obj, int):
+            os.close(obj)
+        else:
+            obj.close()
+
+
 class Source:
     """Positioned, bounds-checked reads from a path or a binary file object.
 
-    Paths use ``os.pread`` (thread-safe, no shared file position); file objects
-    are read under a lock.
+    Local paths use ``os.pread`` (thread-safe, no shared file position); URLs
+    of TensorFlow's filesystems (``gs://...``) are read through
+    ``tf.io.gfile``, and file objects under a lock.
+
+    The file is opened here. What the Source opened (a path's descriptor, a
+    URL's file object) is closed by :meth:`close`, or by a finaliser when the
+    Source is dropped unclosed (also in a reference cycle, and at interpreter
+    exit). A file object passed in stays the caller's: it is never closed
+    here.
+
+    Args:
+      source: a path or URL, or a binary file object open for reading.
+      name: how to name the file in errors (default: the path or ``.name``).
+      keep_open: False (paths only) closes the file at the end of the first
+        read (or :meth:`held` block) and opens it again for each later one,
+        which checks that it is still the same file.
     """
 
-    def __init__(self, source, name: str | None = None):
-        self._fd = None
-        self._file = None
+    def __init__(self, source, name: str | None = None, *, keep_open: bool = True):
         self._lock = threading.Lock()
+        self._handle = _Handle()
+        self._held = 0  # reads and held() blocks under way: the file stays open while any is
+        self._closed = False
+        self._keep_open = keep_open
+        self._path = None
         if isinstance(source, (str, os.PathLike)):
-            self.name = name or os.fspath(source)
-            try:
-                self._fd = os.open(source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-            except FileNotFoundError:
-                being_written = missing_file(os.fspath(source))
-                if being_written is None:
-                    raise
-                raise being_written from None
-            st = os.fstat(self._fd)
-            if stat.S_ISDIR(st.st_mode):  # Linux opens a directory; reading it fails with no name
-                self.close()
-                raise _is_a_directory(self.name)
-            self.size = st.st_size
+            self._path = os.fspath(source)
+            self.name = name or self._path
+            self._closer = weakref.finalize(self, self._handle.close)
+            self.size, self._identity = None, None
+            self._handle.obj = self._open_path()
         elif hasattr(source, "read") and hasattr(source, "seek"):
+            if not keep_open:
+                raise ValueError(
+                    f"keep_open=False opens the file again by its path: expected a path. Received: {source!r}"
+                )
             self.name = name or getattr(source, "name", None) or repr(source)
-            self._file = source
+            self._handle.obj, self._handle.owned = source, False
             end = source.seek(0, io.SEEK_END)
             # io objects return the new position; some (tf.io.gfile.GFile) return None.
             self.size = end if end is not None else source.tell()
@@ -83,8 +131,90 @@ class Source:
             raise TypeError(f"expected a path or a binary file object. Received: source={source!r}")
         self.where = Where(str(self.name))
 
+    def _open_path(self):
+        """Opens the path: a descriptor, or a URL's file object. The first time it learns the file's size
+        and identity; after, it refuses a file that is no longer the one first opened."""
+        if is_url(self._path):
+            import tensorflow as tf
+
+            st = tf.io.gfile.stat(self._path)
+            size, identity = st.length, (st.length, st.mtime_nsec)
+            opened = tf.io.gfile.GFile(self._path, "rb")
+        else:
+            try:
+                opened = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            except FileNotFoundError:
+                if self._identity is not None:
+                    # One argument, no errno: str() is then the message alone.
+                    raise FileNotFoundError(
+                        f"{self.name}: no such file any more (it was there when opened: moved or removed "
+                        "since?)"
+                    ) from None
+                being_written = missing_file(self._path)
+                if being_written is None:
+                    raise
+                raise being_written from None
+            try:
+                st = os.fstat(opened)
+                if stat.S_ISDIR(st.st_mode):  # Linux opens a directory; reading it fails with no name
+                    raise _is_a_directory(self.name)
+            except BaseException:
+                os.close(opened)
+                raise
+            size, identity = st.st_size, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if self._identity is None:
+            self.size, self._identity = size, identity
+        elif identity != self._identity:
+            if isinstance(opened, int):
+                os.close(opened)
+            else:
+                opened.close()
+            raise BznaFormatError(
+                "the file changed since it was opened (rewritten or replaced: its index as read then no "
+                "longer describes it): open it again",
+                path=self.name,
+            )
+        return opened
+
+    @contextlib.contextmanager
+    def held(self):
+        """A block during which the file stays open; yields the descriptor or file object.
+
+        Only ``keep_open=False`` needs it: a run of reads in one block opens
+        the file once. Reads of several threads may share one.
+
+        Raises:
+          ValueError: the Source is closed.
+        """
+        opened = self._hold()
+        try:
+            yield opened
+        finally:
+            self._release()
+
+    def _hold(self):
+        """The open descriptor or file object, opening it if need be; counted until :meth:`_release`, so
+        that neither close() nor the end of another read closes it under a read (nor lets its number
+        go to another file)."""
+        with self._lock:
+            if self._closed:
+                raise ValueError(
+                    f"{self.name} is closed (it was read after close(), or after its with block): "
+                    "open it again"
+                )
+            if self._handle.obj is None:
+                self._handle.obj = self._open_path()
+            self._held += 1
+            return self._handle.obj
+
+    def _release(self):
+        with self._lock:
+            self._held -= 1
+            if not self._held and (self._closed or not self._keep_open):
+                self._handle.close()
+
     def read(self, offset: int, size: int, *, box: str | None = None, sample: int | None = None) -> bytes:
-        """Exactly ``size`` bytes at ``offset``, or a BznaFormatError."""
+        """Exactly ``size`` bytes at ``offset``, or a BznaFormatError (a ValueError once closed)."""
         if offset < 0 or size < 0 or offset + size > self.size:
             raise BznaFormatError(
                 f"needs bytes [{offset}, {offset + size}) but the file has {self.size} bytes",
@@ -93,20 +223,24 @@ class Source:
                 box=box,
                 sample=sample,
             )
-        if self._fd is not None:
-            parts = []
-            got = 0
-            while got < size:
-                b = os.pread(self._fd, size - got, offset + got)
-                if not b:
-                    break
-                parts.append(b)
-                got += len(b)
-            data = b"".join(parts)
-        else:
-            with self._lock:
-                self._file.seek(offset)
-                data = self._file.read(size)
+        opened = self._hold()
+        try:
+            if isinstance(opened, int):
+                parts = []
+                got = 0
+                while got < size:
+                    b = os.pread(opened, size - got, offset + got)
+                    if not b:
+                        break
+                    parts.append(b)
+                    got += len(b)
+                data = b"".join(parts)
+            else:
+                with self._lock:
+                    opened.seek(offset)
+                    data = opened.read(size)
+        finally:
+            self._release()
         if len(data) != size:
             raise BznaFormatError(
                 f"short read: {len(data)} of {size} bytes (file truncated while open?)",
@@ -117,10 +251,16 @@ class Source:
             )
         return data
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self):
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Closes what the Source opened (a file object passed in is left open); again: nothing."""
+        with self._lock:
+            self._closed = True
+            if not self._held:  # else the last read under way closes it
+                self._handle.close()
 
 
 def _is_a_directory(path: str) -> IsADirectoryError:
@@ -134,9 +274,25 @@ def _is_a_directory(path: str) -> IsADirectoryError:
 class BznaFile:
     """One .bzna file, read lazily.
 
+    The file stays open while the ``BznaFile`` is used: close it with
+    :meth:`close`, or use it in a ``with`` block. One that is dropped
+    unclosed is closed when it is collected (also in a reference cycle, and
+    at interpreter exit), so forgetting to close leaks no descriptor, but
+    ``with`` closes it at a known time. Reading after close raises a
+    ``ValueError`` naming the file. A file object passed in stays the
+    caller's: closing the ``BznaFile`` does not close it.
+
     Args:
-      source: a path, or a binary file object open for reading (seekable).
+      source: a path (or a URL of TensorFlow's filesystems, ``gs://...``,
+        read through ``tf.io.gfile``), or a binary file object open for
+        reading (seekable).
       name: how to name the file in errors (default: the path or ``.name``).
+      keep_open: False (paths only) holds no descriptor between reads:
+        opening reads the index and closes the file, and each later read
+        opens it again for its duration (:meth:`held_open` keeps it open for
+        a run of reads), refusing a file that changed meanwhile.
+        :class:`bzna_tf.BznaShards` and the datasets open their files so, so
+        that a dataset of many files holds none of them open.
 
     Raises:
       BznaFormatError: the file is not a readable .bzna.
@@ -147,10 +303,13 @@ class BznaFile:
       ...     pic = f.sample(0).thumb.annexb()   # H.265 Annex-B for a decoder
     """
 
-    def __init__(self, source: str | os.PathLike | BinaryIO, *, name: str | None = None):
-        self._src = Source(source, name)
+    def __init__(
+        self, source: str | os.PathLike | BinaryIO, *, name: str | None = None, keep_open: bool = True
+    ):
+        self._src = Source(source, name, keep_open=keep_open)
         try:
-            self._open()
+            with self._src.held():
+                self._open()
         except BaseException:
             self._src.close()
             raise
@@ -227,21 +386,22 @@ class BznaFile:
         """
         if self._metadata is None:
             found = {}
-            for btype, off, header, size in self.top_level:
-                if btype != "uuid" or size < header + 16:
-                    continue
-                if self._src.read(off + header, 16, box="uuid") != METADATA_UUID:
-                    continue
-                length = size - header - 16
-                if length > MAX_METADATA_BYTES:
-                    raise self._src.where.error(
-                        f"bzna_tf metadata of {length} bytes (at most {MAX_METADATA_BYTES} expected)",
-                        offset=off,
-                        box="uuid",
-                    )
-                payload = self._src.read(off + header + 16, length, box="uuid")
-                found = parse_metadata(payload, self._src.where, off)
-                break
+            with self._src.held():  # one open for the run of reads, when not kept open
+                for btype, off, header, size in self.top_level:
+                    if btype != "uuid" or size < header + 16:
+                        continue
+                    if self._src.read(off + header, 16, box="uuid") != METADATA_UUID:
+                        continue
+                    length = size - header - 16
+                    if length > MAX_METADATA_BYTES:
+                        raise self._src.where.error(
+                            f"bzna_tf metadata of {length} bytes (at most {MAX_METADATA_BYTES} expected)",
+                            offset=off,
+                            box="uuid",
+                        )
+                    payload = self._src.read(off + header + 16, length, box="uuid")
+                    found = parse_metadata(payload, self._src.where, off)
+                    break
             self._metadata = found
         return self._metadata
 
@@ -267,21 +427,22 @@ class BznaFile:
         """
         if self._checksums is False:
             found = None
-            for btype, off, header, size in self.top_level:
-                if btype != "uuid" or size < header + 16:
-                    continue
-                if self._src.read(off + header, 16, box="uuid") != CHECKSUMS_UUID:
-                    continue
-                found = parse_checksum_box(
-                    self._src.read,
-                    off,
-                    header,
-                    size,
-                    num_samples=len(self),
-                    has_thumb=THUMB in self.tracks,
-                    where=self._src.where,
-                )
-                break
+            with self._src.held():
+                for btype, off, header, size in self.top_level:
+                    if btype != "uuid" or size < header + 16:
+                        continue
+                    if self._src.read(off + header, 16, box="uuid") != CHECKSUMS_UUID:
+                        continue
+                    found = parse_checksum_box(
+                        self._src.read,
+                        off,
+                        header,
+                        size,
+                        num_samples=len(self),
+                        has_thumb=THUMB in self.tracks,
+                        where=self._src.where,
+                    )
+                    break
             self._checksums = found
         return self._checksums
 
@@ -362,13 +523,14 @@ class BznaFile:
             ),
             ("names", table.names, lambda: self._gather(self.tracks[FNAME]) if FNAME in self.tracks else b""),
         ]
-        for what, stored, read in parts:
-            computed = crc32c(read())
-            if computed != stored:
-                problems.append(
-                    f"{self.name}: checksum mismatch of the {what} (stored 0x{stored:08x}, computed "
-                    f"0x{computed:08x}): the outer index changed since the file was written"
-                )
+        with self._src.held():
+            for what, stored, read in parts:
+                computed = crc32c(read())
+                if computed != stored:
+                    problems.append(
+                        f"{self.name}: checksum mismatch of the {what} (stored 0x{stored:08x}, computed "
+                        f"0x{computed:08x}): the outer index changed since the file was written"
+                    )
         return problems
 
     def __enter__(self):
@@ -378,7 +540,22 @@ class BznaFile:
         self.close()
 
     def close(self):
+        """Closes the file (not a file object the caller passed in). Closing again does nothing."""
         self._src.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (a ``keep_open=False`` file is not closed between reads)."""
+        return self._src.closed
+
+    def held_open(self):
+        """A ``with`` block during which the file stays open (for a run of reads of a ``keep_open=False``
+        file, which otherwise opens it for each read; a no-op for the others).
+
+        Raises:
+          ValueError: the file is closed.
+        """
+        return self._src.held()
 
     def _index(self, i: int) -> int:
         n = len(self)
@@ -462,7 +639,8 @@ class BznaFile:
             return b""
         if (offs[1:] == offs[:-1] + sizes[:-1]).all():
             return self._src.read(int(offs[0]), int(sizes.sum()), box=f"trak[{t.name}]")
-        return b"".join(self._read_track(t, i) for i in range(len(offs)))
+        with self._src.held():
+            return b"".join(self._read_track(t, i) for i in range(len(offs)))
 
     # Samples.
 

@@ -12,7 +12,7 @@ import bzna_tf.format.wording as wording  # the module itself, not through the p
 from bzna_tf.format.atomic import final_path, partial_path
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.hints import directory_hint, writing_note
-from bzna_tf.format.reader import BznaFile
+from bzna_tf.format.reader import BznaFile, is_url
 from bzna_tf.format.sample import ImageMp4
 
 __all__ = [
@@ -35,11 +35,6 @@ _GLOB_CHARS = frozenset("*?[")
 SHARD_NAME = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5,})-of-(?P<count>\d{5,})\.bzna$")
 
 
-def is_url(path) -> bool:
-    """Whether ``path`` names a file of another filesystem (``gs://...``, ``ram://...``)."""
-    return isinstance(path, str) and "://" in path
-
-
 def _gfile():
     # Only URLs need TensorFlow's filesystems; local paths never import it.
     import tensorflow as tf
@@ -47,11 +42,10 @@ def _gfile():
     return tf.io.gfile
 
 
-def open_file(path) -> BznaFile:
-    """One .bzna file: a local path, or a URL read through TensorFlow's filesystems."""
-    if is_url(path):
-        return BznaFile(_gfile().GFile(path, "rb"), name=path)
-    return BznaFile(path)
+def open_file(path, *, keep_open: bool = True) -> BznaFile:
+    """One .bzna file: a local path, or a URL read through TensorFlow's filesystems (``keep_open``:
+    as :class:`BznaFile`'s)."""
+    return BznaFile(path, keep_open=keep_open)
 
 
 def file_numbers(starts, indices):
@@ -250,6 +244,12 @@ class BznaShards:
     file keeps its own unlabelled tail, so ``targets`` holds -1 wherever a
     file's sample has no target.
 
+    Opening reads each file's index, one file at a time, and keeps no file
+    open: each later read opens its file for its duration (its ``files`` are
+    :class:`BznaFile` objects of ``keep_open=False``), so a thousand shards
+    take no descriptor between reads. :meth:`close` (or the end of a ``with``
+    block) ends the reading: later reads raise a ``ValueError``.
+
     Args:
       paths: a list of paths or glob patterns (patterns expand sorted).
     """
@@ -259,7 +259,7 @@ class BznaShards:
         self.files: list[BznaFile] = []
         try:
             for p in self.paths:
-                self.files.append(open_file(p))
+                self.files.append(open_file(p, keep_open=False))
         except BaseException:
             self.close()
             raise
