@@ -155,3 +155,38 @@ def test_verify_holds_at_most_a_few_files_open(flat_shards, tmp_path, monkeypatc
     assert report.ok and report.samples == 40 // 3 * 21 + 7
     assert max(seen) - before <= 4  # the file being checked and the next (plus the pool's threads)
     assert _open_fds() == before
+
+
+def test_a_pipeline_over_more_files_than_the_descriptor_limit_reads_every_sample(flat_shards, tmp_path):
+    # The native reader keeps at most a quarter of `ulimit -n` files open (64 here) and reopens the
+    # others when it reads them; a file replaced meanwhile is refused, not read with its old index.
+    paths = _copies(flat_shards, tmp_path / "shards", 300)
+    code = textwrap.dedent(
+        f"""
+        import os, resource, shutil
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        import tensorflow as tf
+        from bzna_tf import Dataset
+        paths = {paths!r}
+        d = Dataset(paths)
+        ds = d.as_dataset(batch_size=50, shape=8, with_filenames=True, shuffle=True, seed=3)
+        names, most = [], 0
+        for batch in ds:
+            names += [n.decode() for n in batch[-1].numpy()]
+            most = max(most, len(os.listdir("/proc/self/fd")))
+        assert sorted(names) == sorted(d.filenames) and len(names) == 300 // 3 * 21, len(names)
+        assert most < 200, most
+        try:
+            for k, batch in enumerate(ds):
+                if k == 10:  # the files change under the running pipeline (converted again, or touched)
+                    for p in paths:
+                        os.utime(p, ns=(1, 1))
+        except tf.errors.FailedPreconditionError as e:
+            assert ".bzna: the file changed since its index was read" in str(e), e
+        else:
+            raise AssertionError("files that changed were read with their old index")
+        print("ok")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0 and r.stdout.endswith("ok\n"), r.stderr[-3000:]

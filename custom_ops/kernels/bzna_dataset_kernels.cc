@@ -4,12 +4,17 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/resource.h>
+#endif
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -41,24 +46,103 @@ using ::tensorflow::tstring;
 
 constexpr char kNextKey[] = "next";  // position in `indices` of the next element
 
-// One file through TensorFlow's filesystem layer (local, gs://, s3://, ...).
+// How many .bzna files the kernels keep open at once, in the whole process: a
+// quarter of the descriptor limit (`ulimit -n`), between 16 and 512, so that a
+// dataset of more files than that (1,000 shards under the usual limit of
+// 1,024) still runs, and leaves descriptors to the rest of the program. Read
+// at each reopen: a limit raised later counts.
+size_t MaxOpenFiles() {
+  uint64_t limit = 1024;
+#if defined(__unix__) || defined(__APPLE__)
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) limit = rl.rlim_cur;
+#endif
+  return static_cast<size_t>(std::clamp<uint64_t>(limit / 4, 16, 512));
+}
+
+// The open handles of every TfFile, least recently used last; beyond
+// MaxOpenFiles() the oldest is dropped (its descriptor closes when the last
+// read holding it ends) and its TfFile reopens it on its next read.
+class OpenHandles {
+ public:
+  using Handle = std::shared_ptr<tensorflow::RandomAccessFile>;
+
+  static OpenHandles& Global() {
+    static auto* handles = new OpenHandles();
+    return *handles;
+  }
+
+  // `owner`'s handle, or null when it has none open.
+  Handle Find(const void* owner) {
+    absl::MutexLock lock(&mu_);
+    auto it = where_.find(owner);
+    if (it == where_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
+  }
+
+  // Keeps `file` as `owner`'s handle and returns it (or the one another thread
+  // kept first), dropping the least recently used handles beyond the cap.
+  Handle Keep(const void* owner, Handle file) {
+    std::vector<Handle> dropped;  // closed after the lock is released
+    absl::MutexLock lock(&mu_);
+    auto it = where_.find(owner);
+    if (it != where_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+    lru_.emplace_front(owner, file);
+    where_[owner] = lru_.begin();
+    for (const size_t cap = MaxOpenFiles(); lru_.size() > cap;) {
+      dropped.push_back(std::move(lru_.back().second));
+      where_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return file;
+  }
+
+  void Forget(const void* owner) {
+    Handle dropped;
+    absl::MutexLock lock(&mu_);
+    auto it = where_.find(owner);
+    if (it == where_.end()) return;
+    dropped = std::move(it->second->second);
+    lru_.erase(it->second);
+    where_.erase(it);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::list<std::pair<const void*, Handle>> lru_ ABSL_GUARDED_BY(mu_);
+  std::map<const void*, std::list<std::pair<const void*, Handle>>::iterator> where_ ABSL_GUARDED_BY(mu_);
+};
+
+// One file through TensorFlow's filesystem layer (local, gs://, s3://, ...),
+// opened while it is read (see OpenHandles). A reopened file must still be
+// the one whose index was read: the same size and modification time.
 class TfFile : public ByteSource {
  public:
-  static absl::Status Open(const std::string& name, uint64_t size, std::unique_ptr<TfFile>* out) {
+  static absl::Status Open(const std::string& name, uint64_t size, int64_t mtime_nsec,
+                           std::unique_ptr<TfFile>* out) {
     std::unique_ptr<tensorflow::RandomAccessFile> file;
     TF_RETURN_IF_ERROR(tensorflow::Env::Default()->NewRandomAccessFile(name, &file));
-    out->reset(new TfFile(name, size, std::move(file)));
+    out->reset(new TfFile(name, size, mtime_nsec));
+    OpenHandles::Global().Keep(out->get(), std::move(file));
     return absl::OkStatus();
   }
+
+  ~TfFile() override { OpenHandles::Global().Forget(this); }
 
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return size_; }
 
   absl::Status Read(uint64_t offset, size_t n, std::string* out) const override {
     TF_RETURN_IF_ERROR(CheckReadRange(name_, size_, offset, n));
+    OpenHandles::Handle file;
+    TF_RETURN_IF_ERROR(Handle(&file));
     out->resize(n);
     absl::string_view got;
-    absl::Status s = file_->Read(offset, n, &got, out->data());
+    absl::Status s = file->Read(offset, n, &got, out->data());
     if (!s.ok() && !absl::IsOutOfRange(s)) return s;
     if (got.size() != n) {
       return FormatError(name_, -1, "", static_cast<int64_t>(offset),
@@ -71,12 +155,39 @@ class TfFile : public ByteSource {
   }
 
  private:
-  TfFile(std::string name, uint64_t size, std::unique_ptr<tensorflow::RandomAccessFile> file)
-      : name_(std::move(name)), size_(size), file_(std::move(file)) {}
+  TfFile(std::string name, uint64_t size, int64_t mtime_nsec)
+      : name_(std::move(name)), size_(size), mtime_nsec_(mtime_nsec) {}
+
+  // The open handle, reopening the file when OpenHandles dropped it. A file
+  // that is gone or changed fails with FailedPrecondition, which on_error =
+  // "skip" does not skip: every later sample of it would fail the same way.
+  absl::Status Handle(OpenHandles::Handle* out) const {
+    if ((*out = OpenHandles::Global().Find(this))) return absl::OkStatus();
+    tensorflow::FileStatistics stat;
+    absl::Status s = tensorflow::Env::Default()->Stat(name_, &stat);
+    if (!s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, ": cannot reopen the file (", s.message(), "); build the dataset again"));
+    }
+    if (static_cast<uint64_t>(stat.length) != size_ || stat.mtime_nsec != mtime_nsec_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name_, ": the file changed since its index was read (", size_, " bytes then, ", stat.length,
+          " now, or a new modification time): its index would name the wrong pictures; build the dataset again"));
+    }
+    std::unique_ptr<tensorflow::RandomAccessFile> file;
+    s = tensorflow::Env::Default()->NewRandomAccessFile(name_, &file);
+    if (!s.ok()) {
+      if (absl::IsResourceExhausted(s)) return s;
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, ": cannot reopen the file (", s.message(), "); build the dataset again"));
+    }
+    *out = OpenHandles::Global().Keep(this, std::move(file));
+    return absl::OkStatus();
+  }
 
   const std::string name_;
   const uint64_t size_;
-  const std::unique_ptr<tensorflow::RandomAccessFile> file_;
+  const int64_t mtime_nsec_;
 };
 
 // Sample `local` of `file` failed to read with `s`: the error named
@@ -114,7 +225,7 @@ absl::Status OpenBzna(const std::string& name, std::shared_ptr<const OpenFile>* 
     if ((*out = it->second.lock())) return absl::OkStatus();
   }
   auto file = std::make_shared<OpenFile>();
-  TF_RETURN_IF_ERROR(TfFile::Open(name, stat.length, &file->file));
+  TF_RETURN_IF_ERROR(TfFile::Open(name, stat.length, stat.mtime_nsec, &file->file));
   TF_RETURN_IF_ERROR(ReadBznaIndex(*file->file, &file->index));
   for (auto e = cache->begin(); e != cache->end();) {  // forget files no dataset holds
     e = e->second.expired() ? cache->erase(e) : std::next(e);
@@ -507,9 +618,11 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
 
   // With on_error = "skip", a sample that cannot be read (a malformed or
   // damaged sample, a short or failed read) is reported in `errors` instead of
-  // failing the batch; running out of memory and cancellation still fail it.
+  // failing the batch; running out of memory or descriptors, cancellation, and
+  // a file that is gone or changed since it was opened (TfFile) still fail it.
   bool Skippable(const absl::Status& s) const {
-    return skip_ && s.code() != absl::StatusCode::kResourceExhausted && s.code() != absl::StatusCode::kCancelled;
+    return skip_ && s.code() != absl::StatusCode::kResourceExhausted && s.code() != absl::StatusCode::kCancelled &&
+           s.code() != absl::StatusCode::kFailedPrecondition;
   }
 
   void Compute(OpKernelContext* ctx) override {
