@@ -56,7 +56,7 @@ from bzna_tf.convert.plan import (
     shards_for_size,
 )
 from bzna_tf.convert.progress import PlainProgress, redraws
-from bzna_tf.convert.sources.base import Item, few
+from bzna_tf.convert.sources.base import ALLOW_OUTSIDE_PATHS_HINT, Item, SourceError, few, read_inside
 from bzna_tf.format.atomic import make_parent
 from bzna_tf.format.sample import build_image_mp4
 from bzna_tf.format.wording import count
@@ -373,6 +373,8 @@ def default_workers() -> int:
 def _read(item: Item) -> bytes:
     if item.data is not None:
         return item.data
+    if item.root is not None:  # a file the data named: it must still be inside the dataset's folder
+        return read_inside(item.path, item.root)
     with open(item.path, "rb") as f:
         return f.read()
 
@@ -389,6 +391,8 @@ def encode_item(item: Item, settings: dict):
         return ("skip", item.error, _SKIP_HINT)
     try:
         data = _read(item)
+    except SourceError as e:
+        return ("skip", f"{e}; {ALLOW_OUTSIDE_PATHS_HINT}", _SKIP_HINT)
     except OSError as e:
         return ("skip", str(e), _SKIP_HINT)
     try:
