@@ -99,6 +99,10 @@ def write_atomic(path, data: bytes) -> str:
     Readers never see a half-written file under ``path``; on any error the
     temporary file is removed and ``path`` is left as it was. The folder is
     created when missing (:func:`make_parent`). Returns the path.
+
+    Raises:
+      OSError: ``path`` cannot be written, naming it and saying which
+        (:func:`file_error`: a full disk, a read-only file system, ...).
     """
     path = make_parent(path)
     tmp = f"{path}.tmp{os.getpid()}"

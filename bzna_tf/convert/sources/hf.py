@@ -128,7 +128,7 @@ def _load_by_name(name, split, cache_dir):
             roots.append(hub_constants.HF_HUB_CACHE)
         except (ImportError, AttributeError):
             pass
-    return files, features, [os.fspath(r) for r in roots]
+    return files, features, [os.path.realpath(r) for r in roots]  # absolute: workers may run elsewhere
 
 
 def _saved(folder, split, allow_outside_paths=False):
@@ -238,7 +238,7 @@ class HFSource(LabelledSource):
         self.allow_outside_paths = bool(allow_outside_paths)
         if saved:
             self.files, features = _saved(path, split, self.allow_outside_paths)
-            self._roots = [path]
+            self._roots = [os.path.realpath(path)]
         else:
             self.files, features, self._roots = _load_by_name(self.dataset, split, cache_dir)
         self._units, unit_rows = [], []
