@@ -148,6 +148,7 @@ _SOURCE_FLAGS = {
     "label_offset": 0,
     "compression": None,
     "allow_unlabelled": False,
+    "allow_outside_paths": False,
     "image_column": None,
     "label_column": None,
     "split": None,
@@ -416,6 +417,14 @@ def _add_convert(sub):
         "is a bad record, see --on-error): folder: image files beside the class folders; webdataset: a "
         "sample without its label member or json field; tfrecord, tfds: a record without its label feature; "
         "parquet, hf: a null label; gulp: a video without its label key",
+    )
+    t.add_argument(
+        "--allow-outside-paths",
+        action="store_true",
+        help="parquet, hf: read the files a dataset names outside its own folder (for a trusted dataset): "
+        "a row's image path when its bytes are null, and hf's state.json data files. Else only files "
+        "inside the folder of the dataset (parquet: of the file naming them) are read, links resolved: "
+        "another is refused, or the row is a bad record (see --on-error)",
     )
     t.add_argument(
         "--image-column",

@@ -179,3 +179,135 @@ def test_tilde_is_expanded_in_quoted_patterns_and_paths(tmp_path, monkeypatch, c
     assert len(ImageFolderSource("~/folder")) == 1
     write_gulp_chunk(tmp_path / "g", 0, {"v": (0, images[:2])})
     assert len(GulpSource("~/g")) == 2
+
+
+# ----------------------------------------------------------------------------- write errors (issue 35 item 9)
+
+
+def _full_disk_for(monkeypatch, name):
+    """Makes the writer's partial file called ``name`` one on a full disk: its descriptor is /dev/full's.
+
+    The writer creates and locks the file as usual; then every write to it
+    meets the kernel's own ENOSPC, where the write happens (a buffered one at
+    its flush), as on a disk that fills up. No disk can be filled for a test
+    without root (a small tmpfs needs a mount), so the descriptor is swapped.
+    """
+    import bzna_tf.format.writer as writer
+
+    real = writer.os.fdopen
+
+    def fdopen(fd, *args, **kwargs):
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == name:
+            full = os.open("/dev/full", os.O_WRONLY)
+            os.dup2(full, fd)
+            os.close(full)
+        return real(fd, *args, **kwargs)
+
+    monkeypatch.setattr(writer.os, "fdopen", fdopen)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full") or not os.path.isdir("/proc/self/fd"), reason="Linux")
+def test_a_full_disk_names_the_file_says_so_and_what_is_kept(tmp_path, capsys, monkeypatch):
+    src = make_folder(tmp_path / "src", {"ant": 3, "bee": 3}, size=(48, 64))
+    out = tmp_path / "out" / "train.bzna"
+    argv = ["convert", "folder", str(src), str(out), *FAST, "--num-shards", "2"]
+    partial = tmp_path / "out" / ".train-00001-of-00002.bzna.partial"
+    with monkeypatch.context() as m:
+        _full_disk_for(m, partial.name)
+        assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"bzna-tf convert: {partial}: cannot write it: the disk is full (No space left on device, errno 28); "
+        f"this unfinished file is removed, and {tmp_path / 'out' / 'train-00001-of-00002.bzna'} was not "
+        "written; 1 of 2 shards are finished and kept: run the same command again once it can be written "
+        "(they are skipped)\n"
+    )
+    assert os.listdir(tmp_path / "out") == ["train-00000-of-00002.bzna"]  # no partial file, no final name
+    first = os.stat(tmp_path / "out" / "train-00000-of-00002.bzna")
+    assert main(argv) == 0  # room again: the finished shard is kept as it is, the other converted
+    again = os.stat(tmp_path / "out" / "train-00000-of-00002.bzna")
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
+    assert sorted(os.listdir(tmp_path / "out")) == ["train-00000-of-00002.bzna", "train-00001-of-00002.bzna"]
+
+
+def test_a_file_size_limit_names_the_file_and_says_so(tmp_path):
+    """A real EFBIG from the kernel: the file size limit (ulimit -f) of a child process, SIGXFSZ ignored."""
+    import subprocess
+    import sys
+
+    resource = pytest.importorskip("resource", reason="POSIX only")
+    if not hasattr(resource, "RLIMIT_FSIZE"):
+        pytest.skip("no RLIMIT_FSIZE here")
+    src = make_folder(tmp_path / "src", {"ant": 4}, size=(48, 64))
+    out = tmp_path / "big.bzna"
+    child = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))\n"
+        "from bzna_tf.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", child, "convert", "folder", str(src), str(out), *FAST],
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    partial = tmp_path / ".big.bzna.partial"
+    assert r.returncode == 1 and r.stderr == (
+        f"bzna-tf convert: {partial}: cannot write it: the file is larger than the file system or the "
+        "file size limit (ulimit -f) allows (File too large, errno 27); this unfinished file is "
+        f"removed, and {out} was not written; run the same command again once it can be written\n"
+    ), r.stderr
+    assert os.listdir(tmp_path) == ["src"]
+
+
+def test_a_read_only_file_system_is_not_reported_as_a_permission(tmp_path, capsys, monkeypatch):
+    """EROFS: the folder's file system is mounted read-only (os.statvfs's ST_RDONLY).
+
+    Mounting one needs root, so the two answers of the system are given here:
+    os.access says the folder cannot be written, os.statvfs that its file
+    system is read-only (for ``mnt``; ``locked``'s is this one, writable); the
+    rest is the command as it runs.
+    """
+    import bzna_tf.format.atomic as atomic
+
+    folder, locked = tmp_path / "mnt", tmp_path / "locked"
+    folder.mkdir()
+    locked.mkdir()
+    real_access, real_statvfs = os.access, os.statvfs
+    denied = (str(folder), str(locked))
+    monkeypatch.setattr(atomic.os, "access", lambda p, mode: p not in denied and real_access(p, mode))
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    monkeypatch.setattr(atomic.os, "statvfs", lambda p: ReadOnly() if p == str(folder) else real_statvfs(p))
+    src = make_folder(tmp_path / "src", {"ant": 2}, size=(8, 8))
+    assert main(["convert", "folder", str(src), str(folder / "x.bzna"), *FAST]) == 1
+    assert capsys.readouterr().err == (
+        f"bzna-tf convert: {folder}: cannot write in this folder: the file system is read-only (Read-only "
+        "file system, errno 30)\n"
+    )
+    assert main(["convert", "folder", str(src), str(locked / "x.bzna"), *FAST]) == 1
+    assert capsys.readouterr().err == (
+        f"bzna-tf convert: {locked}: cannot write in this folder: permission denied (Permission denied, "
+        "errno 13)\n"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write in a folder without write permission")
+def test_a_folder_without_write_permission_says_permission_denied(tmp_path, capsys):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        src = make_folder(tmp_path / "src", {"ant": 2}, size=(8, 8))
+        assert main(["convert", "folder", str(src), str(folder / "x.bzna"), *FAST]) == 1
+        assert capsys.readouterr().err == (
+            f"bzna-tf convert: {folder}: cannot write in this folder: permission denied (Permission denied, "
+            "errno 13)\n"
+        )
+    finally:
+        folder.chmod(0o755)

@@ -93,3 +93,53 @@ def test_a_name_without_the_datasets_package_says_how_to_install_it(tmp_path, mo
     os.makedirs(tmp_path / "empty")
     with pytest.raises(SourceError, match="needs the datasets package"):
         HFSource(tmp_path / "empty", split="train")  # not a save_to_disk folder: a name for datasets
+
+
+def test_files_named_outside_the_dataset_folder_are_not_read(tmp_path):
+    """state.json's data files and path-only images must be inside the dataset's folder, links resolved."""
+    import json
+
+    pytest.importorskip("datasets", reason="the hf extra is not installed: pip install 'bzna-tf[hf]'")
+    hint = "--allow-outside-paths (allow_outside_paths=True) reads such files when the dataset is trusted"
+    ds, _ = hf_dataset(3)
+    ds.save_to_disk(tmp_path / "one")
+    state_file = tmp_path / "one" / "state.json"
+    state = json.loads(state_file.read_text())
+    (name,) = [d["filename"] for d in state["_data_files"]]
+    (tmp_path / "elsewhere").mkdir()
+    os.rename(tmp_path / "one" / name, tmp_path / "elsewhere" / name)
+    for entry in (f"../elsewhere/{name}", str(tmp_path / "elsewhere" / name), "link.arrow"):
+        if entry == "link.arrow":
+            (tmp_path / "one" / entry).symlink_to(tmp_path / "elsewhere" / name)
+        state["_data_files"] = [{"filename": entry}]
+        state_file.write_text(json.dumps(state))
+        with pytest.raises(SourceError) as e:
+            HFSource(tmp_path / "one")
+        assert str(e.value) == (
+            f"{state_file}: its _data_files name files outside the dataset folder "
+            f"{os.path.realpath(tmp_path / 'one')} ({entry!r}); a saved dataset's data files are its own; "
+            f"{hint}"
+        )
+        assert len(HFSource(tmp_path / "one", allow_outside_paths=True)) == 3
+    # A NAME that is a local folder: datasets records its images' absolute paths, which are read; a row
+    # of its data naming a file elsewhere is a bad record.
+    pics = images(3)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "private.ppm").write_bytes(pics[0])
+    repo = tmp_path / "repo" / "data"
+    repo.mkdir(parents=True)
+    (repo / "own.ppm").write_bytes(pics[1])
+    write_parquet(repo / "train-00000-of-00001.parquet", [None, None, pics[2]], [0, 1, 2], row_group_size=3,
+                  paths=[str(tmp_path / "home" / "private.ppm"), str(repo / "own.ppm"), "2.ppm"],
+                  hf_names=NAMES)  # fmt: skip
+    src = HFSource(str(tmp_path / "repo"), split="train", cache_dir=str(tmp_path / "cache"))
+    got = list(src)
+    private, folder = tmp_path / "home" / "private.ppm", os.path.realpath(tmp_path / "repo")
+    assert got[0].error.startswith(
+        f"null image bytes, and its path '{private}' is outside the dataset folder {folder}: "
+    )
+    assert got[0].error.endswith(hint) and [it.error for it in got[1:]] == [None, None]
+    assert got[1].path == str(repo / "own.ppm")
+    trusted = HFSource(str(tmp_path / "repo"), split="train", cache_dir=str(tmp_path / "cache"),
+                       allow_outside_paths=True)  # fmt: skip
+    assert [it.error for it in trusted] == [None] * 3

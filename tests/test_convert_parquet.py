@@ -189,3 +189,61 @@ def test_the_cli_takes_the_columns_and_refuses_them_for_other_sources(tmp_path, 
     assert (
         "--image-column does not apply to folder sources (--image-column: parquet" in capsys.readouterr().err
     )
+
+
+def test_a_row_naming_a_file_outside_the_dataset_folder_is_not_read(tmp_path, capsys):
+    """A path-only image (null bytes) is read only inside the Parquet file's folder, links resolved."""
+    from bzna_tf.cli import main
+    from bzna_tf.convert.converter import encode_item
+
+    pics = images(5)
+    private = tmp_path / "home" / "private.ppm"  # a file of this machine that the dataset must not pull in
+    private.parent.mkdir()
+    private.write_bytes(pics[0])
+    ds = tmp_path / "ds"
+    (ds / "img").mkdir(parents=True)
+    (ds / "img" / "own.ppm").write_bytes(pics[1])
+    (ds / "img" / "link.ppm").symlink_to(private)  # a name inside that leads out
+    paths = [str(private), "../home/private.ppm", "img/link.ppm", "img/own.ppm", str(ds / "img" / "own.ppm")]
+    path = write_parquet(ds / "train.parquet", [None] * 5, [0, 1, 2, 1, 0], row_group_size=5, paths=paths)
+    got = list(ParquetSource(path))
+    hint = "--allow-outside-paths (allow_outside_paths=True) reads such files when the dataset is trusted"
+    real_ds = os.path.realpath(ds)
+    assert got[0].error == (
+        f"null image bytes, and its path {str(private)!r} is outside the dataset folder {real_ds}: a "
+        f"dataset's rows may name only its own files; {hint}"
+    )
+    assert f"'../home/private.ppm' is outside the dataset folder {real_ds}: " in got[1].error
+    real = os.path.realpath(private)
+    assert f"'img/link.ppm' is outside the dataset folder {real_ds} (it resolves to {real}): " in got[2].error
+    assert [it.error for it in got[3:]] == [None, None] and got[3].root == real_ds
+    said = rf"{path} row 0 \(row group 0\): null image bytes, and its path '{private}' is outside the dataset"
+    with pytest.raises(ConversionError, match=said):
+        convert(ParquetSource(path), tmp_path / "x.bzna", workers=0, order="source", **FAST)
+    s = convert(ParquetSource(path), tmp_path / "x.bzna", workers=0, order="source", on_error="skip", **FAST)
+    assert s.images == 2 and [o for o, _ in s.skipped] == [f"{path} row {r} (row group 0)" for r in range(3)]
+    with BznaFile(tmp_path / "x.bzna") as f:
+        assert f.filenames() == ["own.ppm", "own.ppm"]
+    # The explicit option reads them, and is part of what a resumed conversion must match.
+    trusted = ParquetSource(path, allow_outside_paths=True)
+    assert [it.error for it in trusted] == [None] * 5 and trusted.describe() != ParquetSource(path).describe()
+    assert "allow_outside_paths" not in ParquetSource(path).describe()  # older fingerprints still match
+    s = convert(trusted, tmp_path / "t.bzna", workers=0, order="source", **FAST)
+    assert s.images == 5
+    # A link put in the way after the source's check: the worker checks what it opens.
+    item = ParquetSource(path).item(3)
+    (ds / "img" / "own.ppm").unlink()
+    (ds / "img" / "own.ppm").symlink_to(private)
+    result = encode_item(item, FAST["encoding"].settings)
+    assert result[0] == "skip" and f"resolves to {real}, outside the dataset folder {real_ds}; " in result[1]
+    # The command line: the flag, and one line naming the row and the path.
+    argv = ["convert", "parquet", str(path), str(tmp_path / "c.bzna"), "--workers", "0", "--no-progress",
+            "--preset", "ultrafast", "--order", "source"]  # fmt: skip
+    capsys.readouterr()
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bzna-tf convert: {path} row 0 (row group 0): null image bytes, and its path ")
+    assert "--allow-outside-paths" in err and err.count("\n") == 1
+    assert main([*argv, "--allow-outside-paths"]) == 0
+    assert main(["convert", "folder", str(ds), str(tmp_path / "f.bzna"), "--allow-outside-paths"]) != 0
+    assert "--allow-outside-paths does not apply to folder sources" in capsys.readouterr().err

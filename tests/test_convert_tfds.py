@@ -127,3 +127,25 @@ def test_the_cli_converts_a_split_and_negative_labels_follow_the_option(tmp_path
     src = TFDSSource(folder, split="test")
     s = convert(src, tmp_path / "n.bzna", workers=0, negative_labels="unlabelled", **FAST)
     assert s.images == 2 and s.targets is None
+
+
+def test_file_names_from_dataset_info_that_lead_out_of_the_folder_are_refused(tmp_path):
+    folder, _ = make_tfds(tmp_path)
+    info_path = folder / "dataset_info.json"
+    info = json.loads(info_path.read_text())
+    for k in range(2):  # where "../../" leads
+        (tmp_path / f"mini-train.tfrecord-{k:05d}-of-00002").write_bytes(b"")
+    (train,) = [s for s in info["splits"] if s["name"] == "train"]
+    for template in ("../../{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}", f"{tmp_path}/{{SHARD_INDEX}}"):
+        train["filepathTemplate"] = template
+        info_path.write_text(json.dumps(info))
+        with pytest.raises(SourceError) as e:
+            TFDSSource(folder, split="train")
+        assert str(e.value).startswith(f"{info_path}: split 'train''s files, '") and (
+            f"lead out of the dataset folder {folder}: its files are in it" in str(e.value)
+        )
+    train["filepathTemplate"] = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
+    info["supervisedKeys"] = {"tuple": {"items": [{"featureKey": "image"}, {"featureKey": "../../x"}]}}
+    info_path.write_text(json.dumps(info))
+    with pytest.raises(SourceError, match=r"the label's names, '\.\./\.\./x\.labels\.txt', lead out of the"):
+        TFDSSource(folder, split="train")

@@ -56,8 +56,8 @@ from bzna_tf.convert.plan import (
     shards_for_size,
 )
 from bzna_tf.convert.progress import PlainProgress, redraws
-from bzna_tf.convert.sources.base import Item, few
-from bzna_tf.format.atomic import make_parent
+from bzna_tf.convert.sources.base import ALLOW_OUTSIDE_PATHS_HINT, Item, SourceError, few, read_inside
+from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.sample import build_image_mp4
 from bzna_tf.format.wording import count
 from bzna_tf.format.writer import BznaWriter
@@ -373,6 +373,8 @@ def default_workers() -> int:
 def _read(item: Item) -> bytes:
     if item.data is not None:
         return item.data
+    if item.root is not None:  # a file the data named: it must still be inside the dataset's folder
+        return read_inside(item.path, item.root)
     with open(item.path, "rb") as f:
         return f.read()
 
@@ -389,8 +391,12 @@ def encode_item(item: Item, settings: dict):
         return ("skip", item.error, _SKIP_HINT)
     try:
         data = _read(item)
+    except SourceError as e:
+        return ("skip", f"{e}; {ALLOW_OUTSIDE_PATHS_HINT}", _SKIP_HINT)
     except OSError as e:
-        return ("skip", str(e), _SKIP_HINT)
+        # The origin is the file itself for a folder, a row that names it for Parquet: name it once.
+        what = "cannot read it" if item.origin == item.path else f"cannot read {item.path}"
+        return ("skip", file_error(e, item.path, what).strerror or str(e), _SKIP_HINT)
     try:
         rgb, facts = decode_picture(
             data,
@@ -749,10 +755,23 @@ def convert(
         remaining = sum(spec.path not in done for spec in todo)
         removed = writer.removed if writer is not None else None
         raise ConversionInterrupted(summary, removed, remaining) from None
+    except OSError as e:
+        if e.errno is None or e.filename not in {spec.partial for spec in todo}:
+            raise
+        raise OSError(e.errno, e.strerror + _what_is_kept(summary), e.filename) from e
     summary.seconds = time.perf_counter() - start_time
     summary.targets = None if writer.low is None else (writer.low, writer.high)
     summary.class_names = writer.stored_names
     return summary
+
+
+def _what_is_kept(summary) -> str:
+    """After an output that could not be written: the shards kept, and how to go on."""
+    again = "run the same command again once it can be written"
+    if summary.num_shards <= 1:
+        return f"; {again}"
+    kept = len(summary.written) + len(summary.finished)
+    return f"; {kept} of {summary.num_shards} shards are finished and kept: {again} (they are skipped)"
 
 
 class _NoBar:

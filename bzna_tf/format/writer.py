@@ -17,7 +17,7 @@ from array import array
 
 import numpy as np
 
-from bzna_tf.format.atomic import make_parent
+from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.boxes import box
 from bzna_tf.format.checksums import build_checksum_box, crc32c, picture_checksums
 from bzna_tf.format.metadata import build_metadata_box
@@ -79,6 +79,10 @@ class BznaWriter:
     Raises:
       ValueError: on close with no sample; on a labelled sample after an
         unlabelled one (the format stores targets for a prefix of the samples).
+      OSError: the partial file cannot be created or written (a full disk, a
+        read-only file system, no permission): the error names it and says
+        which (``cannot write it: the disk is full (No space left on device,
+        errno 28)``); the writer then removes it and is closed.
     """
 
     def __init__(
@@ -108,8 +112,11 @@ class BznaWriter:
         except BaseException:  # a Ctrl-C before the cleanup holds the file: nothing left behind either
             _discard(fd, self._tmp)
             raise
-        self._file.write(FTYP)
-        self._file.write(struct.pack(">I4sQ", 1, b"mdat", 0))  # largesize patched at close
+        try:
+            self._file.write(FTYP)
+            self._file.write(struct.pack(">I4sQ", 1, b"mdat", 0))  # largesize patched at close
+        except OSError as e:
+            raise self._failed(e) from e
         self._pos = len(FTYP) + MDAT_HEADER_SIZE
         self._in_off, self._in_size = array("Q"), array("Q")
         self._th_off, self._th_size = array("Q"), array("Q")
@@ -195,7 +202,10 @@ class BznaWriter:
             in_crc, th_crc = picture_checksums(data, thumb_off)
             self._in_crc.append(in_crc)
             self._th_crc.append(th_crc)
-        self._file.write(data)
+        try:
+            self._file.write(data)
+        except OSError as e:
+            raise self._failed(e) from e
         self._in_off.append(self._pos)
         self._in_size.append(len(data))
         self._th_off.append(self._pos + thumb_off)
@@ -253,11 +263,19 @@ class BznaWriter:
             os.fsync(f.fileno())
             f.close()
             os.replace(self._tmp, self.path)
+        except OSError as e:
+            raise self._failed(e) from e
         except BaseException:
             self.abort()
             raise
         self._closed = True
         self._cleanup.detach()
+
+    def _failed(self, e: OSError) -> OSError:
+        """Aborts after ``e`` (the file cannot be written) and gives the error to raise: names the file."""
+        self.abort()
+        after = f"; this unfinished file is removed, and {self.path} was not written"
+        return file_error(e, self._tmp, "cannot write it", after)
 
     def abort(self) -> None:
         """Stop and delete the partial file; nothing is left at the final name."""
@@ -273,6 +291,8 @@ def _create_partial(folder, base):
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o666), tmp
         except FileExistsError:
             continue
+        except OSError as e:
+            raise file_error(e, tmp, "cannot create it") from e
     raise FileExistsError(f"{folder}: could not create a temporary file for {base}")
 
 
@@ -282,7 +302,10 @@ def _claim_partial(tmp):
     The lock (``flock``) dies with its process, however it dies, so the
     partial file of a killed conversion is simply taken over.
     """
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | _CLOEXEC, 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | _CLOEXEC, 0o666)
+    except OSError as e:
+        raise file_error(e, tmp, "cannot create it") from e
     locked = False
     try:
         if fcntl is not None:
@@ -312,6 +335,8 @@ def _discard(f, tmp):
             os.close(f)
         else:
             f.close()
+    except OSError:  # the buffered bytes cannot be written (a full disk): they are discarded with the file
+        pass
     finally:
         try:
             os.unlink(tmp)

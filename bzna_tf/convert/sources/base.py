@@ -33,16 +33,20 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "ALLOW_OUTSIDE_PATHS_HINT",
     "ALLOW_UNLABELLED_HINT",
     "IMAGE_EXTENSIONS",
     "Item",
     "LabelledSource",
     "Source",
     "SourceError",
+    "allow_outside_paths_fact",
     "allow_unlabelled_fact",
     "expand_patterns",
     "file_facts",
+    "inside",
     "read_class_names",
+    "read_inside",
     "safe_basename",
 ]
 
@@ -52,6 +56,12 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".
 # How to go on from a missing label, at the end of a missing-label error (the converter adds --on-error skip).
 ALLOW_UNLABELLED_HINT = (
     "--allow-unlabelled (allow_unlabelled=True) stores such images unlabelled, after the labelled ones"
+)
+
+
+# How to read a file that a dataset names outside its own folder, at the end of the refusal.
+ALLOW_OUTSIDE_PATHS_HINT = (
+    "--allow-outside-paths (allow_outside_paths=True) reads such files when the dataset is trusted"
 )
 
 
@@ -83,6 +93,10 @@ class Item:
       unlabelled: why ``target`` is None, for the summary's count of unlabelled
         images ("without a 'cls' member (--allow-unlabelled)"), or None
         ("without a label"). The same words for every image of one reason.
+      root: the folder ``path`` must stay inside when the data named the file
+        (a Parquet row's image path), or None. The source checked it; the
+        worker checks again what it opens (:func:`read_inside`), since a link
+        could be put in the way between the two.
     """
 
     filename: str
@@ -93,6 +107,7 @@ class Item:
     class_name: str | None = None
     error: str | None = None
     unlabelled: str | None = None
+    root: str | None = None
 
 
 class Source:
@@ -215,6 +230,11 @@ def allow_unlabelled_fact(allow_unlabelled: bool) -> dict:
     return {"allow_unlabelled": True} if allow_unlabelled else {}
 
 
+def allow_outside_paths_fact(allow_outside_paths: bool) -> dict:
+    """``_describe()``'s entry for ``allow_outside_paths``: present only when set (see the one above)."""
+    return {"allow_outside_paths": True} if allow_outside_paths else {}
+
+
 def expand_patterns(patterns, what: str) -> list[str]:
     """File names and glob patterns (``~`` expanded) -> existing paths, each pattern's matches sorted.
 
@@ -237,6 +257,41 @@ def expand_patterns(patterns, what: str) -> list[str]:
     if not paths:
         raise SourceError(f"Expected at least one {what}. Received: none")
     return paths
+
+
+def inside(path, root) -> bool:
+    """True when the real path of ``path`` (links resolved) is the real path of ``root`` or below it.
+
+    False for a name that is no path (a NUL in it).
+    """
+    try:
+        real, top = os.path.realpath(path), os.path.realpath(root)
+    except ValueError:  # an embedded NUL: no file has that name
+        return False
+    return os.path.commonpath([real, top]) == top
+
+
+def read_inside(path, root) -> bytes:
+    """The bytes of the file ``path``, which must be inside the folder ``root`` once links are resolved.
+
+    Checks the file actually opened, not only the name: the name is resolved
+    and checked, opened without following a last link, and (where
+    ``/proc/self/fd`` exists) the opened file's own path is checked again, so
+    a link put in the way after the source's check does not lead out.
+
+    Raises:
+      SourceError: the file is outside ``root``.
+      OSError: the file cannot be read (named).
+    """
+    real = os.path.realpath(path)
+    if not inside(real, root):
+        raise SourceError(f"{path} resolves to {real}, outside the dataset folder {root}")
+    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as f:
+        opened = f"/proc/self/fd/{fd}"
+        if os.path.islink(opened) and not inside(os.readlink(opened), root):
+            raise SourceError(f"{path} was replaced by a link out of the dataset folder {root} while read")
+        return f.read()
 
 
 def file_facts(path, root=None) -> list:

@@ -22,7 +22,16 @@ import os
 
 import numpy as np
 
-from bzna_tf.convert.sources.base import LabelledSource, SourceError, allow_unlabelled_fact, few, file_facts
+from bzna_tf.convert.sources.base import (
+    ALLOW_OUTSIDE_PATHS_HINT,
+    LabelledSource,
+    SourceError,
+    allow_outside_paths_fact,
+    allow_unlabelled_fact,
+    few,
+    file_facts,
+    inside,
+)
 from bzna_tf.convert.sources.parquet import (
     AUTO,
     RowGroups,
@@ -55,7 +64,12 @@ def _open_arrow(path):
 
 
 def _load_by_name(name, split, cache_dir):
-    """The Arrow cache files and features of ``datasets.load_dataset(name, split=split)``, offline."""
+    """The Arrow cache files, features and folders of ``datasets.load_dataset(name, split=split)``, offline.
+
+    The folders are where the rows' image paths may lead: NAME when it is a
+    folder here (``datasets`` records the absolute paths of its image files),
+    else the caches ``datasets`` downloads and extracts the Hub's files into.
+    """
     try:
         import datasets
     except ImportError as e:
@@ -103,11 +117,27 @@ def _load_by_name(name, split, cache_dir):
             features[key] = {"_type": "ClassLabel", "names": list(feature.names)}
         elif isinstance(feature, datasets.Image):
             features[key] = {"_type": "Image"}
-    return files, features
+    if os.path.isdir(name):
+        roots = [name]
+    else:
+        roots = [cache_dir or datasets.config.HF_DATASETS_CACHE, datasets.config.DOWNLOADED_DATASETS_PATH,
+                 datasets.config.EXTRACTED_DATASETS_PATH]  # fmt: skip
+        try:
+            import huggingface_hub.constants as hub_constants
+
+            roots.append(hub_constants.HF_HUB_CACHE)
+        except (ImportError, AttributeError):
+            pass
+    return files, features, [os.path.realpath(r) for r in roots]  # absolute: workers may run elsewhere
 
 
-def _saved(folder, split):
-    """The data files and features of a save_to_disk folder (a Dataset, or a DatasetDict's split)."""
+def _saved(folder, split, allow_outside_paths=False):
+    """The data files and features of a save_to_disk folder (a Dataset, or a DatasetDict's split).
+
+    The data files that ``state.json`` names must be inside ``folder`` once
+    links are resolved, unless ``allow_outside_paths``.
+    """
+    top = folder
     dict_file = os.path.join(folder, "dataset_dict.json")
     if os.path.isfile(dict_file):
         try:
@@ -140,7 +170,16 @@ def _saved(folder, split):
                 features = json.load(f).get("features") or {}
         except (OSError, ValueError, AttributeError):
             features = {}
+    if not all(isinstance(n, str) for n in names):
+        raise SourceError(f"{state_file}: expected file names in _data_files. Received: {few(names)}")
     files = [os.path.join(folder, n) for n in names]
+    outside = [n for n, p in zip(names, files, strict=True) if not inside(p, top)]
+    if outside and not allow_outside_paths:
+        # The data files are read whole: a hostile state.json must not make them any file of this machine.
+        raise SourceError(
+            f"{state_file}: its _data_files name files outside the dataset folder {os.path.realpath(top)} "
+            f"({few(outside)}); a saved dataset's data files are its own; {ALLOW_OUTSIDE_PATHS_HINT}"
+        )
     missing = [n for n, p in zip(names, files, strict=True) if not os.path.isfile(p)]
     if missing:
         raise SourceError(
@@ -165,19 +204,30 @@ class HFSource(LabelledSource):
       split: the split (a DatasetDict folder, or a NAME).
       image_column, label_column, class_names, allow_unlabelled: as for :class:`ParquetSource`.
       cache_dir: the ``datasets`` cache to look a NAME up in (default: its own).
+      allow_outside_paths: read files that the dataset names outside its own
+        folder: the data files that a saved folder's ``state.json`` names, and
+        the image files that rows name by ``path`` when their bytes are null.
+        By default such a file must be inside the dataset's folder once links
+        are resolved (a saved folder, or a NAME that is a folder here; for a
+        Hub NAME, the caches ``datasets`` downloads into): a ``state.json``
+        naming another file is refused, a row naming one is a bad record (see
+        ``convert``'s ``on_error``). Saved folders embed their images' bytes
+        (``datasets`` does so when it saves); one written by an old
+        ``datasets`` may hold the absolute paths of the files it was made
+        from, which this option reads when the dataset is trusted.
 
     Raises:
       SourceError: an unknown or missing split (the message lists them), missing data
-        files, a NAME without the ``datasets`` package or not in the local cache, or
-        columns that cannot be chosen.
+        files or ones outside the folder, a NAME without the ``datasets`` package or not
+        in the local cache, or columns that cannot be chosen.
     """
 
     kind = "hf"
     cli_help = "a folder written by datasets' save_to_disk, or a dataset NAME in the local Hugging Face cache"
-    cli_options = ("split", "image_column", "label_column", "allow_unlabelled")
+    cli_options = ("split", "image_column", "label_column", "allow_unlabelled", "allow_outside_paths")
 
     def __init__(self, dataset, *, split=None, image_column=None, label_column=AUTO, class_names=None,
-                 cache_dir=None, allow_unlabelled=False):  # fmt: skip
+                 cache_dir=None, allow_unlabelled=False, allow_outside_paths=False):  # fmt: skip
         pyarrow_or_error("Hugging Face datasets")
         path = os.path.expanduser(os.fspath(dataset))
         saved = os.path.isdir(path) and any(
@@ -185,7 +235,12 @@ class HFSource(LabelledSource):
         )
         self.dataset = path if saved else os.fspath(dataset)
         self.split = split
-        self.files, features = _saved(path, split) if saved else _load_by_name(self.dataset, split, cache_dir)
+        self.allow_outside_paths = bool(allow_outside_paths)
+        if saved:
+            self.files, features = _saved(path, split, self.allow_outside_paths)
+            self._roots = [os.path.realpath(path)]
+        else:
+            self.files, features, self._roots = _load_by_name(self.dataset, split, cache_dir)
         self._units, unit_rows = [], []
         columns = None
         for k, file in enumerate(self.files):
@@ -221,7 +276,8 @@ class HFSource(LabelledSource):
 
     def _groups(self):
         if self._rows is None:
-            self._rows = RowGroups(self._columns, self._unit_rows, self.allow_unlabelled)
+            self._rows = RowGroups(self._columns, self._unit_rows, self.allow_unlabelled, self._roots,
+                                   self.allow_outside_paths)  # fmt: skip
             self._open = collections.OrderedDict()
         return self._rows
 
@@ -264,6 +320,7 @@ class HFSource(LabelledSource):
             "image_column": self.image_column,
             "label_column": self.label_column,
             **allow_unlabelled_fact(self.allow_unlabelled),
+            **allow_outside_paths_fact(self.allow_outside_paths),
         }
 
     def item(self, index):
@@ -274,9 +331,10 @@ class HFSource(LabelledSource):
         yield from self._groups().items(indices, self._load, self._units, self.files, "record batch")
 
     @classmethod
-    def from_cli(cls, paths, *, split=None, image_column=None, label_column=None, allow_unlabelled=False):
+    def from_cli(cls, paths, *, split=None, image_column=None, label_column=None, allow_unlabelled=False,
+                 allow_outside_paths=False):  # fmt: skip
         if len(paths) != 1:
             raise ValueError(f"Expected one dataset folder or name. Received: {paths}")
         return cls(paths[0], split=split, image_column=image_column,
                    label_column=AUTO if label_column is None else (label_column or None),
-                   allow_unlabelled=allow_unlabelled)  # fmt: skip
+                   allow_unlabelled=allow_unlabelled, allow_outside_paths=allow_outside_paths)  # fmt: skip

@@ -23,14 +23,17 @@ import os
 import numpy as np
 
 from bzna_tf.convert.sources.base import (
+    ALLOW_OUTSIDE_PATHS_HINT,
     ALLOW_UNLABELLED_HINT,
     Item,
     LabelledSource,
     SourceError,
+    allow_outside_paths_fact,
     allow_unlabelled_fact,
     expand_patterns,
     few,
     file_facts,
+    inside,
     safe_basename,
 )
 
@@ -189,11 +192,19 @@ class RowGroups:
 
     ``load(unit)`` gives an Arrow table of the unit's rows with the image (and
     label) columns; :meth:`item` turns a row into an :class:`Item`.
+
+    A row whose image is only a ``path`` (null bytes) names a file of this
+    machine: it is read only when its real path (links resolved) is inside
+    ``roots``, the dataset's folders (None: the folder of the row's own file),
+    unless ``allow_outside_paths``; else the row is a bad record naming the path.
     """
 
-    def __init__(self, columns: TableColumns, unit_rows, allow_unlabelled=False):
+    def __init__(self, columns: TableColumns, unit_rows, allow_unlabelled=False, roots=None,
+                 allow_outside_paths=False):  # fmt: skip
         self.columns = columns
         self.allow_unlabelled = allow_unlabelled
+        self.roots = None if roots is None else [os.path.realpath(r) for r in roots]
+        self.allow_outside_paths = allow_outside_paths
         self.starts = np.cumsum([0, *unit_rows]).tolist()
         self._cache = collections.OrderedDict()
 
@@ -241,6 +252,30 @@ class RowGroups:
             name = f"{os.path.basename(file)}-{row:06d}"
             yield self.item(self.rows(u, load), r, origin, name, os.path.dirname(file))
 
+    def _root(self, local, folder):
+        """(the dataset folder that holds the file ``local``, None) or (None, why it may not be read).
+
+        (None, None) with ``allow_outside_paths``: the file is read wherever it is.
+        """
+        if self.allow_outside_paths:
+            return None, None
+        # A hostile dataset must not pull this machine's other files (a private picture, a key saved
+        # as .jpg) into a .bzna that is shared later: only the dataset's own files are read.
+        roots = self.roots if self.roots is not None else [os.path.realpath(folder)]
+        for root in roots:
+            if inside(local, root):
+                return root, None
+        where = f"folder {roots[0]}" if len(roots) == 1 else f"folders ({', '.join(roots)})"
+        try:
+            real = os.path.realpath(local)
+        except ValueError:  # a NUL in the name
+            real = None
+        to = f" (it resolves to {real})" if real and real != os.path.abspath(local) else ""
+        return None, (
+            f"is outside the dataset {where}{to}: a dataset's rows may name only its own files; "
+            f"{ALLOW_OUTSIDE_PATHS_HINT}"
+        )
+
     def item(self, arrays, r, origin, default_name, folder):
         data, paths, valid, labels = arrays
         target, unlabelled = None, None
@@ -260,8 +295,12 @@ class RowGroups:
             return Item(name, target, data=data[r].as_py(), origin=origin, unlabelled=unlabelled)
         if path:  # datasets' Image feature without embedded bytes: a file of the machine that made it
             local = path if os.path.isabs(path) else os.path.join(folder, path)
+            root, outside = self._root(local, folder)
+            if outside:
+                return Item(name, None, data=b"", origin=origin,
+                            error=f"null image bytes, and its path {path!r} {outside}")  # fmt: skip
             if os.path.isfile(local):
-                return Item(name, target, path=local, origin=origin, unlabelled=unlabelled)
+                return Item(name, target, path=local, origin=origin, unlabelled=unlabelled, root=root)
             return Item(name, None, data=b"", origin=origin,
                         error=f"null image bytes, and its path {path!r} is not a file here")  # fmt: skip
         return Item(name, None, data=b"", origin=origin, error=f"null image (column {self.columns.image!r})")
@@ -292,11 +331,18 @@ class ParquetSource(LabelledSource):
       allow_unlabelled: store a row whose label is null as an unlabelled image.
         By default such a row is a bad record: the conversion stops, naming
         its file and row, or skips it with ``on_error="skip"``.
+      allow_outside_paths: read the file that a row's image ``path`` names
+        (when its bytes are null) wherever it is. By default only a file
+        inside the folder of the Parquet file that names it is read (a
+        relative path is taken from that folder; links are resolved first),
+        so that a dataset cannot pull other files of this machine into the
+        output; a row naming any other file is a bad record.
 
     Each sample's stored name is the base name of the struct's ``path`` when
     there is one, else ``FILE-ROW`` (the file's base name and the row's number
-    in it). A row whose image is null (or whose ``path`` names no local file
-    when its bytes are null) is a bad record: see ``convert``'s ``on_error``.
+    in it). A row whose image is null (or whose ``path`` names no local file,
+    or one outside the dataset's folder, when its bytes are null) is a bad
+    record: see ``convert``'s ``on_error``.
 
     Raises:
       SourceError: no file matches, pyarrow is missing, a file is not Parquet,
@@ -305,10 +351,17 @@ class ParquetSource(LabelledSource):
 
     kind = "parquet"
     cli_help = "Parquet files or glob patterns (an image bytes column; Hugging Face's data/*.parquet)"
-    cli_options = ("image_column", "label_column", "allow_unlabelled")
+    cli_options = ("image_column", "label_column", "allow_unlabelled", "allow_outside_paths")
 
     def __init__(
-        self, patterns, *, image_column=None, label_column=AUTO, class_names=None, allow_unlabelled=False
+        self,
+        patterns,
+        *,
+        image_column=None,
+        label_column=AUTO,
+        class_names=None,
+        allow_unlabelled=False,
+        allow_outside_paths=False,
     ):
         pyarrow_or_error("Parquet sources")
         import pyarrow.parquet as pq
@@ -333,6 +386,7 @@ class ParquetSource(LabelledSource):
                 first += unit_rows[-1]
         self.image_column, self.label_column = columns.image, columns.label
         self.allow_unlabelled = bool(allow_unlabelled)
+        self.allow_outside_paths = bool(allow_outside_paths)
         self.class_names = list(class_names) if class_names is not None else columns.class_names
         self.num_classes = len(columns.class_names) if columns.class_names else None
         self.notes = tuple(columns.notes)
@@ -346,7 +400,8 @@ class ParquetSource(LabelledSource):
 
     def _groups(self):
         if self._rows is None:
-            self._rows = RowGroups(self._columns, self._unit_rows, self.allow_unlabelled)
+            self._rows = RowGroups(self._columns, self._unit_rows, self.allow_unlabelled,
+                                   allow_outside_paths=self.allow_outside_paths)  # fmt: skip
             self._files = collections.OrderedDict()
         return self._rows
 
@@ -390,6 +445,7 @@ class ParquetSource(LabelledSource):
             "image_column": self.image_column,
             "label_column": self.label_column,
             **allow_unlabelled_fact(self.allow_unlabelled),
+            **allow_outside_paths_fact(self.allow_outside_paths),
         }
 
     def item(self, index):
@@ -400,7 +456,8 @@ class ParquetSource(LabelledSource):
         yield from self._groups().items(indices, self._load, self._units, self.paths, "row group")
 
     @classmethod
-    def from_cli(cls, paths, *, image_column=None, label_column=None, allow_unlabelled=False):
+    def from_cli(cls, paths, *, image_column=None, label_column=None, allow_unlabelled=False,
+                 allow_outside_paths=False):  # fmt: skip
         return cls(paths, image_column=image_column,
                    label_column=AUTO if label_column is None else (label_column or None),
-                   allow_unlabelled=allow_unlabelled)  # fmt: skip
+                   allow_unlabelled=allow_unlabelled, allow_outside_paths=allow_outside_paths)  # fmt: skip

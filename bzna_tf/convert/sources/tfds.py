@@ -23,6 +23,20 @@ INFO = "dataset_info.json"
 DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 
 
+def _own_file(folder, name, what):
+    """``folder/name`` for a name that ``dataset_info.json`` gives; SourceError if it leads out of ``folder``.
+
+    A prepared folder's files are in it: a template or key with ``..`` or an
+    absolute path must not make a hostile dataset_info.json read other files.
+    (Names are compared as written: a link the user put in the folder is followed.)
+    """
+    path = os.path.join(folder, name)
+    top = os.path.abspath(folder)
+    if os.path.commonpath([os.path.abspath(path), top]) != top:
+        raise SourceError(f"{what}, {name!r}, lead out of the dataset folder {folder}: its files are in it")
+    return path
+
+
 def _find_folder(folder):
     """The folder with dataset_info.json: ``folder`` itself, or its one version sub-folder."""
     if os.path.isfile(os.path.join(folder, INFO)):
@@ -139,7 +153,7 @@ class TFDSSource(TFRecordSource):
                 .replace("{SHARD_X_OF_Y}", f"{k:05d}-of-{len(lengths):05d}")
                 .replace("{SHARD_INDEX}", f"{k:05d}")
             )
-            paths.append(os.path.join(self.folder, name))
+            paths.append(_own_file(self.folder, name, f"{info_path}: split {split!r}'s files"))
         missing = [os.path.basename(p) for p in paths if not os.path.isfile(p)]
         if missing:
             raise SourceError(
@@ -157,7 +171,7 @@ class TFDSSource(TFRecordSource):
             labels = [k for k, cls in features.items() if cls.endswith(".ClassLabel")]
             label_key = sup_label or (labels[0] if len(labels) == 1 else AUTO)
         if class_names is None and label_key not in (None, AUTO):
-            path = os.path.join(self.folder, f"{label_key}.labels.txt")
+            path = _own_file(self.folder, f"{label_key}.labels.txt", f"{info_path}: the label's names")
             class_names = (read_class_names(path) or None) if os.path.isfile(path) else None
         super().__init__(
             paths,
