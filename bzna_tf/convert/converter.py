@@ -66,7 +66,7 @@ from bzna_tf.convert.plan import (
     shards_for_size,
 )
 from bzna_tf.convert.progress import PlainProgress, redraws
-from bzna_tf.convert.sources.base import Item, few
+from bzna_tf.convert.sources.base import NAME_NOT_UTF8, Item, escaped_name, few
 from bzna_tf.format.atomic import make_parent
 from bzna_tf.format.sample import build_image_mp4
 from bzna_tf.format.wording import count
@@ -769,6 +769,7 @@ def convert(
     names = _class_names(source, class_names)
     if on_error == "raise":
         _check_missing_labels(source)
+        _check_bad_records(source)
     shard_paths(output, None)  # a file name, not a folder
     make_parent(output)  # the folder is made (or refused) before any work
     summary = ConversionSummary(
@@ -880,6 +881,34 @@ def _check_missing_labels(source):
     raise ConversionError(f"{item.origin or item.filename}: {item.error}{more}; {_SKIP_HINT}")
 
 
+def _check_bad_records(source):
+    """Stops before any work at the first image the source knows it cannot give (``bad_records()``).
+
+    Else the conversion would stop wherever the order puts it, maybe hours in.
+    """
+    bad = source.bad_records() if hasattr(source, "bad_records") else None
+    if bad is None or not len(bad):
+        return
+    first, *others = _items_at(source, [int(i) for i in bad[:3]])
+    if first.error is None:  # the source's two answers disagree: let the conversion find it
+        return
+    more = ""
+    if others:
+        shown = ", ".join(item.origin or item.filename for item in others)
+        more = f" ({count(len(bad), 'image')} in all: this one, {shown}{', ...' if len(bad) > 3 else ''})"
+    raise ConversionError(f"{first.origin or first.filename}: {first.error}{more}; {_SKIP_HINT}")
+
+
+def _printable(item):
+    """The item with an origin that prints and stores as UTF-8; a file name that cannot be stored
+    (UTF-8, in a .bzna file) makes it a bad record: a tar member's name whose bytes are not UTF-8, say."""
+    origin = escaped_name(item.origin) if isinstance(item.origin, str) else item.origin
+    name = item.filename
+    if item.error is None and isinstance(name, str) and escaped_name(name) is not name:
+        return dataclasses.replace(item, filename=escaped_name(name), origin=origin, error=NAME_NOT_UTF8)
+    return item if origin is item.origin else dataclasses.replace(item, origin=origin)
+
+
 class _Labels:
     """Checks each item's label before it is encoded: negative ones, and ones past the class names."""
 
@@ -916,13 +945,13 @@ class _Labels:
 def _items_at(source, indices):
     """The items at ``indices`` of a source (its ``items``) or of a list of items (indexing)."""
     if hasattr(source, "items"):
-        return source.items(indices)
-    return (source[int(i)] for i in indices)
+        return map(_printable, source.items(indices))
+    return (_printable(source[int(i)]) for i in indices)
 
 
 def _items(source, positions, spec):
     if spec.stop < 0:
-        return iter(source)
+        return map(_printable, iter(source))
     return _items_at(source, positions[spec.start : spec.stop])
 
 
