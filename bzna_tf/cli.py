@@ -388,8 +388,9 @@ def _add_convert(sub):
         choices=("raise", "skip"),
         default="raise",
         help="a record the source cannot read (a truncated tar member, a sample without an image, a null "
-        "image in a row, a label that is not an integer) or an image that cannot be decoded (HTML saved as "
-        ".jpg, a truncated JPEG without --lenient): raise (default) stops, naming the file and the key, row "
+        "image in a row, a label that is not an integer, a file name that is not UTF-8) or an image that "
+        "cannot be decoded (HTML saved as .jpg, a truncated JPEG without --lenient, a picture over "
+        "--max-pixels): raise (default) stops, naming the file and the key, row "
         "or record; skip leaves it out and counts it in the summary",
     )
     b.add_argument(

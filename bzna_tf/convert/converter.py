@@ -691,8 +691,8 @@ def convert(
       output: the .bzna file to write; with shards, the name they derive from:
         ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ... (``~`` is expanded; DIR is created).
       encoding: an :class:`EncodeOptions` (quality, crf, preset, chroma, layout, thumbnails_only,
-        encoder, lenient, exif_transpose, alpha_background); default ``EncodeOptions()``, the
-        "balanced" quality.
+        encoder, lenient, exif_transpose, alpha_background, max_pixels); default ``EncodeOptions()``,
+        the "balanced" quality.
       workers: encoding processes; default all usable cores; 0 encodes in this process. Each
         picture is encoded by one x265 thread either way, so the bytes never depend on ``workers``.
       order: "shuffle" (default) or "source".
@@ -714,11 +714,12 @@ def convert(
         images are stored as unlabelled (TFDS writes -1 for images without a label).
       on_error: what a bad record does: one the source cannot read (a truncated tar member, a
         sample without an image, a Parquet row whose image is null, a label that is not an
-        integer, a label that is missing without the source's ``allow_unlabelled``) or an image
-        that cannot be decoded (HTML saved as .jpg, a truncated JPEG without ``encoding.lenient``).
+        integer, a label that is missing without the source's ``allow_unlabelled``, a file name
+        that is not UTF-8) or an image that cannot be decoded (HTML saved as .jpg, a truncated JPEG
+        without ``encoding.lenient``, a picture over ``encoding.max_pixels`` or too large for x265).
         "raise" (default) stops the conversion with a message naming the file and the key, row or
-        record; "skip" leaves it out, reports it on ``log`` and counts it in the summary
-        (``skipped``) and in the shard's metadata.
+        record (one the source knows before reading, before any work); "skip" leaves it out, reports
+        it on ``log`` and counts it in the summary (``skipped``) and in the shard's metadata.
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
         ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
         Hugging Face ``ClassLabel``'s names). A source that

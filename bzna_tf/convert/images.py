@@ -49,7 +49,7 @@ DEFAULT_MAX_PIXELS = 89_478_485
 (``Image.MAX_IMAGE_PIXELS``), as 9459 x 9459 or 12000 x 7456.
 
 The pictures of image datasets are far smaller (ImageNet's average about
-400 x 350, a 50-megapixel camera's 8688 x 5792). Converting a picture takes
+470 x 390, a 50-megapixel camera's 8688 x 5792). Converting a picture takes
 about 43 bytes per pixel in its worker (decoding, 4:2:0 conversion and x265),
 so this limit keeps a worker under about 4 GB. x265 cannot encode a frame of
 more than 142,606,336 pixels (H.265 level 7.2) in any case.
@@ -76,7 +76,7 @@ class ImageDecodeError(ValueError):
 
 
 class ImageTooLargeError(ImageDecodeError):
-    """A source image over the pixel limit, refused before its pixels are decoded.
+    """A source image over the pixel limit: refused before decoding when its header says its size, else after.
 
     Attributes:
       size: its (width, height).
