@@ -135,6 +135,19 @@ def _info(args) -> int:
     return status
 
 
+def _max_pixels(text: str):
+    """``--max-pixels``: a number of pixels, or ``none`` for no limit."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of pixels >= 1, or none. Received: {text!r}")
+    return value
+
+
 def _path(text: str) -> str:
     """A path or pattern argument with ``~`` expanded (a quoted ``'~/tfr/*'`` reaches us unexpanded)."""
     return os.path.expanduser(text)
@@ -187,6 +200,7 @@ def _encoding(args):
         lenient=args.lenient,
         exif_transpose=args.exif_transpose,
         alpha_background=args.alpha_background,
+        max_pixels=args.max_pixels,
     )
 
 
@@ -237,7 +251,7 @@ def _convert(args) -> int:
 
 
 def _add_convert(sub):
-    from bzna_tf.convert import DEFAULT_SEED, ORDERS, SOURCES, X265_PRESETS, encode
+    from bzna_tf.convert import DEFAULT_MAX_PIXELS, DEFAULT_SEED, ORDERS, SOURCES, X265_PRESETS, encode
 
     c = sub.add_parser(
         "convert",
@@ -349,6 +363,15 @@ def _add_convert(sub):
     b = c.add_argument_group("bad images and labels")
     b.add_argument("--lenient", action="store_true", help="keep images the decoder had to repair")
     b.add_argument(
+        "--max-pixels",
+        type=_max_pixels,
+        default=DEFAULT_MAX_PIXELS,
+        metavar="N",
+        help=f"a picture of more pixels (width x height) than N is refused from its header, before it is "
+        f"decoded (a decompression bomb), as a bad image (see --on-error); none: no limit (default "
+        f"{DEFAULT_MAX_PIXELS:,}, Pillow's; a worker takes about 43 bytes per pixel)",
+    )
+    b.add_argument(
         "--missing-label",
         type=int,
         default=None,
@@ -366,8 +389,9 @@ def _add_convert(sub):
         choices=("raise", "skip"),
         default="raise",
         help="a record the source cannot read (a truncated tar member, a sample without an image, a null "
-        "image in a row, a label that is not an integer) or an image that cannot be decoded (HTML saved as "
-        ".jpg, a truncated JPEG without --lenient): raise (default) stops, naming the file and the key, row "
+        "image in a row, a label that is not an integer, a file name that is not UTF-8) or an image that "
+        "cannot be decoded (HTML saved as .jpg, a truncated JPEG without --lenient, a picture over "
+        "--max-pixels): raise (default) stops, naming the file and the key, row "
         "or record; skip leaves it out and counts it in the summary",
     )
     b.add_argument(

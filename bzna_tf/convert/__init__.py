@@ -26,7 +26,13 @@ from bzna_tf.convert.encode import (
     resize_rgb,
     thumbnail_size,
 )
-from bzna_tf.convert.images import PICTURE_FACTS, ImageDecodeError, decode_image, decode_picture
+from bzna_tf.convert.images import (
+    DEFAULT_MAX_PIXELS,
+    PICTURE_FACTS,
+    ImageDecodeError,
+    decode_image,
+    decode_picture,
+)
 from bzna_tf.convert.plan import DEFAULT_SEED, ORDERS, ShardSpec, conversion_order, plan_shards, shard_paths
 from bzna_tf.convert.sources import (
     SOURCES,
@@ -46,6 +52,7 @@ from bzna_tf.convert.tfrecord import TFRecordError, parse_example
 __all__ = [
     "CHROMA_MODES",
     "DEFAULT_CRF",
+    "DEFAULT_MAX_PIXELS",
     "DEFAULT_PRESET",
     "DEFAULT_QUALITY",
     "DEFAULT_SEED",

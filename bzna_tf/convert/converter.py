@@ -40,9 +40,19 @@ from bzna_tf.convert.encode import (
     check_crf,
     check_preset,
     encode_image,
+    layout_coded_size,
     quality_options,
 )
-from bzna_tf.convert.images import PICTURE_FACTS, ImageDecodeError, alpha_background_color, decode_picture
+from bzna_tf.convert.images import (
+    DEFAULT_MAX_PIXELS,
+    PICTURE_FACTS,
+    ImageDecodeError,
+    ImageTooLargeError,
+    alpha_background_color,
+    check_max_pixels,
+    decode_picture,
+    image_size,
+)
 from bzna_tf.convert.plan import (
     DEFAULT_SEED,
     ShardSpec,
@@ -56,7 +66,15 @@ from bzna_tf.convert.plan import (
     shards_for_size,
 )
 from bzna_tf.convert.progress import PlainProgress, redraws
-from bzna_tf.convert.sources.base import ALLOW_OUTSIDE_PATHS_HINT, Item, SourceError, few, read_inside
+from bzna_tf.convert.sources.base import (
+    ALLOW_OUTSIDE_PATHS_HINT,
+    NAME_NOT_UTF8,
+    Item,
+    SourceError,
+    escaped_name,
+    few,
+    read_inside,
+)
 from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.sample import build_image_mp4
 from bzna_tf.format.wording import count
@@ -80,6 +98,12 @@ _SKIP_HINT = "--on-error skip (on_error='skip') leaves such records out and coun
 _LENIENT_HINT = (
     "; --lenient (EncodeOptions(lenient=True)) keeps images the decoder can repair, as a truncated JPEG"
 )
+_MAX_PIXELS_HINT = (
+    "--max-pixels N (EncodeOptions(max_pixels=N)) raises the limit, at about 43 bytes of memory per pixel "
+    "in each worker; " + _SKIP_HINT
+)
+# The most luma samples x265 encodes in one frame (H.265 level 7.2): it refuses larger coded frames.
+_X265_MAX_LUMA_SAMPLES = 142_606_336
 # Images queued per worker: enough to keep every worker busy while the main
 # process writes, few enough that memory does not grow with the dataset.
 _IN_FLIGHT_PER_WORKER = 4
@@ -157,6 +181,12 @@ class EncodeOptions:
         colour ("white", "black", "grey", "#RRGGBB", "R,G,B" or (R, G, B);
         stored as (R, G, B)). None (default): the alpha channel is dropped and
         the colour under transparent pixels kept, as those libraries do.
+      max_pixels: skip (or, with ``on_error="raise"``, stop at) a picture of more
+        pixels (width x height) than this, refused from its header before it is
+        decoded (a decompression bomb: a small PNG can declare a huge picture).
+        Default :data:`~bzna_tf.convert.DEFAULT_MAX_PIXELS` (89,478,485, Pillow's
+        limit; a worker takes about 43 bytes per pixel, 4 GB at the limit).
+        None: no limit but FFmpeg's and x265's (142,606,336 pixels per frame).
 
     Raises:
       ValueError: a value out of its range, naming the field and listing the valid ones.
@@ -172,9 +202,13 @@ class EncodeOptions:
     lenient: bool = False
     exif_transpose: bool = False
     alpha_background: tuple | None = None
+    max_pixels: int | None = DEFAULT_MAX_PIXELS
 
     def __post_init__(self):
         object.__setattr__(self, "alpha_background", alpha_background_color(self.alpha_background))
+        check_max_pixels(self.max_pixels)
+        if self.max_pixels is not None:
+            object.__setattr__(self, "max_pixels", int(self.max_pixels))
         if self.quality not in QUALITY_PRESETS:
             raise ValueError(
                 f"Expected `quality` in {tuple(QUALITY_PRESETS)}. Received: quality={self.quality!r}"
@@ -379,11 +413,29 @@ def _read(item: Item) -> bytes:
         return f.read()
 
 
+def _unencodable(size, settings) -> str | None:
+    """Why x265 cannot encode a picture of ``size`` (width, height) as ``settings`` say, or None.
+
+    Its coded frame (the picture padded to the layout's blocks) over H.265's largest level: x265 refuses it.
+    """
+    if settings["encoder"] != "x265" or settings["thumbnails_only"]:  # NVENC says its own limits
+        return None
+    cw, ch = layout_coded_size(size, settings["layout"])
+    if cw * ch <= _X265_MAX_LUMA_SAMPLES:
+        return None
+    return (
+        f"{size[0]} x {size[1]} pixels, coded as {cw} x {ch} = {cw * ch / 1e6:.1f} M pixels: more than x265 "
+        f"encodes in one frame ({_X265_MAX_LUMA_SAMPLES:,}, H.265 level 7.2)"
+    )
+
+
 def encode_item(item: Item, settings: dict):
-    """Decodes and encodes one image (in a worker): ("ok", input, thumb, facts) or ("skip", reason, hint).
+    """Decodes and encodes one image (in a worker): ("ok", input, thumb, facts, pixels) or ("skip", reason,
+    hint[, cause]).
 
     ``hint`` says how to go on; ``facts``: what decoding did to the picture
-    (:func:`~bzna_tf.convert.images.decode_picture`).
+    (:func:`~bzna_tf.convert.images.decode_picture`); ``pixels``: its width x height;
+    ``cause``: "max_pixels" for a picture over ``settings["max_pixels"]``.
 
     ``settings``: :attr:`EncodeOptions.settings`.
     """
@@ -397,15 +449,29 @@ def encode_item(item: Item, settings: dict):
         # The origin is the file itself for a folder, a row that names it for Parquet: name it once.
         what = "cannot read it" if item.origin == item.path else f"cannot read {item.path}"
         return ("skip", file_error(e, item.path, what).strerror or str(e), _SKIP_HINT)
+    max_pixels = settings["max_pixels"]
+    declared = image_size(data)
+    if declared is not None and (max_pixels is None or declared[0] * declared[1] <= max_pixels):
+        # Refused before decoding: it could never be stored.
+        why = _unencodable(declared, settings)
+        if why is not None:
+            return ("skip", why, _SKIP_HINT)
     try:
         rgb, facts = decode_picture(
             data,
             lenient=settings["lenient"],
             exif_transpose=settings["exif_transpose"],
             alpha_background=settings["alpha_background"],
+            max_pixels=max_pixels,
         )
+    except ImageTooLargeError as e:
+        return ("skip", f"{e} (--max-pixels)", _MAX_PIXELS_HINT, "max_pixels")
     except ImageDecodeError as e:
         return ("skip", str(e), _SKIP_HINT if settings["lenient"] else _SKIP_HINT + _LENIENT_HINT)
+    size = (rgb.shape[1], rgb.shape[0])
+    why = _unencodable(size, settings)
+    if why is not None:
+        return ("skip", why, _SKIP_HINT)
     if settings["encoder"] == "nvenc":
         from bzna_tf.convert.nvenc import encode_image_nvenc
 
@@ -413,18 +479,24 @@ def encode_item(item: Item, settings: dict):
             rgb, qp=settings["crf"], thumbnails_only=settings["thumbnails_only"], layout=settings["layout"]
         )
     else:
+        import av
+
         # One x265 thread per picture whatever `workers` is: x265 records its thread pools in the
         # options SEI, and every `workers` value (a rerun, a Beam worker) must give the same bytes.
-        inp, thumb = encode_image(
-            rgb,
-            crf=settings["crf"],
-            preset=settings["preset"],
-            chroma=settings["chroma"],
-            threads=1,
-            thumbnails_only=settings["thumbnails_only"],
-            layout=settings["layout"],
-        )
-    return ("ok", inp, thumb, facts)
+        try:
+            inp, thumb = encode_image(
+                rgb,
+                crf=settings["crf"],
+                preset=settings["preset"],
+                chroma=settings["chroma"],
+                threads=1,
+                thumbnails_only=settings["thumbnails_only"],
+                layout=settings["layout"],
+            )
+        except av.FFmpegError as e:  # named by the converter, as any image it skips or stops at
+            why = getattr(e, "strerror", None) or str(e) or type(e).__name__
+            return ("skip", f"x265 cannot encode its {size[0]} x {size[1]} picture ({why})", _SKIP_HINT)
+    return ("ok", inp, thumb, facts, size[0] * size[1])
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -633,8 +705,8 @@ def convert(
       output: the .bzna file to write; with shards, the name they derive from:
         ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ... (``~`` is expanded; DIR is created).
       encoding: an :class:`EncodeOptions` (quality, crf, preset, chroma, layout, thumbnails_only,
-        encoder, lenient, exif_transpose, alpha_background); default ``EncodeOptions()``, the
-        "balanced" quality.
+        encoder, lenient, exif_transpose, alpha_background, max_pixels); default ``EncodeOptions()``,
+        the "balanced" quality.
       workers: encoding processes; default all usable cores; 0 encodes in this process. Each
         picture is encoded by one x265 thread either way, so the bytes never depend on ``workers``.
       order: "shuffle" (default) or "source".
@@ -656,11 +728,12 @@ def convert(
         images are stored as unlabelled (TFDS writes -1 for images without a label).
       on_error: what a bad record does: one the source cannot read (a truncated tar member, a
         sample without an image, a Parquet row whose image is null, a label that is not an
-        integer, a label that is missing without the source's ``allow_unlabelled``) or an image
-        that cannot be decoded (HTML saved as .jpg, a truncated JPEG without ``encoding.lenient``).
+        integer, a label that is missing without the source's ``allow_unlabelled``, a file name
+        that is not UTF-8) or an image that cannot be decoded (HTML saved as .jpg, a truncated JPEG
+        without ``encoding.lenient``, a picture over ``encoding.max_pixels`` or too large for x265).
         "raise" (default) stops the conversion with a message naming the file and the key, row or
-        record; "skip" leaves it out, reports it on ``log`` and counts it in the summary
-        (``skipped``) and in the shard's metadata.
+        record (one the source knows before reading, before any work); "skip" leaves it out, reports
+        it on ``log`` and counts it in the summary (``skipped``) and in the shard's metadata.
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
         ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
         Hugging Face ``ClassLabel``'s names). A source that
@@ -711,6 +784,7 @@ def convert(
     names = _class_names(source, class_names)
     if on_error == "raise":
         _check_missing_labels(source)
+        _check_bad_records(source)
     shard_paths(output, None)  # a file name, not a folder
     make_parent(output)  # the folder is made (or refused) before any work
     summary = ConversionSummary(
@@ -732,7 +806,8 @@ def convert(
             fp = fingerprint(source, encoding, missing_label=missing_label, negative_labels=negative_labels,
                              total=total, num_shards=len(plan), order=order, seed=summary.seed,
                              class_names=class_names)  # fmt: skip
-            todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error)
+            todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
+                           settings["max_pixels"])  # fmt: skip
             if not todo:
                 summary.seconds = time.perf_counter() - start_time
                 return summary
@@ -834,6 +909,34 @@ def _check_missing_labels(source):
     raise ConversionError(f"{item.origin or item.filename}: {item.error}{more}; {_SKIP_HINT}")
 
 
+def _check_bad_records(source):
+    """Stops before any work at the first image the source knows it cannot give (``bad_records()``).
+
+    Else the conversion would stop wherever the order puts it, maybe hours in.
+    """
+    bad = source.bad_records() if hasattr(source, "bad_records") else None
+    if bad is None or not len(bad):
+        return
+    first, *others = _items_at(source, [int(i) for i in bad[:3]])
+    if first.error is None:  # the source's two answers disagree: let the conversion find it
+        return
+    more = ""
+    if others:
+        shown = ", ".join(item.origin or item.filename for item in others)
+        more = f" ({count(len(bad), 'image')} in all: this one, {shown}{', ...' if len(bad) > 3 else ''})"
+    raise ConversionError(f"{first.origin or first.filename}: {first.error}{more}; {_SKIP_HINT}")
+
+
+def _printable(item):
+    """The item with an origin that prints and stores as UTF-8; a file name that cannot be stored
+    (UTF-8, in a .bzna file) makes it a bad record: a tar member's name whose bytes are not UTF-8, say."""
+    origin = escaped_name(item.origin) if isinstance(item.origin, str) else item.origin
+    name = item.filename
+    if item.error is None and isinstance(name, str) and escaped_name(name) is not name:
+        return dataclasses.replace(item, filename=escaped_name(name), origin=origin, error=NAME_NOT_UTF8)
+    return item if origin is item.origin else dataclasses.replace(item, origin=origin)
+
+
 class _Labels:
     """Checks each item's label before it is encoded: negative ones, and ones past the class names."""
 
@@ -870,22 +973,24 @@ class _Labels:
 def _items_at(source, indices):
     """The items at ``indices`` of a source (its ``items``) or of a list of items (indexing)."""
     if hasattr(source, "items"):
-        return source.items(indices)
-    return (source[int(i)] for i in indices)
+        return map(_printable, source.items(indices))
+    return (_printable(source[int(i)]) for i in indices)
 
 
 def _items(source, positions, spec):
     if spec.stop < 0:
-        return iter(source)
+        return map(_printable, iter(source))
     return _items_at(source, positions[spec.start : spec.stop])
 
 
-def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise"):
+def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise",
+            max_pixels=DEFAULT_MAX_PIXELS):  # fmt: skip
     """The shards to convert; finished ones go to ``summary.finished``; other existing files are refused.
 
     A finished shard that does not fit ``lenient`` is converted again (it was written without it and
-    left images out that it may keep, or with it and may hold repaired pictures); one that left images
-    out is refused with ``on_error="raise"``, which would have stopped there.
+    left images out that it may keep, or with it and may hold repaired pictures), as is one that does
+    not fit ``max_pixels`` (:func:`_max_pixels_change`); one that left images out is refused with
+    ``on_error="raise"``, which would have stopped there.
     """
     todo, refused, left_out, kept_out = [], [], [], 0
     for spec in mine:
@@ -906,6 +1011,9 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
                 else f"it was converted without --lenient and left out {count(len(skipped), 'image')} that "
                 "--lenient may keep"
             )
+            summary.notes.append(f"converting {os.path.basename(spec.path)} again: {why}")
+        elif why := _max_pixels_change(facts.get("max_pixels"), max_pixels):
+            todo.append(spec)
             summary.notes.append(f"converting {os.path.basename(spec.path)} again: {why}")
         elif skipped and on_error == "raise":
             origin, reason = skipped[0]
@@ -935,6 +1043,26 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
     return todo
 
 
+def _max_pixels_change(recorded, max_pixels) -> str:
+    """Why a finished shard must be converted again under ``max_pixels``; "" when it is what this run writes.
+
+    ``recorded``: its conversion facts' ``{"limit", "largest", "over"}`` (the limit, the largest picture
+    it holds, the pictures it left out for being over the limit). A shard written before the limit
+    existed has none, and is kept: every picture it holds was decoded and encoded.
+    """
+    if not isinstance(recorded, dict):
+        return ""
+    old, largest, over = recorded.get("limit"), recorded.get("largest", 0), recorded.get("over", 0)
+    if over and old is not None and (max_pixels is None or max_pixels > old):
+        new = "none" if max_pixels is None else f"{max_pixels:,}"
+        return (
+            f"it left out {count(over, 'image')} over --max-pixels {old:,} that --max-pixels {new} may keep"
+        )
+    if max_pixels is not None and largest > max_pixels:
+        return f"it holds a picture of {largest:,} pixels, over --max-pixels {max_pixels:,}"
+    return ""
+
+
 class _ShardWriter:
     """Receives encoded images in input order and writes them to their shards, one file at a time."""
 
@@ -955,6 +1083,7 @@ class _ShardWriter:
         self.writer = BznaWriter(spec.path, partial=spec.partial)
         self.shard_skipped = []
         self.shard_pictures = dict.fromkeys(PICTURE_FACTS, 0)
+        self.shard_pixels = {"limit": self.settings["max_pixels"], "largest": 0, "over": 0}
         self.names = list(self.base_names) if self.base_names is not None else []
         self.first_unlabelled = None
 
@@ -969,10 +1098,11 @@ class _ShardWriter:
             self.bar.set_postfix(skipped=len(self.summary.skipped), refresh=False)
             self.bar.update(1)
 
-    def _skip(self, item, reason, hint):
+    def _skip(self, item, reason, hint, cause=None):
         origin = item.origin or item.filename
         if self.on_error == "raise":
             raise ConversionError(f"{origin}: {reason}; {hint}")
+        self.shard_pixels["over"] += cause == "max_pixels"
         self.summary.skipped.append((origin, reason))
         self.shard_skipped.append([origin, reason])
         message = f"skipped {origin}: {reason}"
@@ -982,7 +1112,8 @@ class _ShardWriter:
             print(message, file=self.log)
 
     def _write(self, item, result):
-        _, inp, thumb, facts = result
+        _, inp, thumb, facts, pixels = result
+        self.shard_pixels["largest"] = max(self.shard_pixels["largest"], pixels)
         for fact in facts:
             self.shard_pictures[fact] += 1
             self.summary.pictures.setdefault(fact, [0, item.origin or item.filename])[0] += 1
@@ -1032,6 +1163,8 @@ class _ShardWriter:
         facts["exif_transpose"] = self.settings["exif_transpose"]
         alpha = self.settings["alpha_background"]
         facts["alpha_background"] = list(alpha) if alpha is not None else None
+        # The pixel limit is not in the fingerprint: _triage decides from these whether a shard still fits.
+        facts["max_pixels"] = self.shard_pixels
         writer.metadata["conversion"] = facts
         if any(n is not None for n in self.names):
             writer.metadata["class_names"] = self.names

@@ -7,6 +7,11 @@ transparent pixel is kept), CMYK is converted to RGB and more than 8 bits per
 channel are reduced to 8. :func:`decode_picture` says which of these happened
 to a picture, and can turn it upright (``exif_transpose``) or composite it
 over a colour (``alpha_background``) instead.
+
+A picture's size is read from its file's header before anything is decoded,
+and one over ``max_pixels`` (default :data:`DEFAULT_MAX_PIXELS`) is refused
+without decoding it: a PNG of a few hundred kB can declare a picture of
+gigabytes (a decompression bomb).
 """
 
 from __future__ import annotations
@@ -16,7 +21,16 @@ import struct
 
 import numpy as np
 
-__all__ = ["PICTURE_FACTS", "ImageDecodeError", "alpha_background_color", "decode_image", "decode_picture"]
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "PICTURE_FACTS",
+    "ImageDecodeError",
+    "ImageTooLargeError",
+    "alpha_background_color",
+    "decode_image",
+    "decode_picture",
+    "image_size",
+]
 
 _JPEG_MAGIC = b"\xff\xd8"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -30,6 +44,20 @@ PICTURE_FACTS = ("exif_orientation", "alpha", "cmyk", "high_bit_depth")
 - ``"cmyk"``: True for a CMYK (or YCCK) JPEG or TIFF, converted to RGB;
 - ``"high_bit_depth"``: the bits per channel when more than 8 (16-bit PNG or TIFF), reduced to 8.
 """
+DEFAULT_MAX_PIXELS = 89_478_485
+"""The largest picture decoded by default, in pixels (width x height): Pillow's own limit
+(``Image.MAX_IMAGE_PIXELS``), as 9459 x 9459 or 12000 x 7456.
+
+The pictures of image datasets are far smaller (ImageNet's average about
+470 x 390, a 50-megapixel camera's 8688 x 5792). Converting a picture takes
+about 43 bytes per pixel in its worker (decoding, 4:2:0 conversion and x265),
+so this limit keeps a worker under about 4 GB. x265 cannot encode a frame of
+more than 142,606,336 pixels (H.265 level 7.2) in any case.
+"""
+# FFmpeg's own check of a decoder's frame (its `max_pixels` option) counts each row rounded up to its
+# buffer alignment (up to 64 pixels): the limit given to it leaves that much room on pictures of up to
+# 65536 rows, so that it refuses only what the exact check after decoding would refuse anyway.
+_FFMPEG_ROW_SLACK = 64 * 65536
 _NAMED_COLORS = {
     "white": (255, 255, 255),
     "black": (0, 0, 0),
@@ -39,11 +67,26 @@ _NAMED_COLORS = {
 # JPEG start-of-frame markers (every coding process): they give the number of components.
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 _TAG_ORIENTATION, _TAG_PHOTOMETRIC = 0x0112, 0x0106
+_TAG_WIDTH, _TAG_LENGTH = 0x0100, 0x0101
 _PHOTOMETRIC_SEPARATED = 5  # TIFF's CMYK
 
 
 class ImageDecodeError(ValueError):
     """A source image that cannot be decoded; the message says why."""
+
+
+class ImageTooLargeError(ImageDecodeError):
+    """A source image over the pixel limit: refused before decoding when its header says its size, else after.
+
+    Attributes:
+      size: its (width, height).
+      max_pixels: the limit it is over.
+    """
+
+    def __init__(self, size, max_pixels):
+        self.size, self.max_pixels = tuple(size), max_pixels
+        w, h = self.size
+        super().__init__(f"{w} x {h} = {w * h / 1e6:.1f} M pixels, over the limit of {max_pixels:,} pixels")
 
 
 def _what(data: bytes) -> str:
@@ -121,6 +164,97 @@ def _exif_orientation(exif: bytes):
     return _tiff_tags(exif, {_TAG_ORIENTATION}).get(_TAG_ORIENTATION)
 
 
+def _jpeg_segments(data: bytes):
+    """(marker, segment) of a JPEG's header segments, up to its first scan (data past it is not read)."""
+    i = 2
+    while i + 4 <= len(data) and data[i] == 0xFF:
+        marker = data[i + 1]
+        if marker == 0xFF:  # a fill byte
+            i += 1
+            continue
+        if marker in (0xD9, 0xDA):  # end of image, start of scan: no header after it
+            return
+        if 0xD0 <= marker <= 0xD8 or marker == 0x01:  # markers without a length
+            i += 2
+            continue
+        (length,) = struct.unpack(">H", data[i + 2 : i + 4])
+        yield marker, data[i + 4 : i + 2 + length]
+        i += 2 + length
+
+
+def _pnm_size(data: bytes):
+    """(width, height) of a PBM/PGM/PPM (``P1`` .. ``P6``), PFM (``PF``, ``Pf``) or PAM (``P7``) header."""
+    if data[1:2] == b"7":  # PAM: "WIDTH w" and "HEIGHT h" lines up to ENDHDR
+        fields = {}
+        for line in data[:4096].split(b"\n")[1:]:
+            words = line.split()
+            if words[:1] == [b"ENDHDR"]:
+                break
+            if len(words) == 2:
+                fields[words[0]] = words[1]
+        return int(fields[b"WIDTH"]), int(fields[b"HEIGHT"])
+    tokens = []
+    for line in data[2:4096].split(b"\n"):
+        tokens += line.split(b"#")[0].split()
+        if len(tokens) >= 2:
+            return int(tokens[0]), int(tokens[1])
+    raise ValueError("no size in the header")
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """The (width, height) an image file declares in its header, read without decoding any pixel.
+
+    Reads JPEG (its frame header), PNG (IHDR; APNG's canvas), GIF (the logical
+    screen, which FFmpeg decodes every frame into), BMP, WebP (VP8, VP8L and
+    VP8X's canvas), TIFF (the first image) and PBM/PGM/PPM/PAM/PFM headers.
+
+    Returns:
+      ``(width, height)``, or None for another format or a header that cannot
+      be read (the decoder then says what is wrong; :func:`decode_picture`
+      checks the size it decodes instead).
+    """
+    data = bytes(data)
+    try:
+        if data.startswith(_JPEG_MAGIC):
+            for marker, segment in _jpeg_segments(data):
+                if marker in _SOF and len(segment) >= 5:
+                    h, w = struct.unpack(">HH", segment[1:5])
+                    return (w, h) if h else None  # height 0: given after the first scan (DNL), rare
+            return None
+        if data.startswith(_PNG_MAGIC) and data[12:16] == b"IHDR":
+            return struct.unpack(">II", data[16:24])
+        if data[:6] in (b"GIF87a", b"GIF89a"):
+            return struct.unpack("<HH", data[6:10])
+        if data[:2] == b"BM":
+            (header,) = struct.unpack("<I", data[14:18])
+            if header == 12:  # OS/2 BITMAPCOREHEADER
+                return struct.unpack("<HH", data[18:22])
+            w, h = struct.unpack("<ii", data[18:26])
+            return abs(w), abs(h)  # a negative height: rows stored top-down
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            kind, body = data[12:16], data[20:30]
+            if kind == b"VP8X":
+                w, h = (int.from_bytes(body[k : k + 3], "little") + 1 for k in (4, 7))
+                return w, h
+            if kind == b"VP8L" and body[:1] == b"\x2f":
+                (bits,) = struct.unpack("<I", body[1:5])
+                return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+            if kind == b"VP8 " and body[3:6] == b"\x9d\x01\x2a":
+                w, h = struct.unpack("<HH", body[6:10])
+                return w & 0x3FFF, h & 0x3FFF
+            return None
+        if data[:4] in _TIFF_MAGICS:
+            tags = _tiff_tags(data, {_TAG_WIDTH, _TAG_LENGTH})
+            if _TAG_WIDTH in tags and _TAG_LENGTH in tags:
+                return tags[_TAG_WIDTH], tags[_TAG_LENGTH]
+            return None
+        if data[:1] == b"P" and data[1:2] in b"1234567Ff" and data[2:3].isspace():
+            return _pnm_size(data)
+    except (struct.error, ValueError, KeyError):
+        return None
+    return None
+
+
 def _header_facts(data: bytes) -> tuple:
     """(EXIF orientation or None, CMYK or not) read from the file's own structure (FFmpeg does not say).
 
@@ -129,24 +263,11 @@ def _header_facts(data: bytes) -> tuple:
     orientation, cmyk = None, False
     try:
         if data.startswith(_JPEG_MAGIC):
-            i = 2
-            while i + 4 <= len(data) and data[i] == 0xFF:
-                marker = data[i + 1]
-                if marker == 0xFF:  # a fill byte
-                    i += 1
-                    continue
-                if marker in (0xD9, 0xDA):  # end of image, start of scan: no header after it
-                    break
-                if 0xD0 <= marker <= 0xD8 or marker == 0x01:  # markers without a length
-                    i += 2
-                    continue
-                (length,) = struct.unpack(">H", data[i + 2 : i + 4])
-                segment = data[i + 4 : i + 2 + length]
+            for marker, segment in _jpeg_segments(data):
                 if marker == 0xE1 and segment.startswith(b"Exif\0\0") and orientation is None:
                     orientation = _exif_orientation(segment)
                 elif marker in _SOF and len(segment) > 5:
                     cmyk = segment[5] == 4  # four components: CMYK, or YCCK (Adobe)
-                i += 2 + length
         elif data.startswith(_PNG_MAGIC):
             i = 8
             while i + 8 <= len(data):
@@ -190,8 +311,24 @@ def exif_transposed(rgb: np.ndarray, orientation: int) -> np.ndarray:
     return rgb if turn is None else np.ascontiguousarray(turn(rgb))
 
 
+def check_max_pixels(max_pixels) -> None:
+    """Raises ValueError unless ``max_pixels`` is None (no limit) or an integer >= 1."""
+    if max_pixels is not None and (
+        isinstance(max_pixels, bool) or not isinstance(max_pixels, (int, np.integer)) or max_pixels < 1
+    ):
+        raise ValueError(
+            "Expected `max_pixels` as an integer >= 1, or None for no limit. "
+            f"Received: max_pixels={max_pixels!r}"
+        )
+
+
 def decode_picture(
-    data: bytes, *, lenient: bool = False, exif_transpose: bool = False, alpha_background=None
+    data: bytes,
+    *,
+    lenient: bool = False,
+    exif_transpose: bool = False,
+    alpha_background=None,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
 ):
     """Decodes an encoded image to RGB, (H, W, 3) uint8, and says what decoding did to it.
 
@@ -211,6 +348,10 @@ def decode_picture(
         or mirrored as the orientation says), as Pillow's ``exif_transpose``.
       alpha_background: composite a picture with transparent pixels over this
         colour (see :func:`alpha_background_color`) instead of dropping its alpha.
+      max_pixels: refuse a picture of more pixels (width x height) than this,
+        before decoding it when its header says its size (:func:`image_size`);
+        FFmpeg is given the limit too, so no format decodes much more. None: no
+        limit (FFmpeg's own is about 268 M pixels).
 
     Returns:
       ``(rgb, facts)``: the picture and a dict with the keys of
@@ -218,28 +359,39 @@ def decode_picture(
       numbers, the others True), empty for a plain 8-bit RGB picture.
 
     Raises:
+      ImageTooLargeError: a picture over ``max_pixels`` (an :class:`ImageDecodeError`).
       ImageDecodeError: undecodable data, with FFmpeg's reason.
-      ValueError: an ``alpha_background`` that is not a colour.
+      ValueError: an ``alpha_background`` that is not a colour, a bad ``max_pixels``.
     """
     import av  # the format layer never needs FFmpeg
 
     background = alpha_background_color(alpha_background)
+    check_max_pixels(max_pixels)
     data = bytes(data)
     if not data:
         raise ImageDecodeError("empty file")
+    size = image_size(data)
+    if max_pixels is not None and size is not None and size[0] * size[1] > max_pixels:
+        raise ImageTooLargeError(size, max_pixels)
+    # FFmpeg refuses larger frames before allocating them: the formats whose size is not read above
+    # (and headers FFmpeg reads otherwise) are bounded too. Its probe of a container decodes a frame.
+    limit = {} if max_pixels is None else {"max_pixels": str(int(max_pixels) + _FFMPEG_ROW_SLACK)}
     try:
         if data.startswith(_JPEG_MAGIC) or data.startswith(_PNG_MAGIC):
             ctx = av.CodecContext.create("mjpeg" if data.startswith(_JPEG_MAGIC) else "png", "r")
             ctx.thread_count = 1
-            if not lenient:
-                ctx.options = {"err_detect": "explode"}
+            ctx.options = limit if lenient else {**limit, "err_detect": "explode"}
             frames = ctx.decode(av.Packet(data)) + ctx.decode(None)
         else:
-            with av.open(io.BytesIO(data)) as container:
-                frames = [next(container.decode(video=0), None)]
+            with av.open(io.BytesIO(data), options=limit) as container:
+                stream = container.streams.video[0]
+                stream.codec_context.options = limit
+                frames = [next(container.decode(stream), None)]
         frame = next((f for f in frames if f is not None), None)
         if frame is None:
             raise ImageDecodeError("the decoder returned no picture")
+        if max_pixels is not None and frame.width * frame.height > max_pixels:
+            raise ImageTooLargeError((frame.width, frame.height), max_pixels)
         rgb = frame.to_ndarray(format="rgb24")
         facts = {}
         bits = max(c.bits for c in frame.format.components)
@@ -260,6 +412,8 @@ def decode_picture(
         raise
     except (av.FFmpegError, ValueError, StopIteration, IndexError) as e:
         why = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        if limit and isinstance(e, av.ArgumentError):  # what FFmpeg says of a frame over its max_pixels too
+            why += f", which is also what it says of a picture over the limit of {max_pixels:,} pixels"
         raise ImageDecodeError(f"FFmpeg cannot decode it ({why}): {_what(data)}") from e
     if rgb.ndim != 3 or rgb.shape[2] != 3 or 0 in rgb.shape:
         raise ImageDecodeError(f"decoded to an unexpected shape {rgb.shape}")
@@ -273,15 +427,26 @@ def decode_picture(
     return rgb, facts
 
 
-def decode_image(data: bytes, *, lenient: bool = False, exif_transpose: bool = False, alpha_background=None):
+def decode_image(
+    data: bytes,
+    *,
+    lenient: bool = False,
+    exif_transpose: bool = False,
+    alpha_background=None,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+):
     """Decodes an encoded image to RGB, (H, W, 3) uint8: :func:`decode_picture` without its facts.
 
     Args:
-      data, lenient, exif_transpose, alpha_background: as for :func:`decode_picture`.
+      data, lenient, exif_transpose, alpha_background, max_pixels: as for :func:`decode_picture`.
 
     Raises:
-      ImageDecodeError: undecodable data, with FFmpeg's reason.
+      ImageDecodeError: undecodable data, with FFmpeg's reason, or a picture over ``max_pixels``.
     """
     return decode_picture(
-        data, lenient=lenient, exif_transpose=exif_transpose, alpha_background=alpha_background
+        data,
+        lenient=lenient,
+        exif_transpose=exif_transpose,
+        alpha_background=alpha_background,
+        max_pixels=max_pixels,
     )[0]

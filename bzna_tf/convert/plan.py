@@ -187,6 +187,8 @@ def fingerprint(source, options, **extra) -> str | None:
     # Lenient decoding changes only the images that strict decoding refuses: each shard records it
     # (its conversion facts' "lenient"), and the converter decides whether a finished shard still fits.
     fields.pop("lenient", None)
+    # So does the pixel limit (a shard records it, the largest picture it holds and those it left out).
+    fields.pop("max_pixels", None)
     # Options added later enter only when set, so that the conversions made before them still resume.
     for later, default in (("exif_transpose", False), ("alpha_background", None)):
         if fields.get(later, default) == default:

@@ -14,7 +14,7 @@ Adding a source (say, a new file format) takes one module in this package:
    relative to the source, sizes, mtimes, keys) and ``item(index)`` (or
    ``items(indices)``, when reading several at once is cheaper than one by
    one); ``class_names``, ``num_classes``, ``labelled()``, ``missing_labels()``,
-   ``notes`` and ``random_access`` where the source knows them;
+   ``bad_records()``, ``notes`` and ``random_access`` where the source knows them;
 2. ``cli_help``, ``cli_options`` and ``from_cli`` for ``bzna-tf convert KIND``
    (the flags themselves are declared once, in :mod:`bzna_tf.cli`);
 3. an entry in ``SOURCES`` in this package's ``__init__``.
@@ -38,10 +38,12 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "Item",
     "LabelledSource",
+    "NAME_NOT_UTF8",
     "Source",
     "SourceError",
     "allow_outside_paths_fact",
     "allow_unlabelled_fact",
+    "escaped_name",
     "expand_patterns",
     "file_facts",
     "inside",
@@ -62,6 +64,11 @@ ALLOW_UNLABELLED_HINT = (
 # How to read a file that a dataset names outside its own folder, at the end of the refusal.
 ALLOW_OUTSIDE_PATHS_HINT = (
     "--allow-outside-paths (allow_outside_paths=True) reads such files when the dataset is trusted"
+)
+
+# The error of an Item whose file name cannot be stored: a .bzna file stores names as UTF-8.
+NAME_NOT_UTF8 = (
+    "its name is not valid UTF-8 (shown with \\x escapes), and a .bzna file stores names as UTF-8: rename it"
 )
 
 
@@ -172,6 +179,15 @@ class Source:
         unless the source was made with ``allow_unlabelled``: the array is then
         empty. With ``on_error="raise"`` the converter stops at the first of
         them before any image is encoded, rather than wherever the order puts it.
+        """
+        return None
+
+    def bad_records(self):
+        """The indices of the images whose :class:`Item` has ``error``, known without reading them, or None.
+
+        With ``on_error="raise"`` the converter stops at the first of them
+        before any image is encoded (a folder's file whose name is not UTF-8),
+        rather than wherever the order puts it.
         """
         return None
 
@@ -303,6 +319,25 @@ def file_facts(path, root=None) -> list:
     st = os.stat(path)
     name = os.path.relpath(path, root) if root is not None else os.path.basename(path)
     return [name.replace(os.sep, "/"), st.st_size, int(st.st_mtime)]
+
+
+def escaped_name(name: str) -> str:
+    """A name that prints and stores as UTF-8: a file name's bytes that are not UTF-8 as ``\\xNN`` escapes.
+
+    ``os.listdir`` gives such bytes as lone surrogates (``'bad\\udcff.jpg'``),
+    which cannot be written as UTF-8; this gives ``'bad\\xff.jpg'``. Other
+    names are returned as they are.
+    """
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = os.fsencode(name)
+    except UnicodeEncodeError:  # a lone surrogate that no file name gave: shown as \udXXX
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def safe_basename(name: str) -> str:

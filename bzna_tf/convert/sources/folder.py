@@ -13,19 +13,72 @@ ROOT without sub-folders is a folder of unlabelled images (a test set).
 
 from __future__ import annotations
 
+import errno
 import os
 
 import numpy as np
 
-from bzna_tf.convert.sources.base import IMAGE_EXTENSIONS, Item, Source, SourceError, few, file_facts
+from bzna_tf.convert.sources.base import (
+    IMAGE_EXTENSIONS,
+    NAME_NOT_UTF8,
+    Item,
+    Source,
+    SourceError,
+    escaped_name,
+    file_facts,
+)
 from bzna_tf.format.wording import count
 
 __all__ = ["ImageFolderSource"]
 
 
+# Entries that are neither files nor folders, by what they are, for the "not taken" notes.
+_STRANGE = {
+    "dangling": ("dangling symbolic link", None),
+    "loop": ("symbolic link in a loop", None),
+    "other": ("entry that is neither a file nor a folder (a FIFO, socket or device)", "entries that are "
+              "neither files nor folders (FIFOs, sockets or devices)"),
+}  # fmt: skip
+
+
 def _visible(entries):
     """Directory entries sorted by name, without hidden ones (``.git``, ``.ipynb_checkpoints``, ...)."""
     return sorted((e for e in entries if not e.name.startswith(".")), key=lambda e: e.name)
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 come as lone surrogates from os.scandir
+        return False
+    return True
+
+
+def _few(names, limit=5) -> str:
+    """:func:`few` of names; those that are not UTF-8 with their bytes as ``\\xNN`` (not doubled by repr)."""
+    shown = ", ".join(repr(n) if _is_utf8(n) else f"'{escaped_name(n)}'" for n in names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _kind(entry) -> str:
+    """What an entry is, links followed: "dir", "file", or else a key of ``_STRANGE``.
+
+    Raises:
+      OSError: an entry that cannot be looked at (its message names it).
+    """
+    try:
+        if entry.is_dir():
+            return "dir"
+        if entry.is_file():
+            return "file"
+        os.stat(entry.path)
+    except FileNotFoundError:  # a link to nothing (is_dir and is_file say False)
+        return "dangling"
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # a link to itself, or links to each other
+            return "loop"
+        raise
+    return "other"
 
 
 class ImageFolderSource(Source):
@@ -42,7 +95,12 @@ class ImageFolderSource(Source):
     former and warns about classes without images. Each sample's stored name
     is its path relative to ``root`` (``"ant/sub/2.jpg"``), so names are
     unique. Symbolic links to files and folders are followed (within a class,
-    a folder reached twice is read once).
+    a folder reached twice is read once); links that lead nowhere (dangling,
+    or in a loop) and entries that are neither files nor folders (FIFOs,
+    sockets) are not taken, and the summary counts them. An image file whose
+    path under ``root`` is not valid UTF-8 is a bad record (its Item has
+    ``error``, naming it with ``\\xNN`` escapes): a .bzna file stores names as
+    UTF-8; a class folder's name that is not UTF-8 is refused.
 
     Args:
       root: the folder (``~`` is expanded).
@@ -51,8 +109,9 @@ class ImageFolderSource(Source):
         unlabelled images instead of refusing them.
 
     Raises:
-      SourceError: ``root`` is not a folder, holds no image, or has image
-        files beside its class folders without ``allow_unlabelled``.
+      SourceError: ``root`` is not a folder, holds no image, has image files
+        beside its class folders without ``allow_unlabelled``, or has a class
+        folder whose name is not UTF-8.
     """
 
     kind = "folder"
@@ -62,44 +121,62 @@ class ImageFolderSource(Source):
     def __init__(self, root, *, extensions=IMAGE_EXTENSIONS, allow_unlabelled=False):
         self.root = os.path.expanduser(os.fspath(root))
         if not os.path.isdir(self.root):
-            raise SourceError(f"{self.root}: not a folder")
+            raise SourceError(f"{escaped_name(self.root)}: not a folder")
         self.extensions = tuple(e.lower() for e in extensions)
         self.allow_unlabelled = bool(allow_unlabelled)
         with os.scandir(self.root) as it:
             top = _visible(it)
-        self.classes = [e.name for e in top if e.is_dir()]
+        kinds = {e.name: _kind(e) for e in top}
+        self.classes = [e.name for e in top if kinds[e.name] == "dir"]
+        unnamed = [c for c in self.classes if not _is_utf8(c)]
+        if unnamed:
+            # Skipping a class would shift the targets of the classes after it: the name must be fixed.
+            raise SourceError(
+                f"{escaped_name(self.root)}: {count(len(unnamed), 'class folder')} whose name is not valid "
+                f"UTF-8 (shown with \\x escapes: {_few(unnamed)}); a .bzna file stores class names as UTF-8: "
+                f"rename {'it' if len(unnamed) == 1 else 'them'}"
+            )
         self.class_names = list(self.classes) or None
         self.num_classes = len(self.classes) or None
         ignored = []
-        beside = [e.name for e in top if e.is_file() and self._is_image(e.name)]
-        ignored += [e.name for e in top if e.is_file() and not self._is_image(e.name)]
+        strange = {kind: [] for kind in _STRANGE}  # entries that are neither files nor folders, by kind
+        for name, kind in kinds.items():
+            if kind in strange:
+                strange[kind].append(name)
+        beside = [name for name, kind in kinds.items() if kind == "file" and self._is_image(name)]
+        ignored += [name for name, kind in kinds.items() if kind == "file" and not self._is_image(name)]
         self._files = []  # (target, path relative to root, '/'-separated)
         empty = []
         for target, name in enumerate(self.classes):
             # Within a class, a folder reached twice (a link back up, two links) is read once.
-            found = self._walk(name, {os.path.realpath(self.root)}, ignored)
+            found = self._walk(name, {os.path.realpath(self.root)}, ignored, strange)
             if not found:
                 empty.append(f"{name!r} (target {target})")
             self._files += [(target, rel) for rel in found]
         if self.classes and beside and not self.allow_unlabelled:
             raise SourceError(
-                f"{self.root}: {count(len(beside), 'image file')} beside the class folders ({few(beside)}): "
-                f"an image belongs to the class folder it is in ({self.root}/CLASS/...). Move "
+                f"{escaped_name(self.root)}: {count(len(beside), 'image file')} beside the class folders "
+                f"({_few(beside)}): an image belongs to the class folder it is in "
+                f"({escaped_name(self.root)}/CLASS/...). Move "
                 f"{'it' if len(beside) == 1 else 'them'} into a class folder, or pass --allow-unlabelled "
                 "(allow_unlabelled=True) to store them as unlabelled images after the labelled ones"
             )
         self._files += [(None, name) for name in beside]
         if not self._files:
-            raise SourceError(f"{self.root}: no image files ({', '.join(self.extensions)})")
+            raise SourceError(f"{escaped_name(self.root)}: no image files ({', '.join(self.extensions)})")
         notes = []
         if empty:
             notes.append(f"warning: {count(len(empty), 'class')} without images: {', '.join(empty)}")
         if ignored:
             notes.append(
                 f"not taken: {count(len(ignored), 'file')} whose names do not end in an image extension "
-                f"({few(ignored, 3)})"
+                f"({_few(ignored, 3)})"
             )
+        for kind, paths in strange.items():
+            if paths:
+                notes.append(f"not taken: {count(len(paths), *_STRANGE[kind])} ({_few(paths, 3)})")
         self.notes = tuple(notes)
+        self._bad = np.array([i for i, (_, rel) in enumerate(self._files) if not _is_utf8(rel)], np.int64)
         self._unlabelled = (
             "beside the class folders (--allow-unlabelled)"
             if self.classes
@@ -109,8 +186,11 @@ class ImageFolderSource(Source):
     def _is_image(self, name):
         return name.lower().endswith(self.extensions)
 
-    def _walk(self, rel, seen, ignored):
-        """Image paths (relative to root) under the folder ``rel``, sorted level by level."""
+    def _walk(self, rel, seen, ignored, strange):
+        """Image paths (relative to root) under the folder ``rel``, sorted level by level.
+
+        Other files go to ``ignored``, entries that are neither files nor folders to ``strange``.
+        """
         folder = os.path.join(self.root, rel)
         real = os.path.realpath(folder)
         if real in seen:  # a symbolic link back up, or to a folder already read
@@ -121,10 +201,13 @@ class ImageFolderSource(Source):
             entries = _visible(it)
         for e in entries:
             path = f"{rel}/{e.name}"
-            if e.is_dir():
-                out += self._walk(path, seen, ignored)
-            elif e.is_file():
+            kind = _kind(e)
+            if kind == "dir":
+                out += self._walk(path, seen, ignored, strange)
+            elif kind == "file":
                 (out if self._is_image(e.name) else ignored).append(path)
+            else:
+                strange[kind].append(path)
         return out
 
     def __len__(self):
@@ -136,6 +219,9 @@ class ImageFolderSource(Source):
     def missing_labels(self):
         return np.zeros(0, np.int64)  # images beside the class folders are refused when the source is made
 
+    def bad_records(self):
+        return self._bad  # the image files whose names are not UTF-8
+
     def _describe(self):
         return {
             "extensions": list(self.extensions),
@@ -146,7 +232,12 @@ class ImageFolderSource(Source):
         target, rel = self._files[index]
         path = os.path.join(self.root, *rel.split("/"))
         return Item(
-            rel, target, path=path, origin=path, unlabelled=None if target is not None else self._unlabelled
+            escaped_name(rel),
+            target,
+            path=path,
+            origin=escaped_name(path),
+            unlabelled=None if target is not None else self._unlabelled,
+            error=None if _is_utf8(rel) else NAME_NOT_UTF8,
         )
 
     @classmethod
