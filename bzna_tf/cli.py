@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import warnings
 
@@ -140,6 +141,16 @@ def _path(text: str) -> str:
     return os.path.expanduser(text)
 
 
+def _byte_count(text: str) -> int:
+    """``--max-image-bytes``: a number of bytes, or with a binary unit: ``512M``, ``1G``, ``1GiB``."""
+    m = re.fullmatch(r"\s*(\d+)\s*(?:([KMGT])(?:i?B)?)?\s*", text, re.IGNORECASE)
+    if m is None:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of bytes such as 268435456, 512M or 1G: {text!r}"
+        )
+    return int(m.group(1)) << (10 * ("KMGT".index(m.group(2).upper()) + 1) if m.group(2) else 0)
+
+
 # The flags of `convert` that only some sources take (see SOURCES' cli_options), with their defaults.
 _SOURCE_FLAGS = {
     "image_key": None,
@@ -186,6 +197,7 @@ def _encoding(args):
         lenient=args.lenient,
         exif_transpose=args.exif_transpose,
         alpha_background=args.alpha_background,
+        max_image_bytes=args.max_image_bytes,
     )
 
 
@@ -236,7 +248,7 @@ def _convert(args) -> int:
 
 
 def _add_convert(sub):
-    from bzna_tf.convert import DEFAULT_SEED, ORDERS, SOURCES, X265_PRESETS, encode
+    from bzna_tf.convert import DEFAULT_MAX_IMAGE_BYTES, DEFAULT_SEED, ORDERS, SOURCES, X265_PRESETS, encode
 
     c = sub.add_parser(
         "convert",
@@ -348,6 +360,15 @@ def _add_convert(sub):
     b = c.add_argument_group("bad images and labels")
     b.add_argument("--lenient", action="store_true", help="keep images the decoder had to repair")
     b.add_argument(
+        "--max-image-bytes",
+        type=_byte_count,
+        default=DEFAULT_MAX_IMAGE_BYTES,
+        metavar="N",
+        help="the largest encoded image read (a file, a tar member, a record's bytes), in bytes or with a "
+        f"unit (512M, 1G; default {DEFAULT_MAX_IMAGE_BYTES >> 20}M): a larger one is refused unread, a bad "
+        "record (see --on-error); a tar shard's label members (cls, json) are limited to 1M",
+    )
+    b.add_argument(
         "--missing-label",
         type=int,
         default=None,
@@ -365,7 +386,8 @@ def _add_convert(sub):
         choices=("raise", "skip"),
         default="raise",
         help="a record the source cannot read (a truncated tar member, a sample without an image, a null "
-        "image in a row, a label that is not an integer) or an image that cannot be decoded (HTML saved as "
+        "image in a row, a label that is not an integer, an image over --max-image-bytes) or an image that "
+        "cannot be decoded (HTML saved as "
         ".jpg, a truncated JPEG without --lenient): raise (default) stops, naming the file and the key, row "
         "or record; skip leaves it out and counts it in the summary",
     )

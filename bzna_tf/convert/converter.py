@@ -63,6 +63,7 @@ from bzna_tf.format.wording import count
 from bzna_tf.format.writer import BznaWriter
 
 __all__ = [
+    "DEFAULT_MAX_IMAGE_BYTES",
     "ConversionError",
     "ConversionInterrupted",
     "ConversionSummary",
@@ -77,6 +78,7 @@ NEGATIVE_LABELS = ("error", "unlabelled")
 # What a bad record (Item.error, an undecodable image) does: stop the conversion naming it, or skip it.
 ON_ERROR = ("raise", "skip")
 _SKIP_HINT = "--on-error skip (on_error='skip') leaves such records out and counts them in the summary"
+_TOO_LARGE_HINT = "--max-image-bytes N (EncodeOptions(max_image_bytes=N)) takes larger images; " + _SKIP_HINT
 _LENIENT_HINT = (
     "; --lenient (EncodeOptions(lenient=True)) keeps images the decoder can repair, as a truncated JPEG"
 )
@@ -85,6 +87,10 @@ _LENIENT_HINT = (
 _IN_FLIGHT_PER_WORKER = 4
 # Images encoded to estimate the output size for `shard_size`.
 _ESTIMATE_IMAGES = 16
+DEFAULT_MAX_IMAGE_BYTES = 256 << 20
+"""The largest encoded image a conversion reads unless told otherwise (``EncodeOptions.max_image_bytes``,
+``--max-image-bytes``), 256 MiB: a larger file or tar member is refused before it is read, so that one
+hostile member (a sparse 6 GB ``001.jpg``) cannot exhaust the memory."""
 
 
 class ConversionError(RuntimeError):
@@ -157,6 +163,13 @@ class EncodeOptions:
         colour ("white", "black", "grey", "#RRGGBB", "R,G,B" or (R, G, B);
         stored as (R, G, B)). None (default): the alpha channel is dropped and
         the colour under transparent pixels kept, as those libraries do.
+      max_image_bytes: the largest encoded image read, in bytes (default
+        ``DEFAULT_MAX_IMAGE_BYTES``, 256 MiB): a larger one (a tar member, an
+        image file, a record's bytes) is refused before it is read, as a bad
+        record (``convert``'s ``on_error``). Raise it for larger images. It
+        decides only which images are refused, so it is not part of the
+        conversion's fingerprint: a rerun with a larger limit converts again
+        only the finished shards that left images out for their size.
 
     Raises:
       ValueError: a value out of its range, naming the field and listing the valid ones.
@@ -172,6 +185,7 @@ class EncodeOptions:
     lenient: bool = False
     exif_transpose: bool = False
     alpha_background: tuple | None = None
+    max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES
 
     def __post_init__(self):
         object.__setattr__(self, "alpha_background", alpha_background_color(self.alpha_background))
@@ -193,6 +207,11 @@ class EncodeOptions:
             raise ValueError(
                 "Expected no `preset` or `chroma` with encoder='nvenc' (NVENC uses its own preset, P7, and "
                 f"averaged chroma). Received: preset={self.preset!r}, chroma={self.chroma!r}"
+            )
+        m = self.max_image_bytes
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise ValueError(
+                f"Expected `max_image_bytes` as an integer >= 1. Received: max_image_bytes={m!r}"
             )
         for name in ("thumbnails_only", "lenient", "exif_transpose"):
             if not isinstance(getattr(self, name), bool):
@@ -370,13 +389,6 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def _read(item: Item) -> bytes:
-    if item.data is not None:
-        return item.data
-    with open(item.path, "rb") as f:
-        return f.read()
-
-
 def encode_item(item: Item, settings: dict):
     """Decodes and encodes one image (in a worker): ("ok", input, thumb, facts) or ("skip", reason, hint).
 
@@ -388,7 +400,9 @@ def encode_item(item: Item, settings: dict):
     if item.error is not None:  # a record the source could not read, skipped (on_error="skip")
         return ("skip", item.error, _SKIP_HINT)
     try:
-        data = _read(item)
+        data = item.read(settings.get("max_image_bytes", DEFAULT_MAX_IMAGE_BYTES))
+    except ValueError as e:  # over the limit: counted apart, see _ShardWriter.close
+        return ("skip", str(e), _TOO_LARGE_HINT)
     except OSError as e:
         return ("skip", str(e), _SKIP_HINT)
     try:
@@ -627,8 +641,8 @@ def convert(
       output: the .bzna file to write; with shards, the name they derive from:
         ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ... (``~`` is expanded; DIR is created).
       encoding: an :class:`EncodeOptions` (quality, crf, preset, chroma, layout, thumbnails_only,
-        encoder, lenient, exif_transpose, alpha_background); default ``EncodeOptions()``, the
-        "balanced" quality.
+        encoder, lenient, exif_transpose, alpha_background, max_image_bytes); default
+        ``EncodeOptions()``, the "balanced" quality.
       workers: encoding processes; default all usable cores; 0 encodes in this process. Each
         picture is encoded by one x265 thread either way, so the bytes never depend on ``workers``.
       order: "shuffle" (default) or "source".
@@ -650,8 +664,9 @@ def convert(
         images are stored as unlabelled (TFDS writes -1 for images without a label).
       on_error: what a bad record does: one the source cannot read (a truncated tar member, a
         sample without an image, a Parquet row whose image is null, a label that is not an
-        integer, a label that is missing without the source's ``allow_unlabelled``) or an image
-        that cannot be decoded (HTML saved as .jpg, a truncated JPEG without ``encoding.lenient``).
+        integer, a label that is missing without the source's ``allow_unlabelled``, an encoded
+        image over ``encoding.max_image_bytes``, refused unread) or an image that cannot be
+        decoded (HTML saved as .jpg, a truncated JPEG without ``encoding.lenient``).
         "raise" (default) stops the conversion with a message naming the file and the key, row or
         record; "skip" leaves it out, reports it on ``log`` and counts it in the summary
         (``skipped``) and in the shard's metadata.
@@ -726,7 +741,8 @@ def convert(
             fp = fingerprint(source, encoding, missing_label=missing_label, negative_labels=negative_labels,
                              total=total, num_shards=len(plan), order=order, seed=summary.seed,
                              class_names=class_names)  # fmt: skip
-            todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error)
+            todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
+                           settings["max_image_bytes"])  # fmt: skip
             if not todo:
                 summary.seconds = time.perf_counter() - start_time
                 return summary
@@ -861,12 +877,14 @@ def _items(source, positions, spec):
     return _items_at(source, positions[spec.start : spec.stop])
 
 
-def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise"):
+def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise",
+            max_image_bytes=DEFAULT_MAX_IMAGE_BYTES):  # fmt: skip
     """The shards to convert; finished ones go to ``summary.finished``; other existing files are refused.
 
     A finished shard that does not fit ``lenient`` is converted again (it was written without it and
-    left images out that it may keep, or with it and may hold repaired pictures); one that left images
-    out is refused with ``on_error="raise"``, which would have stopped there.
+    left images out that it may keep, or with it and may hold repaired pictures), as is one that left
+    images out for their size under a smaller ``max_image_bytes``; one that left images out is refused
+    with ``on_error="raise"``, which would have stopped there.
     """
     todo, refused, left_out, kept_out = [], [], [], 0
     for spec in mine:
@@ -888,6 +906,13 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
                 "--lenient may keep"
             )
             summary.notes.append(f"converting {os.path.basename(spec.path)} again: {why}")
+        elif facts.get("max_image_bytes", max_image_bytes) < max_image_bytes:
+            todo.append(spec)
+            summary.notes.append(
+                f"converting {os.path.basename(spec.path)} again: it left out images over the "
+                f"--max-image-bytes limit it was converted with ({facts['max_image_bytes']:,} bytes), which "
+                f"this run's larger one ({max_image_bytes:,} bytes) may take"
+            )
         elif skipped and on_error == "raise":
             origin, reason = skipped[0]
             more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
@@ -935,6 +960,7 @@ class _ShardWriter:
         self.spec = spec
         self.writer = BznaWriter(spec.path, partial=spec.partial)
         self.shard_skipped = []
+        self.shard_too_large = 0  # images left out for their size (max_image_bytes)
         self.shard_pictures = dict.fromkeys(PICTURE_FACTS, 0)
         self.names = list(self.base_names) if self.base_names is not None else []
         self.first_unlabelled = None
@@ -943,6 +969,7 @@ class _ShardWriter:
         if spec is not self.spec:
             self._open(spec)
         if result[0] == "skip":
+            self.shard_too_large += result[2] == _TOO_LARGE_HINT
             self._skip(item, *result[1:])
         else:
             self._write(item, result)
@@ -1008,6 +1035,8 @@ class _ShardWriter:
         facts = conversion_facts(spec, self.fp, self.order, self.seed)
         facts["skipped"] = self.shard_skipped
         facts["lenient"] = self.settings["lenient"]
+        if self.shard_too_large:  # only then: a rerun with a larger limit converts this shard again
+            facts["max_image_bytes"] = self.settings["max_image_bytes"]
         # What decoding did to the pictures (bzna-tf info shows it); the options are in the fingerprint too.
         facts["pictures"] = self.shard_pictures
         facts["exif_transpose"] = self.settings["exif_transpose"]

@@ -187,6 +187,9 @@ def fingerprint(source, options, **extra) -> str | None:
     # Lenient decoding changes only the images that strict decoding refuses: each shard records it
     # (its conversion facts' "lenient"), and the converter decides whether a finished shard still fits.
     fields.pop("lenient", None)
+    # The image size limit decides only which images are refused (a bad record): shards record it when they
+    # left images out for it, and a rerun with a larger limit converts those again (see _triage).
+    fields.pop("max_image_bytes", None)
     # Options added later enter only when set, so that the conversions made before them still resume.
     for later, default in (("exif_transpose", False), ("alpha_background", None)):
         if fields.get(later, default) == default:

@@ -83,6 +83,10 @@ class Item:
       unlabelled: why ``target`` is None, for the summary's count of unlabelled
         images ("without a 'cls' member (--allow-unlabelled)"), or None
         ("without a label"). The same words for every image of one reason.
+      offset, size: with ``path``, where the encoded image is inside that file
+        (a tar member's data: ``size`` bytes from byte ``offset``), so that
+        the worker that decodes it reads it, and only it; None: the whole file.
+      member: the name of that part of the file, for messages ("0001.jpg").
     """
 
     filename: str
@@ -93,6 +97,60 @@ class Item:
     class_name: str | None = None
     error: str | None = None
     unlabelled: str | None = None
+    offset: int | None = None
+    size: int | None = None
+    member: str | None = None
+
+    def read(self, max_bytes: int | None = None) -> bytes:
+        """The encoded image: ``data``, or the bytes of ``path`` (``size`` bytes from ``offset``, or all).
+
+        Args:
+          max_bytes: the largest encoded image read, in bytes: a larger one is
+            refused before it is read (a file by its size when opened; and no
+            more than ``max_bytes + 1`` bytes are read, in case it grows).
+            None: no limit.
+
+        Raises:
+          ValueError: an image over ``max_bytes``, saying its size.
+          OSError: a file that cannot be read, or that ends before ``offset + size``.
+        """
+        what = f"member {self.member!r}" if self.member is not None else "the file"
+        if self.data is not None:
+            if max_bytes is not None and len(self.data) > max_bytes:
+                raise ValueError(_too_large("the encoded image", len(self.data), max_bytes))
+            return self.data
+        with open(self.path, "rb") as f:
+            if self.offset is not None:
+                if max_bytes is not None and self.size > max_bytes:
+                    raise ValueError(_too_large(what, self.size, max_bytes))
+                f.seek(self.offset)
+                data = f.read(self.size)
+                if len(data) != self.size:
+                    raise OSError(f"{what} is truncated: {len(data)} of {self.size} bytes")
+                return data
+            if max_bytes is None:
+                return f.read()
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                raise ValueError(_too_large(what, size, max_bytes))
+            data = f.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                raise ValueError(_too_large(what, None, max_bytes))
+            return data
+
+
+def _bytes(n: int) -> str:
+    """``"6,442,450,944 bytes (6.0 GiB)"``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n:,} bytes ({n / (1 << shift):.1f} {unit})"
+    return f"{n:,} bytes"
+
+
+def _too_large(what: str, size: int | None, limit: int) -> str:
+    """Why an image is refused for its size (None: it grew past the limit while it was read)."""
+    was = f"is {_bytes(size)}" if size is not None else "grew while it was read"
+    return f"{what} {was}, over the limit of {_bytes(limit)} on an encoded image (--max-image-bytes)"
 
 
 class Source:
