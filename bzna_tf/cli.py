@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import warnings
 
@@ -153,6 +154,16 @@ def _path(text: str) -> str:
     return os.path.expanduser(text)
 
 
+def _byte_count(text: str) -> int:
+    """``--max-image-bytes``: a number of bytes, or with a binary unit: ``512M``, ``1G``, ``1GiB``."""
+    m = re.fullmatch(r"\s*(\d+)\s*(?:([KMGT])(?:i?B)?)?\s*", text, re.IGNORECASE)
+    if m is None:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of bytes such as 268435456, 512M or 1G: {text!r}"
+        )
+    return int(m.group(1)) << (10 * ("KMGT".index(m.group(2).upper()) + 1) if m.group(2) else 0)
+
+
 # The flags of `convert` that only some sources take (see SOURCES' cli_options), with their defaults.
 _SOURCE_FLAGS = {
     "image_key": None,
@@ -201,6 +212,7 @@ def _encoding(args):
         exif_transpose=args.exif_transpose,
         alpha_background=args.alpha_background,
         max_pixels=args.max_pixels,
+        max_image_bytes=args.max_image_bytes,
     )
 
 
@@ -251,7 +263,15 @@ def _convert(args) -> int:
 
 
 def _add_convert(sub):
-    from bzna_tf.convert import DEFAULT_MAX_PIXELS, DEFAULT_SEED, ORDERS, SOURCES, X265_PRESETS, encode
+    from bzna_tf.convert import (
+        DEFAULT_MAX_IMAGE_BYTES,
+        DEFAULT_MAX_PIXELS,
+        DEFAULT_SEED,
+        ORDERS,
+        SOURCES,
+        X265_PRESETS,
+        encode,
+    )
 
     c = sub.add_parser(
         "convert",
@@ -372,6 +392,15 @@ def _add_convert(sub):
         f"{DEFAULT_MAX_PIXELS:,}, Pillow's; a worker takes about 43 bytes per pixel)",
     )
     b.add_argument(
+        "--max-image-bytes",
+        type=_byte_count,
+        default=DEFAULT_MAX_IMAGE_BYTES,
+        metavar="N",
+        help="the largest encoded image read (a file, a tar member, a record's bytes), in bytes or with a "
+        f"unit (512M, 1G; default {DEFAULT_MAX_IMAGE_BYTES >> 20}M): a larger one is refused unread, a bad "
+        "record (see --on-error); a tar shard's label members (cls, json) are limited to 1M",
+    )
+    b.add_argument(
         "--missing-label",
         type=int,
         default=None,
@@ -389,10 +418,10 @@ def _add_convert(sub):
         choices=("raise", "skip"),
         default="raise",
         help="a record the source cannot read (a truncated tar member, a sample without an image, a null "
-        "image in a row, a label that is not an integer, a file name that is not UTF-8) or an image that "
-        "cannot be decoded (HTML saved as .jpg, a truncated JPEG without --lenient, a picture over "
-        "--max-pixels): raise (default) stops, naming the file and the key, row "
-        "or record; skip leaves it out and counts it in the summary",
+        "image in a row, a label that is not an integer, a file name that is not UTF-8, an image over "
+        "--max-image-bytes) or an image that cannot be decoded (HTML saved as .jpg, a truncated JPEG "
+        "without --lenient, a picture over --max-pixels): raise (default) stops, naming the file and the "
+        "key, row or record; skip leaves it out and counts it in the summary",
     )
     b.add_argument(
         "--class-names",

@@ -116,7 +116,7 @@ def test_json_labels_image_key_and_labels_that_are_missing(tmp_path):
     assert item.error == (
         "several image members (jpg, png): name the one to convert with --image-key (image_key=)"
     )
-    assert WebDatasetSource(str(tmp_path / "two" / "*.tar"), image_key="PNG").item(0).data == pics[1]
+    assert WebDatasetSource(str(tmp_path / "two" / "*.tar"), image_key="PNG").item(0).read() == pics[1]
     # A sample without the cls member is a bad record, or unlabelled with allow_unlabelled: labelled()
     # and missing_labels() know which before reading.
     write_shards(tmp_path / "u", [{"ppm": pics[0], "cls": b"0"}, {"ppm": pics[1]}], per_shard=5)

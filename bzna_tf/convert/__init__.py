@@ -5,6 +5,7 @@ their framing and of tf.train.Example, so the worker processes start fast.
 """
 
 from bzna_tf.convert.converter import (
+    DEFAULT_MAX_IMAGE_BYTES,
     ConversionError,
     ConversionInterrupted,
     ConversionSummary,
@@ -52,6 +53,7 @@ from bzna_tf.convert.tfrecord import TFRecordError, parse_example
 __all__ = [
     "CHROMA_MODES",
     "DEFAULT_CRF",
+    "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_PIXELS",
     "DEFAULT_PRESET",
     "DEFAULT_QUALITY",

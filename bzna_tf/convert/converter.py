@@ -73,7 +73,6 @@ from bzna_tf.convert.sources.base import (
     SourceError,
     escaped_name,
     few,
-    read_inside,
 )
 from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.sample import build_image_mp4
@@ -81,6 +80,7 @@ from bzna_tf.format.wording import count
 from bzna_tf.format.writer import BznaWriter
 
 __all__ = [
+    "DEFAULT_MAX_IMAGE_BYTES",
     "ConversionError",
     "ConversionInterrupted",
     "ConversionSummary",
@@ -95,6 +95,7 @@ NEGATIVE_LABELS = ("error", "unlabelled")
 # What a bad record (Item.error, an undecodable image) does: stop the conversion naming it, or skip it.
 ON_ERROR = ("raise", "skip")
 _SKIP_HINT = "--on-error skip (on_error='skip') leaves such records out and counts them in the summary"
+_TOO_LARGE_HINT = "--max-image-bytes N (EncodeOptions(max_image_bytes=N)) takes larger images; " + _SKIP_HINT
 _LENIENT_HINT = (
     "; --lenient (EncodeOptions(lenient=True)) keeps images the decoder can repair, as a truncated JPEG"
 )
@@ -109,6 +110,10 @@ _X265_MAX_LUMA_SAMPLES = 142_606_336
 _IN_FLIGHT_PER_WORKER = 4
 # Images encoded to estimate the output size for `shard_size`.
 _ESTIMATE_IMAGES = 16
+DEFAULT_MAX_IMAGE_BYTES = 256 << 20
+"""The largest encoded image a conversion reads unless told otherwise (``EncodeOptions.max_image_bytes``,
+``--max-image-bytes``), 256 MiB: a larger file or tar member is refused before it is read, so that one
+hostile member (a sparse 6 GB ``001.jpg``) cannot exhaust the memory."""
 
 
 class ConversionError(RuntimeError):
@@ -187,6 +192,13 @@ class EncodeOptions:
         Default :data:`~bzna_tf.convert.DEFAULT_MAX_PIXELS` (89,478,485, Pillow's
         limit; a worker takes about 43 bytes per pixel, 4 GB at the limit).
         None: no limit but FFmpeg's and x265's (142,606,336 pixels per frame).
+      max_image_bytes: the largest encoded image read, in bytes (default
+        ``DEFAULT_MAX_IMAGE_BYTES``, 256 MiB): a larger one (a tar member, an
+        image file, a record's bytes) is refused before it is read, as a bad
+        record (``convert``'s ``on_error``). Raise it for larger images. It
+        decides only which images are refused, so it is not part of the
+        conversion's fingerprint: a rerun with a larger limit converts again
+        only the finished shards that left images out for their size.
 
     Raises:
       ValueError: a value out of its range, naming the field and listing the valid ones.
@@ -203,6 +215,7 @@ class EncodeOptions:
     exif_transpose: bool = False
     alpha_background: tuple | None = None
     max_pixels: int | None = DEFAULT_MAX_PIXELS
+    max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES
 
     def __post_init__(self):
         object.__setattr__(self, "alpha_background", alpha_background_color(self.alpha_background))
@@ -227,6 +240,11 @@ class EncodeOptions:
             raise ValueError(
                 "Expected no `preset` or `chroma` with encoder='nvenc' (NVENC uses its own preset, P7, and "
                 f"averaged chroma). Received: preset={self.preset!r}, chroma={self.chroma!r}"
+            )
+        m = self.max_image_bytes
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise ValueError(
+                f"Expected `max_image_bytes` as an integer >= 1. Received: max_image_bytes={m!r}"
             )
         for name in ("thumbnails_only", "lenient", "exif_transpose"):
             if not isinstance(getattr(self, name), bool):
@@ -404,15 +422,6 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def _read(item: Item) -> bytes:
-    if item.data is not None:
-        return item.data
-    if item.root is not None:  # a file the data named: it must still be inside the dataset's folder
-        return read_inside(item.path, item.root)
-    with open(item.path, "rb") as f:
-        return f.read()
-
-
 def _unencodable(size, settings) -> str | None:
     """Why x265 cannot encode a picture of ``size`` (width, height) as ``settings`` say, or None.
 
@@ -442,9 +451,11 @@ def encode_item(item: Item, settings: dict):
     if item.error is not None:  # a record the source could not read, skipped (on_error="skip")
         return ("skip", item.error, _SKIP_HINT)
     try:
-        data = _read(item)
-    except SourceError as e:
+        data = item.read(settings.get("max_image_bytes", DEFAULT_MAX_IMAGE_BYTES))
+    except SourceError as e:  # a file the data named, outside its folder
         return ("skip", f"{e}; {ALLOW_OUTSIDE_PATHS_HINT}", _SKIP_HINT)
+    except ValueError as e:  # over the limit: counted apart, see _ShardWriter.close
+        return ("skip", str(e), _TOO_LARGE_HINT)
     except OSError as e:
         # The origin is the file itself for a folder, a row that names it for Parquet: name it once.
         what = "cannot read it" if item.origin == item.path else f"cannot read {item.path}"
@@ -705,8 +716,8 @@ def convert(
       output: the .bzna file to write; with shards, the name they derive from:
         ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ... (``~`` is expanded; DIR is created).
       encoding: an :class:`EncodeOptions` (quality, crf, preset, chroma, layout, thumbnails_only,
-        encoder, lenient, exif_transpose, alpha_background, max_pixels); default ``EncodeOptions()``,
-        the "balanced" quality.
+        encoder, lenient, exif_transpose, alpha_background, max_pixels, max_image_bytes); default
+        ``EncodeOptions()``, the "balanced" quality.
       workers: encoding processes; default all usable cores; 0 encodes in this process. Each
         picture is encoded by one x265 thread either way, so the bytes never depend on ``workers``.
       order: "shuffle" (default) or "source".
@@ -729,8 +740,9 @@ def convert(
       on_error: what a bad record does: one the source cannot read (a truncated tar member, a
         sample without an image, a Parquet row whose image is null, a label that is not an
         integer, a label that is missing without the source's ``allow_unlabelled``, a file name
-        that is not UTF-8) or an image that cannot be decoded (HTML saved as .jpg, a truncated JPEG
-        without ``encoding.lenient``, a picture over ``encoding.max_pixels`` or too large for x265).
+        that is not UTF-8, an encoded image over ``encoding.max_image_bytes``, refused unread) or an
+        image that cannot be decoded (HTML saved as .jpg, a truncated JPEG without
+        ``encoding.lenient``, a picture over ``encoding.max_pixels`` or too large for x265).
         "raise" (default) stops the conversion with a message naming the file and the key, row or
         record (one the source knows before reading, before any work); "skip" leaves it out, reports
         it on ``log`` and counts it in the summary (``skipped``) and in the shard's metadata.
@@ -807,7 +819,7 @@ def convert(
                              total=total, num_shards=len(plan), order=order, seed=summary.seed,
                              class_names=class_names)  # fmt: skip
             todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
-                           settings["max_pixels"])  # fmt: skip
+                           settings["max_pixels"], settings["max_image_bytes"])  # fmt: skip
             if not todo:
                 summary.seconds = time.perf_counter() - start_time
                 return summary
@@ -984,13 +996,14 @@ def _items(source, positions, spec):
 
 
 def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise",
-            max_pixels=DEFAULT_MAX_PIXELS):  # fmt: skip
+            max_pixels=DEFAULT_MAX_PIXELS, max_image_bytes=DEFAULT_MAX_IMAGE_BYTES):  # fmt: skip
     """The shards to convert; finished ones go to ``summary.finished``; other existing files are refused.
 
     A finished shard that does not fit ``lenient`` is converted again (it was written without it and
     left images out that it may keep, or with it and may hold repaired pictures), as is one that does
-    not fit ``max_pixels`` (:func:`_max_pixels_change`); one that left images out is refused with
-    ``on_error="raise"``, which would have stopped there.
+    not fit ``max_pixels`` (:func:`_max_pixels_change`) and one that left images out for their size
+    under a smaller ``max_image_bytes``; one that left images out is refused with ``on_error="raise"``,
+    which would have stopped there.
     """
     todo, refused, left_out, kept_out = [], [], [], 0
     for spec in mine:
@@ -1015,6 +1028,13 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
         elif why := _max_pixels_change(facts.get("max_pixels"), max_pixels):
             todo.append(spec)
             summary.notes.append(f"converting {os.path.basename(spec.path)} again: {why}")
+        elif facts.get("max_image_bytes", max_image_bytes) < max_image_bytes:
+            todo.append(spec)
+            summary.notes.append(
+                f"converting {os.path.basename(spec.path)} again: it left out images over the "
+                f"--max-image-bytes limit it was converted with ({facts['max_image_bytes']:,} bytes), which "
+                f"this run's larger one ({max_image_bytes:,} bytes) may take"
+            )
         elif skipped and on_error == "raise":
             origin, reason = skipped[0]
             more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
@@ -1082,6 +1102,7 @@ class _ShardWriter:
         self.spec = spec
         self.writer = BznaWriter(spec.path, partial=spec.partial)
         self.shard_skipped = []
+        self.shard_too_large = 0  # images left out for their size (max_image_bytes)
         self.shard_pictures = dict.fromkeys(PICTURE_FACTS, 0)
         self.shard_pixels = {"limit": self.settings["max_pixels"], "largest": 0, "over": 0}
         self.names = list(self.base_names) if self.base_names is not None else []
@@ -1091,6 +1112,7 @@ class _ShardWriter:
         if spec is not self.spec:
             self._open(spec)
         if result[0] == "skip":
+            self.shard_too_large += result[2] == _TOO_LARGE_HINT
             self._skip(item, *result[1:])
         else:
             self._write(item, result)
@@ -1158,6 +1180,8 @@ class _ShardWriter:
         facts = conversion_facts(spec, self.fp, self.order, self.seed)
         facts["skipped"] = self.shard_skipped
         facts["lenient"] = self.settings["lenient"]
+        if self.shard_too_large:  # only then: a rerun with a larger limit converts this shard again
+            facts["max_image_bytes"] = self.settings["max_image_bytes"]
         # What decoding did to the pictures (bzna-tf info shows it); the options are in the fingerprint too.
         facts["pictures"] = self.shard_pictures
         facts["exif_transpose"] = self.settings["exif_transpose"]

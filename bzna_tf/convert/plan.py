@@ -189,6 +189,9 @@ def fingerprint(source, options, **extra) -> str | None:
     fields.pop("lenient", None)
     # So does the pixel limit (a shard records it, the largest picture it holds and those it left out).
     fields.pop("max_pixels", None)
+    # The image size limit decides only which images are refused (a bad record): shards record it when they
+    # left images out for it, and a rerun with a larger limit converts those again (see _triage).
+    fields.pop("max_image_bytes", None)
     # Options added later enter only when set, so that the conversions made before them still resume.
     for later, default in (("exif_transpose", False), ("alpha_background", None)):
         if fields.get(later, default) == default:

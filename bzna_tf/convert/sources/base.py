@@ -47,8 +47,8 @@ __all__ = [
     "expand_patterns",
     "file_facts",
     "inside",
+    "open_inside",
     "read_class_names",
-    "read_inside",
     "safe_basename",
 ]
 
@@ -102,8 +102,12 @@ class Item:
         ("without a label"). The same words for every image of one reason.
       root: the folder ``path`` must stay inside when the data named the file
         (a Parquet row's image path), or None. The source checked it; the
-        worker checks again what it opens (:func:`read_inside`), since a link
+        worker checks again what it opens (:func:`open_inside`), since a link
         could be put in the way between the two.
+      offset, size: with ``path``, where the encoded image is inside that file
+        (a tar member's data: ``size`` bytes from byte ``offset``), so that
+        the worker that decodes it reads it, and only it; None: the whole file.
+      member: the name of that part of the file, for messages ("0001.jpg").
     """
 
     filename: str
@@ -115,6 +119,62 @@ class Item:
     error: str | None = None
     unlabelled: str | None = None
     root: str | None = None
+    offset: int | None = None
+    size: int | None = None
+    member: str | None = None
+
+    def read(self, max_bytes: int | None = None) -> bytes:
+        """The encoded image: ``data``, or the bytes of ``path`` (``size`` bytes from ``offset``, or all).
+
+        Args:
+          max_bytes: the largest encoded image read, in bytes: a larger one is
+            refused before it is read (a file by its size when opened; and no
+            more than ``max_bytes + 1`` bytes are read, in case it grows).
+            None: no limit.
+
+        Raises:
+          ValueError: an image over ``max_bytes``, saying its size.
+          OSError: a file that cannot be read, or that ends before ``offset + size``.
+          SourceError: with ``root``, a file outside that folder (:func:`open_inside`).
+        """
+        what = f"member {self.member!r}" if self.member is not None else "the file"
+        if self.data is not None:
+            if max_bytes is not None and len(self.data) > max_bytes:
+                raise ValueError(_too_large("the encoded image", len(self.data), max_bytes))
+            return self.data
+        # A file the data named must still be inside the dataset's folder when opened.
+        with open_inside(self.path, self.root) if self.root is not None else open(self.path, "rb") as f:
+            if self.offset is not None:
+                if max_bytes is not None and self.size > max_bytes:
+                    raise ValueError(_too_large(what, self.size, max_bytes))
+                f.seek(self.offset)
+                data = f.read(self.size)
+                if len(data) != self.size:
+                    raise OSError(f"{what} is truncated: {len(data)} of {self.size} bytes")
+                return data
+            if max_bytes is None:
+                return f.read()
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                raise ValueError(_too_large(what, size, max_bytes))
+            data = f.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                raise ValueError(_too_large(what, None, max_bytes))
+            return data
+
+
+def _bytes(n: int) -> str:
+    """``"6,442,450,944 bytes (6.0 GiB)"``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n:,} bytes ({n / (1 << shift):.1f} {unit})"
+    return f"{n:,} bytes"
+
+
+def _too_large(what: str, size: int | None, limit: int) -> str:
+    """Why an image is refused for its size (None: it grew past the limit while it was read)."""
+    was = f"is {_bytes(size)}" if size is not None else "grew while it was read"
+    return f"{what} {was}, over the limit of {_bytes(limit)} on an encoded image (--max-image-bytes)"
 
 
 class Source:
@@ -287,8 +347,8 @@ def inside(path, root) -> bool:
     return os.path.commonpath([real, top]) == top
 
 
-def read_inside(path, root) -> bytes:
-    """The bytes of the file ``path``, which must be inside the folder ``root`` once links are resolved.
+def open_inside(path, root):
+    """The file ``path`` opened for reading, which must be inside the folder ``root`` once links are resolved.
 
     Checks the file actually opened, not only the name: the name is resolved
     and checked, opened without following a last link, and (where
@@ -297,17 +357,18 @@ def read_inside(path, root) -> bytes:
 
     Raises:
       SourceError: the file is outside ``root``.
-      OSError: the file cannot be read (named).
+      OSError: the file cannot be opened (named).
     """
     real = os.path.realpath(path)
     if not inside(real, root):
         raise SourceError(f"{path} resolves to {real}, outside the dataset folder {root}")
     fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    with open(fd, "rb") as f:
-        opened = f"/proc/self/fd/{fd}"
-        if os.path.islink(opened) and not inside(os.readlink(opened), root):
-            raise SourceError(f"{path} was replaced by a link out of the dataset folder {root} while read")
-        return f.read()
+    f = open(fd, "rb")
+    opened = f"/proc/self/fd/{fd}"
+    if os.path.islink(opened) and not inside(os.readlink(opened), root):
+        f.close()
+        raise SourceError(f"{path} was replaced by a link out of the dataset folder {root} while read")
+    return f
 
 
 def file_facts(path, root=None) -> list:

@@ -5,22 +5,32 @@ samples by key, as the ``webdataset`` package groups them: a member name is
 split at the first '.' of its last path part (``a/b/0001.seg.png`` -> key
 ``a/b/0001``, extension ``seg.png``; extensions are compared lower-cased),
 and consecutive members with the same key form one sample. Members that are
-not regular files, names without an extension and top-level ``__meta__``
-names are not samples.
+not regular files (directories, links, devices, sparse files), names without
+an extension and top-level ``__meta__`` names are not samples; the source's
+notes count and name the links and the like and the names without an
+extension.
 
-Python's ``tarfile`` reads the member headers once (it seeks over the data,
-so nothing is unpacked); each image is then read at its byte offset, in any
-order, so a shuffled conversion reads each image once. The ``webdataset``
-package is not used: it only streams shards from their start, which the
-shuffled order, shards and resumed conversions cannot use.
+The member headers are read once, seeking over the data (nothing is
+unpacked), into a compact index: arrays of offsets, sizes and extension ids
+and one buffer of keys, a few tens of bytes per member, so a shard of
+millions of members costs tens of megabytes. Members that are not samples
+are only counted. Each image is then read at its byte offset, in any order,
+by the worker that decodes it (the main process holds no image bytes), so a
+shuffled conversion reads each image once. The headers are parsed here
+rather than with Python's ``tarfile``, which keeps an object of about 1 kB
+per member: ustar and v7 headers, GNU long names and links, pax extended
+and global headers (``path``, ``linkpath``, ``size``), base-256 sizes. The
+``webdataset`` package is not used: it only streams shards from their
+start, which the shuffled order, shards and resumed conversions cannot use.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
-import tarfile
+from array import array
 
 import numpy as np
 
@@ -32,7 +42,6 @@ from bzna_tf.convert.sources.base import (
     SourceError,
     allow_unlabelled_fact,
     expand_patterns,
-    few,
     file_facts,
 )
 from bzna_tf.format.wording import count
@@ -46,6 +55,22 @@ IMAGE_KEYS = tuple(e[1:] for e in IMAGE_EXTENSIONS)
 AUTO_LABELS = ("cls", "cls.txt")
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
 _BRACE = re.compile(r"\{([^{}]*)\}")
+# The most bytes of a label member (cls, cls.txt, json) read: labels are read in the main process, where a
+# member of gigabytes named 0001.cls must not be read whole. Such a member is a bad sample (--on-error skip).
+MAX_LABEL_BYTES = 1 << 20
+_BLOCK = 512
+# The most bytes of a GNU long name or pax extended header read: each holds a name and a few numbers, so a
+# larger one is a damaged shard, not a name to read into memory.
+_MAX_HEADER_DATA = 1 << 20
+# Type flags (tar's typeflag byte). Regular files: '0', NUL (old tars) and '7' (contiguous), as tarfile.
+_REGULAR = frozenset(b"0\x007")
+_DIRECTORY = ord("5")
+_GNU_LONG = {ord("L"): "path", ord("K"): "linkpath"}
+_PAX = frozenset(b"xgX")  # pax extended header, pax global header, Solaris' older extended header
+_GNU_SPARSE = ord("S")
+# Members that hold no data of their own: their size field is not skipped (as tarfile reads them).
+_NO_DATA = {ord("1"): "hard link", ord("2"): "symbolic link", ord("3"): "character device",
+            ord("4"): "block device", ord("6"): "FIFO"}  # fmt: skip
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -75,9 +100,12 @@ def expand_braces(pattern: str) -> list[str]:
     return out
 
 
+_NAME = re.compile(r"((?:.*/|)[^./]+)\.([^/]*)")
+
+
 def split_name(name: str):
     """(key, extension) of a member name as WebDataset splits it, or None for a name without extension."""
-    m = re.fullmatch(r"((?:.*/|)[^./]+)\.([^/]*)", name)
+    m = _NAME.fullmatch(name)
     if m is None:
         return None
     return m.group(1), m.group(2).lower()
@@ -88,8 +116,280 @@ class _Sample:
 
     __slots__ = ("shard", "key", "members", "error")
 
-    def __init__(self, shard, key):
-        self.shard, self.key, self.members, self.error = shard, key, {}, None
+    def __init__(self, shard, key, members, error):
+        self.shard, self.key, self.members, self.error = shard, key, members, error
+
+
+class _Index:
+    """The samples of every shard in compact arrays: about 30 bytes per member, plus the keys' bytes.
+
+    Sample ``i`` (numbered over the shards in order) has the members
+    ``first[i]:first[i + 1]`` (their extension ids, data offsets and sizes)
+    and the key ``keys[key_at[i]:key_at[i + 1]]`` (UTF-8, undecodable bytes
+    kept as surrogates, as ``tarfile`` decodes names). A ``tarfile.TarInfo``
+    per member would be about 1 kB.
+    """
+
+    def __init__(self):
+        self.keys = bytearray()
+        self.key_at = array("q", [0])
+        self.first = array("q", [0])
+        self.ext = array("i")
+        self.offset = array("q")
+        self.size = array("q")
+        self.ext_ids = {}  # extension -> its id in `ext`
+        self.ext_names = []
+        self.errors = {}  # sample -> why it cannot be converted
+        self.starts = [0]  # the first sample of each shard, then the total
+
+    def __len__(self):
+        return len(self.first) - 1
+
+    def new_sample(self, key):
+        self.keys += key.encode("utf-8", "surrogateescape")
+        self.key_at.append(len(self.keys))
+        self.first.append(len(self.ext))
+
+    def add(self, ext, offset, size):
+        """A member of the last sample."""
+        e = self.ext_ids.get(ext)
+        if e is None:
+            e = self.ext_ids[ext] = len(self.ext_names)
+            self.ext_names.append(ext)
+        self.ext.append(e)
+        self.offset.append(offset)
+        self.size.append(size)
+        self.first[-1] = len(self.ext)
+
+    def sample(self, i):
+        key = bytes(self.keys[self.key_at[i] : self.key_at[i + 1]]).decode("utf-8", "surrogateescape")
+        members = {
+            self.ext_names[self.ext[m]]: (self.offset[m], self.size[m])
+            for m in range(self.first[i], self.first[i + 1])
+        }
+        return _Sample(bisect.bisect_right(self.starts, i) - 1, key, members, self.errors.get(i))
+
+    def samples_with(self, ext):
+        """The indices of the samples with an ``ext`` member, in order (an int64 array)."""
+        e = self.ext_ids.get(ext)
+        if e is None:
+            return np.zeros(0, np.int64)
+        members = np.flatnonzero(np.frombuffer(self.ext, np.int32) == e)
+        return np.unique(np.searchsorted(np.frombuffer(self.first, np.int64), members, side="right") - 1)
+
+
+def _number(field):
+    """A tar header's number: octal text, or base-256 (GNU, for sizes from 8 GiB); ValueError if neither."""
+    if field[0] in (0x80, 0xFF):
+        n = int.from_bytes(field[1:], "big")
+        return n if field[0] == 0x80 else n - (1 << (8 * (len(field) - 1)))
+    return int(field.split(b"\0", 1)[0].strip() or b"0", 8)
+
+
+def _text(raw):
+    """A name from a header: UTF-8, other bytes kept as surrogates (as ``tarfile`` decodes names)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _header_error(buf):
+    """Why a 512-byte block is not a tar header, or "" when it is one (its checksum matches)."""
+    try:
+        stored = _number(buf[148:156])
+    except ValueError:
+        return "an unreadable checksum"
+    unsigned = sum(buf) - sum(buf[148:156]) + 8 * 32  # the checksum field counts as spaces
+    if stored == unsigned:
+        return ""
+    # Some old tars summed signed chars.
+    signed = unsigned - 256 * sum(b >= 128 for b in buf[:148] + buf[156:])
+    return "" if stored == signed else "a bad checksum"
+
+
+_PAX_RECORD = re.compile(rb"(\d+) ([^=]+)=")
+
+
+def _pax_records(data):
+    """The records of a pax header (``"LENGTH keyword=value\\n"`` each), as ``tarfile`` reads them."""
+    out, pos = {}, 0
+    while True:
+        m = _PAX_RECORD.match(data, pos)
+        if m is None:
+            return out
+        length = int(m.group(1))
+        if length == 0:
+            raise ValueError("a pax record of length 0")
+        out[_text(m.group(2))] = _text(data[m.end(2) + 1 : m.start(1) + length - 1])
+        pos += length
+
+
+def _padded(size):
+    return -(-size // _BLOCK) * _BLOCK
+
+
+def _tar_members(f, path, file_size):
+    """Yields ``(name, kind, offset, size, linkname)`` for each member of an uncompressed tar file, in order.
+
+    ``kind``: "file", "directory", "sparse file", one of ``_NO_DATA``'s words,
+    or "type 'V'" for other type flags. GNU long names and links and pax
+    headers are applied to the member after them (a pax global header to all
+    later ones), not yielded. A member whose data runs past the end of the
+    file is the last one yielded (a regular one; another kind raises).
+
+    Raises:
+      SourceError: not a tar file, or a damaged header (naming its byte and the member before it).
+    """
+    pos, at, last = 0, -1, None  # at: where the file is, so that it seeks only to skip data
+    globals_, pending = {}, {}
+
+    def damaged(at, what):
+        after = f"after member {last!r}" if last is not None else "at its start"
+        return SourceError(
+            f"{path}: corrupt tar header at byte {at} ({after}): {what}; the shard is damaged (re-download "
+            "or re-create it, or leave it out)"
+        )
+
+    while True:
+        if at != pos:
+            f.seek(pos)
+        buf = f.read(_BLOCK)
+        at = pos + len(buf)
+        why = _header_error(buf) if len(buf) == _BLOCK else "a truncated header"
+        if why:
+            if pending:
+                raise damaged(pos, "an extended header (GNU long name or pax) with no member after it")
+            if buf.count(0) == len(buf):  # the end: zeros, or the end of the file
+                if pos == 0 and not buf:
+                    raise SourceError(f"{path}: not a readable tar file: empty file")
+                _check_end(f, path, pos, file_size, last)
+                return
+            if pos == 0:
+                raise SourceError(f"{path}: not a readable tar file: {why} at its start")
+            raise damaged(pos, f"{why}: the {file_size - pos} bytes from byte {pos} on cannot be read")
+        kind = buf[156]
+        try:
+            size = _number(buf[124:136])
+        except ValueError:
+            size = -1
+        if size < 0:
+            raise damaged(pos, f"an unreadable size {bytes(buf[124:136])!r}")
+        if kind in _GNU_LONG or kind in _PAX:
+            what = "GNU long name" if kind in _GNU_LONG else "pax extended"
+            if size > _MAX_HEADER_DATA:
+                raise damaged(
+                    pos,
+                    f"a {what} header of {size} bytes (such a header holds a name and a few values: at "
+                    f"most {_MAX_HEADER_DATA} bytes are read)",
+                )
+            data = f.read(size)
+            at += len(data)
+            if len(data) < size:
+                raise damaged(pos, f"a {what} header of {size} bytes cut short by the end of the file")
+            if kind in _GNU_LONG:
+                pending.setdefault(_GNU_LONG[kind], _text(data.split(b"\0", 1)[0]))
+            else:
+                try:
+                    records = _pax_records(data)
+                except ValueError as e:
+                    raise damaged(pos, f"an unreadable pax header ({e})") from None
+                if kind == ord("g"):
+                    globals_.update(records)
+                else:
+                    for k, v in records.items():
+                        pending.setdefault(k, v)
+            pos += _BLOCK + _padded(size)
+            continue
+        info = {**globals_, **pending} if globals_ else pending
+        pending = {}
+        if "path" in info:
+            name = info["path"]
+        else:
+            name = _text(buf[:100].split(b"\0", 1)[0])
+            prefix = buf[345:500].split(b"\0", 1)[0] if kind != _GNU_SPARSE else b""
+            if prefix:  # a ustar name over 100 bytes
+                name = _text(prefix) + "/" + name
+        if "size" in info:
+            try:
+                size = int(info["size"])
+            except ValueError:
+                size = -1
+            if size < 0:
+                raise damaged(pos, f"an unreadable size {info['size']!r} in its pax header")
+        link = info["linkpath"] if "linkpath" in info else _text(buf[157:257].split(b"\0", 1)[0])
+        offset = pos + _BLOCK
+        if kind in _REGULAR:
+            if kind == 0 and name.endswith("/"):  # an old tar's directory
+                kind = "directory"
+            elif any(k.startswith("GNU.sparse.") for k in info):  # a pax-format sparse file
+                kind, name = "sparse file", info.get("GNU.sparse.name", name)
+            else:
+                kind = "file"
+        elif kind == _DIRECTORY:
+            kind = "directory"
+        elif kind in _NO_DATA:
+            kind = _NO_DATA[kind]
+        elif kind == _GNU_SPARSE:
+            kind = "sparse file"
+            extended = buf[482]
+            while extended:  # more blocks of the sparse map before the data
+                f.seek(offset)
+                more = f.read(_BLOCK)
+                at = offset + len(more)
+                if len(more) < _BLOCK:
+                    raise damaged(pos, "a sparse file's map cut short by the end of the file")
+                extended, offset = more[504], offset + _BLOCK
+        else:
+            kind = f"type {chr(kind)!r}"
+        holds_data = kind not in ("directory", *_NO_DATA.values())
+        if holds_data and offset + size > file_size:
+            if kind != "file":
+                raise damaged(pos, f"member {name!r} ({kind}) of {size} bytes runs past the end of the file")
+            yield name, kind, offset, size, link
+            return
+        yield name, kind, offset, size, link
+        last = name
+        pos = offset + _padded(size) if holds_data else offset
+
+
+def _check_end(f, path, end, file_size, last):
+    """Refuses anything but zeros after the end of the archive: a corrupt header that hides the rest."""
+    f.seek(end)
+    pos = end
+    while True:
+        block = f.read(1 << 20)
+        if not block:
+            return
+        if block.count(0) != len(block):
+            at = pos + next(i for i, b in enumerate(block) if b)
+            after = f"after member {last!r}" if last is not None else "at its start"
+            raise SourceError(
+                f"{path}: corrupt tar header at byte {at} ({after}): the {file_size - end} bytes from byte "
+                f"{end} on cannot be read as members; the shard is damaged (re-download or re-create it, or "
+                "leave it out)"
+            )
+        pos += len(block)
+
+
+def _unstorable(key):
+    """Why a key cannot be stored as a file name (the .bzna writer's rule), or None."""
+    if key.startswith("/"):
+        return "is an absolute path"
+    parts = key.split("/")
+    if ".." in parts:
+        return "has a '..' part"
+    if "" in parts or "." in parts:
+        return "has an empty or '.' part"
+    if "\0" in key:
+        return "holds a NUL"
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not UTF-8"
+    return None
+
+
+def _few(shown, n):
+    """The first three of ``shown`` (already worded), then how many there are in all."""
+    return ", ".join(shown[:3]) + (f", ... ({n:,} in all)" if n > 3 else "")
 
 
 class WebDatasetSource(LabelledSource):
@@ -122,10 +422,14 @@ class WebDatasetSource(LabelledSource):
 
     Raises:
       SourceError: a file that is not a tar file, a compressed one (decompress
-        it first), a corrupt header that hides the rest of a shard, or no
-        pattern match. A bad sample (no image member, a truncated member, a
-        label that is not an integer or is missing) does not raise here: it is
-        reported when converted (see ``convert``'s ``on_error``).
+        it first), a corrupt header that hides the rest of a shard (or a GNU
+        long name or pax header over 1 MiB), or no pattern match. A bad sample
+        (no image member, an empty or truncated one, a label that is not an
+        integer or is missing, a label member over ``MAX_LABEL_BYTES`` (1 MiB),
+        a key that cannot be a stored file name, as ``../../x`` or ``/x``) does
+        not raise here: it is reported when converted (see ``convert``'s
+        ``on_error``). So is an image member over the conversion's
+        ``max_image_bytes``, which the worker refuses unread.
     """
 
     kind = "webdataset"
@@ -140,15 +444,17 @@ class WebDatasetSource(LabelledSource):
         self.image_key = image_key.lower().lstrip(".") if image_key else None
         self.class_names = list(class_names) if class_names is not None else None
         self.allow_unlabelled = bool(allow_unlabelled)
-        self._samples = None
+        self._idx = None
         self._index()
         self.label_key = self._resolve_label(label_key)
         notes = []
-        if self._not_taken:
-            notes.append(
-                f"not taken: {count(len(self._not_taken), 'tar member')} without an extension "
-                f"({few(self._not_taken, 3)})"
-            )
+        n, shown = self._not_taken
+        if n:
+            notes.append(f"not taken: {count(n, 'tar member')} without an extension ({_few(shown, n)})")
+        n, shown = self._not_regular
+        if n:
+            what = "is not a regular file" if n == 1 else "are not regular files"
+            notes.append(f"not taken: {count(n, 'tar member')} that {what} ({_few(shown, n)})")
         if self.label_key is None and label_key == AUTO:
             notes.append(
                 "no label: no sample has a cls or cls.txt member or a json 'label' field; stored unlabelled "
@@ -163,93 +469,77 @@ class WebDatasetSource(LabelledSource):
 
     def __getstate__(self):
         # The member index is rebuilt in each process from the headers rather than shipped.
-        return {**self.__dict__, "_samples": None, "_starts": None}
+        return {**self.__dict__, "_idx": None}
 
     def _index(self):
-        """Reads every member header of every shard (seeking over the data)."""
-        samples, starts, not_taken = [], [0], []
-        for k, path in enumerate(self.paths):
-            self._read_headers(k, path, samples, not_taken)
-            starts.append(len(samples))
-        self._samples, self._starts, self._not_taken = samples, starts, not_taken
+        """Reads every member header of every shard (seeking over the data) into ``self._idx``."""
+        idx = _Index()
+        # Members that are not samples are counted, with the first three names for the summary.
+        self._not_taken, self._not_regular = [0, []], [0, []]
+        for path in self.paths:
+            self._read_headers(path, idx)
+            idx.starts.append(len(idx))
+        self._idx = idx
 
-    def _read_headers(self, k, path, samples, not_taken):
+    def _loaded(self):
+        if self._idx is None:
+            self._index()
+        return self._idx
+
+    def _read_headers(self, path, idx):
         size = os.path.getsize(path)
-        with open(path, "rb") as f:
+        # A large buffer: the headers of small members are read without a system call each.
+        with open(path, "rb", buffering=1 << 16) as f:
             magic = f.read(6)
-        for prefix, what in _COMPRESSED.items():
-            if magic.startswith(prefix):
-                raise SourceError(
-                    f"{path}: a {what}-compressed tar file; tar shards are read at their members' offsets, "
-                    f"which needs an uncompressed tar: decompress it first (e.g. {what} -d)"
-                )
-        current = None
-        last = None
-        truncated = False
-        try:
-            tf = tarfile.open(path, "r:")
-        except tarfile.TarError as e:
-            raise SourceError(f"{path}: not a readable tar file: {e}") from e
-        with tf:
-            while True:
-                try:
-                    info = tf.next()
-                except tarfile.TarError as e:
-                    if truncated:  # tarfile's own complaint about the member flagged below
-                        return
+            for prefix, what in _COMPRESSED.items():
+                if magic.startswith(prefix):
                     raise SourceError(
-                        f"{path}: corrupt tar file at byte {tf.offset} (after member {last!r}): {e}; the "
-                        "shard is damaged (re-download or re-create it, or leave it out)"
-                    ) from e
-                if info is None:
-                    break
-                last = info.name
-                if not info.isreg():
+                        f"{path}: a {what}-compressed tar file; tar shards are read at their members' "
+                        f"offsets, which needs an uncompressed tar: decompress it first (e.g. {what} -d)"
+                    )
+            key = None
+            exts = set()
+            for name, kind, offset, length, link in _tar_members(f, path, size):
+                if kind != "file":
+                    if kind != "directory":  # links, devices, ...: noted, so that nothing goes silently
+                        to = f" to {link!r}" if kind.endswith("link") else ""
+                        _tally(self._not_regular, f"{name!r} ({kind}{to})")
                     continue
-                name = info.name
                 if "/" not in name and name.startswith("__") and name.endswith("__"):
                     continue
                 parts = split_name(name)
                 if parts is None:
-                    not_taken.append(name)
+                    _tally(self._not_taken, repr(name))
                     continue
-                key, ext = parts
-                if current is None or current.key != key:
-                    current = _Sample(k, key)
-                    samples.append(current)
-                if ext in current.members:
-                    current.error = current.error or f"two members with the extension {ext!r} ({name})"
-                current.members[ext] = (info.offset_data, info.size)
-                if info.offset_data + info.size > size:
-                    truncated = True
-                    current.error = (
-                        f"member {name!r} is truncated: it declares {info.size} bytes at byte "
-                        f"{info.offset_data}, the file ends {size - info.offset_data} bytes after it starts"
+                if parts[0] != key:
+                    key, exts = parts[0], set()
+                    idx.new_sample(key)
+                    # A key of one part is [^./]+ (split_name): only others can be unfit to store.
+                    why = _unstorable(key) if "/" in key or not key.isascii() or "\0" in key else None
+                    if why:
+                        idx.errors[len(idx) - 1] = (
+                            f"member {name!r}: its key {why}; the key is the sample's stored file name, a "
+                            "relative path without empty, '.' or '..' parts"
+                        )
+                ext = parts[1]
+                if ext in exts:
+                    idx.errors.setdefault(len(idx) - 1, f"two members with the extension {ext!r} ({name})")
+                exts.add(ext)
+                idx.add(ext, offset, min(length, size))  # a truncated one's may not fit in 64 bits
+                if offset + length > size:  # the last member yielded
+                    idx.errors[len(idx) - 1] = (
+                        f"member {name!r} is truncated: it declares {length} bytes at byte {offset}, the "
+                        f"file ends {size - offset} bytes after it starts"
                     )
-            end = tf.offset
-        if truncated:
-            return
-        # tarfile ends quietly at a header it cannot parse: anything but zeros after the last member is
-        # a corrupt header hiding the rest of the shard.
-        with open(path, "rb") as f:
-            f.seek(end)
-            pos = end
-            while True:
-                block = f.read(1 << 20)
-                if not block:
-                    break
-                if block.count(0) != len(block):
-                    at = pos + next(i for i, b in enumerate(block) if b)
-                    after = f"after member {last!r}" if last is not None else "at its start"
-                    raise SourceError(
-                        f"{path}: corrupt tar header at byte {at} ({after}): the {size - end} bytes from "
-                        f"byte {end} on cannot be read as members; the shard is damaged (re-download or "
-                        "re-create it, or leave it out)"
-                    )
-                pos += len(block)
 
     def _read(self, f, path, sample, ext):
+        """A label member's bytes (at most MAX_LABEL_BYTES; the images are read by the workers)."""
         offset, size = sample.members[ext]
+        if size > MAX_LABEL_BYTES:
+            raise _BadSample(
+                f"member {sample.key}.{ext} is {size:,} bytes, over the {MAX_LABEL_BYTES:,}-byte limit on a "
+                "label member (it holds a label, not data)"
+            )
         f.seek(offset)
         data = f.read(size)
         if len(data) != size:
@@ -258,10 +548,13 @@ class WebDatasetSource(LabelledSource):
 
     def _any_json_label(self):
         """Whether some sample's json member has a "label" field (read in order, up to the first that has)."""
-        with_json = [s for s in self._samples if "json" in s.members and not s.error]
+        idx = self._idx
         f, shard = None, None
         try:
-            for sample in with_json:
+            for i in idx.samples_with("json"):
+                sample = idx.sample(int(i))
+                if sample.error:
+                    continue
                 if sample.shard != shard:
                     if f is not None:
                         f.close()
@@ -287,14 +580,12 @@ class WebDatasetSource(LabelledSource):
             return label_key if label_key.startswith("json:") else label_key.lower().lstrip(".")
         # Every sample has a say: one sample without its label member must not decide the labels of all.
         for ext in AUTO_LABELS:
-            if any(ext in s.members for s in self._samples):
+            if ext in self._idx.ext_ids:
                 return ext
         return "json:label" if self._any_json_label() else None
 
     def __len__(self):
-        if self._samples is None:
-            self._index()
-        return len(self._samples)
+        return len(self._loaded())
 
     def _reads_labels(self):
         return self.label_key is not None
@@ -307,9 +598,10 @@ class WebDatasetSource(LabelledSource):
     def _has_label(self):
         if self.label_key.startswith("json:"):
             return None  # known only once each json member is read
-        if self._samples is None:
-            self._index()
-        return np.array([self.label_key in s.members for s in self._samples], bool)
+        idx = self._loaded()
+        has = np.zeros(len(idx), bool)
+        has[idx.samples_with(self.label_key)] = True
+        return has
 
     def _describe(self):
         return {
@@ -323,17 +615,19 @@ class WebDatasetSource(LabelledSource):
         return next(iter(self.items([index])))
 
     def items(self, indices):
-        """The samples at ``indices`` (over all shards), each image read at its member's offset."""
-        if self._samples is None:
-            self._index()
-        total = len(self._samples)
+        """The samples at ``indices`` (over all shards).
+
+        Each image is given as its shard's path and its member's offset and
+        size: the worker that decodes it reads it."""
+        idx = self._loaded()
+        total = len(idx)
         handles = {}
         try:
             for i in indices:
                 i = int(i)
                 if not 0 <= i < total:
                     raise IndexError(f"sample {i} out of range: the shards hold {total}")
-                sample = self._samples[i]
+                sample = idx.sample(i)
                 path = self.paths[sample.shard]
                 f = handles.get(sample.shard)
                 if f is None:
@@ -419,16 +713,26 @@ class WebDatasetSource(LabelledSource):
             if sample.error:
                 raise _BadSample(sample.error)
             ext = self._image_ext(sample)
+            offset, size = sample.members[ext]
+            if size == 0:
+                raise _BadSample(f"member {sample.key}.{ext} is empty (0 bytes)")
             target, unlabelled = self._target(f, path, sample)
-            data = self._read(f, path, sample, ext)
         except _BadSample as e:
             return Item(sample.key, None, data=b"", origin=origin, error=str(e))
-        return Item(sample.key, target, data=data, origin=origin, unlabelled=unlabelled)
+        return Item(sample.key, target, path=path, offset=offset, size=size, member=f"{sample.key}.{ext}",
+                    origin=origin, unlabelled=unlabelled)  # fmt: skip
 
     @classmethod
     def from_cli(cls, paths, *, image_key=None, label_key=None, allow_unlabelled=False):
         return cls(paths, image_key=image_key, label_key=AUTO if label_key is None else (label_key or None),
                    allow_unlabelled=allow_unlabelled)  # fmt: skip
+
+
+def _tally(seen, shown):
+    """Counts one member not taken in ``seen`` ([count, the first three, worded])."""
+    seen[0] += 1
+    if len(seen[1]) < 3:
+        seen[1].append(shown)
 
 
 class _BadSample(Exception):
