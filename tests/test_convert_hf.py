@@ -143,3 +143,28 @@ def test_files_named_outside_the_dataset_folder_are_not_read(tmp_path):
     trusted = HFSource(str(tmp_path / "repo"), split="train", cache_dir=str(tmp_path / "cache"),
                        allow_outside_paths=True)  # fmt: skip
     assert [it.error for it in trusted] == [None] * 3
+
+
+def test_a_dataset_s_loading_script_is_never_run(tmp_path, monkeypatch):
+    datasets = pytest.importorskip(
+        "datasets", reason="the hf extra is not installed: pip install 'bzna-tf[hf]'"
+    )
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    marker = tmp_path / "ran"
+    (repo / "repo.py").write_text(f"open({str(marker)!r}, 'w').write('the data ran code')\n")
+    with pytest.raises(SourceError):
+        HFSource(str(repo), split="train", cache_dir=str(tmp_path / "cache"))
+    assert not marker.exists()
+
+    # datasets 2.16 to 3.x run a script only when asked: bzna_tf says no.
+    asked = []
+
+    def load_dataset(path, split=None, cache_dir=None, trust_remote_code=None, **kwargs):
+        asked.append(trust_remote_code)
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    with pytest.raises(SourceError, match="cannot be loaded"):
+        HFSource(str(repo), split="train", cache_dir=str(tmp_path / "cache"))
+    assert asked == [False]

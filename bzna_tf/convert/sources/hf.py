@@ -17,8 +17,10 @@ data files that ``datasets.load_dataset`` reads) is opened with
 from __future__ import annotations
 
 import collections
+import inspect
 import json
 import os
+import re
 
 import numpy as np
 
@@ -63,6 +65,25 @@ def _open_arrow(path):
     return source, batches
 
 
+def _no_scripts(datasets) -> dict:
+    """``load_dataset``'s arguments that keep it from running a dataset's own Python loading script.
+
+    Such a script is code that came with the data. ``datasets`` 4 and later
+    run none; 2.16 to 3.x run one only with ``trust_remote_code=True``, so
+    False is passed; older versions run it unasked, so they are refused.
+    """
+    if "trust_remote_code" in inspect.signature(datasets.load_dataset).parameters:
+        return {"trust_remote_code": False}
+    major, minor = (int(re.match(r"\d+", v).group()) for v in datasets.__version__.split(".")[:2])
+    if (major, minor) < (2, 16):
+        raise SourceError(
+            f"datasets {datasets.__version__} runs a dataset's loading script without asking, and bzna_tf "
+            "runs no code that comes with the data: pip install 'datasets>=2.16' (or pass the folder that "
+            "Dataset.save_to_disk wrote, or its Parquet files to bzna-tf convert parquet)"
+        )
+    return {}
+
+
 def _load_by_name(name, split, cache_dir):
     """The Arrow cache files, features and folders of ``datasets.load_dataset(name, split=split)``, offline.
 
@@ -92,7 +113,7 @@ def _load_by_name(name, split, cache_dir):
     try:
         for module, attr, _ in saved:
             setattr(module, attr, True)
-        ds = datasets.load_dataset(name, split=split, cache_dir=cache_dir)
+        ds = datasets.load_dataset(name, split=split, cache_dir=cache_dir, **_no_scripts(datasets))
     except Exception as e:  # datasets raises many kinds (FileNotFoundError, ConnectionError, ValueError, ...)
         raise SourceError(
             f"{name!r} (split {split!r}) cannot be loaded from this machine without network access: "
