@@ -606,7 +606,7 @@ def _preview(args) -> int:
     size = args.size if len(args.size) == 2 else args.size * 2
     try:
         with (
-            ClassificationDataset(args.files, input_label=args.track, split=args.split) as ds,
+            ClassificationDataset(args.files, track=args.track, split=args.split) as ds,
             warnings.catch_warnings(record=True) as caught,
         ):
             warnings.simplefilter("always", PreviewWarning)

@@ -161,7 +161,7 @@ def preview(
     if on_error not in ("raise", "skip"):
         raise ValueError(f"Expected `on_error` in ('raise', 'skip'). Received: on_error={on_error!r}")
     if not isinstance(data, Dataset):
-        data = ClassificationDataset(_paths(data), input_label=track)
+        data = ClassificationDataset(_paths(data), track=track)
     if sample_list is not None:
         data = data.select(SampleList.of(sample_list))
     asked = _positive_int(n, "n")

@@ -166,14 +166,14 @@ def train(train_path, val_path, args):
 
     keras.utils.set_random_seed(args.seed)
     # Only the labelled samples: as_dataset refuses unlabelled ones (model.fit would train on label -1).
-    train_set = bzna_tf.ClassificationDataset(train_path, input_label=args.track).labelled()
+    train_set = bzna_tf.ClassificationDataset(train_path, track=args.track).labelled()
     if val_path is None:
         # Hold out a random 10% of the labelled samples.
         perm = np.random.default_rng(args.seed).permutation(len(train_set))
         cut = max(1, len(perm) // 10)
         val_set, train_set = train_set.select(np.sort(perm[:cut])), train_set.select(np.sort(perm[cut:]))
     else:
-        val_set = bzna_tf.ClassificationDataset(val_path, input_label=args.track).labelled()
+        val_set = bzna_tf.ClassificationDataset(val_path, track=args.track).labelled()
     num_classes = int(max(train_set.targets.max(), val_set.targets.max())) + 1
     print(f"train: {len(train_set)} samples, val: {len(val_set)} samples, {num_classes} classes")
 

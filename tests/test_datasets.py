@@ -155,7 +155,7 @@ def test_element_spec_and_exact_labels(flat_file):
             np.testing.assert_allclose(image.reshape(-1, 3).mean(0), colour(i), atol=3)
     assert seen == list(range(N))  # no shuffle: the file's order
     # Static batch dimension, channels first, labels only.
-    ds = d.as_dataset(batch_size=5, shape=8, layout="NCHW", drop_remainder=True, **ALL)
+    ds = d.as_dataset(batch_size=5, shape=8, data_format="channels_first", drop_remainder=True, **ALL)
     assert ds.element_spec[0].shape.as_list() == [5, 3, 8, 8] and ds.cardinality().numpy() == 4
     assert [y.shape[0] for _, y in ds] == [5, 5, 5, 5]
 
@@ -305,7 +305,7 @@ def test_argument_errors(flat_file):
         (dict(batch_size=2), "shape"),
         (dict(batch_size=2, shape=(8, 8, 3)), "shape"),
         (dict(batch_size=2, shape=(9, 8), warp=layer), "differs from the warp layer"),
-        (dict(batch_size=2, shape=8, layout="NWHC"), "layout"),
+        (dict(batch_size=2, shape=8, data_format="NWHC"), "data_format"),
         (dict(batch_size=2, shape=8, device="tpu"), "device"),
         (dict(batch_size=2, shape=8, shard=(3, 3)), "shard"),
         (dict(batch_size=2, shape=8, shard=(2, 0), shuffle=True), "seed"),

@@ -171,7 +171,7 @@ def test_gpu_datasets_leave_the_images_to_the_layer(original_path):
     with pytest.raises(ValueError, match=r"DecodeWarp: give it the normalisation \(its mean= and std="):
         d.as_dataset(batch_size=2, warp=warp, device="gpu", normalize=(0.5, 0.2))
     with pytest.raises(ValueError, match=r"the layout \(its data_format='channels_first'\)"):
-        d.as_dataset(batch_size=2, warp=warp, device="gpu", layout="NCHW")
+        d.as_dataset(batch_size=2, warp=warp, device="gpu", data_format="channels_first")
     with pytest.raises(ValueError, match="Expected a dict"):
         bzna_tf.layers.DecodeWarp(8, 8)(tf.zeros([1, 8, 8, 3]))
     # "auto" keeps images in tf.data.

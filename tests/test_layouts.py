@@ -103,7 +103,7 @@ def test_both_layouts_read_back_through_the_python_reader(files):
 
 @pytest.mark.parametrize("track", ["thumb", "input"])
 def test_the_source_op_reads_compact_files(files, track):
-    got = list(BznaDataset(files["compact"], track=track, with_filename=True))
+    got = list(BznaDataset(files["compact"], track=track, with_filenames=True))
     with BznaFile(files["compact"]) as f:
         assert len(got) == len(f)
         for i, e in enumerate(got):

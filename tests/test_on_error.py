@@ -71,7 +71,7 @@ def test_read_errors_name_the_sample_and_skip(bad_file):
     idx = tf.constant([4, DAMAGED, 6], tf.int64)
     with pytest.raises(tf.errors.DataLossError, match=rf"bad\.bzna, sample {DAMAGED}\b"):
         read_samples([str(bad_file)], idx)
-    el = read_samples([str(bad_file)], idx, on_error="skip", with_filename=True)
+    el = read_samples([str(bad_file)], idx, on_error="skip", with_filenames=True)
     errors = el["errors"].numpy()
     assert errors[0] == errors[2] == b""
     assert re.search(rf"bad\.bzna, sample {DAMAGED}\b", errors[1].decode()), errors[1]

@@ -14,7 +14,7 @@ def _elements(ds):
 
 @pytest.mark.parametrize("track", ["thumb", "input"])
 def test_every_element_matches_the_python_reader(original_path, manifest, track):
-    ds = BznaDataset(str(original_path), track=track, with_filename=True)
+    ds = BznaDataset(str(original_path), track=track, with_filenames=True)
     assert ds.cardinality().numpy() == 12
     assert set(ds.element_spec) == {"data", "filename", "height", "index", "target", "width"}
     got = _elements(ds)
@@ -46,7 +46,7 @@ def test_several_files_are_concatenated(original_path, pictures, tmp_path):
             w.append(inp, thumb=thumb, target=100 + k if k < 2 else None, filename=f"p{k}.png")
     n, labelled = num_samples([original_path, second])
     assert n.tolist() == [12, 3] and labelled.tolist() == [9, 2]
-    got = _elements(BznaDataset([original_path, second], [13, 12, 14, 0], with_filename=True))
+    got = _elements(BznaDataset([original_path, second], [13, 12, 14, 0], with_filenames=True))
     assert [e["index"] for e in got] == [13, 12, 14, 0]
     assert [e["target"] for e in got] == [101, 100, -1, 1]
     assert [e["filename"] for e in got] == [b"p1.png", b"p0.png", b"p2.png", b"n02100735_7054.JPEG"]
@@ -96,7 +96,7 @@ def test_checkpoint_mid_epoch_then_restore_in_a_fresh_pipeline(original_path, tm
 
 
 def test_save_and_load_the_dataset_graph(original_path, tmp_path):
-    ds = BznaDataset(original_path, [5, 1], track="input", with_filename=True)
+    ds = BznaDataset(original_path, [5, 1], track="input", with_filenames=True)
     tf.data.Dataset.save(ds, str(tmp_path / "saved"))
     back = tf.data.Dataset.load(str(tmp_path / "saved"))
     assert [e["index"] for e in _elements(back)] == [5, 1]
@@ -166,8 +166,8 @@ def test_read_samples_matches_bzna_dataset(original_path):
     from bzna_tf.ops import read_samples
 
     order = [7, 0, 11, 3, 3]
-    want = _elements(BznaDataset(str(original_path), order, with_filename=True))
-    got = read_samples(str(original_path), tf.constant(order, tf.int64), with_filename=True)
+    want = _elements(BznaDataset(str(original_path), order, with_filenames=True))
+    got = read_samples(str(original_path), tf.constant(order, tf.int64), with_filenames=True)
     for k, el in enumerate(want):
         for key, value in el.items():
             assert got[key].numpy()[k] == value, key

@@ -32,7 +32,7 @@ def fuzz_dir(tmp_path_factory):
 def _op_read(path):
     out = []
     for track in ("thumb", "input"):
-        for e in BznaDataset(str(path), track=track, with_filename=True):
+        for e in BznaDataset(str(path), track=track, with_filenames=True):
             out.append((track, int(e["index"]), e["data"].numpy(), int(e["width"]), int(e["height"])))
     return out
 

@@ -21,9 +21,11 @@ import numpy as np
 from bzna_tf.format.wording import user_stacklevel
 
 __all__ = [
+    "DATA_FORMATS",
     "DEVICES",
-    "LAYOUTS",
+    "HINTS",
     "MAX_BATCH_BYTES",
+    "RENAMED",
     "SHARD_BY",
     "Options",
     "check",
@@ -31,7 +33,9 @@ __all__ = [
     "positive_int",
 ]
 
-LAYOUTS = ("NHWC", "NCHW")
+# Keras' names of the two layouts, then the ops' (tf.nn's) names of the same, which as_dataset also takes.
+DATA_FORMATS = ("channels_last", "channels_first")
+_OP_DATA_FORMATS = {"NHWC": "channels_last", "NCHW": "channels_first"}
 DEVICES = ("auto", "cpu", "gpu")
 SHARD_BY = ("samples", "files")
 SEED_MOD = 2**63
@@ -41,6 +45,38 @@ MAX_BATCH_BYTES = 4 * 2**30
 """The largest batch ``as_dataset`` makes, in bytes: ``batch_size x height x width x 3`` float32 values
 (4 GiB). A larger one is refused when the pipeline is built, naming ``shape`` and ``batch_size``."""
 
+RENAMED = {"layout": "data_format"}
+"""``as_dataset``'s old keyword names -> the new ones: the old ones still work until the next release,
+with a ``FutureWarning``."""
+
+_SPLIT = (
+    'the samples are chosen when the dataset is opened: bzna_tf.Dataset(path, split="all[:90%]") '
+    '(ImageNet(root, split="train")), or ds.select(...); as_dataset reads them all'
+)
+HINTS = {
+    # Keras' image_dataset_from_directory and ImageDataGenerator, tf.data, PyTorch's DataLoader
+    "image_size": "shape",
+    "target_size": "shape",
+    "size": "shape",
+    "output_shape": "shape",  # bzna_tf.ops.decode_warp's name
+    "batch": "batch_size",
+    "drop_last": "drop_remainder",
+    "shuffle_files": "shuffle",  # TFDS
+    "split": _SPLIT,  # TFDS' as_dataset(split=...)
+    "validation_split": _SPLIT,
+    "subset": _SPLIT,
+    "as_supervised": (
+        "ClassificationDataset.as_dataset yields (images, labels) already (Dataset.as_dataset: images)"
+    ),
+    "crop_to_aspect_ratio": "warp",
+    "interpolation": (
+        "the warp is bilinear; `antialias` chooses whether a shrinking warp averages each output "
+        "pixel's footprint"
+    ),
+}
+"""Keywords of Keras, TFDS or tf.data that ``as_dataset`` does not take -> the parameter meant (the
+error says "did you mean `shape`?") or what to do instead."""
+
 
 @dataclass(frozen=True)
 class Options:
@@ -49,7 +85,7 @@ class Options:
     # output
     batch_size: int
     shape: tuple[int, int]
-    layout: str
+    data_format: str  # "channels_last" or "channels_first"
     drop_remainder: bool
     with_filenames: bool
     payloads: bool  # device="gpu": {"data", "matrices", "picture_sizes"} instead of images
@@ -90,7 +126,7 @@ class Options:
 
 def check(
     *, batch_size, shape, shuffle, seed, repeat, initial_epoch, warp, training, fill_value, antialias,
-    normalize, layout, drop_remainder, with_filenames, device, on_error, input_context, shard, shard_by,
+    normalize, data_format, drop_remainder, with_filenames, device, on_error, input_context, shard, shard_by,
     num_parallel_calls, prefetch,
 ) -> Options:  # fmt: skip
     """Every argument of ``as_dataset`` but the sample list, checked, in one :class:`Options`."""
@@ -100,18 +136,17 @@ def check(
     layer, transform = _warp(warp)
     hw = _shape(shape, layer)
     _check_batch_bytes(batch_size, hw, shape)
-    if layout not in LAYOUTS:
-        raise ValueError(f"Expected `layout` in {LAYOUTS}. Received: layout={layout!r}")
+    data_format = _data_format(data_format)
     if device not in DEVICES:
         raise ValueError(f"Expected `device` in {DEVICES}. Received: device={device!r}")
     payloads = _payload_mode(device, normalize=normalize, fill_value=fill_value, antialias=antialias,
-                             layout=None if layout == "NHWC" else layout)  # fmt: skip
+                             data_format=None if data_format == "channels_last" else data_format)  # fmt: skip
     check_on_error(on_error)
     bias, norm = normalization(normalize)
     return Options(
         batch_size=batch_size,
         shape=hw,
-        layout=layout,
+        data_format=data_format,
         drop_remainder=drop_remainder,
         with_filenames=with_filenames,
         payloads=payloads,
@@ -206,6 +241,19 @@ def _shape(shape, layer):
     return hw
 
 
+def _data_format(data_format) -> str:
+    """Keras' name of the layout, from Keras' name (``"channels_last"``, ``"channels_first"``) or the ops'
+    (``"NHWC"``, ``"NCHW"``)."""
+    if isinstance(data_format, str) and data_format in DATA_FORMATS:
+        return data_format
+    if isinstance(data_format, str) and data_format in _OP_DATA_FORMATS:
+        return _OP_DATA_FORMATS[data_format]
+    raise ValueError(
+        f"Expected `data_format` in {DATA_FORMATS} (or the ops' {tuple(_OP_DATA_FORMATS)}). "
+        f"Received: data_format={data_format!r}"
+    )
+
+
 def _check_batch_bytes(batch_size: int, hw, shape) -> None:
     asked = batch_size * hw[0] * hw[1] * 3 * 4
     if asked > MAX_BATCH_BYTES:
@@ -233,7 +281,7 @@ def _payload_mode(device, **image_arguments) -> bool:
 # How DecodeWarp spells as_dataset's image arguments.
 _LAYER_SPELLING = {
     "normalize": "the normalisation (its mean= and std=, or bias= and norm=)",
-    "layout": "the layout (its data_format='channels_first')",
+    "data_format": "the layout (its data_format='channels_first')",
 }
 
 

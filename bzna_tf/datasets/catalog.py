@@ -14,7 +14,9 @@ import copy
 import numpy as np
 
 import bzna_tf.format.wording as wording
+from bzna_tf.datasets.arguments import HINTS, RENAMED
 from bzna_tf.datasets.arguments import check as check_arguments
+from bzna_tf.format.keywords import keywords
 from bzna_tf.format.samplelist import SampleList, SampleListError
 from bzna_tf.format.shards import BznaShards, file_numbers
 from bzna_tf.format.splits import select_split
@@ -68,6 +70,7 @@ class Dataset:
     ```
     """
 
+    @keywords(hints={"input_label": "track"})
     def __init__(self, path_or_paths, track: str = "bzna_input", *, split: str | None = None):
         self.track = track
         self._track = _track(track)
@@ -218,7 +221,7 @@ class Dataset:
 
         Args:
           sample_list: a :class:`bzna_tf.SampleList` or the path of a list file.
-          **kwargs: the class's other arguments (``track``, ``input_label``, ...).
+          **kwargs: the class's other arguments (``track``, ``split``, ...).
         """
         lst = SampleList.of(sample_list)
         return cls(lst.data_paths(), **kwargs).select(lst)
@@ -244,6 +247,7 @@ class Dataset:
 
     _labels = False  # elements are images (and filenames), no labels
 
+    @keywords(renamed=RENAMED, hints=HINTS)
     def as_dataset(
         self,
         *,
@@ -262,7 +266,7 @@ class Dataset:
         # normalisation
         normalize=None,
         # output
-        layout: str = "NHWC",
+        data_format: str = "channels_last",
         drop_remainder: bool = False,
         with_filenames: bool = False,
         device: str = "auto",
@@ -278,7 +282,7 @@ class Dataset:
     ):
         """A ``tf.data.Dataset`` of decoded, warped, normalised batches.
 
-        Elements are float32 images (N, height, width, 3) (``layout="NCHW"``:
+        Elements are float32 images (N, height, width, 3) (``data_format="channels_first"``:
         (N, 3, height, width)); :class:`ClassificationDataset` adds the int64
         labels (N,): ``(images, labels)``, ready for ``model.fit``.
 
@@ -292,7 +296,7 @@ class Dataset:
         (``batch_size``, ``shape``); **order** (``shuffle``, ``seed``,
         ``repeat``, ``initial_epoch``); **augmentation** (``warp``,
         ``training``, ``fill_value``, ``antialias``); **normalisation**
-        (``normalize``); the output's form (``layout``, ``drop_remainder``,
+        (``normalize``); the output's form (``data_format``, ``drop_remainder``,
         ``with_filenames``, ``device``, ``on_error``); **distribution**
         (``input_context``, ``shard``, ``shard_by``, ``sample_list``); and
         **tf.data tuning** (``num_parallel_calls``, ``prefetch``).
@@ -339,10 +343,17 @@ class Dataset:
             ``(rgb / 255 - mean) / std``; or a
             :class:`bzna_tf.layers.Normalize` layer (Benzina's own terms:
             ``Normalize(bias=..., norm=...)``, ``(rgb - bias) * norm``; the
-            layer's ``data_format`` is not used: ``layout`` is). It is fused
+            layer's ``data_format`` is not used: as_dataset's is). It is fused
             into the decode-warp op. A mean or std above 1 looks like [0, 255]
             units: a ``UserWarning`` says so.
-          layout: ``"NHWC"`` (default) or ``"NCHW"``.
+          data_format: ``"channels_last"`` (default: (N, height, width, 3)) or
+            ``"channels_first"`` ((N, 3, height, width)), Keras' names; the
+            ops' ``"NHWC"`` and ``"NCHW"`` mean the same. The default is
+            fixed, not Keras' ``image_data_format()``: what the dataset yields
+            does not depend on a global setting (pass
+            ``data_format=keras.config.image_data_format()`` to follow it).
+            Formerly ``layout``, which still works until the next release,
+            with a ``FutureWarning``.
           drop_remainder: drop the last batch of an epoch when it is short, so
             the batch dimension is static. (Endless datasets always have it.)
           with_filenames: add each sample's stored filename (tf.string) as the
@@ -355,7 +366,7 @@ class Dataset:
             model runs on a GPU); elements are ``{"data", "matrices",
             "picture_sizes"}`` (pictures, each sample's matrix, still
             reproducible from the seed, and each picture's (height, width))
-            instead of images, and normalize/fill_value/antialias/layout
+            instead of images, and normalize/fill_value/antialias/data_format
             belong to that layer. ``"auto"`` (default) is ``"cpu"``: the GPU
             path changes what the dataset yields, so it is asked for by name.
           on_error: what a sample that cannot be read or decoded does (a
@@ -397,33 +408,19 @@ class Dataset:
           A ``tf.data.Dataset`` of known cardinality (infinite with ``repeat=True``).
 
         Raises:
-          ValueError, TypeError: bad arguments (each names the argument).
+          ValueError, TypeError: bad arguments (each names the argument). A
+            keyword of Keras or TFDS that as_dataset spells otherwise
+            (``image_size``, ``batch``, ``split``) is a ``TypeError`` saying
+            which to use.
         """
+        # Every argument but self and the sample list, by name: the signature is their only list.
+        arguments = {k: v for k, v in locals().items() if k not in ("self", "sample_list")}
+        return self._as_dataset(sample_list, arguments)
+
+    def _as_dataset(self, sample_list, arguments):
         from bzna_tf.datasets.pipeline import build
 
-        options = check_arguments(
-            batch_size=batch_size,
-            shape=shape,
-            shuffle=shuffle,
-            seed=seed,
-            repeat=repeat,
-            initial_epoch=initial_epoch,
-            warp=warp,
-            training=training,
-            fill_value=fill_value,
-            antialias=antialias,
-            normalize=normalize,
-            layout=layout,
-            drop_remainder=drop_remainder,
-            with_filenames=with_filenames,
-            device=device,
-            on_error=on_error,
-            input_context=input_context,
-            shard=shard,
-            shard_by=shard_by,
-            num_parallel_calls=num_parallel_calls,
-            prefetch=prefetch,
-        )
+        options = check_arguments(**arguments)
         return build(*self._source(sample_list, options))
 
     def _source(self, sample_list, options):

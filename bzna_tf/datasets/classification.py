@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 
 import bzna_tf.format.wording as wording
+from bzna_tf.datasets.arguments import HINTS, RENAMED
 from bzna_tf.datasets.catalog import Dataset
+from bzna_tf.format.keywords import keywords
 from bzna_tf.format.labels import is_labelled
 
 __all__ = ["UNLABELLED", "ClassificationDataset"]
@@ -28,16 +31,30 @@ class ClassificationDataset(Dataset):
     Args:
       path_or_paths: a path, a glob pattern, or a list of them (URLs of
         TensorFlow's filesystems work).
-      input_label: the picture track, ``"bzna_thumb"`` (default: at most
-        512 x 512, what ImageNet training uses) or ``"bzna_input"``.
+      track: the picture track, as for :class:`Dataset`, but by default
+        ``"bzna_thumb"`` (at most 512 x 512: what Benzina's ImageNet
+        training reads, and quicker to decode) where :class:`Dataset` reads
+        ``"bzna_input"`` (the picture as stored). Formerly ``input_label``,
+        which still works until the next release, with a ``FutureWarning``.
       split: a TFDS-style selection, as for :class:`Dataset`.
     """
 
     _labels = True
 
-    def __init__(self, path_or_paths, input_label: str = "bzna_thumb", *, split: str | None = None):
-        super().__init__(path_or_paths, track=input_label, split=split)
-        self.input_label = input_label
+    @keywords(renamed={"input_label": "track"})
+    def __init__(self, path_or_paths, track: str = "bzna_thumb", *, split: str | None = None):
+        super().__init__(path_or_paths, track=track, split=split)
+
+    @property
+    def input_label(self) -> str:
+        """Deprecated: :attr:`track` (the picture track read), under its former name."""
+        warnings.warn(
+            "ClassificationDataset.input_label is now called `track`; the old name will be removed in the "
+            "next release",
+            FutureWarning,
+            stacklevel=wording.user_stacklevel(),
+        )
+        return self.track
 
     @property
     def num_classes(self) -> int:
@@ -66,8 +83,45 @@ class ClassificationDataset(Dataset):
             raise ValueError(f"{self!r} holds no labelled sample (every target is negative)")
         return self.select(mask) if not mask.all() else self
 
-    def as_dataset(self, *, unlabelled: str = "raise", **kwargs):
-        """``(images, labels)`` batches: :meth:`Dataset.as_dataset`, which gives every other argument.
+    @keywords(renamed=RENAMED, hints=HINTS)
+    def as_dataset(
+        self,
+        *,
+        batch_size: int,
+        shape=None,
+        # order
+        shuffle: bool = False,
+        seed: int | None = None,
+        repeat=False,
+        initial_epoch: int | None = None,
+        # augmentation
+        warp=None,
+        training: bool = True,
+        fill_value=None,
+        antialias: bool | None = None,
+        # normalisation
+        normalize=None,
+        # output
+        data_format: str = "channels_last",
+        drop_remainder: bool = False,
+        with_filenames: bool = False,
+        device: str = "auto",
+        on_error: str = "raise",
+        # distribution
+        input_context=None,
+        shard=None,
+        shard_by: str = "samples",
+        sample_list=None,
+        # tf.data tuning
+        num_parallel_calls: int | None = None,
+        prefetch: int | None = None,
+        # labels
+        unlabelled: str = "raise",
+    ):
+        """``(images, labels)`` batches: :meth:`Dataset.as_dataset` with the int64 labels (N,).
+
+        Every argument but ``unlabelled`` is :meth:`Dataset.as_dataset`'s,
+        with the same default and meaning: see there.
 
         Args:
           unlabelled: what samples without a label (target < 0) among those
@@ -79,14 +133,16 @@ class ClassificationDataset(Dataset):
             -1 for a sample without a target (to predict on every sample). To
             read unlabelled pictures with a training warp, use
             :class:`Dataset` (images, no labels).
-          **kwargs: the arguments of :meth:`Dataset.as_dataset`.
 
         Raises:
-          ValueError: bad arguments, or unlabelled samples among those read.
+          ValueError, TypeError: bad arguments (as for :meth:`Dataset.as_dataset`).
+          ValueError: unlabelled samples among those read.
         """
+        # Dataset.as_dataset's arguments, by name: the signature is their only list here.
+        arguments = {k: v for k, v in locals().items() if k not in ("self", "sample_list", "unlabelled")}
         if unlabelled not in UNLABELLED:
             raise ValueError(f"Expected `unlabelled` in {UNLABELLED}. Received: unlabelled={unlabelled!r}")
-        return Dataset.as_dataset(self._reading_unlabelled(unlabelled), **kwargs)
+        return self._reading_unlabelled(unlabelled)._as_dataset(sample_list, arguments)
 
     def _reading_unlabelled(self, unlabelled: str) -> ClassificationDataset:
         """A copy whose as_dataset does ``unlabelled`` with unlabelled samples ("show": previews,

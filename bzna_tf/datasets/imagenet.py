@@ -6,6 +6,7 @@ import os
 import re
 
 from bzna_tf.datasets.classification import ClassificationDataset
+from bzna_tf.format.keywords import keywords
 from bzna_tf.format.samplelist import SampleList
 from bzna_tf.format.shards import (
     check_shard_sets,
@@ -43,7 +44,10 @@ class ImageNet(ClassificationDataset):
         ``"train[:10%]"``, ``"val[1000:2000]"``, ``"train[-5%:]"``,
         ``"train+val"``. A percentage p of a split of n samples is the
         boundary ``round(p * n / 100)``, as TFDS rounds.
-      input_label: ``"bzna_thumb"`` (default) or ``"bzna_input"``.
+      track: the picture track: ``"bzna_thumb"`` (default) or
+        ``"bzna_input"``, as for :class:`ClassificationDataset`. Formerly
+        ``input_label``, which still works until the next release, with a
+        ``FutureWarning``.
 
     Raises:
       FileNotFoundError: no such file, a directory without ilsvrc2012.bzna/.mp4 or
@@ -64,18 +68,20 @@ class ImageNet(ClassificationDataset):
 
     num_classes = 1000
 
-    def __init__(self, root, split: str | None = None, input_label: str = "bzna_thumb"):
+    @keywords(renamed={"input_label": "track"})
+    def __init__(self, root, split: str | None = None, track: str = "bzna_thumb"):
         paths, self._groups = _imagenet_layout(root)
-        super().__init__(paths, input_label=input_label, split=split)
+        super().__init__(paths, track=track, split=split)
 
     @classmethod
-    def from_sample_list(cls, sample_list, split: str | None = None, input_label: str = "bzna_thumb"):
+    @keywords(renamed={"input_label": "track"})
+    def from_sample_list(cls, sample_list, split: str | None = None, track: str = "bzna_thumb"):
         """Opens the one ImageNet file a sample list names and selects its samples."""
         lst = SampleList.of(sample_list)
         paths = lst.data_paths()
         if len(paths) != 1:
             raise ValueError(f"ImageNet is one file; the sample list names {len(paths)}: {paths}")
-        return cls(paths[0], split=split, input_label=input_label).select(lst)
+        return cls(paths[0], split=split, track=track).select(lst)
 
     def _named_splits(self) -> dict[str, range]:
         groups = getattr(self, "_groups", None)

@@ -110,7 +110,7 @@ def _load_batch(source: Source, options, counter: str):
         idx, epoch = epoch_schedule(positions, selection, seed, shuffle=options.shuffle, shard=options.shard)
         # read
         el = read_samples(
-            source.files, idx, track=source.track, with_filename=options.with_filenames,
+            source.files, idx, track=source.track, with_filenames=options.with_filenames,
             on_error=options.on_error,
         )  # fmt: skip
         # matrices
@@ -148,7 +148,7 @@ def _decode_warp(el, matrices, sizes, idx, source: Source, options):
         bias=options.bias,
         norm=options.norm,
         oob_color=options.fill_value,
-        data_format=options.layout,
+        data_format="NCHW" if options.data_format == "channels_first" else "NHWC",
         antialias=options.antialias,
         names=sample_names(source.files, source.starts, idx),
         on_error=options.on_error,

@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops
 
+from bzna_tf.format.keywords import keywords
 from bzna_tf.ops._load import load_library
 
 __all__ = ["BznaDataset", "SkippedSamples", "epoch_schedule", "num_samples", "read_samples"]
@@ -54,7 +55,7 @@ class BznaDataset(dataset_ops.DatasetSource):
       144 in the compact one): the image is ``frame[:height, :width]``.
     - ``"index"``: tf.int64, the global sample index.
     - ``"target"``: tf.int64, the class, or -1 for an unlabelled sample.
-    - ``"filename"``: tf.string, only with ``with_filename=True``.
+    - ``"filename"``: tf.string, only with ``with_filenames=True``.
 
     Several files are concatenated: the first sample of the second file has
     global index ``len(first file)``. The files are read with TensorFlow's
@@ -76,7 +77,9 @@ class BznaDataset(dataset_ops.DatasetSource):
       track: ``"thumb"`` (default) for the ``bzna_thumb`` picture, at most
         512x512 (the full picture when the image needs no thumbnail), or
         ``"input"`` for the full-size picture.
-      with_filename: add the stored basename as ``"filename"``.
+      with_filenames: add the stored basename as ``"filename"``. Formerly
+        ``with_filename``, which still works until the next release, with a
+        ``FutureWarning``.
 
     Raises:
       ValueError: bad ``track`` or argument shapes.
@@ -89,7 +92,8 @@ class BznaDataset(dataset_ops.DatasetSource):
       b'\\x00\\x00\\x00\\x01'
     """
 
-    def __init__(self, filenames, indices=None, *, track: str = "thumb", with_filename: bool = False):
+    @keywords(renamed={"with_filename": "with_filenames"})
+    def __init__(self, filenames, indices=None, *, track: str = "thumb", with_filenames: bool = False):
         if track not in TRACKS:
             raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")
         lib = load_library()
@@ -108,7 +112,7 @@ class BznaDataset(dataset_ops.DatasetSource):
                 )
         self._indices = indices
         self._track = track
-        self._with_filename = bool(with_filename)
+        self._with_filenames = bool(with_filenames)
         spec = {
             "data": tf.TensorSpec([], tf.string),
             "height": tf.TensorSpec([], tf.int32),
@@ -116,10 +120,11 @@ class BznaDataset(dataset_ops.DatasetSource):
             "target": tf.TensorSpec([], tf.int64),
             "width": tf.TensorSpec([], tf.int32),
         }
-        if self._with_filename:
+        if self._with_filenames:
             spec["filename"] = tf.TensorSpec([], tf.string)
         self._spec = spec
-        variant = lib.bzna_dataset(self._filenames, indices, track=track, with_filename=self._with_filename)
+        # The op's attribute keeps its first name: graphs saved with it still load.
+        variant = lib.bzna_dataset(self._filenames, indices, track=track, with_filename=self._with_filenames)
         super().__init__(variant)
 
     @property
@@ -159,15 +164,17 @@ def check_on_error(on_error) -> str:
     return on_error
 
 
+@keywords(renamed={"with_filename": "with_filenames"})
 @tf.autograph.experimental.do_not_convert
 def read_samples(
-    filenames, indices, *, track: str = "thumb", with_filename: bool = False, on_error: str = "raise"
+    filenames, indices, *, track: str = "thumb", with_filenames: bool = False, on_error: str = "raise"
 ) -> dict:
     """The samples ``indices`` (global, any order) as :class:`BznaDataset` gives them, batched.
 
     Returns a dict of vectors: ``data``, ``height``, ``width``, ``target``,
-    ``errors`` and, with ``with_filename``, ``filename``. The files' indices
-    are parsed once per process.
+    ``errors`` and, with ``with_filenames``, ``filename`` (formerly
+    ``with_filename``, which still works until the next release, with a
+    ``FutureWarning``). The files' indices are parsed once per process.
 
     ``on_error="raise"`` (default): a sample that cannot be read (malformed,
     damaged, a checksum mismatch, a short or failed read) fails the op with an
@@ -182,12 +189,12 @@ def read_samples(
         _filenames(filenames),
         indices,
         track=track,
-        with_filename=bool(with_filename),
+        with_filename=bool(with_filenames),
         on_error=check_on_error(on_error),
     )
     out = {"data": data, "height": height, "index": indices, "target": target, "width": width}
     out["errors"] = errors
-    if with_filename:
+    if with_filenames:
         out["filename"] = names
     return out
 
