@@ -20,22 +20,17 @@ namespace {
 
 using ::tensorflow::DEVICE_GPU;
 
-class DecodeWarpGpuOp : public WarpOpBase {
+class DecodeWarpGpuOp : public DecodeWarpOpBase {
  public:
-  explicit DecodeWarpGpuOp(OpKernelConstruction* ctx) : WarpOpBase(ctx), errors_(ctx) {}
+  explicit DecodeWarpGpuOp(OpKernelConstruction* ctx) : DecodeWarpOpBase(ctx) {}
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& data = ctx->input(0);
-    OP_REQUIRES_OK(ctx, CheckPictures(data));
+ private:
+  // picture_sizes is host memory (the registration below), as the core reads
+  // it.
+  void DecodeWarp(OpKernelContext* ctx, const Tensor& data, const PictureSizes& picture_sizes,
+                  const WarpArgs& args, DecodeErrors* errors, Tensor* output) override {
     const int64_t batch = data.dim_size(0);
-    DecodeErrors errors = errors_;
-    OP_REQUIRES_OK(ctx, errors.Prepare(ctx, batch));
-    PictureSizes picture_sizes;  // host memory, as the core reads it
-    OP_REQUIRES_OK(ctx, picture_sizes.Prepare(ctx, batch));
     const int32_t* picture_hw = picture_sizes.data();  // null: the decoded frames' sizes
-    WarpArgs args;
-    Tensor* output = nullptr;
-    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
     void* stream = nullptr;
     OP_REQUIRES_OK(ctx, OpStream(ctx, &stream));
     const auto strings = data.flat<tensorflow::tstring>();
@@ -59,18 +54,15 @@ class DecodeWarpGpuOp : public WarpOpBase {
     // at a time, to name (or skip) each bad one; the good ones are rewritten.
     const int64_t per_sample = 3 * args.out_height * args.out_width;
     for (int64_t n = 0; n < batch; ++n) {
-      const float* m = args.matrices + (args.broadcast_matrix ? 0 : 9 * n);
+      const float* m = args.Matrix(n);
       const int32_t* size = picture_hw == nullptr ? nullptr : picture_hw + 2 * n;
       absl::Status s = CoreStatus(
           bzna_gpu_decode_warp(-1, stream, &pictures[n], &sizes[n], 1, m, 1, size, &p, out + n * per_sample));
       if (s.ok()) continue;
-      OP_REQUIRES_OK(ctx, errors.Fail(n, s));
+      OP_REQUIRES_OK(ctx, errors->Fail(n, s));
       OP_REQUIRES_OK(ctx, CoreStatus(bzna_gpu_fill_oob(-1, stream, 1, &p, out + n * per_sample)));
     }
   }
-
- private:
-  DecodeErrors errors_;  // the attr; Compute works on a copy (kernels run concurrently)
 };
 
 REGISTER_KERNEL_BUILDER(Name("BznaDecodeWarp")

@@ -17,19 +17,14 @@ namespace {
 
 using ::tensorflow::DEVICE_GPU;
 
-class WarpYuv420GpuOp : public WarpOpBase {
+class WarpYuv420GpuOp : public WarpYuv420OpBase {
  public:
-  explicit WarpYuv420GpuOp(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+  explicit WarpYuv420GpuOp(OpKernelConstruction* ctx) : WarpYuv420OpBase(ctx) {}
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& y = ctx->input(0);
-    const Tensor& cb = ctx->input(1);
-    const Tensor& cr = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckYuvPlanes(y, cb, cr));
+ private:
+  void Warp(OpKernelContext* ctx, const Tensor& y, const Tensor& cb, const Tensor& cr, const WarpArgs& args,
+            Tensor* output) override {
     const int64_t batch = y.dim_size(0);
-    WarpArgs args;
-    Tensor* output = nullptr;
-    if (!PrepareWarp(ctx, 3, batch, &args, &output)) return;
     void* stream = nullptr;
     OP_REQUIRES_OK(ctx, OpStream(ctx, &stream));
     const bzna_gpu_warp_params p = CoreParams(args, Layout(args));
@@ -42,17 +37,13 @@ class WarpYuv420GpuOp : public WarpOpBase {
 };
 
 template <typename T>
-class WarpRgbGpuOp : public WarpOpBase {
+class WarpRgbGpuOp : public WarpRgbOpBase {
  public:
-  explicit WarpRgbGpuOp(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+  explicit WarpRgbGpuOp(OpKernelConstruction* ctx) : WarpRgbOpBase(ctx) {}
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& images = ctx->input(0);
-    OP_REQUIRES_OK(ctx, CheckRgbImages(images));
+ private:
+  void Warp(OpKernelContext* ctx, const Tensor& images, const WarpArgs& args, Tensor* output) override {
     const int64_t batch = images.dim_size(0);
-    WarpArgs args;
-    Tensor* output = nullptr;
-    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
     void* stream = nullptr;
     OP_REQUIRES_OK(ctx, OpStream(ctx, &stream));
     const bzna_gpu_warp_params p = CoreParams(args, Layout(args));

@@ -1,6 +1,8 @@
 // What the CPU kernels (kernels/warp_kernels.cc) and the GPU kernels
-// (gpu/gpu_kernels.cc) of the warp ops share: input validation, the output
-// allocation and layout. Header-only (inline), as both libraries compile it.
+// (gpu/tf_warp_kernels.cc, gpu/tf_decode_kernels.cc) of the warp ops share:
+// each op's Compute up to the device's work (input validation, the output's
+// allocation and layout, DecodeWarp's errors). Header-only (inline), as both
+// libraries compile it.
 
 #ifndef BZNA_TF_KERNELS_WARP_COMMON_H_
 #define BZNA_TF_KERNELS_WARP_COMMON_H_
@@ -36,6 +38,9 @@ struct WarpArgs {
   int64_t out_width = 0;
   warp::ColorTransform color;
   bool antialias = false;  // the op's attribute, set by WarpOpBase::PrepareWarp
+
+  // Sample n's matrix (a device pointer where the matrices are on the GPU).
+  const float* Matrix(int64_t n) const { return matrices + (broadcast_matrix ? 0 : 9 * n); }
 };
 
 inline absl::Status CheckSide(const char* what, int64_t size) {
@@ -197,6 +202,52 @@ class WarpOpBase : public OpKernel {
   bool antialias_ = false;
 };
 
+// BznaWarpYuv420's kernels: Compute checks the planes, reads the warp's
+// inputs and allocates the output, the same on every device; Warp, each
+// device's, writes it.
+class WarpYuv420OpBase : public WarpOpBase {
+ public:
+  explicit WarpYuv420OpBase(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+
+  void Compute(OpKernelContext* ctx) final {
+    const Tensor& y = ctx->input(0);
+    const Tensor& cb = ctx->input(1);
+    const Tensor& cr = ctx->input(2);
+    OP_REQUIRES_OK(ctx, CheckYuvPlanes(y, cb, cr));
+    WarpArgs args;
+    Tensor* output = nullptr;
+    if (!PrepareWarp(ctx, 3, y.dim_size(0), &args, &output)) return;
+    Warp(ctx, y, cb, cr, args, output);
+  }
+
+ protected:
+  // Warps the planes (checked by CheckYuvPlanes) into `output` (allocated,
+  // not empty); errors go to ctx.
+  virtual void Warp(OpKernelContext* ctx, const Tensor& y, const Tensor& cb, const Tensor& cr,
+                    const WarpArgs& args, Tensor* output) = 0;
+};
+
+// BznaWarpRgb's kernels, as WarpYuv420OpBase: the checks here, the warp the
+// device's.
+class WarpRgbOpBase : public WarpOpBase {
+ public:
+  explicit WarpRgbOpBase(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+
+  void Compute(OpKernelContext* ctx) final {
+    const Tensor& images = ctx->input(0);
+    OP_REQUIRES_OK(ctx, CheckRgbImages(images));
+    WarpArgs args;
+    Tensor* output = nullptr;
+    if (!PrepareWarp(ctx, 1, images.dim_size(0), &args, &output)) return;
+    Warp(ctx, images, args, output);
+  }
+
+ protected:
+  // Warps `images` (checked by CheckRgbImages) into `output` (allocated, not
+  // empty); errors go to ctx.
+  virtual void Warp(OpKernelContext* ctx, const Tensor& images, const WarpArgs& args, Tensor* output) = 0;
+};
+
 // BznaDecodeWarp's error handling, shared by its CPU and GPU kernels: the
 // `names` input (6) that error messages start with, the `on_error` attr, and
 // the `errors` output (1), one string per picture, empty when it decoded.
@@ -305,6 +356,37 @@ class PictureSizes {
 
  private:
   const int32_t* sizes_ = nullptr;
+};
+
+// BznaDecodeWarp's kernels, as WarpYuv420OpBase: the checks of the pictures,
+// `names` and `picture_sizes` here, decoding and warping the device's.
+class DecodeWarpOpBase : public WarpOpBase {
+ public:
+  explicit DecodeWarpOpBase(OpKernelConstruction* ctx) : WarpOpBase(ctx), errors_(ctx) {}
+
+  void Compute(OpKernelContext* ctx) final {
+    const Tensor& data = ctx->input(0);
+    OP_REQUIRES_OK(ctx, CheckPictures(data));
+    const int64_t batch = data.dim_size(0);
+    DecodeErrors errors = errors_;
+    OP_REQUIRES_OK(ctx, errors.Prepare(ctx, batch));
+    PictureSizes picture_sizes;
+    OP_REQUIRES_OK(ctx, picture_sizes.Prepare(ctx, batch));
+    WarpArgs args;
+    Tensor* output = nullptr;
+    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
+    DecodeWarp(ctx, data, picture_sizes, args, &errors, output);
+  }
+
+ protected:
+  // Decodes the pictures of `data` (checked by CheckPictures) and warps them
+  // into `output` (allocated, not empty), each failed one through `errors`
+  // (its `errors` output allocated); other errors go to ctx.
+  virtual void DecodeWarp(OpKernelContext* ctx, const Tensor& data, const PictureSizes& picture_sizes,
+                          const WarpArgs& args, DecodeErrors* errors, Tensor* output) = 0;
+
+ private:
+  DecodeErrors errors_;  // the attr; Compute works on a copy (kernels run concurrently)
 };
 
 }  // namespace bzna_tf

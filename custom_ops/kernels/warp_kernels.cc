@@ -87,24 +87,18 @@ void WarpYuv420Rows(const warp::Plane<uint8_t>& luma, const warp::Plane<uint8_t>
   }
 }
 
-class WarpYuv420Op : public WarpOpBase {
+class WarpYuv420Op : public WarpYuv420OpBase {
  public:
-  explicit WarpYuv420Op(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+  explicit WarpYuv420Op(OpKernelConstruction* ctx) : WarpYuv420OpBase(ctx) {}
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& y = ctx->input(0);
-    const Tensor& cb = ctx->input(1);
-    const Tensor& cr = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckYuvPlanes(y, cb, cr));
+ private:
+  void Warp(OpKernelContext* ctx, const Tensor& y, const Tensor& cb, const Tensor& cr, const WarpArgs& args,
+            Tensor* output) override {
     const int64_t batch = y.dim_size(0);
     const int64_t height = y.dim_size(1);
     const int64_t width = y.dim_size(2);
     const int64_t chroma_height = (height + 1) / 2;
     const int64_t chroma_width = (width + 1) / 2;
-    WarpArgs args;
-    Tensor* output = nullptr;
-    if (!PrepareWarp(ctx, 3, batch, &args, &output)) return;
-
     const uint8_t* y_data = y.flat<uint8_t>().data();
     const uint8_t* cb_data = cb.flat<uint8_t>().data();
     const uint8_t* cr_data = cr.flat<uint8_t>().data();
@@ -122,27 +116,22 @@ class WarpYuv420Op : public WarpOpBase {
       const warp::Plane<uint8_t> red = {
           cr_data + n * chroma_size, static_cast<int>(chroma_width),
           static_cast<int>(chroma_height), chroma_width, 1};
-      const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
+      const float* m = args.Matrix(n);
       WarpYuv420Rows(luma, blue, red, m, args, layout, n, first, end, out);
     });
   }
 };
 
 template <typename T>
-class WarpRgbOp : public WarpOpBase {
+class WarpRgbOp : public WarpRgbOpBase {
  public:
-  explicit WarpRgbOp(OpKernelConstruction* ctx) : WarpOpBase(ctx) {}
+  explicit WarpRgbOp(OpKernelConstruction* ctx) : WarpRgbOpBase(ctx) {}
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& images = ctx->input(0);
-    OP_REQUIRES_OK(ctx, CheckRgbImages(images));
+ private:
+  void Warp(OpKernelContext* ctx, const Tensor& images, const WarpArgs& args, Tensor* output) override {
     const int64_t batch = images.dim_size(0);
     const int64_t height = images.dim_size(1);
     const int64_t width = images.dim_size(2);
-    WarpArgs args;
-    Tensor* output = nullptr;
-    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
-
     const T* data = images.flat<T>().data();
     const int64_t image_size = height * width * 3;
     const warp::OutputLayout layout = Layout(args);
@@ -153,7 +142,7 @@ class WarpRgbOp : public WarpOpBase {
         channels[c] = {data + n * image_size + c, static_cast<int>(width),
                        static_cast<int>(height), width * 3, 3};
       }
-      const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
+      const float* m = args.Matrix(n);
       warp::RgbRows<T> rows;
       if (rows.Prepare(channels, m, args.antialias, args.out_width, args.out_height)) {
         rows.Rows(args.color, layout, n, first, end, out);
@@ -181,22 +170,14 @@ void FillOob(const WarpArgs& args, const warp::OutputLayout& layout, int64_t n, 
   }
 }
 
-class DecodeWarpOp : public WarpOpBase {
+class DecodeWarpOp : public DecodeWarpOpBase {
  public:
-  explicit DecodeWarpOp(OpKernelConstruction* ctx) : WarpOpBase(ctx), errors_(ctx) {}
+  explicit DecodeWarpOp(OpKernelConstruction* ctx) : DecodeWarpOpBase(ctx) {}
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& data = ctx->input(0);
-    OP_REQUIRES_OK(ctx, CheckPictures(data));
+ private:
+  void DecodeWarp(OpKernelContext* ctx, const Tensor& data, const PictureSizes& picture_sizes,
+                  const WarpArgs& args, DecodeErrors* errors, Tensor* output) override {
     const int64_t batch = data.dim_size(0);
-    DecodeErrors errors = errors_;
-    OP_REQUIRES_OK(ctx, errors.Prepare(ctx, batch));
-    PictureSizes picture_sizes;
-    OP_REQUIRES_OK(ctx, picture_sizes.Prepare(ctx, batch));
-    WarpArgs args;
-    Tensor* output = nullptr;
-    if (!PrepareWarp(ctx, 1, batch, &args, &output)) return;
-
     const auto pictures = data.flat<tensorflow::tstring>();
     const warp::OutputLayout layout = Layout(args);
     float* out = output->flat<float>().data();
@@ -212,7 +193,7 @@ class DecodeWarpOp : public WarpOpBase {
       TF_RETURN_IF_ERROR(picture_sizes.Get(n, pic.height(), pic.width(), &height, &width));
       warp::Plane<uint8_t> p[3];
       PicturePlanes(pic, width, height, p);
-      const float* m = args.matrices + (args.broadcast_matrix ? 0 : n * 9);
+      const float* m = args.Matrix(n);
       WarpYuv420Rows(p[0], p[1], p[2], m, args, layout, n, 0, args.out_height, out);
       return absl::OkStatus();
     };
@@ -221,13 +202,10 @@ class DecodeWarpOp : public WarpOpBase {
     });
     for (int64_t n = 0; n < batch; ++n) {
       if (status[n].ok()) continue;
-      OP_REQUIRES_OK(ctx, errors.Fail(n, status[n]));
+      OP_REQUIRES_OK(ctx, errors->Fail(n, status[n]));
       FillOob(args, layout, n, out);
     }
   }
-
- private:
-  DecodeErrors errors_;  // the attr; Compute works on a copy (kernels run concurrently)
 };
 
 class DecodeYuv420Op : public OpKernel {

@@ -228,9 +228,31 @@ class PlaneRows {
 };
 
 // What the YUV and RGB paths share: the matrix's columns and rows, the
-// footprint, and writing rows of normalised pixels.
+// footprint, and the loop that writes rows of normalised pixels. A subclass
+// prepares its planes and samples a row of them (SampleRow).
 class AxisAlignedRows {
+ public:
+  virtual ~AxisAlignedRows() = default;
+
+  // Output rows begin..end - 1 of sample n, once the subclass's Prepare took
+  // the matrix.
+  void Rows(const ColorTransform& color, const OutputLayout& layout, int64_t n, int64_t begin, int64_t end,
+            float* out) {
+    StartRows(color);
+    for (int64_t y = begin; y < end; ++y) {
+      float sy;
+      const bool inside = RowInside(y, &sy);
+      if (inside) SampleRow(sy, color);
+      WriteRow(color, layout, n, y, inside, out);
+    }
+  }
+
  protected:
+  // Samples the planes at source row coordinate `source_y` (a row inside)
+  // and sets every block of columns lo..hi through Finish: what the YUV and
+  // RGB paths do differently. A virtual call per row, not per pixel.
+  virtual void SampleRow(float source_y, const ColorTransform& color) = 0;
+
   // Columns, bounds and the first pixel inside for matrix m, output
   // width x height, source plane width x height (the bounds test's).
   // False when m is not axis-aligned.
@@ -276,6 +298,26 @@ class AxisAlignedRows {
     return f;
   }
 
+  // Channel c of the block of columns x..x + 3: the normalised value, or the
+  // out-of-bounds colour in the lanes outside.
+  void Finish(int64_t x, int c, Vec4 rgb, const ColorTransform& color) {
+    Vec4i inside;
+    memcpy(&inside, &lanes_inside_[x], sizeof inside);
+    Store4(&rgb_[c][x], inside ? Normalize(rgb, color, c) : Splat(color.oob[c]));
+  }
+
+  const float* m_ = nullptr;
+  int64_t width_ = 0, pad_ = 0;
+  int source_height_ = 0;
+  std::vector<float> xs_;
+  std::vector<uint8_t> inside_;
+  int64_t lo_ = 0, hi_ = -1;  // the columns inside are within lo..hi
+  bool any_inside_ = false;
+  int64_t first_inside_y_ = 0;
+  std::vector<int32_t> lanes_inside_;  // inside_ as vector masks: -1 inside, 0 outside
+  std::vector<float> rgb_[3];  // a row of normalised output, per channel
+
+ private:
   // Row y's source coordinate, and whether it is inside.
   bool RowInside(int64_t y, float* source_y) const {
     *source_y = ApplyMatrix(m_, 0.0f, static_cast<float>(y)).y;
@@ -288,14 +330,6 @@ class AxisAlignedRows {
     for (int c = 0; c < 3; ++c) {
       for (int64_t x = 0; x < pad_; ++x) rgb_[c][x] = color.oob[c];
     }
-  }
-
-  // Channel c of the block of columns x..x + 3: the normalised value, or the
-  // out-of-bounds colour in the lanes outside.
-  void Finish(int64_t x, int c, Vec4 rgb, const ColorTransform& color) {
-    Vec4i inside;
-    memcpy(&inside, &lanes_inside_[x], sizeof inside);
-    Store4(&rgb_[c][x], inside ? Normalize(rgb, color, c) : Splat(color.oob[c]));
   }
 
   // Output row y of sample n: rgb_, or the out-of-bounds colour where the
@@ -322,21 +356,10 @@ class AxisAlignedRows {
       o[3 * x + 2] = b[x];
     }
   }
-
-  const float* m_ = nullptr;
-  int64_t width_ = 0, pad_ = 0;
-  int source_height_ = 0;
-  std::vector<float> xs_;
-  std::vector<uint8_t> inside_;
-  int64_t lo_ = 0, hi_ = -1;  // the columns inside are within lo..hi
-  bool any_inside_ = false;
-  int64_t first_inside_y_ = 0;
-  std::vector<int32_t> lanes_inside_;  // inside_ as vector masks: -1 inside, 0 outside
-  std::vector<float> rgb_[3];  // a row of normalised output, per channel
 };
 
 // WarpYuv420Pixel on whole rows.
-class YuvRows : public AxisAlignedRows {
+class YuvRows final : public AxisAlignedRows {
  public:
   // Prepares sample n's planes and matrix; false: use WarpYuv420Pixel.
   bool Prepare(const Plane<uint8_t>& luma, const Plane<uint8_t>& cb, const Plane<uint8_t>& cr, const float* m,
@@ -362,26 +385,17 @@ class YuvRows : public AxisAlignedRows {
                            xcs_.data(), inside_.data(), lo_, hi_, out_width);
   }
 
-  // Output rows begin..end - 1 of sample n.
-  void Rows(const ColorTransform& color, const OutputLayout& layout, int64_t n, int64_t begin, int64_t end,
-            float* out) {
-    StartRows(color);
-    for (int64_t y = begin; y < end; ++y) {
-      float sy;
-      const bool inside = RowInside(y, &sy);
-      if (inside) {
-        luma_.Row(sy);
-        chroma_.Row(ChromaCoordinate(sy));
-        const float* lum = luma_.value(0);
-        const float* cb = chroma_.value(0);
-        const float* cr = chroma_.value(1);
-        for (int64_t x = lo_ / 4 * 4; x <= hi_; x += 4) {
-          Vec4 rgb[3];
-          YuvToRgb(Load4(lum + x), Load4(cb + x), Load4(cr + x), rgb);
-          for (int c = 0; c < 3; ++c) Finish(x, c, rgb[c], color);
-        }
-      }
-      WriteRow(color, layout, n, y, inside, out);
+ private:
+  void SampleRow(float sy, const ColorTransform& color) override {
+    luma_.Row(sy);
+    chroma_.Row(ChromaCoordinate(sy));
+    const float* lum = luma_.value(0);
+    const float* cb = chroma_.value(0);
+    const float* cr = chroma_.value(1);
+    for (int64_t x = lo_ / 4 * 4; x <= hi_; x += 4) {
+      Vec4 rgb[3];
+      YuvToRgb(Load4(lum + x), Load4(cb + x), Load4(cr + x), rgb);
+      for (int c = 0; c < 3; ++c) Finish(x, c, rgb[c], color);
     }
   }
 
@@ -393,7 +407,7 @@ class YuvRows : public AxisAlignedRows {
 
 // WarpRgbPixel on whole rows.
 template <typename T>
-class RgbRows : public AxisAlignedRows {
+class RgbRows final : public AxisAlignedRows {
  public:
   // Prepares sample n's channels and matrix; false: use WarpRgbPixel.
   bool Prepare(const Plane<T> (&channels)[3], const float* m, bool antialias, int64_t out_width,
@@ -411,22 +425,14 @@ class RgbRows : public AxisAlignedRows {
                            lo_, hi_, out_width);
   }
 
-  void Rows(const ColorTransform& color, const OutputLayout& layout, int64_t n, int64_t begin, int64_t end,
-            float* out) {
-    StartRows(color);
-    for (int64_t y = begin; y < end; ++y) {
-      float sy;
-      const bool inside = RowInside(y, &sy);
-      if (inside) {
-        planes_.Row(sy);
-        for (int c = 0; c < 3; ++c) {
-          const float* v = planes_.value(c);
-          for (int64_t x = lo_ / 4 * 4; x <= hi_; x += 4) {
-            Finish(x, c, FinishSample(Load4(v + x), T()), color);
-          }
-        }
+ private:
+  void SampleRow(float sy, const ColorTransform& color) override {
+    planes_.Row(sy);
+    for (int c = 0; c < 3; ++c) {
+      const float* v = planes_.value(c);
+      for (int64_t x = lo_ / 4 * 4; x <= hi_; x += 4) {
+        Finish(x, c, FinishSample(Load4(v + x), T()), color);
       }
-      WriteRow(color, layout, n, y, inside, out);
     }
   }
 
