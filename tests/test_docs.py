@@ -277,6 +277,48 @@ def test_mkdocs_build_strict(tmp_path):
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
 
 
+def _cli_texts(parser) -> list[str]:
+    """Every description and argument help of ``parser`` and its subcommands, as ``--help`` prints them."""
+    import argparse
+
+    texts = [parser.description] if parser.description else []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                texts += _cli_texts(child)
+        elif action.help and not isinstance(action, argparse._HelpAction):
+            texts.append(parser._get_formatter()._expand_help(action))
+    return texts
+
+
+def test_the_cli_reference_shows_every_help_text_as_written():
+    """Help texts are plain text: Markdown must not eat their {...}, <...> or *...* on the site."""
+    pytest.importorskip("mkdocs", reason="MkDocs is not installed (pip install '.[docs]'); .ci/docs runs it")
+    import html
+
+    import markdown
+    from mkdocs.config import load_config
+
+    from bzna_tf.cli import build_parser
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import mkdocs_hooks
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    page = markdown.markdown(
+        mkdocs_hooks.cli_reference(),
+        extensions=config.markdown_extensions,
+        extension_configs=config.mdx_configs,
+    )
+    shown = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+    texts = _cli_texts(build_parser())[1:]  # the reference starts at the subcommands
+    assert any("{'files': [...]" in t for t in texts)  # the text that the site lost
+    missing = [t for t in texts if " ".join(t.split()) not in shown]
+    assert not missing, f"the CLI reference does not show these help texts as written: {missing}"
+
+
 def _anchors(page: pathlib.Path) -> set[str]:
     """The heading anchors of a page, as MkDocs makes them (explicit ``{#id}``, else the slug)."""
     out = set()
