@@ -275,6 +275,10 @@ def test_mkdocs_build_strict(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-8000:]
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
+    # site_url is set: the sitemap lists every page (without it, MkDocs writes an empty one).
+    sitemap = (tmp_path / "site" / "sitemap.xml").read_text(encoding="utf-8")
+    pages = len([p for p in PAGES if p.name != "README.md"])
+    assert len(re.findall(r"<loc>https?://[^<]+</loc>", sitemap)) == pages, sitemap[:2000]
 
 
 def _cli_texts(parser) -> list[str]:
