@@ -60,6 +60,9 @@ def test_every_block_is_classified():
         ("```text requires-jax\nx\n```\n", "for blocks that run"),
         ("```python\nx = 1\n```\n```sh expect\nls\n```\n", "'expect' is for text blocks"),
         ("```text\nx\n```\n```text expect\nx\n```\n", "must follow a block that runs"),
+        ("```python exits-1\nx = 1\n```\n", "exits-N is for sh blocks"),
+        ("```sh exits-0\nfalse\n```\n", "exits-N is for sh blocks"),
+        ("```sh exits-1 skip-long: slow\nfalse\n```\n", "exits-N is for sh blocks"),
         ("- item\n\n    ```python\n    x = 1\n", "never closed"),
     ],
 )
@@ -74,6 +77,24 @@ def test_expected_output_matches_whitespace_and_ellipses():
     assert _docs_runner.expected_in("a.bzna, ...: bad\nbox ... 40", output)
     assert not _docs_runner.expected_in("a.bzna, sample 4: bad box", output)
     assert not _docs_runner.expected_in("byte 40 ... sample 3", output)  # in order
+
+
+def test_a_block_of_failing_commands_checks_each_ones_status(tmp_path, capsys):
+    """``sh exits-N``: every command runs, each must exit with N; one that succeeds or exits otherwise fails."""
+    (block,) = _docs_blocks.parse("```sh exits-2\nls no-such-file\nls \\\n  also-missing\n```\n", "p.md")
+    assert block.exits == 2 and block.runs
+    assert _docs_runner.commands(block.code) == ["ls no-such-file", "ls \\\n  also-missing"]
+
+    def run(code, status=2):
+        ok = _docs_runner.run_blocks([{"where": "p.md:1", "lang": "sh", "code": code, "exits": status}])
+        return ok, capsys.readouterr().out
+
+    ok, out = run(block.code)
+    assert ok and "no-such-file" in out and "also-missing" in out  # both ran: the expect text sees both
+    ok, out = run("ls no-such-file\ntrue\nls also-missing\n")
+    assert not ok and "COMMAND 2 EXITED WITH STATUS 0, NOT 2" in out and "also-missing" not in out
+    ok, out = run("ls no-such-file\n", status=1)
+    assert not ok and "STATUS 2, NOT 1" in out
 
 
 def test_the_collector_reads_indented_and_marked_blocks():
@@ -229,7 +250,7 @@ def test_page_runs(page, docs_workspace, docs_server, tmp_path):
     (work / "examples").symlink_to(ROOT / "examples")  # pages run the examples as from a checkout
     request = tmp_path / "request.json"
     result = tmp_path / "result.json"
-    fields = ("where", "lang", "code", "requires", "expect")
+    fields = ("where", "lang", "code", "requires", "expect", "exits")
     request.write_text(
         json.dumps(
             {
