@@ -6,6 +6,7 @@ A page asks for generated content with a line of its own, ``<!-- generated: NAME
   (:func:`bzna_tf.cli.build_parser`): every command, its usage, description, arguments and epilog
   (examples); help texts are plain text, escaped so that Markdown shows them as ``--help`` does.
 - ``gpu-abi-header``: the GPU core's header, ``custom_ops/gpu/core/bzna_gpu.h``, verbatim.
+- ``quickstart``: the "Quickstart" section of ``docs/getting-started.md``, for Home.
 
 An unknown name fails the build. The API reference needs no hook: mkdocstrings renders the
 docstrings (``::: bzna_tf.Dataset`` lines); this file only turns the docstrings' Sphinx roles
@@ -134,7 +135,18 @@ def gpu_abi_header() -> str:
     return f"```c\n{header.rstrip()}\n```"
 
 
-GENERATORS = {"cli": cli_reference, "gpu-abi-header": gpu_abi_header}
+def quickstart() -> str:
+    """The quickstart of getting-started.md, for Home: one copy (the docs' tests run it there)."""
+    with open(os.path.join(_ROOT, "docs", "getting-started.md"), encoding="utf-8") as f:
+        page = f.read()
+    m = re.search(r"^## Quickstart\b.*?(?=^## )", page, re.MULTILINE | re.DOTALL)
+    if m is None:
+        raise PluginError("docs/getting-started.md has no '## Quickstart' section for Home")
+    # Its links to its own page's sections point there from Home (both pages are at the docs' root).
+    return re.sub(r"\]\(#", "](getting-started.md#", m[0]).rstrip() + "\n"
+
+
+GENERATORS = {"cli": cli_reference, "gpu-abi-header": gpu_abi_header, "quickstart": quickstart}
 
 
 def on_page_markdown(markdown, page, config, files):
