@@ -80,7 +80,7 @@ def test_expected_output_matches_whitespace_and_ellipses():
 
 
 def test_a_block_of_failing_commands_checks_each_ones_status(tmp_path, capsys):
-    """``sh exits-N``: every command runs, each must exit with N; one that succeeds or exits otherwise fails."""
+    """``sh exits-N``: every command runs and must exit with N; one that succeeds or exits otherwise fails."""
     (block,) = _docs_blocks.parse("```sh exits-2\nls no-such-file\nls \\\n  also-missing\n```\n", "p.md")
     assert block.exits == 2 and block.runs
     assert _docs_runner.commands(block.code) == ["ls no-such-file", "ls \\\n  also-missing"]
@@ -300,6 +300,9 @@ def test_mkdocs_build_strict(tmp_path):
     sitemap = (tmp_path / "site" / "sitemap.xml").read_text(encoding="utf-8")
     pages = len([p for p in PAGES if p.name != "README.md"])
     assert len(re.findall(r"<loc>https?://[^<]+</loc>", sitemap)) == pages, sitemap[:2000]
+    # Home shows Getting started's quickstart (tools/mkdocs_hooks.py), links and all.
+    home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert 'id="quickstart"' in home and "bzna-tf convert folder images/ photos.bzna" in home
 
 
 def _cli_texts(parser) -> list[str]:
@@ -342,6 +345,24 @@ def test_the_cli_reference_shows_every_help_text_as_written():
     assert any("{'files': [...]" in t for t in texts)  # the text that the site lost
     missing = [t for t in texts if " ".join(t.split()) not in shown]
     assert not missing, f"the CLI reference does not show these help texts as written: {missing}"
+
+
+def test_every_image_is_shown():
+    """A plot under docs/images that no page shows is a page that says "the plot below" and has none."""
+    text = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+    unused = [p.name for p in sorted((DOCS / "images").iterdir()) if f"images/{p.name})" not in text]
+    assert not unused, f"images no page shows: {unused}"
+
+
+def test_shown_commands_are_what_a_user_types():
+    """A command expected to fail goes in an ``sh exits-N`` block, not behind ``|| true``."""
+    leftovers = [
+        f"{b.where}: {line}"
+        for b in _blocks(lambda b: b.lang == "sh")
+        for line in b.code.splitlines()
+        if line.rstrip().endswith("|| true")
+    ]
+    assert not leftovers, f"commands ending in '|| true' (use an 'sh exits-N' block): {leftovers}"
 
 
 def _anchors(page: pathlib.Path) -> set[str]:
