@@ -306,6 +306,30 @@ def test_mkdocs_build_strict(tmp_path):
     assert 'id="quickstart"' in home and "bzna-tf convert folder images/ photos.bzna" in shown
 
 
+def test_names_in_tables_break_only_between_words():
+    """`drop_remainder` broke as `drop_remaind|er` in a narrow column: each word is a piece kept whole."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import mkdocs_hooks
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    html = (
+        "<p><code>outside_tables</code></p><table><tr><td><code>drop_remainder</code></td>"
+        "<td><code>tf.image.resize(antialias=True)</code></td>"
+        "<td><code>a --label-key b</code></td></tr></table>"
+    )
+    out = mkdocs_hooks.on_page_content(html, None, None, None)
+    assert out.startswith("<p><code>outside_tables</code></p>")
+    assert '<code class="bzna-words"><span>drop_remainder</span></code>' in out
+    assert (
+        "<span>tf.</span><wbr><span>image.</span><wbr><span>resize(</span><wbr><span>antialias=</span>" in out
+    )
+    assert '<code class="bzna-words"><span>a</span> <span>--label-key</span> <span>b</span></code>' in out
+    css = (DOCS / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    assert re.search(r"code\.bzna-words > span \{\s*white-space: nowrap;", css)
+    assert "stylesheets/extra.css" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
 def _cli_texts(parser) -> list[str]:
     """Every description and argument help of ``parser`` and its subcommands, as ``--help`` prints them."""
     import argparse

@@ -10,7 +10,8 @@ A page asks for generated content with a line of its own, ``<!-- generated: NAME
 
 An unknown name fails the build. The API reference needs no hook: mkdocstrings renders the
 docstrings (``::: bzna_tf.Dataset`` lines); this file only turns the docstrings' Sphinx roles
-(``:class:`X```) into plain code, which mkdocstrings would print as written.
+(``:class:`X```) into plain code, which mkdocstrings would print as written, and keeps the words of
+the code in tables whole (see _names_whole).
 """
 
 from __future__ import annotations
@@ -161,6 +162,32 @@ def on_page_markdown(markdown, page, config, files):
     return _MARKER.sub(generate, markdown)
 
 
+def _names_whole(table: re.Match) -> str:
+    """A table's inline code broken only between words: `drop_remainder`, `--label-key` kept whole.
+
+    Each word of the code (the text between its spaces) becomes a piece that never breaks
+    (docs/stylesheets/extra.css), so that a narrow column cannot split it mid-word, nor
+    `--label-key` between its dashes. A word longer than ``_LONG_NAME`` characters may break after
+    its ``/ . ( , = _`` (``tf.image.`` / ``resize(antialias=True)``), so that it does not widen its
+    table past the page.
+    """
+
+    def word(text: str) -> str:
+        parts = _BREAK_AFTER.split(text) if len(text) > _LONG_NAME else [text]
+        return "<wbr>".join(f"<span>{p}</span>" for p in parts if p)
+
+    def code(match: re.Match) -> str:
+        return '<code class="bzna-words">' + " ".join(map(word, match[1].split(" "))) + "</code>"
+
+    return _CODE.sub(code, table[0])
+
+
+_TABLE = re.compile(r"<table>.*?</table>", re.DOTALL)
+_CODE = re.compile(r"<code>([^<]+)</code>")
+_LONG_NAME = 16
+_BREAK_AFTER = re.compile(r"(?<=[/.(,=_])")
+
+
 def on_page_content(html, page, config, files):
     # Docstrings write Sphinx roles (:class:`bzna_tf.EpochState`): show them as code (``~``: the last name).
     def plain(match):
@@ -169,4 +196,4 @@ def on_page_content(html, page, config, files):
             target = target.rsplit(".", 1)[-1]
         return f"<code>{target}</code>"
 
-    return _ROLE.sub(plain, html)
+    return _TABLE.sub(_names_whole, _ROLE.sub(plain, html))
