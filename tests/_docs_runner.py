@@ -79,7 +79,7 @@ def each_fails(code: str, status: int) -> str:
         script += [
             f"{command} && __status=0 || __status=$?",
             f'if [ "$__status" -ne {status} ]; then',
-            f"  echo \"DOCS COMMAND {n} EXITED WITH STATUS $__status, NOT {status}: \"{shlex.quote(command)}",
+            f'  echo "DOCS COMMAND {n} EXITED WITH STATUS $__status, NOT {status}: "{shlex.quote(command)}',
             "  exit 1",
             "fi",
         ]
