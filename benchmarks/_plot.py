@@ -42,7 +42,7 @@ def save(fig, path: str, tensorflow: str | None = None) -> None:
     """Writes ``fig`` with its provenance footer to ``path`` as a palette PNG."""
     from PIL import Image
 
-    fig.text(0.01, 0.01, provenance(tensorflow), fontsize=6.5, color="0.35", ha="left", va="bottom")
+    fig.text(0.01, 0.01, provenance(tensorflow), fontsize=8, color="0.35", ha="left", va="bottom")
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB").quantize(256)

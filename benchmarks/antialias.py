@@ -205,24 +205,34 @@ def plot_quality(out: dict, path: str, tensorflow: str) -> None:
             Image.fromarray(plate).resize((n, n), Image.BILINEAR, reducing_gap=None)
         ),
     }
-    fig = _plot.figure(10, 4.2)
+    # 7 inches at 100 dpi: about the docs' page width, so that 9-point text reads at about 12 pixels.
+    fig = _plot.figure(7, 6.6)
     zp = out["zone_plate"][str(k)]
     aliasing = {
         "point sampling (antialias=False)": zp["off_alias_db"],
         "antialias=True": zp["on_alias_db"],
         "Pillow (BILINEAR, reducing_gap=None)": zp["pillow_alias_db"],
     }
+    fig.text(
+        0.5, 0.965, f"a {PLATE} x {PLATE} zone plate reduced {k} times by warp_rgb", ha="center", fontsize=11
+    )
     for i, (title, image) in enumerate(panels.items()):
-        ax = fig.add_axes([0.01 + i * 0.2, 0.2, 0.19, 0.62])
+        ax = fig.add_axes([0.02 + i * 0.33, 0.6, 0.3, 0.3])
         ax.imshow(
             np.clip(image, 0, 255).astype(np.uint8), cmap="gray", vmin=0, vmax=255, interpolation="nearest"
         )
-        ax.set_title(f"{title}\naliased power {aliasing[title]} dB", fontsize=7.5)
+        ax.set_title(title.replace(" (", "\n("), fontsize=9)
+        ax.text(
+            0.5,
+            -0.04,
+            f"aliased power {aliasing[title]} dB",
+            transform=ax.transAxes,
+            ha="center",
+            va="top",
+            fontsize=9,
+        )
         ax.axis("off")
-    fig.text(
-        0.31, 0.9, f"a {PLATE} x {PLATE} zone plate reduced {k} times by warp_rgb", ha="center", fontsize=9
-    )
-    ax = fig.add_axes([0.67, 0.2, 0.31, 0.65])
+    ax = fig.add_axes([0.1, 0.13, 0.86, 0.36])
     factors = [int(f) for f in out["psnr"]]
     series = {
         "rgb_off": ("warp_rgb, off", "o--"),
@@ -232,12 +242,14 @@ def plot_quality(out: dict, path: str, tensorflow: str) -> None:
         "tf_antialias": ("tf.image.resize(antialias=True)", "^:"),
     }
     for key, (label, style) in series.items():
-        ax.plot(factors, [out["psnr"][str(f)][key][0] for f in factors], style, label=label, ms=4)
+        ax.plot(factors, [out["psnr"][str(f)][key][0] for f in factors], style, label=label, ms=5)
     ax.set_xticks(factors)
-    ax.set_xlabel("reduction")
-    ax.set_ylabel("PSNR against Pillow, dB (mean of 12 photos)", fontsize=8)
+    ax.set_xticklabels([f"{f}x" for f in factors])
+    ax.tick_params(labelsize=9)
+    ax.set_xlabel("reduction", fontsize=10)
+    ax.set_ylabel("PSNR against Pillow, dB\n(mean of 12 photos)", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6.5, loc="center right")
+    ax.legend(fontsize=9, loc="center right")
     _plot.save(fig, path, tensorflow)
 
 

@@ -319,31 +319,29 @@ def _cpu_keys():
 def plot_sweep(rows, path, tensorflow: str) -> None:
     import _plot
 
-    fig = _plot.figure(10, 4.6)
+    # 7 inches at 100 dpi: about the docs' page width, so that 9-point text reads at about 12 pixels.
+    fig = _plot.figure(7, 7.6)
     threads = [r["threads"] for r in rows]
-    ax = fig.add_axes([0.07, 0.2, 0.5, 0.7])
+    top = fig.add_axes([0.12, 0.6, 0.85, 0.35])
+    bottom = fig.add_axes([0.12, 0.13, 0.85, 0.35])
     for (key, label), marker in zip(SWEEP.items(), "osD^", strict=True):
-        ax.plot(threads, [r[key] for r in rows], marker=marker, label=label)
-    ax.set_xlabel("threads")
-    ax.set_ylabel("images/s (224 x 224, batches of 64)")
-    ax.set_xticks(threads)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.set_title("throughput (wall clock)", fontsize=10)
-    ax.legend(loc="upper left", fontsize=7)
-    ax = fig.add_axes([0.67, 0.2, 0.31, 0.7])
-    for (key, label), marker in zip(SWEEP.items(), "osD^", strict=True):
+        top.plot(threads, [r[key] for r in rows], marker=marker, label=label)
         cpu = key.replace("_img_s", "_cpu_ms_per_img")
         if cpu in rows[0]:
-            ax.plot(threads, [r[cpu] for r in rows], marker=marker, label=label)
+            bottom.plot(threads, [r[cpu] for r in rows], marker=marker, label=label)
         else:
-            ax.plot([], [])  # keep the colours of the first panel
-    ax.set_xlabel("threads")
-    ax.set_ylabel("process CPU ms per image")
-    ax.set_xticks(threads)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.set_title("cost (CPU time, less disturbed by other jobs)", fontsize=10)
+            bottom.plot([], [])  # keep the colours of the first panel
+    top.set_ylabel("images/s (224 x 224,\nbatches of 64)", fontsize=10)
+    top.set_title("throughput (wall clock)", fontsize=11)
+    top.legend(loc="upper left", fontsize=9)
+    bottom.set_ylabel("process CPU ms per image", fontsize=10)
+    bottom.set_title("cost (CPU time, less disturbed by other jobs)", fontsize=11)
+    for ax in (top, bottom):
+        ax.set_xlabel("threads", fontsize=10)
+        ax.set_xticks(threads)
+        ax.tick_params(labelsize=9)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
     _plot.save(fig, path, tensorflow)
 
 

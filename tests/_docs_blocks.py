@@ -4,6 +4,9 @@ Every fenced block's info string is one of:
 
 - ``python`` / ``sh``: run by tests/test_docs.py, in page order, in a copy of the test workspace
   (tests/_docs_workspace.py); a page's Python blocks share one namespace;
+- ``sh exits-N``: a shell block whose every command must fail, with exit status N (1 to 255):
+  each line is one command (a trailing ``\\`` continues it), run in turn and its status checked, so
+  that a page shows a failing command as a user would type it;
 - ``python skip-KIND: reason`` / ``sh skip-KIND: reason``: cannot run here (KIND in ``SKIPS``);
   compiled (Python) or parsed with ``bash -n`` (shell) only;
 - ``text``: output, file contents, a synopsis: never run;
@@ -41,7 +44,7 @@ SKIPS = {
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _INFO = re.compile(
-    r"^(?P<lang>[A-Za-z0-9_+-]+)(?P<requires>(?:\s+requires-[A-Za-z_][\w.]*)*)"
+    r"^(?P<lang>[A-Za-z0-9_+-]+)(?P<requires>(?:\s+requires-[A-Za-z_][\w.]*)*)(?:\s+exits-(?P<exits>\d+))?"
     r"(?:\s+skip-(?P<kind>[a-z]+)(?::\s*(?P<reason>\S.*))?)?(?P<expect>\s+expect)?$"
 )
 
@@ -60,6 +63,7 @@ class Block:
     reason: str | None = None
     requires: tuple[str, ...] = ()  # modules the block needs (optional packages)
     expect: bool = False  # a text block the previous run block must print
+    exits: int | None = None  # sh exits-N: the exit status each of the block's commands must have
 
     @property
     def where(self) -> str:
@@ -116,8 +120,13 @@ def _classify(path: str, line: int, info: str, code: str) -> Block:
         raise DocsBlockError(f"{where}: requires-MODULE is for blocks that run: {info!r}")
     if m["expect"] and (lang != "text" or kind is not None):
         raise DocsBlockError(f"{where}: 'expect' is for text blocks (output to check): {info!r}")
+    exits = None if m["exits"] is None else int(m["exits"])
+    if exits is not None and (lang != "sh" or kind is not None or not 1 <= exits <= 255):
+        raise DocsBlockError(
+            f"{where}: exits-N is for sh blocks that run, N an exit status from 1 to 255: {info!r}"
+        )
     if kind is None:
-        return Block(path, line, lang, code, requires=requires, expect=bool(m["expect"]))
+        return Block(path, line, lang, code, requires=requires, expect=bool(m["expect"]), exits=exits)
     if lang not in RUN:
         raise DocsBlockError(f"{where}: only {' and '.join(RUN)} blocks take a skip marker: {info!r}")
     if kind not in SKIPS:

@@ -10,7 +10,8 @@ in ``cwd`` with ``env`` set (and restored after it). Python blocks of a page sha
 (``__name__ == "__main__"``, as in a script: a snippet that starts worker processes guards itself
 as users must; a served page gets a fresh one); shell blocks run with ``bash -e -o pipefail``. A
 ``text`` block with ``"expect": true`` must appear in the output of the block before it (runs of
-whitespace compared as one space, ``...`` matching anything). The first failure prints its
+whitespace compared as one space, ``...`` matching anything). An ``sh exits-N`` block (``"exits": N``)
+runs command by command, each of which must exit with status N. The first failure prints its
 traceback or output and ends the page; the outcome is written to ``result`` as JSON
 (``{"ok": bool}``).
 
@@ -26,6 +27,7 @@ import json
 import linecache
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -52,6 +54,36 @@ def expected_in(expected: str, output: str) -> bool:
     """Whether ``expected`` appears in ``output``: whitespace runs as one space, ``...`` as anything."""
     parts = [re.escape(" ".join(part.split())) for part in expected.split("...")]
     return re.search(r".*?".join(parts), " ".join(output.split()), re.DOTALL) is not None
+
+
+def commands(code: str) -> list[str]:
+    """The commands of a shell block, one per line (a line ending in a backslash continues)."""
+    out, pending = [], ""
+    for line in code.splitlines():
+        if line.endswith("\\"):
+            pending += line + "\n"
+            continue
+        command = pending + line
+        pending = ""
+        if command.strip() and not command.lstrip().startswith("#"):
+            out.append(command)
+    if pending.strip():
+        out.append(pending.rstrip("\\\n"))
+    return out
+
+
+def each_fails(code: str, status: int) -> str:
+    """A script running each command of ``code`` and stopping unless it exits with ``status``."""
+    script = []
+    for n, command in enumerate(commands(code), 1):
+        script += [
+            f"{command} && __status=0 || __status=$?",
+            f'if [ "$__status" -ne {status} ]; then',
+            f'  echo "DOCS COMMAND {n} EXITED WITH STATUS $__status, NOT {status}: "{shlex.quote(command)}',
+            "  exit 1",
+            "fi",
+        ]
+    return "\n".join(script) + "\n"
 
 
 def run_blocks(blocks: list) -> bool:
@@ -92,8 +124,9 @@ def run_blocks(blocks: list) -> bool:
             output = "".join(copy)
         else:
             sys.stdout.flush()
+            status = block.get("exits")
             r = subprocess.run(
-                ["bash", "-e", "-o", "pipefail", "-c", code],
+                ["bash", "-e", "-o", "pipefail", "-c", code if status is None else each_fails(code, status)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,

@@ -60,6 +60,9 @@ def test_every_block_is_classified():
         ("```text requires-jax\nx\n```\n", "for blocks that run"),
         ("```python\nx = 1\n```\n```sh expect\nls\n```\n", "'expect' is for text blocks"),
         ("```text\nx\n```\n```text expect\nx\n```\n", "must follow a block that runs"),
+        ("```python exits-1\nx = 1\n```\n", "exits-N is for sh blocks"),
+        ("```sh exits-0\nfalse\n```\n", "exits-N is for sh blocks"),
+        ("```sh exits-1 skip-long: slow\nfalse\n```\n", "exits-N is for sh blocks"),
         ("- item\n\n    ```python\n    x = 1\n", "never closed"),
     ],
 )
@@ -74,6 +77,24 @@ def test_expected_output_matches_whitespace_and_ellipses():
     assert _docs_runner.expected_in("a.bzna, ...: bad\nbox ... 40", output)
     assert not _docs_runner.expected_in("a.bzna, sample 4: bad box", output)
     assert not _docs_runner.expected_in("byte 40 ... sample 3", output)  # in order
+
+
+def test_a_block_of_failing_commands_checks_each_ones_status(tmp_path, capsys):
+    """``sh exits-N``: every command runs and must exit with N; one that succeeds or exits otherwise fails."""
+    (block,) = _docs_blocks.parse("```sh exits-2\nls no-such-file\nls \\\n  also-missing\n```\n", "p.md")
+    assert block.exits == 2 and block.runs
+    assert _docs_runner.commands(block.code) == ["ls no-such-file", "ls \\\n  also-missing"]
+
+    def run(code, status=2):
+        ok = _docs_runner.run_blocks([{"where": "p.md:1", "lang": "sh", "code": code, "exits": status}])
+        return ok, capsys.readouterr().out
+
+    ok, out = run(block.code)
+    assert ok and "no-such-file" in out and "also-missing" in out  # both ran: the expect text sees both
+    ok, out = run("ls no-such-file\ntrue\nls also-missing\n")
+    assert not ok and "COMMAND 2 EXITED WITH STATUS 0, NOT 2" in out and "also-missing" not in out
+    ok, out = run("ls no-such-file\n", status=1)
+    assert not ok and "STATUS 2, NOT 1" in out
 
 
 def test_the_collector_reads_indented_and_marked_blocks():
@@ -229,7 +250,7 @@ def test_page_runs(page, docs_workspace, docs_server, tmp_path):
     (work / "examples").symlink_to(ROOT / "examples")  # pages run the examples as from a checkout
     request = tmp_path / "request.json"
     result = tmp_path / "result.json"
-    fields = ("where", "lang", "code", "requires", "expect")
+    fields = ("where", "lang", "code", "requires", "expect", "exits")
     request.write_text(
         json.dumps(
             {
@@ -275,6 +296,98 @@ def test_mkdocs_build_strict(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-8000:]
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
+    # site_url is set: the sitemap lists every page (without it, MkDocs writes an empty one).
+    sitemap = (tmp_path / "site" / "sitemap.xml").read_text(encoding="utf-8")
+    pages = len([p for p in PAGES if p.name != "README.md"])
+    assert len(re.findall(r"<loc>https?://[^<]+</loc>", sitemap)) == pages, sitemap[:2000]
+    # Home shows Getting started's quickstart (tools/mkdocs_hooks.py), links and all.
+    home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    shown = re.sub(r"<[^>]+>", "", home)
+    assert 'id="quickstart"' in home and "bzna-tf convert folder images/ photos.bzna" in shown
+
+
+def test_names_in_tables_break_only_between_words():
+    """`drop_remainder` broke as `drop_remaind|er` in a narrow column: each word is a piece kept whole."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import mkdocs_hooks
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    html = (
+        "<p><code>outside_tables</code></p><table><tr><td><code>drop_remainder</code></td>"
+        "<td><code>tf.image.resize(antialias=True)</code></td>"
+        "<td><code>a --label-key b</code></td></tr></table>"
+    )
+    out = mkdocs_hooks.on_page_content(html, None, None, None)
+    assert out.startswith("<p><code>outside_tables</code></p>")
+    assert '<code class="bzna-words"><span>drop_remainder</span></code>' in out
+    assert (
+        "<span>tf.</span><wbr><span>image.</span><wbr><span>resize(</span><wbr><span>antialias=</span>" in out
+    )
+    assert '<code class="bzna-words"><span>a</span> <span>--label-key</span> <span>b</span></code>' in out
+    css = (DOCS / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    assert re.search(r"code\.bzna-words > span \{\s*white-space: nowrap;", css)
+    assert "stylesheets/extra.css" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+def _cli_texts(parser) -> list[str]:
+    """Every description and argument help of ``parser`` and its subcommands, as ``--help`` prints them."""
+    import argparse
+
+    texts = [parser.description] if parser.description else []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                texts += _cli_texts(child)
+        elif action.help and not isinstance(action, argparse._HelpAction):
+            texts.append(parser._get_formatter()._expand_help(action))
+    return texts
+
+
+def test_the_cli_reference_shows_every_help_text_as_written():
+    """Help texts are plain text: Markdown must not eat their {...}, <...> or *...* on the site."""
+    pytest.importorskip("mkdocs", reason="MkDocs is not installed (pip install '.[docs]'); .ci/docs runs it")
+    import html
+
+    import markdown
+    from mkdocs.config import load_config
+
+    from bzna_tf.cli import build_parser
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import mkdocs_hooks
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    page = markdown.markdown(
+        mkdocs_hooks.cli_reference(),
+        extensions=config.markdown_extensions,
+        extension_configs=config.mdx_configs,
+    )
+    shown = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+    texts = _cli_texts(build_parser())[1:]  # the reference starts at the subcommands
+    assert any("{'files': [...]" in t for t in texts)  # the text that the site lost
+    missing = [t for t in texts if " ".join(t.split()) not in shown]
+    assert not missing, f"the CLI reference does not show these help texts as written: {missing}"
+
+
+def test_every_image_is_shown():
+    """A plot under docs/images that no page shows is a page that says "the plot below" and has none."""
+    text = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+    unused = [p.name for p in sorted((DOCS / "images").iterdir()) if f"images/{p.name})" not in text]
+    assert not unused, f"images no page shows: {unused}"
+
+
+def test_shown_commands_are_what_a_user_types():
+    """A command expected to fail goes in an ``sh exits-N`` block, not behind ``|| true``."""
+    leftovers = [
+        f"{b.where}: {line}"
+        for b in _blocks(lambda b: b.lang == "sh")
+        for line in b.code.splitlines()
+        if line.rstrip().endswith("|| true")
+    ]
+    assert not leftovers, f"commands ending in '|| true' (use an 'sh exits-N' block): {leftovers}"
 
 
 def _anchors(page: pathlib.Path) -> set[str]:

@@ -1,5 +1,5 @@
-"""A quiet, honest start: one line when the native ops compile (none when cached); no GPU query
-without an NVIDIA driver.
+"""A quiet, honest start: one line when the native ops compile, then their progress (nothing when
+cached), with how long it should take here; no GPU query without an NVIDIA driver.
 
 The compiler is replaced by a stand-in that writes an empty library, so these
 tests take milliseconds; tests/test_build.py compiles for real.
@@ -19,7 +19,17 @@ import tensorflow as tf
 
 from bzna_tf.ops import _build, _load
 
-LINE = re.compile(r"compiling bzna_tf's native ops for TensorFlow (\S+), once: ~(\d+) s\n")
+LINE = re.compile(
+    r"compiling bzna_tf's native ops for TensorFlow (\S+), once: (\d+) files, (\d+) at a time, "
+    r"(.+) on this machine\n"
+)
+
+
+@pytest.fixture
+def idle(monkeypatch):
+    """A machine with 2 cores and no other jobs (load average 0.5)."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
 
 
 @pytest.fixture
@@ -37,20 +47,58 @@ def fake_compile(monkeypatch, tmp_path):
     return calls
 
 
-def test_one_line_when_the_ops_compile_and_none_when_cached(fake_compile, capsys):
+def test_one_line_when_the_ops_compile_and_none_when_cached(fake_compile, idle, capsys):
     b = _build.plan()
-    expected = _build._about(_build.estimate_seconds(b, os.cpu_count()))  # an empty cache: the default
-    assert expected == _build._about(_build.SECONDS_PER_ROUND["ops"] * _build._rounds(b, os.cpu_count()))
+    rounds = _build._rounds(b, 2)
     path = _build.build()
     err = capsys.readouterr().err
     m = LINE.fullmatch(err)
     assert m, err
-    assert m[1] == tf.__version__ and f"~{m[2]} s" == expected
+    # An empty cache: the range measured on 2 cores, per round of parallel compiles.
+    span = _build._span(*(s * rounds for s in _build.SECONDS_PER_ROUND_RANGE["ops"]))
+    assert (m[1], int(m[2]), int(m[3]), m[4]) == (tf.__version__, len(b.units), 2, span)
     assert _build.build() == path and len(fake_compile) == 1
     assert capsys.readouterr().err == ""  # cached: silent
     facts = json.loads((path.parent / "build.json").read_text())
     assert facts["tensorflow"] == tf.__version__  # what the compile wrote is kept
-    assert facts["build_rounds"] == _build._rounds(b, os.cpu_count()) and facts["build_seconds"] >= 0
+    assert facts["build_rounds"] == rounds and facts["build_seconds"] >= 0
+
+
+def test_the_compile_prints_its_progress_file_by_file(monkeypatch, tmp_path, idle, capsys):
+    monkeypatch.setenv("BZNA_TF_CACHE_DIR", str(tmp_path / "cache"))
+
+    def compiler(cmd, verbose):  # a stand-in for g++: writes the file that -o names
+        Path(cmd[cmd.index("-o") + 1]).write_bytes(b"")
+
+    monkeypatch.setattr(_build, "_run", compiler)
+    b = _build.plan()
+    _build.build()
+    first, *lines = capsys.readouterr().err.splitlines()
+    assert LINE.fullmatch(first + "\n"), first
+    n = len(b.units)
+    steps = [re.fullmatch(r"  (\d+)/(\d+) compiled \((\S+)\), \d+ s", line) for line in lines[:-1]]
+    assert all(steps) and len(steps) == n, lines
+    assert [(int(m[1]), int(m[2])) for m in steps] == [(k, n) for k in range(1, n + 1)]
+    root = _build.source_dir()
+    assert sorted(m[3] for m in steps) == sorted(str(u.relative_to(root)) for u in b.units)
+    assert re.fullmatch(r"  libbzna_tf_ops\.so linked, \d+ s in all", lines[-1]), lines[-1]
+
+
+def test_on_a_terminal_the_progress_is_one_line_rewritten():
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Terminal()
+    progress = _build._Progress(2, out)
+    progress.compiled("a.cc")
+    progress.compiled("b.cc")
+    progress.linked("lib.so")
+    text = out.getvalue()
+    assert text.count("\n") == 1 and text.endswith("\n") and text.count("\r") == 3
+    assert "\r  2/2 compiled (b.cc), 0 s\x1b[K\r  lib.so linked, 0 s in all\x1b[K\n" in text
 
 
 def _plan(root: Path, name: str, units: int) -> _build.Build:
@@ -59,44 +107,71 @@ def _plan(root: Path, name: str, units: int) -> _build.Build:
     )
 
 
-def test_the_estimate_comes_from_the_last_build_here(tmp_path):
+def _record(root: Path, name: str, seconds, rounds, age: float) -> None:
+    (root / name).mkdir()
+    info = root / name / "build.json"
+    info.write_text(json.dumps({} if seconds is None else {"build_seconds": seconds, "build_rounds": rounds}))
+    os.utime(info, (time.time() - age, time.time() - age))
+
+
+def test_the_estimate_is_the_range_of_the_recent_builds_here(tmp_path, idle):
     b = _plan(tmp_path, "ops-tf2.21.0-new", units=9)
-    # Nothing built yet: the figure measured on 2 cores, per round of parallel compiles.
-    assert _build.estimate_seconds(b, 2) == 5 * _build.SECONDS_PER_ROUND["ops"]
-    assert _build.estimate_seconds(b, 16) == _build.SECONDS_PER_ROUND["ops"]
-    for name, seconds, rounds, age in [
-        ("ops-tf2.21.0-old", 500.0, 5, 100),  # older: ignored
-        ("ops-tf2.21.0-last", 60.0, 3, 10),  # the newest build of ops: 20 s per round
-        ("gpu-tf2.21.0-last", 1.0, 1, 0),  # another kind: ignored
-        ("ops-tf2.21.0-broken", None, None, 0),  # no time recorded (an older bzna_tf): ignored
-    ]:
-        (tmp_path / name).mkdir()
-        info = tmp_path / name / "build.json"
-        info.write_text(
-            json.dumps({} if seconds is None else {"build_seconds": seconds, "build_rounds": rounds})
-        )
-        os.utime(info, (time.time() - age, time.time() - age))
-    assert _build.estimate_seconds(b, 2) == 100.0
-    assert _build.estimate_seconds(_plan(tmp_path, "gpu-tf2.21.0-new", units=2), 2) == 1.0
-    assert [_build._about(s) for s in (0.2, 7.4, 31, 33, 100.0)] == [
-        "~1 s",
-        "~7 s",
-        "~30 s",
-        "~35 s",
-        "~100 s",
+    low, high = _build.SECONDS_PER_ROUND_RANGE["ops"]
+    assert _build.estimate_range(b, 2) == (5 * low, 5 * high)  # nothing built yet: the default
+    assert _build.estimate_range(b, 16) == (low, high)  # one round
+    _record(tmp_path, "ops-tf2.21.0-a", 10.0, 5, age=100)  # 2 s per round
+    assert _build.estimate_range(b, 2) == (10.0, 5 * high)  # one build: up to the default's slowest
+    for k, per_round in enumerate([6.0, 4.0, 9.0, 5.0, 30.0]):  # newest first: the 30 is the oldest
+        _record(tmp_path, f"ops-tf2.21.0-{k}", per_round * 3, 3, age=10 + k)
+    _record(tmp_path, "gpu-tf2.21.0-last", 100.0, 1, age=0)  # another kind: ignored
+    _record(tmp_path, "ops-tf2.21.0-broken", None, None, age=0)  # no time recorded: ignored
+    assert _build.estimate_range(b, 2) == (20.0, 150.0)  # the newest 5: 4 to 30 s per round, 5 rounds
+    assert _build.estimate_range(_plan(tmp_path, "gpu-tf2.21.0-new", units=2), 2) == (
+        100.0,
+        max(100.0, _build.SECONDS_PER_ROUND_RANGE["gpu"][1]),
+    )
+
+
+def test_a_busy_machine_gets_a_longer_estimate_and_is_told_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (8.0, 6.0, 5.0))
+    b = _plan(tmp_path, "ops-tf2.21.0-new", units=9)
+    low, high = _build.SECONDS_PER_ROUND_RANGE["ops"]
+    assert _build.estimate_range(b, 2) == (5 * low, 5 * high * 4)  # a quarter of the cores
+    line = _build._announce(b, 2, "native ops")
+    assert line == (
+        "compiling bzna_tf's native ops for TensorFlow 2.21.0, once: 9 files, 2 at a time, "
+        f"{_build._span(5 * low, 20 * high)} on this machine; other jobs are using the cores "
+        "(load average 8.0 on 2)"
+    )
+
+
+def test_durations_are_said_to_the_precision_an_estimate_has():
+    assert [_build._duration(s) for s in (0.2, 7.4, 31, 33, 99, 100, 320, 3600)] == [
+        "1 s",
+        "7 s",
+        "30 s",
+        "35 s",
+        "100 s",
+        "1.5 min",
+        "5.5 min",
+        "60 min",
     ]
+    assert _build._span(17.5, 80) == "20 to 80 s"
+    assert _build._span(17.5, 320) == "20 s to 5.5 min"
+    assert _build._span(4.6, 5.4) == "about 5 s"
 
 
-def test_the_gpu_build_says_so_too(monkeypatch, tmp_path, capsys):
+def test_the_gpu_build_says_so_too(monkeypatch, tmp_path, capsys, idle):
     b = _build.GpuBuild(
         tmp_path / "gpu-tf2.21.0-k", "g++", (Path("tf_warp_kernels.cc"),), (), (), "2.21.0", "k"
     )
     monkeypatch.setattr(_build, "plan_gpu", lambda: b)
     monkeypatch.setattr(_build, "_compile_gpu", lambda b, verbose, jobs: b.library.write_bytes(b""))
     _build.build_gpu()
+    span = _build._span(*_build.SECONDS_PER_ROUND_RANGE["gpu"])
     assert capsys.readouterr().err == (
-        "compiling bzna_tf's GPU kernels for TensorFlow 2.21.0, once: "
-        f"~{round(_build.SECONDS_PER_ROUND['gpu'])} s\n"
+        f"compiling bzna_tf's GPU kernels for TensorFlow 2.21.0, once: {span} on this machine\n"
     )
     _build.build_gpu()
     assert capsys.readouterr().err == ""

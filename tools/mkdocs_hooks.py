@@ -3,12 +3,15 @@
 A page asks for generated content with a line of its own, ``<!-- generated: NAME -->``:
 
 - ``cli``: the command-line reference, from the argparse parsers of ``bzna_tf/cli.py``
-  (:func:`bzna_tf.cli.build_parser`): every command, its usage, description and arguments.
+  (:func:`bzna_tf.cli.build_parser`): every command, its usage, description, arguments and epilog
+  (examples); help texts are plain text, escaped so that Markdown shows them as ``--help`` does.
 - ``gpu-abi-header``: the GPU core's header, ``custom_ops/gpu/core/bzna_gpu.h``, verbatim.
+- ``quickstart``: the "Quickstart" section of ``docs/getting-started.md``, for Home.
 
 An unknown name fails the build. The API reference needs no hook: mkdocstrings renders the
 docstrings (``::: bzna_tf.Dataset`` lines); this file only turns the docstrings' Sphinx roles
-(``:class:`X```) into plain code, which mkdocstrings would print as written.
+(``:class:`X```) into plain code, which mkdocstrings would print as written, and keeps the words of
+the code in tables whole (see _names_whole).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import textwrap
 
 from mkdocs.exceptions import PluginError
 
@@ -24,9 +28,26 @@ _ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):<code>(?P<tilde>
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# Help texts are plain text, written for a terminal: characters that Markdown (and its extensions) would
+# read as markup are escaped, so that the site shows them as --help does. attr_list took a cell's final
+# "{'files': [...]}" for attributes, and "<label>" was an HTML tag.
+_MARKUP = re.compile(r"([\\`*_{}\[\]#|])")
+
+
+def _plain(text: str) -> str:
+    """Plain text as Markdown that renders to exactly that text."""
+    text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKUP.sub(r"\\\1", text)
+
+
+def _code(value) -> str:
+    """A value as inline code in a table cell (a pipe would end the cell)."""
+    return "`" + str(value).replace("|", "\\|") + "`"
+
+
 def _cell(text: str) -> str:
-    """Text for a Markdown table cell: pipes escaped, one line."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Markdown for a table cell, on one line (the parts are escaped by _plain and _code)."""
+    return " ".join(str(text).split())
 
 
 def _argument(action: argparse.Action) -> str:
@@ -48,18 +69,19 @@ def _argument(action: argparse.Action) -> str:
 
 
 def _details(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
-    text = parser._get_formatter()._expand_help(action) if action.help else ""
+    text = _plain(parser._get_formatter()._expand_help(action)) if action.help else ""
     extra = []
     if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
-        extra.append("one of " + ", ".join(f"`{c}`" for c in action.choices))
+        extra.append("one of " + ", ".join(_code(c) for c in action.choices))
     default = action.default
     if action.option_strings and default not in (None, False, argparse.SUPPRESS) and action.nargs != 0:
         shown = " ".join(map(str, default)) if isinstance(default, list) else default
-        extra.append(f"default `{shown}`")
+        extra.append(f"default {_code(shown)}")
     if action.required and action.option_strings:
         extra.append("required")
     if extra:
-        text = f"{text} ({'; '.join(extra)})" if text else "; ".join(extra).capitalize()
+        listed = "; ".join(extra)
+        text = f"{text} ({listed})" if text else listed[0].upper() + listed[1:]
     return _cell(text)
 
 
@@ -67,10 +89,10 @@ def _command(parser: argparse.ArgumentParser, name: str, summary: str | None, le
     anchor = name.replace("bzna-tf ", "").replace(" ", "-") or "bzna-tf"
     out = [f"{'#' * level} `{name}` {{#{anchor}}}", ""]
     if summary:
-        out += [summary[0].upper() + summary[1:] + ".", ""]
+        out += [_plain(summary[0].upper() + summary[1:] + "."), ""]
     out += ["```text", parser.format_usage().strip(), "```", ""]
     if parser.description:
-        out += [parser.description, ""]
+        out += [_plain(parser.description), ""]
     sub = None
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if not isinstance(a, argparse._HelpAction)]
@@ -83,6 +105,8 @@ def _command(parser: argparse.ArgumentParser, name: str, summary: str | None, le
         if rows:
             title = group.title[0].upper() + group.title[1:]
             out += [f"{title}:", "", "| argument | meaning |", "|---|---|", *rows, ""]
+    if parser.epilog:  # examples, as --help prints them after the arguments
+        out += ["```text", textwrap.dedent(parser.epilog).strip(), "```", ""]
     if sub is not None:
         helps = {a.dest: a.help for a in sub._choices_actions}
         for child_name, child in sub.choices.items():
@@ -112,7 +136,18 @@ def gpu_abi_header() -> str:
     return f"```c\n{header.rstrip()}\n```"
 
 
-GENERATORS = {"cli": cli_reference, "gpu-abi-header": gpu_abi_header}
+def quickstart() -> str:
+    """The quickstart of getting-started.md, for Home: one copy (the docs' tests run it there)."""
+    with open(os.path.join(_ROOT, "docs", "getting-started.md"), encoding="utf-8") as f:
+        page = f.read()
+    m = re.search(r"^## Quickstart\b.*?(?=^## )", page, re.MULTILINE | re.DOTALL)
+    if m is None:
+        raise PluginError("docs/getting-started.md has no '## Quickstart' section for Home")
+    # Its links to its own page's sections point there from Home (both pages are at the docs' root).
+    return re.sub(r"\]\(#", "](getting-started.md#", m[0]).rstrip() + "\n"
+
+
+GENERATORS = {"cli": cli_reference, "gpu-abi-header": gpu_abi_header, "quickstart": quickstart}
 
 
 def on_page_markdown(markdown, page, config, files):
@@ -127,6 +162,32 @@ def on_page_markdown(markdown, page, config, files):
     return _MARKER.sub(generate, markdown)
 
 
+def _names_whole(table: re.Match) -> str:
+    """A table's inline code broken only between words: `drop_remainder`, `--label-key` kept whole.
+
+    Each word of the code (the text between its spaces) becomes a piece that never breaks
+    (docs/stylesheets/extra.css), so that a narrow column cannot split it mid-word, nor
+    `--label-key` between its dashes. A word longer than ``_LONG_NAME`` characters may break after
+    its ``/ . ( , = _`` (``tf.image.`` / ``resize(antialias=True)``), so that it does not widen its
+    table past the page.
+    """
+
+    def word(text: str) -> str:
+        parts = _BREAK_AFTER.split(text) if len(text) > _LONG_NAME else [text]
+        return "<wbr>".join(f"<span>{p}</span>" for p in parts if p)
+
+    def code(match: re.Match) -> str:
+        return '<code class="bzna-words">' + " ".join(map(word, match[1].split(" "))) + "</code>"
+
+    return _CODE.sub(code, table[0])
+
+
+_TABLE = re.compile(r"<table>.*?</table>", re.DOTALL)
+_CODE = re.compile(r"<code>([^<]+)</code>")
+_LONG_NAME = 16
+_BREAK_AFTER = re.compile(r"(?<=[/.(,=_])")
+
+
 def on_page_content(html, page, config, files):
     # Docstrings write Sphinx roles (:class:`bzna_tf.EpochState`): show them as code (``~``: the last name).
     def plain(match):
@@ -135,4 +196,4 @@ def on_page_content(html, page, config, files):
             target = target.rsplit(".", 1)[-1]
         return f"<code>{target}</code>"
 
-    return _ROLE.sub(plain, html)
+    return _TABLE.sub(_names_whole, _ROLE.sub(plain, html))

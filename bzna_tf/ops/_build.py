@@ -14,8 +14,9 @@ No ABI is stable across TensorFlow minors, so nothing prebuilt is shipped. A
 file lock makes concurrent first uses (pytest workers, several trainers) wait
 for one build instead of racing; the library appears under its final name only
 once it is complete. A build says so on stderr, with how long it should take
-(the last build of its kind here, scaled to this one; see estimate_seconds),
-and build.json records how long it took.
+(the range of the recent builds of its kind here, longer while other jobs keep
+the cores busy; see estimate_range), then one line per compiled file (one line
+rewritten in place on a terminal), and build.json records how long it took.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ __all__ = [
     "plan_gpu",
     "build",
     "build_gpu",
-    "estimate_seconds",
+    "estimate_range",
     "fetch_ffnvcodec",
     "fetched_ffnvcodec",
     "ffnvcodec_include",
@@ -163,25 +164,23 @@ def build(force: bool = False, verbose: bool = False, jobs: int | None = None) -
     return _cached(plan(), _compile, force, verbose, jobs, "native ops")
 
 
-# Seconds per round of parallel compiles (one translation unit per job), the estimate until this
-# machine has built something: measured on 2 cores (8 CPU units: 4 rounds, 40 to 50 s; the GPU
-# libraries, core included, about 10 s).
-SECONDS_PER_ROUND = {"ops": 11.0, "gpu": 10.0}
+# Seconds per round of parallel compiles (one translation unit per job), until this machine has built
+# something. Measured on 2 cores: 17 builds of the ops (9 units, 5 rounds) took 18 to 80 s, the slow
+# ones beside other jobs (one more, on a 2-core machine busy with several test runs, about 6 minutes,
+# which the load scaling of estimate_range covers); 10 builds of the GPU libraries (1 round of the
+# TensorFlow kernels, the core's compile included) 11 to 60 s.
+SECONDS_PER_ROUND_RANGE = {"ops": (3.5, 16.0), "gpu": (11.0, 60.0)}
+RECENT_BUILDS = 5  # how many of this machine's recorded builds make its range
 
 
 def _rounds(b: Build, jobs: int) -> int:
     return max(1, math.ceil(len(b.units) / max(1, jobs)))
 
 
-def estimate_seconds(b: Build, jobs: int) -> float:
-    """How long compiling ``b`` with ``jobs`` parallel jobs should take on this machine.
-
-    The newest build of the same kind (ops or GPU) in the cache that recorded
-    its time gives the seconds per round of parallel compiles; without one,
-    ``SECONDS_PER_ROUND`` does.
-    """
+def _recorded_per_round(b: Build) -> list[float]:
+    """Seconds per round of this machine's recorded builds of b's kind (ops or GPU), newest first."""
     kind = b.directory.name.partition("-")[0]
-    per_round, newest = SECONDS_PER_ROUND.get(kind, SECONDS_PER_ROUND["ops"]), -1.0
+    found = []
     for info in b.directory.parent.glob(f"{kind}-*/build.json"):
         try:
             mtime = info.stat().st_mtime
@@ -189,21 +188,104 @@ def estimate_seconds(b: Build, jobs: int) -> float:
             seconds, rounds = float(facts["build_seconds"]), int(facts["build_rounds"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if mtime > newest and rounds > 0:
-            per_round, newest = seconds / rounds, mtime
-    return per_round * _rounds(b, jobs)
+        if rounds > 0 and seconds >= 0:
+            found.append((mtime, seconds / rounds))
+    return [per_round for _, per_round in sorted(found, reverse=True)]
 
 
-def _about(seconds: float) -> str:
-    return f"~{max(1, round(seconds))} s" if seconds < 10 else f"~{5 * round(seconds / 5)} s"
+def _busy() -> tuple[float, int]:
+    """(load average over the last minute, cores): os.getloadavg, or no load where there is none."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    return load, cores
+
+
+def estimate_range(b: Build, jobs: int) -> tuple[float, float]:
+    """(shortest, longest) seconds that compiling ``b`` with ``jobs`` parallel jobs should take here.
+
+    The fastest and slowest of this machine's last ``RECENT_BUILDS`` builds of the same kind (ops
+    or GPU), per round of parallel compiles, times this build's rounds; before any build,
+    ``SECONDS_PER_ROUND_RANGE``, and after one, from it to that default's slowest. When other
+    jobs keep the cores busy (a load average above the core count), the longest grows in
+    proportion: a compile gets its share of the cores.
+    """
+    kind = b.directory.name.partition("-")[0]
+    default = SECONDS_PER_ROUND_RANGE.get(kind, SECONDS_PER_ROUND_RANGE["ops"])
+    recorded = _recorded_per_round(b)[:RECENT_BUILDS]
+    low, high = (min(recorded), max(recorded)) if recorded else default
+    if len(recorded) == 1:  # one build is one figure, not a range: up to the default's slowest
+        high = max(high, default[1])
+    rounds = _rounds(b, jobs)
+    load, cores = _busy()
+    return low * rounds, high * rounds * max(1.0, load / cores)
+
+
+def _duration(seconds: float) -> str:
+    """'8 s', '45 s', '2.5 min': a time to the precision an estimate has."""
+    if seconds < 10:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 100:
+        return f"{5 * round(seconds / 5)} s"
+    return f"{round(seconds / 30) / 2:g} min"
+
+
+def _span(low: float, high: float) -> str:
+    """A range of durations in words: '20 to 80 s', '20 s to 5 min'."""
+    a, b = _duration(low), _duration(high)
+    if a == b:
+        return f"about {a}"
+    if a.endswith(" s") and b.endswith(" s"):
+        return f"{a[:-2]} to {b}"
+    return f"{a} to {b}"
+
+
+def _announce(b: Build, jobs: int, what: str) -> str:
+    """The line a build starts with: what, how many files, and how long it should take here."""
+    low, high = estimate_range(b, jobs)
+    load, cores = _busy()
+    busy = f"; other jobs are using the cores (load average {load:.1f} on {cores})" if load > cores else ""
+    files = len(b.units)
+    # The GPU build's units are its TensorFlow kernels only: the core's compile has its own files.
+    count = "" if isinstance(b, GpuBuild) else f"{files} files, {min(jobs, files)} at a time, "
+    return (
+        f"compiling bzna_tf's {what} for TensorFlow {b.tf_version}, once: {count}{_span(low, high)} "
+        f"on this machine{busy}"
+    )
+
+
+class _Progress:
+    """A compile's progress on stderr: a line per file, or one line rewritten in place on a terminal."""
+
+    def __init__(self, total: int, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.total, self.done, self.start = total, 0, time.monotonic()
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def compiled(self, name: str) -> None:
+        self.done += 1
+        self._say(f"  {self.done}/{self.total} compiled ({name}), {time.monotonic() - self.start:.0f} s")
+
+    def linked(self, what: str) -> None:
+        self._say(f"  {what} linked, {time.monotonic() - self.start:.0f} s in all", last=True)
+
+    def _say(self, text: str, last: bool = False) -> None:
+        if self.tty:  # one line, rewritten; erased to its end, then kept when the build is done
+            self.stream.write(f"\r{text}\x1b[K" + ("\n" if last else ""))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
 
 
 def _cached(b: Build, compile_fn, force: bool, verbose: bool, jobs: int | None, what: str) -> Path:
     """b.library, compiled by compile_fn(b, verbose, jobs) unless it exists; one builder at a time.
 
     A compile prints one line to stderr first ("compiling bzna_tf's native ops
-    for TensorFlow 2.21.0, once: ~40 s"); waiting for another process's
-    compile, another. A cached library prints nothing.
+    for TensorFlow 2.21.0, once: 9 files, 2 at a time, 20 to 80 s on this
+    machine"), then compile_fn its progress; waiting for another process's
+    compile, another line. A cached library prints nothing.
     """
     if b.library.exists() and not force:
         return b.library
@@ -222,12 +304,7 @@ def _cached(b: Build, compile_fn, force: bool, verbose: bool, jobs: int | None, 
             fcntl.flock(lock, fcntl.LOCK_EX)
         if b.library.exists() and not force:
             return b.library  # another process built it while we waited
-        about = _about(estimate_seconds(b, jobs))
-        print(
-            f"compiling bzna_tf's {what} for TensorFlow {b.tf_version}, once: {about}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(_announce(b, jobs, what), file=sys.stderr, flush=True)
         start = time.monotonic()
         compile_fn(b, verbose, jobs)
         _record_time(b, time.monotonic() - start, jobs)
@@ -265,11 +342,15 @@ def _compile(b: Build, verbose: bool, jobs: int) -> None:
             [b.compiler, *b.compile_flags, "-c", str(u), "-o", str(o)]
             for u, o in zip(b.units, objs, strict=True)
         ]
+        progress = _Progress(len(cmds))
         with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-            for f in [pool.submit(_run, c, verbose) for c in cmds]:
+            futures = {pool.submit(_run, c, verbose): u for c, u in zip(cmds, b.units, strict=True)}
+            for f in concurrent.futures.as_completed(futures):
                 f.result()
+                progress.compiled(str(futures[f].relative_to(root)))
         out = Path(tmp) / LIB_NAME
         _run([b.compiler, "-shared", *map(str, objs), "-o", str(out), *b.link_flags], verbose)
+        progress.linked(LIB_NAME)
         info = {
             "tensorflow": b.tf_version,
             "compiler": b.compiler,
