@@ -111,7 +111,8 @@ def test_convert_processes_and_array_tasks_have_names_that_say_what_they_count(c
     assert (args.processes, args.task_index, args.num_tasks) == (4, 2, 8)
     assert _convert_args("--processes", "0").processes == 0
     assert not capsys.readouterr().err
-    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["convert"].format_help().split())
+    convert = build_parser()._subparsers._group_actions[0].choices["convert"]
+    help_text = " ".join(convert.format_help().split())
     assert "-j N, --processes N encoding processes" in help_text
     assert "--task-index I" in help_text and "--num-tasks T" in help_text
     assert "--workers" not in help_text and "--num-workers" not in help_text  # the old names are hidden
@@ -129,7 +130,8 @@ def test_the_old_convert_names_still_work_for_a_release_and_say_the_new_one(caps
     args = _convert_args(old, "3")
     assert getattr(args, dest) == 3
     assert capsys.readouterr().err == (
-        f"bzna-tf convert: warning: {old} is renamed {new}; the old name will be removed in the next release\n"
+        f"bzna-tf convert: warning: {old} is renamed {new}; the old name will be removed in the next "
+        "release\n"
     )
 
 
@@ -143,13 +145,16 @@ def test_verify_threads(capsys):
     assert "--workers is renamed --threads (-j)" in capsys.readouterr().err
 
 
+TOGETHER = "Expected --task-index and --num-tasks together. Received:"
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
         (["-j", "-1"], "Expected --processes >= 0. Received: --processes -1"),
         (["--num-shards", "0"], "Expected --num-shards >= 1. Received: --num-shards 0"),
-        (["--task-index", "1"], "Expected --task-index and --num-tasks together. Received: --task-index 1 alone"),
-        (["--num-tasks", "4"], "Expected --task-index and --num-tasks together. Received: --num-tasks 4 alone"),
+        (["--task-index", "1"], f"{TOGETHER} --task-index 1 alone"),
+        (["--num-tasks", "4"], f"{TOGETHER} --num-tasks 4 alone"),
         (
             ["--task-index", "4", "--num-tasks", "4"],
             "Expected --task-index in [0, 4) (--num-tasks 4). Received: --task-index 4",
