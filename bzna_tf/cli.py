@@ -1,12 +1,12 @@
-"""The ``bzna-tf`` command line.
+"""The ``bzna-tf`` command line (``bzna-tf --help``, ``bzna-tf COMMAND --help``: options and examples).
 
 bzna-tf info FILE... [--json]
-bzna-tf convert tfrecord|folder|gulp|webdataset|parquet|tfds|hf SRC... OUT.bzna [--workers N] ...
+bzna-tf convert tfrecord|folder|gulp|webdataset|parquet|tfds|hf SRC... OUT.bzna [-j N] [--progress MODE] ...
 bzna-tf samplelist FILE... -o LIST [--type T] [--ids indices|names] [--split S] | --check LIST [FILE...]
-bzna-tf preview FILE... -o GRID.png|GRID.jpg [--n 16] [--warp ...] [--size H W] [--seed S] [--on-error skip]
-bzna-tf verify FILE... [--workers N] [--track T] [--no-decode] [--exclusion-list LIST] [--json] [--progress]
+bzna-tf preview FILE... -o GRID.png|GRID.jpg [--n 16] [--warp ...] [--size H [W]] [--seed S] [--on-error skip]
+bzna-tf verify FILE... [-j N] [--track T] [--no-decode] [--exclusion-list LIST] [--json] [--progress MODE]
 bzna-tf service dispatcher [--port P] [--work-dir D] | worker --dispatcher HOST:P [--port Q] [--address A]
-"""
+bzna-tf --version"""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import warnings
 from bzna_tf.format import BznaFile, BznaFormatError, expand_paths
 from bzna_tf.format.wording import count
 
-__all__ = ["build_parser", "describe", "main"]
+__all__ = ["build_parser", "describe", "example_commands", "main"]
 
 
 def error_text(e: Exception) -> str:
@@ -136,6 +136,75 @@ def _info(args) -> int:
     return status
 
 
+_WIDTH = 100  # an example command longer than this is cut into lines ending in " \"
+
+
+def _examples(*lines: str) -> str:
+    """An "examples:" epilog: each command (a line starting ``bzna-tf``) after its comment, if any.
+
+    A command longer than the help's width is cut into lines ending in `` \\`` before an option, so that
+    each option stays beside its value.
+    """
+    out = ["examples:"]
+    for line in lines:
+        if not line.startswith("bzna-tf "):
+            out += ["", f"  # {line}"] if len(out) > 1 else [f"  # {line}"]
+            continue
+        chunks = []  # each option with the words after it (its value)
+        for word in line.split(" "):
+            if (word.startswith("-") and not word[1:2].isdigit()) or not chunks:
+                chunks.append(word)
+            else:
+                chunks[-1] += " " + word
+        row = "  " + chunks[0]
+        for chunk in chunks[1:]:
+            if len(row) + 1 + len(chunk) > _WIDTH - 2:
+                out.append(row + " \\")
+                row = "      " + chunk
+            else:
+                row += " " + chunk
+        out.append(row)
+    return "\n".join(out) + "\n"
+
+
+def example_commands(parser: argparse.ArgumentParser) -> list[str]:
+    """The commands of ``parser``'s "examples:" epilog, each on one line (for the tests and the docs)."""
+    text = (parser.epilog or "").replace("\\\n", " ")
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip().startswith("bzna-tf ")]
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, but an "examples:" epilog keeps its lines, and ``--size`` reads ``H [W]``."""
+
+    def _fill_text(self, text, width, indent):
+        if text.startswith("examples:\n"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+    def _format_args(self, action, default_metavar):
+        if isinstance(action, _HeightWidth):
+            return "H [W]"
+        return super()._format_args(action, default_metavar)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser with :class:`_HelpFormatter` (its subcommands' parsers are of its class)."""
+
+    def __init__(self, *args, formatter_class=_HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
+class _HeightWidth(argparse.Action):
+    """``--size H [W]``: one or two integers (a square, or height and width)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if len(values) > 2:
+            parser.error(
+                f"argument {option_string}: expected H or H W. Received: {' '.join(map(str, values))}"
+            )
+        setattr(namespace, self.dest, list(values) if len(values) == 2 else [values[0], values[0]])
+
+
 def _max_pixels(text: str):
     """``--max-pixels``: a number of pixels, or ``none`` for no limit."""
     if text.strip().lower() == "none":
@@ -164,19 +233,198 @@ def _byte_count(text: str) -> int:
     return int(m.group(1)) << (10 * ("KMGT".index(m.group(2).upper()) + 1) if m.group(2) else 0)
 
 
-# The flags of `convert` that only some sources take (see SOURCES' cli_options), with their defaults.
-_SOURCE_FLAGS = {
-    "image_key": None,
-    "label_key": None,
-    "filename_key": None,
-    "label_offset": 0,
-    "compression": None,
-    "allow_unlabelled": False,
-    "allow_outside_paths": False,
-    "image_column": None,
-    "label_column": None,
-    "split": None,
-}
+def _option(*flags, **kwargs):
+    """One row of an options table: ``add_argument``'s arguments."""
+    return flags, kwargs
+
+
+def _dest(flags) -> str:
+    return flags[-1].lstrip("-").replace("-", "_")
+
+
+def _add_options(parser, table) -> None:
+    """Adds a table's options to ``parser``: ``{group title (None: the parser's own): [rows]}``."""
+    for title, rows in table.items():
+        group = parser if title is None else parser.add_argument_group(title)
+        for flags, kwargs in rows:
+            group.add_argument(*flags, **kwargs)
+
+
+class _Renamed(argparse.Action):
+    """A flag's old name, kept for one release: hidden from the help, it warns and sets the new flag."""
+
+    def __init__(self, option_strings, dest, new, **kwargs):
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(
+            f"{parser.prog}: warning: {option_string} is renamed {self.new}; the old name will be removed in "
+            "the next release",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def _renamed(old, new, dest, **kwargs):
+    """The row of a renamed flag's old name (``type``, ``nargs``... as the new one's)."""
+    return _option(old, action=_Renamed, new=new, dest=dest, **kwargs)
+
+
+def _progress_options(what: str):
+    """``--progress [MODE]`` and ``--no-progress``, the same for every long command."""
+    from bzna_tf.convert.progress import PROGRESS_MODES
+
+    return [
+        _option(
+            "--progress", nargs="?", choices=PROGRESS_MODES, const="bar", default="auto", metavar="MODE",
+            help=f"{what} on stderr: auto (default): a bar redrawn in place on a terminal, else plain lines "
+            "(at least one a minute, and at each 10%%, for a log or a batch job's output); bar or lines "
+            "either way; none: nothing. --progress alone: bar",
+        ),
+        _option("--no-progress", dest="progress", action="store_const", const="none",
+                help="the same as --progress none"),
+    ]  # fmt: skip
+
+
+_CONVERT_SOURCE_OPTIONS = "source options (each refused by the sources that do not take it)"
+
+
+def _convert_options() -> dict:
+    """The options of ``bzna-tf convert`` by group; the encoding ones default to EncodeOptions' fields."""
+    from bzna_tf.convert import DEFAULT_SEED, ORDERS, X265_PRESETS, EncodeOptions, encode
+    from bzna_tf.convert.converter import ENCODERS
+
+    e = EncodeOptions  # the dataclass's defaults: EncodeOptions.quality is the default quality
+    qualities = "; ".join(
+        f"{name}: {v['preset']}, CRF {v['crf']}, {v['chroma']} chroma"
+        for name, v in encode.QUALITY_PRESETS.items()
+    )
+    return {
+        None: [
+            _option("-j", "--processes", type=int, default=None, metavar="N",
+                    help="encoding processes (default: all usable cores; 0: encode in this process)"),
+            _renamed("--workers", "--processes (-j)", "processes", type=int, metavar="N"),
+            *_progress_options("the progress"),
+        ],
+        "order": [
+            _option("--order", choices=ORDERS, default="shuffle",
+                    help="shuffle (default): the images in a random order drawn from --seed, so that every "
+                    "shard and every slice holds every class; source: the sources' order (class by class for "
+                    "a folder)"),
+            _option("--seed", type=int, default=DEFAULT_SEED,
+                    help=f"the shuffle's seed, stored in each file's metadata (default {DEFAULT_SEED})"),
+        ],
+        "quality and layout (checked before any work)": [
+            _option("--quality", choices=tuple(encode.QUALITY_PRESETS), default=e.quality,
+                    help=f"named x265 settings (default {e.quality}; the Benchmarks page compares them): "
+                    f"{qualities}"),
+            _option("--crf", type=float, default=e.crf,
+                    help="x265 constant rate factor in [0, 51], lower is better and bigger (overrides "
+                    "--quality); NVENC's constant QP"),
+            _option("--preset", choices=X265_PRESETS, default=e.preset, metavar="PRESET",
+                    help=f"x265 preset (overrides --quality): {', '.join(X265_PRESETS)}"),
+            _option("--chroma", choices=encode.CHROMA_MODES, default=e.chroma,
+                    help="4:2:0 chroma, average (of each 2x2 block) or lsq (least squares; overrides "
+                    "--quality)"),
+            _option("--layout", choices=encode.LAYOUTS, default=e.layout,
+                    help=f"coded frames and boxes (default {e.layout}; benzina = the original tools')"),
+            _option("--thumbnails-only", action="store_true", help="store only the <= 512x512 thumbnails"),
+            _option("--encoder", choices=ENCODERS, default=e.encoder,
+                    help="nvenc needs an NVIDIA GPU and PyNvVideoCodec"),
+        ],
+        "pictures (by default stored as TensorFlow, Keras and torchvision decode them; the summary counts "
+        "each case)": [
+            _option("--exif-transpose", action="store_true",
+                    help="turn pictures with an EXIF orientation upright (default: stored as decoded, not "
+                    "turned)"),
+            _option("--alpha-background", metavar="COLOR", default=e.alpha_background,
+                    help="composite pictures with transparent pixels over COLOR: white, black, grey, #RRGGBB "
+                    "or R,G,B (default: the alpha channel is dropped, the colour under transparent pixels "
+                    "kept)"),
+        ],
+        "shards, resuming and array jobs": [
+            _option("--num-shards", type=int, default=None, metavar="N",
+                    help="write N shards NAME-0000k-of-0000N.bzna"),
+            _option("--shard-size", type=float, default=None, metavar="MB",
+                    help="or shards of about this many MB (estimated)"),
+            _option("--task-index", type=int, default=None, metavar="I",
+                    help="convert only shards I, I+T, I+2T, ... of the plan (with --num-tasks T): this run's "
+                    "task number in an array job ($SLURM_ARRAY_TASK_ID)"),
+            _option("--num-tasks", type=int, default=None, metavar="T",
+                    help="how many separate runs (array job tasks, hosts) share the plan, each with its "
+                    "--task-index"),
+            _renamed("--worker-index", "--task-index", "task_index", type=int, metavar="I"),
+            _renamed("--num-workers", "--num-tasks", "num_tasks", type=int, metavar="T"),
+            _option("--overwrite", action="store_true",
+                    help="replace existing outputs (else finished ones are skipped)"),
+        ],
+        "bad images and labels": [
+            _option("--lenient", action="store_true", help="keep images the decoder had to repair"),
+            _option("--max-pixels", type=_max_pixels, default=e.max_pixels, metavar="N",
+                    help="a picture of more pixels (width x height) than N is refused from its header, "
+                    "before it is decoded (a decompression bomb), as a bad image (see --on-error); none: no "
+                    f"limit (default {e.max_pixels:,}, Pillow's; a worker takes about 43 bytes per pixel)"),
+            _option("--max-image-bytes", type=_byte_count, default=e.max_image_bytes, metavar="N",
+                    help="the largest encoded image read (a file, a tar member, a record's bytes), in bytes "
+                    f"or with a unit (512M, 1G; default {e.max_image_bytes >> 20}M): a larger one is refused "
+                    "unread, a bad record (see --on-error); a tar shard's label members (cls, json) are "
+                    "limited to 1M"),
+            _option("--missing-label", type=int, default=None,
+                    help="target stored for unlabelled images followed by labelled ones"),
+            _option("--negative-labels", choices=("error", "unlabelled"), default="error",
+                    help="a negative label (after --label-offset): error (default) names the record; "
+                    "unlabelled stores the image as unlabelled (TFDS writes -1 for images without a label)"),
+            _option("--on-error", choices=("raise", "skip"), default="raise",
+                    help="a record the source cannot read (a truncated tar member, a sample without an "
+                    "image, a null image in a row, a label that is not an integer, a file name that is not "
+                    "UTF-8, an image over --max-image-bytes) or an image that cannot be decoded (HTML saved "
+                    "as .jpg, a truncated JPEG without --lenient, a picture over --max-pixels): raise "
+                    "(default) stops, naming the file and the key, row or record; skip leaves it out and "
+                    "counts it in the summary"),
+            _option("--class-names", type=_path, default=None,
+                    help="a text file of class names, one per line, by target (a folder or GulpIO source "
+                    "needs one per class)"),
+        ],
+        _CONVERT_SOURCE_OPTIONS: [
+            _option("--image-key", default=None,
+                    help="tfrecord, tfds: the image feature (default: image/encoded, or TFDS's image, "
+                    "recognised; tfds: the folder's); webdataset: the image member's extension (default: "
+                    "the sample's one jpg, png, webp, ... member)"),
+            _option("--label-key", default=None,
+                    help="tfrecord, tfds: the label feature (default: image/class/label, or TFDS's label; "
+                    "tfds: the folder's); gulp: the meta_data key (default label); webdataset: the label "
+                    "member's extension, or json:FIELD (default: cls, cls.txt or the json's label field, "
+                    "whichever the first sample has); '' for none"),
+            _option("--filename-key", default=None,
+                    help="tfrecord: the file name feature (default: image/filename, or TFDS's file_name); "
+                    "'' for none"),
+            _option("--label-offset", type=int, default=0,
+                    help="tfrecord: added to labels; -1 for the classic ImageNet 1..1000"),
+            _option("--compression", choices=("GZIP", "ZLIB"), default=None,
+                    help="tfrecord: the files' compression"),
+            _option("--allow-unlabelled", action="store_true",
+                    help="store images whose label is missing as unlabelled images, after the labelled ones "
+                    "(else each is a bad record, see --on-error): folder: image files beside the class "
+                    "folders; webdataset: a sample without its label member or json field; tfrecord, tfds: "
+                    "a record without its label feature; parquet, hf: a null label; gulp: a video without "
+                    "its label key"),
+            _option("--allow-outside-paths", action="store_true",
+                    help="parquet, hf: read the files a dataset names outside its own folder (for a trusted "
+                    "dataset): a row's image path when its bytes are null, and hf's state.json data files. "
+                    "Else only files inside the folder of the dataset (parquet: of the file naming them) are "
+                    "read, links resolved: another is refused, or the row is a bad record (see --on-error)"),
+            _option("--image-column", default=None,
+                    help="parquet, hf: the column of encoded images, bytes or the datasets Image {bytes, "
+                    "path} struct (default: recognised; several candidates are refused, listing them)"),
+            _option("--label-column", default=None,
+                    help="parquet, hf: the integer label column (default: the datasets ClassLabel column, "
+                    "else the one integer column); '' for none"),
+            _option("--split", default=None,
+                    help="tfds, hf: the split to convert (train, test, ...; a TFDS folder's "
+                    "dataset_info.json, a DatasetDict folder's dataset_dict.json list them)"),
+        ],
+    }  # fmt: skip
 
 
 def _source(args):
@@ -184,7 +432,9 @@ def _source(args):
     from bzna_tf.convert import SOURCES
 
     cls = SOURCES[args.kind]
-    given = [k for k, default in _SOURCE_FLAGS.items() if getattr(args, k) != default]
+    rows = _convert_options()[_CONVERT_SOURCE_OPTIONS]
+    defaults = {_dest(flags): kwargs.get("default", False) for flags, kwargs in rows}
+    given = [k for k, default in defaults.items() if getattr(args, k) != default]
     foreign = [k for k in given if k not in cls.cli_options]
     if foreign:
         flags = ", ".join("--" + k.replace("_", "-") for k in foreign)
@@ -197,28 +447,39 @@ def _source(args):
 
 
 def _encoding(args):
-    from bzna_tf.convert import DEFAULT_QUALITY, EncodeOptions
-    from bzna_tf.convert.encode import DEFAULT_LAYOUT
+    """The EncodeOptions of ``bzna-tf convert``: each of its fields is the option of the same name."""
+    import dataclasses
 
-    return EncodeOptions(
-        quality=args.quality or DEFAULT_QUALITY,
-        crf=args.crf,
-        preset=args.preset,
-        chroma=args.chroma,
-        layout=args.layout or DEFAULT_LAYOUT,
-        thumbnails_only=args.thumbnails_only,
-        encoder=args.encoder,
-        lenient=args.lenient,
-        exif_transpose=args.exif_transpose,
-        alpha_background=args.alpha_background,
-        max_pixels=args.max_pixels,
-        max_image_bytes=args.max_image_bytes,
-    )
+    from bzna_tf.convert import EncodeOptions
+
+    return EncodeOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(EncodeOptions)})
+
+
+def _check_counts(args) -> None:
+    """The counts of ``bzna-tf convert``, checked with the flags' names before any work."""
+    for flag, value, low in (
+        ("--processes", args.processes, 0),
+        ("--num-shards", args.num_shards, 1),
+        ("--num-tasks", args.num_tasks, 1),
+        ("--task-index", args.task_index, 0),
+    ):
+        if value is not None and value < low:
+            raise ValueError(f"Expected {flag} >= {low}. Received: {flag} {value}")
+    if (args.task_index is None) != (args.num_tasks is None):
+        given = "--task-index" if args.num_tasks is None else "--num-tasks"
+        raise ValueError(
+            f"Expected --task-index and --num-tasks together. Received: {given} "
+            f"{args.task_index if args.num_tasks is None else args.num_tasks} alone"
+        )
+    if args.task_index is not None and args.task_index >= args.num_tasks:
+        raise ValueError(
+            f"Expected --task-index in [0, {args.num_tasks}) (--num-tasks {args.num_tasks}). "
+            f"Received: --task-index {args.task_index}"
+        )
 
 
 def _convert(args) -> int:
     from bzna_tf.convert import ConversionError, ConversionInterrupted, convert
-    from bzna_tf.convert.converter import _check_int as check_int
     from bzna_tf.convert.plan import check_order, shard_paths
     from bzna_tf.convert.sources import read_class_names
     from bzna_tf.format.atomic import make_parent
@@ -227,8 +488,7 @@ def _convert(args) -> int:
     # takes minutes to list) and before any image is encoded.
     encoding = _encoding(args)
     check_order(args.order, args.seed)
-    for name, low in (("workers", 0), ("num_shards", 1), ("num_workers", 1), ("worker_index", 0)):
-        check_int(getattr(args, name), name, low)
+    _check_counts(args)
     shard_paths(args.output, None)  # a file name, not a folder
     make_parent(args.output)
     class_names = read_class_names(args.class_names) if args.class_names else None
@@ -238,7 +498,7 @@ def _convert(args) -> int:
             source,
             args.output,
             encoding=encoding,
-            workers=args.workers,
+            workers=args.processes,
             order=args.order,
             seed=args.seed,
             missing_label=args.missing_label,
@@ -246,11 +506,11 @@ def _convert(args) -> int:
             on_error=args.on_error,
             num_shards=args.num_shards,
             shard_size=None if args.shard_size is None else args.shard_size * 1e6,
-            worker_index=args.worker_index,
-            num_workers=args.num_workers,
+            worker_index=args.task_index,
+            num_workers=args.num_tasks,
             overwrite=args.overwrite,
             class_names=class_names,
-            progress=not args.no_progress,
+            progress=args.progress,
         )
     except ConversionInterrupted as e:
         print(f"bzna-tf convert: {e}", file=sys.stderr)
@@ -263,15 +523,7 @@ def _convert(args) -> int:
 
 
 def _add_convert(sub):
-    from bzna_tf.convert import (
-        DEFAULT_MAX_IMAGE_BYTES,
-        DEFAULT_MAX_PIXELS,
-        DEFAULT_SEED,
-        ORDERS,
-        SOURCES,
-        X265_PRESETS,
-        encode,
-    )
+    from bzna_tf.convert import SOURCES
 
     c = sub.add_parser(
         "convert",
@@ -282,6 +534,20 @@ def _add_convert(sub):
         "undecodable image stops it, naming the file and record, unless --on-error skip; nothing appears "
         "under a final name until that file is complete; rerunning the same command skips finished files; "
         "Ctrl-C keeps the finished ones.",
+        epilog=_examples(
+            "a folder with a sub-folder of pictures per class (images/cat/*.jpg, images/dog/*.jpg, ...)",
+            "bzna-tf convert folder images/ pets.bzna",
+            "ImageNet's TFRecords (labels 1..1000) as 16 shards, with 8 encoding processes",
+            "bzna-tf convert tfrecord 'imagenet/train-*' train.bzna --label-offset -1 --num-shards 16 -j 8",
+            "WebDataset shards, leaving out (and counting) the images that cannot be decoded",
+            "bzna-tf convert webdataset 'pets-{000000..000009}.tar' pets.bzna --on-error skip",
+            "a prepared TFDS dataset's train split, smaller files for small pictures",
+            "bzna-tf convert tfds ~/tensorflow_datasets/mnist/3.0.1 mnist.bzna --split train "
+            "--layout compact",
+            "one task of a 16-task SLURM array job sharing a plan of 256 shards, logging plain lines",
+            "bzna-tf convert tfrecord 'imagenet/train-*' data/train.bzna --label-offset -1 --num-shards 256 "
+            "--task-index $SLURM_ARRAY_TASK_ID --num-tasks 16 --progress lines",
+        ),
     )
     c.add_argument("kind", choices=tuple(SOURCES), help="what the sources are")
     c.add_argument(
@@ -296,207 +562,7 @@ def _add_convert(sub):
         help="the .bzna file to write (its folder is created); with shards, DIR/NAME.bzna gives "
         "NAME-00000-of-0000N.bzna",
     )
-    c.add_argument("--workers", type=int, default=None, help="encoding processes (default: all cores)")
-    o = c.add_argument_group("order")
-    o.add_argument(
-        "--order",
-        choices=ORDERS,
-        default="shuffle",
-        help="shuffle (default): the images in a random order drawn from --seed, so that every shard and "
-        "every slice holds every class; source: the sources' order (class by class for a folder)",
-    )
-    o.add_argument(
-        "--seed",
-        type=int,
-        default=DEFAULT_SEED,
-        help=f"the shuffle's seed, stored in each file's metadata (default {DEFAULT_SEED})",
-    )
-    q = c.add_argument_group("quality and layout (checked before any work)")
-    q.add_argument(
-        "--quality",
-        choices=tuple(encode.QUALITY_PRESETS),
-        default=None,
-        help=f"named x265 settings (default {encode.DEFAULT_QUALITY}; the Benchmarks page compares them): "
-        + "; ".join(
-            f"{name}: {v['preset']}, CRF {v['crf']}, {v['chroma']} chroma"
-            for name, v in encode.QUALITY_PRESETS.items()
-        ),
-    )
-    q.add_argument(
-        "--crf",
-        type=float,
-        default=None,
-        help="x265 constant rate factor in [0, 51], lower is better and bigger (overrides --quality); "
-        "NVENC's constant QP",
-    )
-    q.add_argument(
-        "--preset", choices=X265_PRESETS, default=None, metavar="PRESET",
-        help=f"x265 preset (overrides --quality): {', '.join(X265_PRESETS)}",
-    )  # fmt: skip
-    q.add_argument(
-        "--chroma",
-        choices=encode.CHROMA_MODES,
-        default=None,
-        help="4:2:0 chroma, average (of each 2x2 block) or lsq (least squares; overrides --quality)",
-    )
-    q.add_argument(
-        "--layout",
-        choices=encode.LAYOUTS,
-        default=None,
-        help=f"coded frames and boxes (default {encode.DEFAULT_LAYOUT}; benzina = the original tools')",
-    )
-    q.add_argument("--thumbnails-only", action="store_true", help="store only the <= 512x512 thumbnails")
-    q.add_argument(
-        "--encoder",
-        choices=("x265", "nvenc"),
-        default="x265",
-        help="nvenc needs an NVIDIA GPU and PyNvVideoCodec",
-    )
-    g = c.add_argument_group(
-        "pictures (by default stored as TensorFlow, Keras and torchvision decode them; the summary counts "
-        "each case)"
-    )
-    g.add_argument(
-        "--exif-transpose",
-        action="store_true",
-        help="turn pictures with an EXIF orientation upright (default: stored as decoded, not turned)",
-    )
-    g.add_argument(
-        "--alpha-background",
-        metavar="COLOR",
-        default=None,
-        help="composite pictures with transparent pixels over COLOR: white, black, grey, #RRGGBB or R,G,B "
-        "(default: the alpha channel is dropped, the colour under transparent pixels kept)",
-    )
-    s = c.add_argument_group("shards, resuming and array jobs")
-    s.add_argument("--num-shards", type=int, default=None, help="write N shards NAME-0000k-of-0000N.bzna")
-    s.add_argument(
-        "--shard-size", type=float, default=None, help="or shards of about this many MB (estimated)"
-    )
-    s.add_argument(
-        "--worker-index", type=int, default=None, help="convert only shards I, I+W, ... (with --num-workers)"
-    )
-    s.add_argument("--num-workers", type=int, default=None, help="W: the processes or hosts sharing the plan")
-    s.add_argument(
-        "--overwrite", action="store_true", help="replace existing outputs (else finished ones are skipped)"
-    )
-    b = c.add_argument_group("bad images and labels")
-    b.add_argument("--lenient", action="store_true", help="keep images the decoder had to repair")
-    b.add_argument(
-        "--max-pixels",
-        type=_max_pixels,
-        default=DEFAULT_MAX_PIXELS,
-        metavar="N",
-        help=f"a picture of more pixels (width x height) than N is refused from its header, before it is "
-        f"decoded (a decompression bomb), as a bad image (see --on-error); none: no limit (default "
-        f"{DEFAULT_MAX_PIXELS:,}, Pillow's; a worker takes about 43 bytes per pixel)",
-    )
-    b.add_argument(
-        "--max-image-bytes",
-        type=_byte_count,
-        default=DEFAULT_MAX_IMAGE_BYTES,
-        metavar="N",
-        help="the largest encoded image read (a file, a tar member, a record's bytes), in bytes or with a "
-        f"unit (512M, 1G; default {DEFAULT_MAX_IMAGE_BYTES >> 20}M): a larger one is refused unread, a bad "
-        "record (see --on-error); a tar shard's label members (cls, json) are limited to 1M",
-    )
-    b.add_argument(
-        "--missing-label",
-        type=int,
-        default=None,
-        help="target stored for unlabelled images followed by labelled ones",
-    )
-    b.add_argument(
-        "--negative-labels",
-        choices=("error", "unlabelled"),
-        default="error",
-        help="a negative label (after --label-offset): error (default) names the record; unlabelled stores "
-        "the image as unlabelled (TFDS writes -1 for images without a label)",
-    )
-    b.add_argument(
-        "--on-error",
-        choices=("raise", "skip"),
-        default="raise",
-        help="a record the source cannot read (a truncated tar member, a sample without an image, a null "
-        "image in a row, a label that is not an integer, a file name that is not UTF-8, an image over "
-        "--max-image-bytes) or an image that cannot be decoded (HTML saved as .jpg, a truncated JPEG "
-        "without --lenient, a picture over --max-pixels): raise (default) stops, naming the file and the "
-        "key, row or record; skip leaves it out and counts it in the summary",
-    )
-    b.add_argument(
-        "--class-names",
-        type=_path,
-        default=None,
-        help="a text file of class names, one per line, by target (a folder or GulpIO source needs one per "
-        "class)",
-    )
-    c.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (nor lines a minute off a terminal)"
-    )
-    t = c.add_argument_group("source options (each refused by the sources that do not take it)")
-    t.add_argument(
-        "--image-key",
-        default=None,
-        help="tfrecord, tfds: the image feature (default: image/encoded, or TFDS's image, recognised; tfds: "
-        "the folder's); "
-        "webdataset: the image member's extension (default: the sample's one jpg, png, webp, ... member)",
-    )
-    t.add_argument(
-        "--label-key",
-        default=None,
-        help="tfrecord, tfds: the label feature (default: image/class/label, or TFDS's label; tfds: the "
-        "folder's); gulp: the "
-        "meta_data key (default label); webdataset: the label member's extension, or json:FIELD (default: "
-        "cls, cls.txt or the json's label field, whichever the first sample has); '' for none",
-    )
-    t.add_argument(
-        "--filename-key",
-        default=None,
-        help="tfrecord: the file name feature (default: image/filename, or TFDS's file_name); '' for none",
-    )
-    t.add_argument(
-        "--label-offset",
-        type=int,
-        default=0,
-        help="tfrecord: added to labels; -1 for the classic ImageNet 1..1000",
-    )
-    t.add_argument(
-        "--compression", choices=("GZIP", "ZLIB"), default=None, help="tfrecord: the files' compression"
-    )
-    t.add_argument(
-        "--allow-unlabelled",
-        action="store_true",
-        help="store images whose label is missing as unlabelled images, after the labelled ones (else each "
-        "is a bad record, see --on-error): folder: image files beside the class folders; webdataset: a "
-        "sample without its label member or json field; tfrecord, tfds: a record without its label feature; "
-        "parquet, hf: a null label; gulp: a video without its label key",
-    )
-    t.add_argument(
-        "--allow-outside-paths",
-        action="store_true",
-        help="parquet, hf: read the files a dataset names outside its own folder (for a trusted dataset): "
-        "a row's image path when its bytes are null, and hf's state.json data files. Else only files "
-        "inside the folder of the dataset (parquet: of the file naming them) are read, links resolved: "
-        "another is refused, or the row is a bad record (see --on-error)",
-    )
-    t.add_argument(
-        "--image-column",
-        default=None,
-        help="parquet, hf: the column of encoded images, bytes or the datasets Image {bytes, path} struct "
-        "(default: recognised; several candidates are refused, listing them)",
-    )
-    t.add_argument(
-        "--label-column",
-        default=None,
-        help="parquet, hf: the integer label column (default: the datasets ClassLabel column, else the one "
-        "integer column); '' for none",
-    )
-    t.add_argument(
-        "--split",
-        default=None,
-        help="tfds, hf: the split to convert (train, test, ...; a TFDS folder's dataset_info.json, a "
-        "DatasetDict folder's dataset_dict.json list them)",
-    )
+    _add_options(c, _convert_options())
     c.set_defaults(run=_convert)
 
 
@@ -542,6 +608,14 @@ def _add_samplelist(sub):
         description="Write a sample list (LBANN's text format, .bzna files in place of HDF5) of every "
         "sample of the files (or of a split), to edit by hand and pass to as_dataset(sample_list=...); "
         "or, with --check, read a list and resolve it against its files.",
+        epilog=_examples(
+            "every labelled sample of the shards, a list to edit and give to as_dataset(sample_list=...)",
+            "bzna-tf samplelist 'shards/train-*.bzna' -o lists/train.list --labelled-only",
+            "the last 10% of train.bzna, one line per sample, by stored file name",
+            "bzna-tf samplelist train.bzna -o val.list --split '[90%:]' --type SINGLE-SAMPLE --ids names",
+            "what an edited list selects, against the files it names",
+            "bzna-tf samplelist --check lists/train.list",
+        ),
     )
     c.add_argument(
         "files",
@@ -603,7 +677,6 @@ def _preview(args) -> int:
 
     from bzna_tf.datasets import ClassificationDataset
 
-    size = args.size if len(args.size) == 2 else args.size * 2
     try:
         with (
             ClassificationDataset(args.files, track=args.track, split=args.split) as ds,
@@ -613,7 +686,7 @@ def _preview(args) -> int:
             p = preview(
                 ds,
                 args.n,
-                shape=tuple(size),
+                shape=tuple(args.size),
                 warp=_warp(args),
                 seed=args.seed,
                 shuffle=not args.first,
@@ -646,6 +719,14 @@ def _add_preview(sub):
         description="Decode and warp samples exactly as as_dataset(seed=SEED, ...) would and write them as "
         "one image grid (PNG or JPEG, by the output's suffix); each tile is captioned '<sample index>: "
         "<label>' ('-': no label).",
+        epilog=_examples(
+            "16 samples at random, cropped at random as in training (RandomResizedCrop)",
+            "bzna-tf preview train.bzna -o grid.png",
+            "64 samples in 96 x 128 tiles, 8 a row, as as_dataset(seed=3) would warp them",
+            "bzna-tf preview train.bzna -o grid.jpg --n 64 --size 96 128 --columns 8 --seed 3",
+            "the first 16 samples of a validation split, centre-cropped, full-size pictures",
+            "bzna-tf preview train.bzna -o val.png --split '[90%:]' --first --warp center --track bzna_input",
+        ),
     )
     c.add_argument("files", nargs="+", type=_path, help=".bzna files or glob patterns")
     c.add_argument(
@@ -657,7 +738,12 @@ def _add_preview(sub):
     )
     c.add_argument("--n", type=int, default=16, help="how many samples (default 16)")
     c.add_argument(
-        "--size", type=int, nargs="+", default=[128], metavar="H [W]", help="tile size (default 128)"
+        "--size",
+        type=int,
+        nargs="+",
+        action=_HeightWidth,
+        default=[128, 128],
+        help="the tiles' height and width; H alone: square tiles (default 128)",
     )
     c.add_argument(
         "--warp",
@@ -701,11 +787,10 @@ def _verify(args) -> int:
     from bzna_tf.verify import format_report, verify
 
     tracks = ("bzna_thumb", "bzna_input") if args.track == "both" else (args.track,)
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
     if args.exclusion_list:
         make_parent(args.exclusion_list)  # before the run, not after it
     report = verify(
-        args.files, workers=args.workers, tracks=tracks, decode=not args.no_decode, progress=progress
+        args.files, workers=args.threads, tracks=tracks, decode=not args.no_decode, progress=args.progress
     )
     if args.json:
         out = report.to_json()
@@ -734,9 +819,19 @@ def _add_verify(sub):
         "outer index against its own, then decode it with the source op's decoder (FFmpeg). Files without "
         "checksums (the original tools') are verified by decoding only, which finds only part of the damage. "
         "Exits 1 when anything is damaged.",
+        epilog=_examples(
+            "every shard of a conversion, each picture decoded",
+            "bzna-tf verify 'shards/train-*.bzna'",
+            "checksums only (much quicker), 8 threads; the damaged samples as a list that leaves them out",
+            "bzna-tf verify shards/ --no-decode -j 8 --exclusion-list lists/damaged.list",
+            "for a script: the report as JSON",
+            "bzna-tf verify train.bzna --json",
+        ),
     )
     c.add_argument("files", nargs="+", type=_path, help=".bzna files, glob patterns or directories")
-    c.add_argument("--workers", type=int, default=None, help="threads (default: all cores)")
+    c.add_argument(
+        "-j", "--threads", type=int, default=None, metavar="N", help="threads (default: all usable cores)"
+    )
     c.add_argument(
         "--track",
         choices=("both", "bzna_thumb", "bzna_input"),
@@ -755,12 +850,8 @@ def _add_verify(sub):
     c.add_argument(
         "--json", action="store_true", help="print JSON: one object for one file, else {'files': [...]}"
     )
-    c.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="a progress bar on stderr (default: when stderr is a terminal)",
-    )
+    renamed = _renamed("--workers", "--threads (-j)", "threads", type=int, metavar="N")
+    _add_options(c, {None: [renamed, *_progress_options("the progress")]})
     c.set_defaults(run=_verify)
 
 
@@ -788,13 +879,32 @@ def _add_service(sub):
         help="run a tf.data service dispatcher or worker that knows bzna_tf's ops",
         description="Start a tf.data service server with bzna_tf's ops loaded (the dispatcher needs them to "
         "split BznaDataset for distributed_epoch, workers to run the pipeline). Runs until killed.",
+        epilog=_examples(
+            "the dispatcher on one host, then a worker on each host that runs input pipelines",
+            "bzna-tf service dispatcher --port 5050",
+            "bzna-tf service worker --dispatcher dispatcher-host:5050 --port 5051",
+        ),
     )
     roles = c.add_subparsers(dest="role", required=True)
-    d = roles.add_parser("dispatcher", help="the dispatcher")
+    d = roles.add_parser(
+        "dispatcher",
+        help="the dispatcher",
+        epilog=_examples(
+            "a dispatcher that keeps a journal, so that a restarted one resumes its jobs",
+            "bzna-tf service dispatcher --port 5050 --fault-tolerant --work-dir /scratch/tfdata-journal",
+        ),
+    )
     d.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one, printed)")
     d.add_argument("--work-dir", default=None, help="journal folder (for --fault-tolerant)")
     d.add_argument("--fault-tolerant", action="store_true", help="journal state so a restart resumes jobs")
-    w = roles.add_parser("worker", help="a worker")
+    w = roles.add_parser(
+        "worker",
+        help="a worker",
+        epilog=_examples(
+            "a worker that the dispatcher and the trainers reach at this host's name",
+            "bzna-tf service worker --dispatcher dispatcher-host:5050 --port 5051 --address worker-3:5051",
+        ),
+    )
     w.add_argument("--dispatcher", required=True, help="the dispatcher's HOST:PORT")
     w.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     w.add_argument(
@@ -807,9 +917,33 @@ def _add_service(sub):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``bzna-tf`` argument parser, with every subcommand (the docs' CLI reference is made from it)."""
-    p = argparse.ArgumentParser(prog="bzna-tf", description="Benzina (.bzna) datasets for TensorFlow.")
+    from bzna_tf import __version__
+
+    p = _Parser(
+        prog="bzna-tf",
+        description="Benzina (.bzna) datasets for TensorFlow.",
+        epilog=_examples(
+            "a folder of class folders to one file; what it holds; a look at it; every picture checked",
+            "bzna-tf convert folder images/ my.bzna",
+            "bzna-tf info my.bzna",
+            "bzna-tf preview my.bzna -o grid.png",
+            "bzna-tf verify my.bzna",
+            "each command's own options and examples",
+            "bzna-tf convert --help",
+        ),
+    )
+    p.add_argument("--version", action="version", version=f"bzna-tf {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    info = sub.add_parser("info", help="describe .bzna files")
+    info = sub.add_parser(
+        "info",
+        help="describe .bzna files",
+        epilog=_examples(
+            "samples, labels, tracks, the conversion's settings and what it left out",
+            "bzna-tf info train.bzna",
+            "every shard and the totals, as JSON",
+            "bzna-tf info 'shards/train-*.bzna' --json",
+        ),
+    )
     info.add_argument("files", nargs="+", type=_path, help=".bzna files or glob patterns")
     info.add_argument(
         "--json",

@@ -26,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from bzna_tf.convert.progress import PlainProgress, progress_mode
 from bzna_tf.format.checksums import TRACKS, mismatch_reason
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.reader import BznaFile
@@ -261,7 +262,7 @@ def verify(
     workers: int | None = None,
     tracks=TRACKS,
     decode: bool = True,
-    progress: bool = False,
+    progress=False,
     log=None,
 ) -> VerifyReport:
     """Checks every checksum and decodes every picture of .bzna files.
@@ -274,8 +275,10 @@ def verify(
         both (default).
       decode: also decode each picture (checksums alone are much quicker but
         leave files without checksums unverified).
-      progress: a progress bar on ``log``.
-      log: where the progress bar goes (default ``sys.stderr``).
+      progress: the progress on ``log``: False or "none" (default) nothing; True or "auto" a bar on
+        a terminal, plain lines elsewhere (a log file, a pipe: at least one a minute); "bar" or
+        "lines" either one wherever ``log`` goes (:mod:`bzna_tf.convert.progress`).
+      log: where the progress goes (default ``sys.stderr``).
 
     Returns:
       A :class:`VerifyReport`; ``report.exclusion_list().write(path)`` writes
@@ -286,6 +289,8 @@ def verify(
       RuntimeError: decoding asked for but FFmpeg unavailable.
     """
     tracks = _track_names(tracks)
+    log = sys.stderr if log is None else log
+    mode = progress_mode(progress, log)
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if workers < 1:
@@ -319,12 +324,13 @@ def verify(
             continue
         opened.append((r, f))
     bar = None
-    if progress:
+    total = sum(r.samples for r, _ in opened)
+    if mode == "lines":
+        bar = PlainProgress(total, log, unit="samples")
+    elif mode == "bar":
         from tqdm import tqdm
 
-        bar = tqdm(
-            total=sum(r.samples for r, _ in opened), unit="sample", file=log or sys.stderr, smoothing=0.05
-        )
+        bar = tqdm(total=total, unit="sample", file=log, smoothing=0.05)
     holds = []
     try:
         damaged = [0]

@@ -1,6 +1,6 @@
 """Convert ImageNet-style TFRecord files to one .bzna file.
 
-    python examples/tfrecord_to_bzna.py 'imagenet/train-*' train.bzna [--workers 8]
+    python examples/tfrecord_to_bzna.py 'imagenet/train-*' train.bzna [-j 8]
     python examples/tfrecord_to_bzna.py --demo demo.bzna      # makes a few TFRecords first
 
 The TFRecords hold tf.train.Example records with the classic ImageNet keys:
@@ -50,7 +50,9 @@ def main():
     p.add_argument("tfrecords", nargs="?", help="TFRecord files: a glob pattern, quoted")
     p.add_argument("output", help="the .bzna file to write")
     p.add_argument("--demo", action="store_true", help="convert a few generated TFRecords")
-    p.add_argument("--workers", type=int, default=None, help="encoding processes (default: all cores)")
+    p.add_argument(
+        "-j", "--processes", type=int, default=None, help="encoding processes (default: all usable cores)"
+    )
     p.add_argument("--num-shards", type=int, default=None, help="write N shards OUTPUT-0000k-of-0000N.bzna")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     args = p.parse_args()
@@ -62,7 +64,7 @@ def main():
         print(f"{len(source)} images in {len(source.paths)} files")
         # Rerunning the same command skips the files it already finished.
         summary = convert(
-            source, args.output, workers=args.workers, num_shards=args.num_shards, overwrite=args.overwrite
+            source, args.output, workers=args.processes, num_shards=args.num_shards, overwrite=args.overwrite
         )
         print(summary)
 

@@ -18,7 +18,7 @@ from test_on_error import DAMAGED, UNDECODABLE, bad_file  # noqa: F401 (a fixtur
 from bzna_tf.cli import main
 from bzna_tf.format import BznaFile
 
-FAST = ["--workers", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
+FAST = ["--processes", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
 
 
 @pytest.fixture()
@@ -76,7 +76,7 @@ def test_samplelist_preview_and_verify_create_their_output_folders(tmp_path, sma
     grid = tmp_path / "previews" / "new" / "grid.png"
     assert main(["preview", str(small), "-o", str(grid), "--n", "4"]) == 0 and grid.exists()
     excl = tmp_path / "verify" / "new" / "excluded.txt"
-    assert main(["verify", str(small), "--exclusion-list", str(excl), "--workers", "1"]) == 0
+    assert main(["verify", str(small), "--exclusion-list", str(excl), "--threads", "1"]) == 0
     printed = capsys.readouterr().out
     assert excl.exists() and "6 samples" in printed and f"{excl}: CONDUIT_HDF5_EXCLUSION" in printed
 
@@ -88,7 +88,7 @@ def test_verify_prints_its_report_before_writing_the_exclusion_list(tmp_path, sm
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(SampleList, "write", fails)
-    assert main(["verify", str(small), "--exclusion-list", str(tmp_path / "x.txt"), "--workers", "1"]) == 1
+    assert main(["verify", str(small), "--exclusion-list", str(tmp_path / "x.txt"), "--threads", "1"]) == 1
     captured = capsys.readouterr()
     assert "6 samples" in captured.out and "Permission denied" in captured.err
 
@@ -170,7 +170,7 @@ def test_tilde_is_expanded_in_quoted_patterns_and_paths(tmp_path, monkeypatch, c
     assert main(["samplelist", "~/out/tfds.bzna", "-o", "~/lists/all.txt"]) == 0
     assert main(["samplelist", "--check", "~/lists/all.txt"]) == 0
     assert main(["preview", "~/out/tfds.bzna", "-o", "~/p/grid.png", "--n", "2"]) == 0
-    assert main(["verify", "~/out/tfds.bzna", "--exclusion-list", "~/v/x.txt", "--workers", "1"]) == 0
+    assert main(["verify", "~/out/tfds.bzna", "--exclusion-list", "~/v/x.txt", "--threads", "1"]) == 0
     assert (tmp_path / "lists" / "all.txt").exists() and (tmp_path / "p" / "grid.png").exists()
     assert (tmp_path / "v" / "x.txt").exists()
     # The sources themselves, from Python.

@@ -594,7 +594,7 @@ def test_cli_convert_folder(tmp_path, small_images):
             "folder",
             str(tmp_path / "in"),
             str(out),
-            "--workers",
+            "--processes",
             "1",
             "--preset",
             "ultrafast",
@@ -625,7 +625,7 @@ def test_tfrecord_example_script(tmp_path):
     script = __import__("pathlib").Path(__file__).parent.parent / "examples" / "tfrecord_to_bzna.py"
     out = tmp_path / "demo.bzna"
     r = subprocess.run(
-        [sys.executable, str(script), "--demo", str(out), "--workers", "2"], capture_output=True, text=True
+        [sys.executable, str(script), "--demo", str(out), "--processes", "2"], capture_output=True, text=True
     )
     assert r.returncode == 0, r.stderr
     assert "40 images" in r.stdout and "targets 0..9" in r.stdout

@@ -15,7 +15,7 @@ from test_convert_shards import ppm
 from bzna_tf.cli import main
 from bzna_tf.format import BznaFile
 
-FAST = ["--workers", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
+FAST = ["--processes", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
 
 
 @pytest.fixture()

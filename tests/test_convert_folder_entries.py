@@ -19,7 +19,7 @@ from bzna_tf.cli import main
 from bzna_tf.convert import ConversionError, ImageFolderSource, Item, SourceError, convert
 from bzna_tf.format import BznaFile
 
-CLI = ["--workers", "0", "--preset", "ultrafast", "--crf", "24", "--chroma", "average", "--no-progress"]
+CLI = ["--processes", "0", "--preset", "ultrafast", "--crf", "24", "--chroma", "average", "--no-progress"]
 BAD = os.fsdecode(b"bad\xff\xfe.ppm")  # as os.listdir gives it: 'bad\udcff\udcfe.ppm'
 
 pytestmark = pytest.mark.skipif(

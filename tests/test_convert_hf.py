@@ -62,7 +62,7 @@ def test_a_saved_dataset_dict_converts_one_split_with_its_class_names(tmp_path):
     from bzna_tf.cli import main
 
     assert main(["convert", "hf", str(tmp_path / "dd"), str(tmp_path / "c.bzna"), "--split", "test",
-                 "--workers", "0", "--no-progress", "--preset", "ultrafast"]) == 0  # fmt: skip
+                 "--processes", "0", "--no-progress", "--preset", "ultrafast"]) == 0  # fmt: skip
     assert sorted(ClassificationDataset(tmp_path / "c.bzna").filenames) == ["im10.ppm", "im11.ppm", "im9.ppm"]
 
 

@@ -114,7 +114,7 @@ def test_a_huge_image_member_is_refused_unread_naming_shard_and_member(tmp_path)
         "268,435,456 bytes (256.0 MiB) on an encoded image (--max-image-bytes)"
     )
     out = tmp_path / "out.bzna"
-    report, r = child(tmp_path, "cli", "convert", "webdataset", shard, out, "--workers", "1", "--on-error",
+    report, r = child(tmp_path, "cli", "convert", "webdataset", shard, out, "--processes", "1", "--on-error",
                       "skip", *CLI)  # fmt: skip
     assert report["rc"] == 0, r.stderr
     assert report["main"] < 512 * MiB and report["workers"] < 512 * MiB, report
@@ -134,7 +134,7 @@ def test_a_raised_image_limit_reads_a_large_member_once_in_the_worker(tmp_path):
     pic = images(1)[0]
     shard = write_tar(tmp_path / "w.tar", [("001.jpg", 512 * MiB), ("001.cls", b"0"), ("002.ppm", pic),
                                            ("002.cls", b"1")])  # fmt: skip
-    report, r = child(tmp_path, "cli", "convert", "webdataset", shard, tmp_path / "o.bzna", "--workers", "1",
+    report, r = child(tmp_path, "cli", "convert", "webdataset", shard, tmp_path / "o.bzna", "-j", "1",
                       "--on-error", "skip", "--max-image-bytes", "1G", *CLI)  # fmt: skip
     assert report["rc"] == 0, r.stderr
     # Read, and refused by the decoder (zeros are no image): the size limit did not refuse it.

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads /proc to find the workers"
 )
 
-FLAGS = ["--workers", "2", "--preset", "medium", "--crf", "20", "--chroma", "average", "--no-progress"]
+FLAGS = ["--processes", "2", "--preset", "medium", "--crf", "20", "--chroma", "average", "--no-progress"]
 
 
 def test_ctrl_c_keeps_the_finished_shards_says_so_in_one_line_and_the_same_command_resumes(tmp_path):

@@ -37,7 +37,7 @@ from bzna_tf.convert.images import ImageTooLargeError, image_size
 from bzna_tf.format import BznaFile
 
 FAST = {"preset": "ultrafast", "crf": 24, "chroma": "average"}
-CLI = ["--workers", "0", "--preset", "ultrafast", "--crf", "24", "--chroma", "average", "--no-progress"]
+CLI = ["--processes", "0", "--preset", "ultrafast", "--crf", "24", "--chroma", "average", "--no-progress"]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -28,7 +28,7 @@ from bzna_tf.convert import (
 from bzna_tf.format import BznaFile
 
 FAST = {"encoding": EncodeOptions(preset="ultrafast", crf=24, chroma="average"), "progress": False}
-CLI = ["--workers", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
+CLI = ["--processes", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
 
 
 def shard(tmp_path, name, without_cls):

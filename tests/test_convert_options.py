@@ -36,8 +36,8 @@ def test_a_bad_preset_is_refused_by_the_command_line_listing_the_valid_ones(tmp_
         (["--crf", "nan"], "Expected `crf` as a number in [0, 51]. Received: crf=nan"),
         (["--encoder", "nvenc", "--preset", "fast"], "Expected no `preset` or `chroma` with encoder='nvenc'"),
         (["--seed", "-1"], "Expected `seed` as an integer in [0, 2**64). Received: seed=-1"),
-        (["--workers", "-2"], "Expected `workers` as an integer >= 0. Received: workers=-2"),
-        (["--num-shards", "0"], "Expected `num_shards` as an integer >= 1. Received: num_shards=0"),
+        (["--processes", "-2"], "Expected --processes >= 0. Received: --processes -2"),
+        (["--num-shards", "0"], "Expected --num-shards >= 1. Received: --num-shards 0"),
     ],
 )
 def test_encoder_options_are_checked_before_the_source_is_read(tmp_path, capsys, flags, fragment):

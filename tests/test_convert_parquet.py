@@ -160,7 +160,7 @@ def test_null_images_stop_naming_the_row_or_are_skipped_and_counted(tmp_path, ca
     from bzna_tf.cli import main
 
     capsys.readouterr()
-    argv = ["convert", "parquet", str(path), str(tmp_path / "c.bzna"), "--workers", "0", "--no-progress",
+    argv = ["convert", "parquet", str(path), str(tmp_path / "c.bzna"), "--processes", "0", "--no-progress",
             "--preset", "ultrafast", "--order", "source", "--missing-label", "-1",
             "--allow-unlabelled"]  # fmt: skip
     assert main(argv) == 1
@@ -178,7 +178,7 @@ def test_the_cli_takes_the_columns_and_refuses_them_for_other_sources(tmp_path, 
     )
     pq.write_table(table, tmp_path / "t.parquet")
     argv = ["convert", "parquet", str(tmp_path / "t.parquet"), str(tmp_path / "o" / "t.bzna"),
-            "--workers", "0", "--no-progress", "--preset", "ultrafast"]  # fmt: skip
+            "--processes", "0", "--no-progress", "--preset", "ultrafast"]  # fmt: skip
     assert main([*argv, "--image-column", "y", "--num-shards", "2"]) == 0
     assert sorted(os.listdir(tmp_path / "o")) == ["t-00000-of-00002.bzna", "t-00001-of-00002.bzna"]
     assert sorted(ClassificationDataset(tmp_path / "o").targets) == [0, 1, 2, 3]
@@ -237,7 +237,7 @@ def test_a_row_naming_a_file_outside_the_dataset_folder_is_not_read(tmp_path, ca
     result = encode_item(item, FAST["encoding"].settings)
     assert result[0] == "skip" and f"resolves to {real}, outside the dataset folder {real_ds}; " in result[1]
     # The command line: the flag, and one line naming the row and the path.
-    argv = ["convert", "parquet", str(path), str(tmp_path / "c.bzna"), "--workers", "0", "--no-progress",
+    argv = ["convert", "parquet", str(path), str(tmp_path / "c.bzna"), "--processes", "0", "--no-progress",
             "--preset", "ultrafast", "--order", "source"]  # fmt: skip
     capsys.readouterr()
     assert main(argv) == 1

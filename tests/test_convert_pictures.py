@@ -31,7 +31,7 @@ Image = pytest.importorskip("PIL.Image", reason="the test pictures are written w
 ImageOps = pytest.importorskip("PIL.ImageOps")
 
 FAST = {"preset": "ultrafast", "crf": 24, "chroma": "average"}
-CLI = ["--workers", "0", "--preset", "ultrafast", "--crf", "24", "--chroma", "average", "--no-progress"]
+CLI = ["--processes", "0", "--preset", "ultrafast", "--crf", "24", "--chroma", "average", "--no-progress"]
 RGB = gradient(20, 30, seed=3)  # (H, W) = (20, 30)
 ALPHA = np.tile(np.where(np.arange(30) < 10, 0, np.where(np.arange(30) < 20, 128, 255)), (20, 1)).astype(
     np.uint8

@@ -299,7 +299,7 @@ def test_cli_shards_rerun_overwrite_and_info(tmp_path, folder, capsys):
     from bzna_tf.cli import main
 
     out = tmp_path / "c.bzna"
-    argv = ["convert", "folder", str(folder), str(out), "--workers", "0", "--preset", "ultrafast"]
+    argv = ["convert", "folder", str(folder), str(out), "--processes", "0", "--preset", "ultrafast"]
     argv += ["--chroma", "average", "--num-shards", "2", "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out

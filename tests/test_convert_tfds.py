@@ -113,7 +113,7 @@ def test_the_cli_converts_a_split_and_negative_labels_follow_the_option(tmp_path
     from bzna_tf.cli import main
 
     folder, _ = make_tfds(tmp_path)
-    argv = ["convert", "tfds", str(folder), str(tmp_path / "t.bzna"), "--split", "test", "--workers", "0",
+    argv = ["convert", "tfds", str(folder), str(tmp_path / "t.bzna"), "--split", "test", "--processes", "0",
             "--no-progress", "--preset", "ultrafast"]  # fmt: skip
     assert main(argv) == 0
     assert "class names stored (3): 0 cat, 1 dog, 2 emu" in capsys.readouterr().out

@@ -181,10 +181,10 @@ def test_bad_samples_stop_with_their_key_or_are_skipped_and_counted(tmp_path, ca
     from bzna_tf.cli import main
 
     capsys.readouterr()
-    assert main(["convert", "webdataset", str(path), str(tmp_path / "c.bzna"), "--workers", "0",
+    assert main(["convert", "webdataset", str(path), str(tmp_path / "c.bzna"), "--processes", "0",
                  "--no-progress", "--preset", "ultrafast"]) == 1  # fmt: skip
     assert f"bzna-tf convert: {path} key '00001': no image member" in capsys.readouterr().err
-    assert main(["convert", "webdataset", str(path), str(tmp_path / "c.bzna"), "--workers", "0",
+    assert main(["convert", "webdataset", str(path), str(tmp_path / "c.bzna"), "--processes", "0",
                  "--no-progress", "--preset", "ultrafast", "--on-error", "skip"]) == 0  # fmt: skip
     assert "skipped 3 images that could not be read or decoded" in capsys.readouterr().out
 
@@ -202,7 +202,7 @@ def test_a_payload_that_is_no_image_stops_the_conversion_unless_skipped(tmp_path
     s = convert(src, tmp_path / "x.bzna", workers=0, order="source", on_error="skip", **FAST)
     assert s.images == 1 and [o for o, _ in s.skipped] == [f"{src.paths[0]} key '00000'"]
     args = ["convert", "webdataset", str(tmp_path / "w" / "*.tar"), str(tmp_path / "c.bzna"),
-            "--workers", "0", "--no-progress", "--preset", "ultrafast", "--order", "source"]  # fmt: skip
+            "--processes", "0", "--no-progress", "--preset", "ultrafast", "--order", "source"]  # fmt: skip
     assert main(args) == 1
     err = capsys.readouterr().err
     assert (
@@ -262,7 +262,7 @@ def test_the_cli_converts_shards_from_a_brace_pattern(tmp_path, capsys):
     write_shards(tmp_path / "wds", wds_samples(6), per_shard=2)
     (tmp_path / "names.txt").write_text("x\ny\nz\n")
     argv = ["convert", "webdataset", str(tmp_path / "wds" / "train-{000000..000002}.tar"),
-            str(tmp_path / "out" / "t.bzna"), "--num-shards", "2", "--workers", "0", "--no-progress",
+            str(tmp_path / "out" / "t.bzna"), "--num-shards", "2", "--processes", "0", "--no-progress",
             "--preset", "ultrafast", "--class-names", str(tmp_path / "names.txt")]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -284,7 +284,7 @@ def test_the_cli_with_captured_stderr_prints_each_skip_line_whole_and_the_summar
     (src / "a" / "broken.jpg").write_bytes(b"<html>404 Not Found</html>")
     command = [sys.executable, "-m", "bzna_tf.cli", "convert", "folder", str(src), str(tmp_path / "x.bzna")]
     run = subprocess.run(
-        [*command, "--workers", "0", "--on-error", "skip", "--preset", "ultrafast"],
+        [*command, "--processes", "0", "--on-error", "skip", "--preset", "ultrafast"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,  # one log, as `2>&1 | tee log` or a batch job's output file
         text=True,

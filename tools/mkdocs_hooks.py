@@ -3,8 +3,8 @@
 A page asks for generated content with a line of its own, ``<!-- generated: NAME -->``:
 
 - ``cli``: the command-line reference, from the argparse parsers of ``bzna_tf/cli.py``
-  (:func:`bzna_tf.cli.build_parser`): every command, its usage, description, arguments and epilog
-  (examples); help texts are plain text, escaped so that Markdown shows them as ``--help`` does.
+  (:func:`bzna_tf.cli.build_parser`): every command, its usage, description, examples and arguments;
+  help texts are plain text, escaped so that Markdown shows them as ``--help`` does.
 - ``gpu-abi-header``: the GPU core's header, ``custom_ops/gpu/core/bzna_gpu.h``, verbatim.
 - ``quickstart``: the "Quickstart" section of ``docs/getting-started.md``, for Home.
 
@@ -17,9 +17,9 @@ the code in tables whole (see _names_whole).
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import re
-import textwrap
 
 from mkdocs.exceptions import PluginError
 
@@ -50,19 +50,16 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _argument(action: argparse.Action) -> str:
+def _argument(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     if action.option_strings:
         names = ", ".join(f"`{s}`" for s in action.option_strings)
         if action.nargs == 0:
             return names
-        if isinstance(action.metavar, tuple):
-            metavar = " ".join(action.metavar)
-        else:
-            metavar = action.metavar or action.dest.upper()
-        if action.nargs in ("+", "*"):
-            metavar = f"{metavar} [...]" if action.nargs == "+" else f"[{metavar} ...]"
-        elif isinstance(action.nargs, int) and not isinstance(action.metavar, tuple):
-            metavar = " ".join([metavar] * action.nargs)
+        # The help's own words ("N", "H [W]", "[MODE]", "LO HI"), but a name for a choice: the choices
+        # are listed beside it.
+        shown = copy.copy(action)
+        shown.metavar = action.metavar or action.dest.upper()
+        metavar = parser._get_formatter()._format_args(shown, shown.metavar)
         return f"{names} `{metavar}`"
     name = action.metavar or action.dest
     return f"`{name}`" + (" ..." if action.nargs in ("+", "*") else "")
@@ -93,20 +90,25 @@ def _command(parser: argparse.ArgumentParser, name: str, summary: str | None, le
     out += ["```text", parser.format_usage().strip(), "```", ""]
     if parser.description:
         out += [_plain(parser.description), ""]
+    if parser.epilog:  # the "examples:" of the help, as shell lines
+        lines = [line[2:] for line in parser.epilog.splitlines()[1:]]
+        out += ["Examples:", "", "```sh", *lines, "```", ""]
     sub = None
     for group in parser._action_groups:
-        actions = [a for a in group._group_actions if not isinstance(a, argparse._HelpAction)]
+        actions = [
+            a
+            for a in group._group_actions
+            if not isinstance(a, argparse._HelpAction) and a.help != argparse.SUPPRESS  # an old name
+        ]
         rows = []
         for action in actions:
             if isinstance(action, argparse._SubParsersAction):
                 sub = action
                 continue
-            rows.append(f"| {_argument(action)} | {_details(parser, action)} |")
+            rows.append(f"| {_argument(parser, action)} | {_details(parser, action)} |")
         if rows:
             title = group.title[0].upper() + group.title[1:]
             out += [f"{title}:", "", "| argument | meaning |", "|---|---|", *rows, ""]
-    if parser.epilog:  # examples, as --help prints them after the arguments
-        out += ["```text", textwrap.dedent(parser.epilog).strip(), "```", ""]
     if sub is not None:
         helps = {a.dest: a.help for a in sub._choices_actions}
         for child_name, child in sub.choices.items():

@@ -65,7 +65,7 @@ from bzna_tf.convert.plan import (
     shard_paths,
     shards_for_size,
 )
-from bzna_tf.convert.progress import PlainProgress, redraws
+from bzna_tf.convert.progress import PlainProgress, progress_mode
 from bzna_tf.convert.sources.base import (
     ALLOW_OUTSIDE_PATHS_HINT,
     NAME_NOT_UTF8,
@@ -751,8 +751,10 @@ def convert(
         Hugging Face ``ClassLabel``'s names). A source that
         defines its classes (folders, GulpIO string labels) needs exactly one name per class; a
         target past the last name stops the conversion.
-      progress: show the progress on ``log``: a bar (images/s, ETA) on a terminal; elsewhere (a file,
-        a pipe) a plain line every minute (:mod:`bzna_tf.convert.progress`).
+      progress: the progress on ``log``: True or "auto" (default) a bar (images/s, time left) on a
+        terminal, elsewhere (a file, a pipe) plain lines, at least one a minute
+        (:mod:`bzna_tf.convert.progress`); "bar" or "lines" either one wherever ``log`` goes; False
+        or "none" nothing.
       log: where the progress and skip reports go.
 
     Returns:
@@ -771,6 +773,7 @@ def convert(
     encoding = _check_arguments(
         encoding, workers, missing_label, negative_labels, order, seed, num_shards, shard_size, on_error
     )
+    progress_mode(progress, sys.stderr if log is None else log)  # a bad value is refused before any work
     settings = encoding.settings
     workers = default_workers() if workers is None else workers
     output = os.path.expanduser(os.fspath(output))
@@ -874,18 +877,19 @@ class _NoBar:
 def _progress_bar(progress, todo, total, log):
     """A tqdm bar over the images of ``todo`` on ``log`` (a context manager), or one giving None.
 
-    Where ``log`` is not a terminal, plain periodic lines instead (:mod:`bzna_tf.convert.progress`).
+    ``progress`` as :func:`~bzna_tf.convert.progress.progress_mode` reads it: by default a bar where
+    ``log`` is a terminal, plain periodic lines elsewhere (:mod:`bzna_tf.convert.progress`).
     """
-    if not progress or not todo:
-        return _NoBar()
-    known = total is not None
     stream = sys.stderr if log is None else log  # as tqdm's file=None
-    if not redraws(stream):
-        return PlainProgress(sum(len(s) for s in todo) if known else None, stream)
+    mode = progress_mode(progress, stream)
+    if mode == "none" or not todo:
+        return _NoBar()
+    images = sum(len(s) for s in todo) if total is not None else None
+    if mode == "lines":
+        return PlainProgress(images, stream)
     from tqdm import tqdm
 
-    return tqdm(total=sum(len(s) for s in todo) if known else None, unit="img", file=log,
-                dynamic_ncols=True, smoothing=0.05)  # fmt: skip
+    return tqdm(total=images, unit="img", file=log, dynamic_ncols=True, smoothing=0.05)
 
 
 def _class_names(source, class_names):

@@ -1,0 +1,186 @@
+"""The command line as a newcomer meets it (issue 39 item 3).
+
+``bzna-tf --version``; an "examples:" section in every command's help whose commands are real (each
+parses, and those the docs' small workspace has data for run); flag names that say what they count
+(``-j/--processes`` and ``--task-index/--num-tasks`` for convert, ``-j/--threads`` for verify), the
+old names kept for one release with a warning; ``preview --size H [W]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+
+import _docs_workspace
+import pytest
+
+import bzna_tf
+from bzna_tf.cli import build_parser, example_commands, main
+
+
+def _parsers(parser=None, name="bzna-tf"):
+    """Every parser of the command line, with its command ("bzna-tf", "bzna-tf service worker")."""
+    parser = parser or build_parser()
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child_name, child in action.choices.items():
+                yield from _parsers(child, f"{name} {child_name}")
+
+
+COMMANDS = [name for name, _ in _parsers()]
+
+
+def test_version_prints_the_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out == f"bzna-tf {bzna_tf.__version__}\n"
+
+
+def test_every_command_is_checked():
+    assert {"bzna-tf", "bzna-tf convert", "bzna-tf verify", "bzna-tf service worker"} <= set(COMMANDS)
+    assert len(COMMANDS) == 9
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_help_has_examples_and_each_example_parses(name, monkeypatch, capsys):
+    parser = dict(_parsers())[name]
+    text = parser.format_help()
+    assert "\nexamples:\n  " in text, text
+    examples = text[text.index("\nexamples:\n") :]
+    assert max(len(line) for line in examples.splitlines()) <= 100, examples  # a terminal's width
+    commands = example_commands(parser)
+    assert commands, examples
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "3")
+    for command in commands:
+        assert command.startswith(f"{name} ") or name == "bzna-tf", command
+        argv = shlex.split(os.path.expandvars(command))[1:]
+        if "--help" in argv:
+            with pytest.raises(SystemExit) as e:
+                build_parser().parse_args(argv)
+            assert e.value.code == 0 and "examples:" in capsys.readouterr().out
+            continue
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit:  # argparse says why on stderr
+            pytest.fail(f"{command!r} does not parse: {capsys.readouterr().err}")
+        assert callable(args.run)
+        assert not capsys.readouterr().err, command  # no old flag name among the examples
+
+
+# The examples run on the docs' workspace (tests/_docs_workspace.py: train.bzna, shards/, images/, ...),
+# in order (samplelist --check reads the list an earlier example writes). The others need data or a
+# cluster it does not have, or run until killed.
+RUN = ("bzna-tf info", "bzna-tf samplelist", "bzna-tf verify")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli-examples") / "ws"
+    folder.mkdir()
+    _docs_workspace.build(folder)
+    return folder
+
+
+@pytest.mark.parametrize("name", RUN)
+def test_the_examples_run_on_small_data(name, workspace, tmp_path, monkeypatch, capsys):
+    folder = _docs_workspace.copy(workspace, tmp_path / "ws")
+    monkeypatch.chdir(folder)
+    commands = example_commands(dict(_parsers())[name])
+    assert commands
+    for command in commands:
+        status = main(shlex.split(command)[1:])
+        out, err = capsys.readouterr()
+        assert status == 0, f"{command}: {err}"
+        assert out.strip(), command
+    if name == "bzna-tf samplelist":
+        assert (folder / "lists" / "train.list").exists() and (folder / "val.list").exists()
+
+
+# ------------------------------------------------------------------------------------- renamed flags
+
+
+def _convert_args(*flags):
+    return build_parser().parse_args(["convert", "folder", "images/", "out.bzna", *flags])
+
+
+def test_convert_processes_and_array_tasks_have_names_that_say_what_they_count(capsys):
+    args = _convert_args("-j", "4", "--task-index", "2", "--num-tasks", "8")
+    assert (args.processes, args.task_index, args.num_tasks) == (4, 2, 8)
+    assert _convert_args("--processes", "0").processes == 0
+    assert not capsys.readouterr().err
+    convert = build_parser()._subparsers._group_actions[0].choices["convert"]
+    help_text = " ".join(convert.format_help().split())
+    assert "-j N, --processes N encoding processes" in help_text
+    assert "--task-index I" in help_text and "--num-tasks T" in help_text
+    assert "--workers" not in help_text and "--num-workers" not in help_text  # the old names are hidden
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "dest"),
+    [
+        ("--workers", "--processes (-j)", "processes"),
+        ("--worker-index", "--task-index", "task_index"),
+        ("--num-workers", "--num-tasks", "num_tasks"),
+    ],
+)
+def test_the_old_convert_names_still_work_for_a_release_and_say_the_new_one(capsys, old, new, dest):
+    args = _convert_args(old, "3")
+    assert getattr(args, dest) == 3
+    assert capsys.readouterr().err == (
+        f"bzna-tf convert: warning: {old} is renamed {new}; the old name will be removed in the next "
+        "release\n"
+    )
+
+
+def test_verify_threads(capsys):
+    parser = build_parser()
+    assert parser.parse_args(["verify", "x.bzna", "-j", "3"]).threads == 3
+    assert parser.parse_args(["verify", "x.bzna", "--threads", "5"]).threads == 5
+    assert parser.parse_args(["verify", "x.bzna"]).threads is None
+    assert not capsys.readouterr().err
+    assert parser.parse_args(["verify", "x.bzna", "--workers", "2"]).threads == 2
+    assert "--workers is renamed --threads (-j)" in capsys.readouterr().err
+
+
+TOGETHER = "Expected --task-index and --num-tasks together. Received:"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["-j", "-1"], "Expected --processes >= 0. Received: --processes -1"),
+        (["--num-shards", "0"], "Expected --num-shards >= 1. Received: --num-shards 0"),
+        (["--task-index", "1"], f"{TOGETHER} --task-index 1 alone"),
+        (["--num-tasks", "4"], f"{TOGETHER} --num-tasks 4 alone"),
+        (
+            ["--task-index", "4", "--num-tasks", "4"],
+            "Expected --task-index in [0, 4) (--num-tasks 4). Received: --task-index 4",
+        ),
+        (["--num-workers", "0", "--worker-index", "0"], "Expected --num-tasks >= 1. Received: --num-tasks 0"),
+    ],
+)
+def test_counts_are_checked_with_the_flags_names_before_the_source_is_read(tmp_path, capsys, flags, message):
+    missing = tmp_path / "no-such-folder"  # reading the source would fail with another message
+    assert main(["convert", "folder", str(missing), str(tmp_path / "x.bzna"), *flags]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err == f"bzna-tf convert: {message}"
+
+
+# ------------------------------------------------------------------------------------- preview --size
+
+
+def test_preview_size_reads_h_or_h_w(capsys):
+    parser = build_parser()
+    assert parser.parse_args(["preview", "x.bzna", "-o", "g.png"]).size == [128, 128]
+    assert parser.parse_args(["preview", "x.bzna", "-o", "g.png", "--size", "96"]).size == [96, 96]
+    assert parser.parse_args(["preview", "x.bzna", "-o", "g.png", "--size", "96", "64"]).size == [96, 64]
+    with pytest.raises(SystemExit) as e:
+        parser.parse_args(["preview", "x.bzna", "-o", "g.png", "--size", "1", "2", "3"])
+    assert e.value.code == 2
+    assert "argument --size: expected H or H W. Received: 1 2 3" in capsys.readouterr().err
+    preview = parser._subparsers._group_actions[0].choices["preview"]
+    assert "[--size H [W]]" in preview.format_usage() and "--size H [W]  " in preview.format_help()
+    assert "[H [W] ...]" not in preview.format_help()
