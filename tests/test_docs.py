@@ -339,7 +339,11 @@ def _cli_texts(parser) -> list[str]:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
                 texts += _cli_texts(child)
-        elif action.help and not isinstance(action, argparse._HelpAction):
+        elif (
+            action.help
+            and action.help != argparse.SUPPRESS
+            and not isinstance(action, (argparse._HelpAction, argparse._VersionAction))
+        ):
             texts.append(parser._get_formatter()._expand_help(action))
     return texts
 
