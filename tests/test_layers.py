@@ -1,6 +1,8 @@
 """bzna_tf.layers: Keras 3 layers over the warp op and the transforms."""
 
+import inspect
 import json
+import re
 
 import keras
 import numpy as np
@@ -9,6 +11,7 @@ import tensorflow as tf
 
 from bzna_tf import transforms
 from bzna_tf.layers import CenterResizedCrop, Normalize, RandomResizedCrop, SimilarityTransform
+from bzna_tf.layers._warp_layer import WarpLayer
 from bzna_tf.ops.warp import warp_rgb
 
 MEAN = (0.485, 0.456, 0.406)
@@ -147,6 +150,87 @@ def test_config_round_trip(layer):
     serialized = keras.saving.serialize_keras_object(layer)
     assert serialized["registered_name"] == f"bzna_tf>{type(layer).__name__}"
     assert type(keras.saving.deserialize_keras_object(serialized)) is type(layer)
+
+
+WARP_LAYERS = [SimilarityTransform, RandomResizedCrop, CenterResizedCrop]
+
+
+@pytest.mark.parametrize("layer_class", WARP_LAYERS, ids=lambda c: c.__name__)
+def test_a_warp_layer_spells_out_its_transforms_parameters_and_returns_them_in_its_config(layer_class):
+    """The transform's signature is the one list of its parameters: the layer's must agree with it."""
+    layer_parameters = list(inspect.signature(layer_class).parameters.values())
+    transform_parameters = list(inspect.signature(layer_class.transform_class).parameters.values())
+    # (height, width), the transform's parameters (same names, order, defaults), the warp's, **kwargs.
+    assert [p.name for p in layer_parameters[:2]] == ["height", "width"]
+    ours = layer_parameters[2 : 2 + len(transform_parameters)]
+    assert [(p.name, p.default) for p in ours] == [(p.name, p.default) for p in transform_parameters]
+    own = layer_parameters[2 + len(transform_parameters) : -1]
+    if layer_class is CenterResizedCrop:  # deterministic: no seed
+        assert [p.name for p in own] == ["fill_value", "antialias", "data_format"]
+    else:
+        assert [p.name for p in own] == ["fill_value", "antialias", "seed", "data_format"]
+    warp = inspect.signature(WarpLayer).parameters
+    assert [p.default for p in own] == [warp[p.name].default for p in own]
+    assert layer_parameters[-1].kind is inspect.Parameter.VAR_KEYWORD
+    # Every argument under its own name in get_config (CenterResizedCrop's has seed too, always None).
+    config = layer_class(10, 12).get_config()
+    arguments = {p.name for p in layer_parameters[:-1]}
+    assert set(config) - {"name", "trainable", "dtype"} == arguments | {"seed"}
+    # ...and described in the layer's docstring, which the transform's points to.
+    documented = set(re.findall(r"^ {6}(\w+):", layer_class.__doc__, re.M))
+    assert arguments <= documented, arguments - documented
+    assert f"bzna_tf.layers.{layer_class.__name__}`" in layer_class.transform_class.__doc__
+
+
+# The configs of all_layers()'s warp layers as the layers wrote them into .keras files before they took
+# their parameter lists from their transforms (commit 7a15c8e), JSON as loaded.
+_SHARED = {
+    "trainable": True,
+    "dtype": {
+        "module": "keras",
+        "class_name": "DTypePolicy",
+        "config": {"name": "float32"},
+        "registered_name": None,
+    },
+    "height": 32,
+    "width": 48,
+}
+OLD_CONFIGS = {
+    SimilarityTransform: {
+        "name": "similarity_transform_1", **_SHARED, "fill_value": 7, "antialias": True, "seed": 3,
+        "data_format": "channels_last", "scale": [0.5, 1], "ratio": [0.8, 1.25], "degrees": 15,
+        "translate": [0.05, 0.1], "flip_h": 0.5, "flip_v": 0.2, "resize": False, "keep_ratio": False,
+        "random_crop": True, "area_sampling": "log",
+    },
+    RandomResizedCrop: {
+        "name": "random_resized_crop_1", **_SHARED, "fill_value": 0.0, "antialias": True, "seed": 4,
+        "data_format": "channels_last", "scale": [0.08, 1.0], "ratio": [0.75, 1.3333333333333333],
+        "degrees": 0.0, "translate": 0.0, "flip_h": 0.5, "flip_v": 0.0, "area_sampling": "uniform",
+    },
+    CenterResizedCrop: {
+        "name": "center_resized_crop_1", **_SHARED, "fill_value": 0.0, "antialias": False, "seed": None,
+        "data_format": "channels_last", "scale": 0.875, "keep_ratio": True,
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("made", all_layers()[:3], ids=lambda layer: type(layer).__name__)
+def test_configs_saved_by_earlier_versions_still_load(made, images):
+    old = OLD_CONFIGS[type(made)]
+    serialized = {
+        "module": type(made).__module__,
+        "class_name": type(made).__name__,
+        "config": old,
+        "registered_name": f"bzna_tf>{type(made).__name__}",
+    }
+    loaded = keras.saving.deserialize_keras_object(serialized)  # what load_model does with each layer
+    assert type(loaded) is type(made)
+    assert loaded.get_config() == old
+    assert json.loads(json.dumps(made.get_config())) == {**old, "name": made.name}
+    for training in (True, False):
+        np.testing.assert_array_equal(
+            loaded(images, training=training).numpy(), made(images, training=training).numpy()
+        )
 
 
 def test_saved_model_reloads_with_identical_outputs(images, tmp_path):

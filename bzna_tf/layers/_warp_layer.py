@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import random as _random
 
 import keras
@@ -21,6 +22,16 @@ def standardize_data_format(data_format):
     return value
 
 
+def given_arguments(local_variables):
+    """A constructor's arguments by name, from ``locals()`` taken on its first line (``**kwargs`` merged).
+
+    How the warp layers hand their arguments to :class:`WarpLayer`: their
+    signature is then the only place that lists them.
+    """
+    arguments = {k: v for k, v in local_variables.items() if k not in ("self", "__class__", "kwargs")}
+    return {**arguments, **local_variables.get("kwargs", {})}
+
+
 def _positive_int(value, arg):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"Expected `{arg}` as a positive integer. Received: {arg}={value!r}")
@@ -30,9 +41,17 @@ def _positive_int(value, arg):
 class WarpLayer(TensorFlowLayer):
     """Warps a batch of images through a :class:`bzna_tf.transforms.WarpTransform`.
 
-    Subclasses build ``self.transform`` and pass their own constructor
-    arguments to :meth:`_remember`, which keeps them for ``get_config``. The
-    random part of a call is one 62-bit key drawn from the layer's
+    A subclass names its transform class in ``transform_class`` and spells
+    out its constructor: (height, width), then the transform's parameters
+    (same names, order and defaults), then this class's keyword arguments,
+    then ``**kwargs`` for Keras' base layer; it hands them all on by name
+    (:func:`given_arguments`). The transform's signature is thus the one list
+    of those parameters: this class builds the transform from the arguments
+    of the same names, keeps them as given as attributes, and returns them
+    from ``get_config`` (tests/test_layers.py checks that each subclass's
+    signature agrees with its transform's).
+
+    The random part of a call is one 62-bit key drawn from the layer's
     ``SeedGenerator``; the transform turns (key, position in the batch) into
     each image's matrix, and ``bzna_tf.ops.warp_rgb`` applies them all in one
     op. A deterministic layer (``random=False``) has no generator, so it
@@ -45,11 +64,13 @@ class WarpLayer(TensorFlowLayer):
     seed gives the same crops whichever backend is loaded.
     """
 
+    transform_class = None
+    """The :class:`bzna_tf.transforms.WarpTransform` subclass the layer applies (set by each subclass)."""
+
     def __init__(
         self,
         height,
         width,
-        transform,
         *,
         random=True,
         fill_value=0.0,
@@ -58,10 +79,17 @@ class WarpLayer(TensorFlowLayer):
         data_format=None,
         **kwargs,
     ):
+        # kwargs: the transform's arguments (named as transform_class's parameters), then Keras' base
+        # layer's. (A comment, not a docstring: help() would show it for the subclasses' __init__.)
+        transform_arguments = {name: kwargs.pop(name) for name in self.transform_parameters()}
+        transform = self.transform_class(**transform_arguments)  # checks them
         super().__init__(**kwargs)
+        self.transform = transform
+        # As given, not as the transform normalised them: get_config returns what the user wrote.
+        for name, value in transform_arguments.items():
+            setattr(self, name, value)
         self.height = _positive_int(height, "height")
         self.width = _positive_int(width, "width")
-        self.transform = transform
         if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
             raise ValueError(f"Expected `fill_value` as a number. Received: fill_value={fill_value!r}")
         self.fill_value = fill_value
@@ -78,11 +106,10 @@ class WarpLayer(TensorFlowLayer):
                 self._tf_state = tf.Variable([self.seed, 0], dtype=tf.int64, trainable=False)
         self.supports_jit = False
 
-    def _remember(self, **arguments):
-        """Keeps constructor arguments, as given, as attributes and in ``get_config``."""
-        for name, value in arguments.items():
-            setattr(self, name, value)
-        self._config_names = (*getattr(self, "_config_names", ()), *arguments)
+    @classmethod
+    def transform_parameters(cls):
+        """The names of ``transform_class``'s parameters: the layer's arguments after (height, width)."""
+        return tuple(inspect.signature(cls.transform_class).parameters)
 
     # ------------------------------------------------------------------ the per-sample matrices
 
@@ -206,7 +233,7 @@ class WarpLayer(TensorFlowLayer):
                 "antialias": self.antialias,
                 "seed": self.seed,
                 "data_format": self.data_format,
-                **{name: getattr(self, name) for name in getattr(self, "_config_names", ())},
+                **{name: getattr(self, name) for name in self.transform_parameters()},
             }
         )
         return config

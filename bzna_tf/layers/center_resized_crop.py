@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 
 import bzna_tf.transforms as transforms
-from bzna_tf.layers._warp_layer import WarpLayer
+from bzna_tf.layers._warp_layer import WarpLayer, given_arguments
 
 
 @keras.saving.register_keras_serializable(package="bzna_tf")
@@ -28,7 +28,8 @@ class CenterResizedCrop(WarpLayer):
     Args:
       height: the output height.
       width: the output width.
-      scale: the crop's side as a fraction of the image's side (> 0; above 1 zooms out). Default 1.
+      scale: the crop's side as a fraction of the image's side, > 0: up to 1 a crop, above 1 a zoom
+        out. Default 1.
       keep_ratio: one scale for both axes (default), so nothing is distorted.
       fill_value: the value of output pixels whose source point is outside the image.
       antialias: where the warp shrinks the image, average each output pixel's footprint instead of
@@ -45,6 +46,8 @@ class CenterResizedCrop(WarpLayer):
     ```
     """
 
+    transform_class = transforms.CenterResizedCrop
+
     def __init__(
         self,
         height,
@@ -56,15 +59,5 @@ class CenterResizedCrop(WarpLayer):
         data_format=None,
         **kwargs,
     ):
-        arguments = dict(scale=scale, keep_ratio=keep_ratio)
-        super().__init__(
-            height,
-            width,
-            transforms.CenterResizedCrop(**arguments),
-            random=False,
-            fill_value=fill_value,
-            antialias=antialias,
-            data_format=data_format,
-            **kwargs,
-        )
-        self._remember(**arguments)
+        # Every argument, by name: the signature above is their only list.
+        super().__init__(**given_arguments(locals()), random=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 
 import bzna_tf.transforms as transforms
-from bzna_tf.layers._warp_layer import WarpLayer
+from bzna_tf.layers._warp_layer import WarpLayer, given_arguments
 
 
 @keras.saving.register_keras_serializable(package="bzna_tf")
@@ -42,7 +42,8 @@ class RandomResizedCrop(WarpLayer):
       width: the output width.
       scale: the area fraction range; default (0.08, 1).
       ratio: the aspect-ratio (width / height) range; default (3/4, 4/3).
-      degrees: the rotation range in degrees; a number d means (-d, d). Default 0.
+      degrees: the rotation range in degrees (counter-clockwise on screen); a number d means (-d, d).
+        Default 0.
       translate: the largest translations as fractions of the output (height, width). Default 0.
       flip_h: the probability of a left-right mirror (0.5 for the usual ImageNet recipe).
       flip_v: the probability of a top-bottom mirror.
@@ -67,6 +68,8 @@ class RandomResizedCrop(WarpLayer):
     ```
     """
 
+    transform_class = transforms.RandomResizedCrop
+
     def __init__(
         self,
         height,
@@ -84,23 +87,5 @@ class RandomResizedCrop(WarpLayer):
         data_format=None,
         **kwargs,
     ):
-        arguments = dict(
-            scale=scale,
-            ratio=ratio,
-            degrees=degrees,
-            translate=translate,
-            flip_h=flip_h,
-            flip_v=flip_v,
-            area_sampling=area_sampling,
-        )
-        super().__init__(
-            height,
-            width,
-            transforms.RandomResizedCrop(**arguments),
-            fill_value=fill_value,
-            antialias=antialias,
-            seed=seed,
-            data_format=data_format,
-            **kwargs,
-        )
-        self._remember(**arguments)
+        # Every argument, by name: the signature above is their only list.
+        super().__init__(**given_arguments(locals()))

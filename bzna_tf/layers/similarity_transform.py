@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 
 import bzna_tf.transforms as transforms
-from bzna_tf.layers._warp_layer import WarpLayer
+from bzna_tf.layers._warp_layer import WarpLayer, given_arguments
 
 
 @keras.saving.register_keras_serializable(package="bzna_tf")
@@ -49,13 +49,15 @@ class SimilarityTransform(WarpLayer):
       width: the output width.
       scale: the area fraction range (low, high); a number s means (min(s, 1/s), max(s, 1/s)).
       ratio: the aspect-ratio (width / height) range, or None; a number r means (r, 1/r) sorted.
-      degrees: the rotation range in degrees; a number d means (-d, d).
+      degrees: the rotation range in degrees (counter-clockwise on screen); a number d means (-d, d).
       translate: the largest translations as fractions of the output (height, width); a number means
         both.
       flip_h: the probability of a left-right mirror.
       flip_v: the probability of a top-bottom mirror.
-      resize: whether the crop is scaled onto the output (forced on by ``scale`` or ``ratio``).
-      keep_ratio: with ``resize``, one scale for both axes, so the output is not distorted.
+      resize: whether the crop is scaled onto the output; forced on when ``scale`` is not (1, 1) or
+        ``ratio`` is given.
+      keep_ratio: with ``resize``, one scale for both axes (the crop then covers the output), so the
+        output is not distorted.
       random_crop: whether the crop's centre is random.
       area_sampling: ``"uniform"`` (default, torchvision's) or ``"log"`` (Benzina's).
       fill_value: the value of output pixels whose source point is outside the image.
@@ -74,6 +76,8 @@ class SimilarityTransform(WarpLayer):
     batch = augment(images)  # (N, 224, 224, 3) float32
     ```
     """
+
+    transform_class = transforms.SimilarityTransform
 
     def __init__(
         self,
@@ -95,26 +99,5 @@ class SimilarityTransform(WarpLayer):
         data_format=None,
         **kwargs,
     ):
-        arguments = dict(
-            scale=scale,
-            ratio=ratio,
-            degrees=degrees,
-            translate=translate,
-            flip_h=flip_h,
-            flip_v=flip_v,
-            resize=resize,
-            keep_ratio=keep_ratio,
-            random_crop=random_crop,
-            area_sampling=area_sampling,
-        )
-        super().__init__(
-            height,
-            width,
-            transforms.SimilarityTransform(**arguments),
-            fill_value=fill_value,
-            antialias=antialias,
-            seed=seed,
-            data_format=data_format,
-            **kwargs,
-        )
-        self._remember(**arguments)
+        # Every argument, by name: the signature above is their only list.
+        super().__init__(**given_arguments(locals()))

@@ -14,6 +14,7 @@ The sampling is SPEC section 5; shapes and pairs are (height, width) and
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 
@@ -136,19 +137,11 @@ class SimilarityTransform(WarpTransform):
     (3/4, 4/3) on a 4:3 image the crops' median area fraction is 0.28
     instead of 0.42).
 
-    Args:
-      scale: the area fraction range (low, high); a number s means (min(s, 1/s), max(s, 1/s)).
-      ratio: the aspect-ratio (width / height) range, or None; a number r means (r, 1/r) sorted.
-      degrees: the rotation range in degrees (counter-clockwise on screen); a number d means (-d, d).
-      translate: the largest translations as fractions of the output (height, width); a number means
-        both.
-      flip_h: the probability of a left-right mirror.
-      flip_v: the probability of a top-bottom mirror.
-      resize: whether the crop is scaled onto the output; forced on when ``scale`` is not (1, 1) or
-        ``ratio`` is given.
-      keep_ratio: with ``resize``, one scale for both axes (the crop then covers the output).
-      random_crop: whether the crop centre is random.
-      area_sampling: ``"uniform"`` (default) or ``"log"``.
+    The parameters are those of the Keras layer
+    :class:`bzna_tf.layers.SimilarityTransform`, with the same names,
+    defaults and meanings, and are described there, one by one (the layer
+    adds its output size and the warp's ``fill_value``, ``antialias``,
+    ``seed`` and ``data_format``).
 
     Raises:
       ValueError, TypeError: arguments out of range or of the wrong kind.
@@ -199,18 +192,8 @@ class SimilarityTransform(WarpTransform):
         self.random_crop = bool(random_crop)
 
     def __repr__(self):
-        fields = (
-            "scale",
-            "ratio",
-            "degrees",
-            "translate",
-            "flip_h",
-            "flip_v",
-            "resize",
-            "keep_ratio",
-            "random_crop",
-            "area_sampling",
-        )
+        # SimilarityTransform's parameters whatever the subclass: each is an attribute of every instance.
+        fields = inspect.signature(SimilarityTransform).parameters
         return f"{type(self).__name__}({', '.join(f'{f}={getattr(self, f)!r}' for f in fields)})"
 
     # ------------------------------------------------------------------ sampling
@@ -356,12 +339,9 @@ class RandomResizedCrop(SimilarityTransform):
     any flips, rotation or translation; see :class:`SimilarityTransform` for
     the sampling, the fallback and ``training=False`` (the whole image, or
     its largest centred crop with an aspect ratio in ``ratio``, resized).
-    Shapes are (height, width).
-
-    Args:
-      scale: the area fraction range; default (0.08, 1).
-      ratio: the aspect-ratio (width / height) range; default (3/4, 4/3).
-      degrees, translate, flip_h, flip_v, area_sampling: as for :class:`SimilarityTransform`.
+    Shapes are (height, width). The parameters are those of the Keras layer
+    :class:`bzna_tf.layers.RandomResizedCrop` (same names, defaults and
+    meanings), described there.
     """
 
     def __init__(
@@ -374,17 +354,9 @@ class RandomResizedCrop(SimilarityTransform):
         flip_v=0.0,
         area_sampling="uniform",
     ):
-        super().__init__(
-            scale=scale,
-            ratio=ratio,
-            degrees=degrees,
-            translate=translate,
-            flip_h=flip_h,
-            flip_v=flip_v,
-            resize=True,
-            random_crop=True,
-            area_sampling=area_sampling,
-        )
+        # Every argument, by name: the signature above is their only list.
+        arguments = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        super().__init__(**arguments, resize=True, random_crop=True)
 
 
 class CenterResizedCrop(SimilarityTransform):
@@ -394,11 +366,9 @@ class CenterResizedCrop(SimilarityTransform):
     keep_ratio=keep_ratio)``. ``CenterResizedCrop(224 / 256)`` onto 224 x 224
     is ImageNet's evaluation recipe: resize the short side to 256, centre-crop
     224. Deterministic (``training`` changes nothing). Shapes are
-    (height, width).
-
-    Args:
-      scale: the crop's side as a fraction of the image's, in (0, 1] for a crop (> 1 zooms out).
-      keep_ratio: one scale for both axes (default), so the output is not distorted.
+    (height, width). The parameters are those of the Keras layer
+    :class:`bzna_tf.layers.CenterResizedCrop` (same names, defaults and
+    meanings), described there.
     """
 
     def __init__(self, scale=1.0, keep_ratio=True):
