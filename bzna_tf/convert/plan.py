@@ -190,7 +190,7 @@ def fingerprint(source, options, **extra) -> str | None:
     # So does the pixel limit (a shard records it, the largest picture it holds and those it left out).
     fields.pop("max_pixels", None)
     # Options added later enter only when set, so that the conversions made before them still resume.
-    for later, default in (("exif_transpose", False), ("alpha_background", None)):
+    for later, default in (("exif_transpose", False), ("alpha_background", None), ("x265_params", "")):
         if fields.get(later, default) == default:
             fields.pop(later, None)
     text = json.dumps({"source": describe(), "options": fields, **extra}, sort_keys=True, default=str)
