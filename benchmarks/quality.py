@@ -319,50 +319,71 @@ def run(args, log) -> dict:
     }
 
 
+# Where each named quality's label goes (points from the star), so that close stars stay readable.
+LABEL_OFFSETS = {
+    "training": (-95, 18),
+    "quick": (10, -26),
+    "archival": (-75, 10),
+    "balanced (deprecated)": (-150, 6),
+    "fast (deprecated)": (-135, -30),
+    "Benzina's settings": (-120, -30),
+}
+
+
 def plot(result: dict, path: str, picture_set: str) -> None:
     """Bytes against RGB PSNR, one point per setting: JPEG, the sweep's variants, the named qualities."""
     import _plot
     import tensorflow as tf
+    from matplotlib.ticker import FixedLocator, NullLocator
 
-    fig = _plot.figure(8, 5.2)
-    ax = fig.add_axes([0.09, 0.17, 0.88, 0.75])
+    fig = _plot.figure(9, 5.6)
+    ax = fig.add_axes([0.08, 0.16, 0.9, 0.76])
 
     def xy(point):
         s = point["per_set"][picture_set]
         return s["bytes_per_picture"] / 1e3, s["rgb_psnr_db"]
 
     jx, jy = zip(*(xy(j) for j in result["jpeg"]), strict=True)
-    ax.plot(jx, jy, "k-o", lw=1.2, ms=5, label="JPEG (Pillow), quality 75 / 85 / 90 / 95")
+    ax.plot(jx, jy, "k-o", lw=1.6, ms=6, label="JPEG (Pillow), quality 75 / 85 / 90 / 95", zorder=4)
     for j, x, y in zip(result["jpeg"], jx, jy, strict=True):
-        ax.annotate(f"q{j['quality']}", (x, y), xytext=(4, -11), textcoords="offset points", fontsize=8)
+        ax.annotate(f"JPEG q{j['quality']}", (x, y), xytext=(6, -4), textcoords="offset points", fontsize=8)
     markers = dict(zip(VARIANTS, "osv^DP", strict=True))
     for variant, marker in markers.items():
         pts = sorted((xy(p) for p in result["h265"] if p["variant"] == variant), key=lambda t: t[0])
         if pts:
             x, y = zip(*pts, strict=True)
-            ax.plot(
-                x, y, marker=marker, ms=4, lw=0.8, alpha=0.85, label=f"x265 {variant}, CRF {result['crfs']}"
-            )
+            ax.plot(x, y, marker=marker, ms=4, lw=0.8, alpha=0.8, label=f"x265 {variant}")
     for p in result["h265"]:
         if p["name"] is None:
             continue
         x, y = xy(p)
-        ax.scatter([x], [y], marker="*", s=110, color="tab:red", zorder=5)
+        ax.scatter([x], [y], marker="*", s=130, color="tab:red", zorder=5)
         ax.annotate(
             f"{p['name']}\n({p['preset']}, CRF {p['crf']:g})",
             (x, y),
-            xytext=(6, 4),
+            xytext=LABEL_OFFSETS.get(p["name"], (6, 4)),
             textcoords="offset points",
             fontsize=7.5,
+            arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6},
         )
     ax.scatter([], [], marker="*", s=110, color="tab:red", label="named qualities, Benzina's settings")
     ax.set_xscale("log")
+    top = max(xy(p)[1] for p in result["h265"])
+    ax.set_ylim(top=top + 1.3)  # room for the labels above the highest star
+    low, high = ax.get_xlim()
+    ticks = [t for t in (20, 30, 40, 50, 60, 80, 100, 150, 200, 300, 400) if low < t < high]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(t) for t in ticks])
     ax.set_xlabel("kB per picture (log scale; H.265: sample + hvcC of bzna_input)")
     ax.set_ylabel("RGB PSNR against Pillow's decode, dB")
     n = len(result["pictures"][picture_set])
-    ax.set_title(f"H.265 and JPEG on {n} photographs (higher and further left is better)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(loc="lower right", fontsize=7)
+    ax.set_title(
+        f"H.265 (CRF {result['crfs']}) and JPEG on {n} photographs: higher and further left is better",
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=7)
     _plot.save(fig, path, tf.__version__)
 
 

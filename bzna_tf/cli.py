@@ -314,7 +314,7 @@ def _add_convert(sub):
             + (", psycho-visual tuning off" if "psy-rd=0" in v["x265_params"] else "")
             for name, v in encode.QUALITY_PRESETS.items()
         )
-        + ". training stores about the RGB PSNR of a JPEG quality-90 copy in 0.55x its bytes; quick, "
+        + ". training stores about the RGB PSNR of a JPEG quality-90 copy in half its bytes; quick, "
         "the same for a third of the CPU in bigger files; archival, near-lossless. "
         f"{' and '.join(encode.DEPRECATED_QUALITIES)} (before training) are deprecated",
     )

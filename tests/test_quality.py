@@ -212,6 +212,8 @@ def test_quality_options():
     assert QUALITY_PRESETS["quick"]["crf"] != 51
     with pytest.raises(ValueError, match=r"archival.*training.*quick.*Received: quality='best'"):
         quality_options("best")
+    with pytest.raises(ValueError, match=r"Received: quality=\['training'\]"):
+        EncodeOptions(quality=["training"])
 
 
 @pytest.mark.parametrize("name, replacement", [("balanced", "training"), ("fast", "quick")])

@@ -84,14 +84,14 @@ _X265_RESERVED = ("log-level", "range", "colormatrix", "chromaloc", "pools", "fr
 # re-encodes of the same pictures. One lone intra picture is what every sample is: x265 codes it at
 # QP = CRF - 6. Psycho-visual rate-distortion (psy-rd, psy-rdoq) spends bits on texture that PSNR,
 # and a model looking at 224-pixel crops, do not reward: off, the same PSNR costs 1 to 2% fewer
-# bytes. superfast is within 2% of medium and slow on size at equal PSNR, at half their time;
-# ultrafast is 3x quicker and about 20% bigger. Least-squares chroma adds about 1 dB of RGB PSNR
-# for about 7% more bytes: cheaper than the CRF step it replaces.
+# bytes. superfast is as small as medium at equal PSNR, in 0.9x its time; ultrafast needs 20 to 25%
+# more bytes, in a third of the time. Least-squares chroma needs 4 to 6% fewer bytes than averaged
+# chroma at equal RGB PSNR.
 QUALITY_PRESETS = {
     # Near-lossless copies: Benzina's encoder settings (medium, CRF 10) with least-squares chroma.
     "archival": {"preset": "medium", "crf": 10, "chroma": "lsq", "x265_params": ""},
     # For training: the smallest files at the RGB PSNR of a JPEG quality-90 re-encode of the same
-    # pictures, about 0.55x its bytes (and a third of what "archival" stores).
+    # pictures, in about half its bytes (and a fifth of what "archival" stores).
     "training": {"preset": "superfast", "crf": 31, "chroma": "lsq", "x265_params": "psy-rd=0:psy-rdoq=0"},
     # The training quality's PSNR for a third of the conversion's CPU time, in bigger files.
     "quick": {"preset": "ultrafast", "crf": 30, "chroma": "lsq", "x265_params": "psy-rd=0:psy-rdoq=0"},
@@ -145,12 +145,12 @@ def check_quality(name, *, stacklevel: int = 1) -> str:
     Raises:
       ValueError: an unknown name, listing the valid ones.
     """
-    if name in DEPRECATED_QUALITIES:
+    if isinstance(name, str) and name in DEPRECATED_QUALITIES:
         import warnings
 
         warnings.warn(_deprecation(name), FutureWarning, stacklevel=stacklevel + 1)
         return name
-    if name not in QUALITY_PRESETS:
+    if not isinstance(name, str) or name not in QUALITY_PRESETS:
         raise ValueError(f"Expected `quality` in {tuple(QUALITY_PRESETS)}. Received: quality={name!r}")
     return name
 

@@ -330,7 +330,7 @@ def _centred_taps(first: int, stop: int, m: int):
 
 
 def jpeg_ycbcr_to_rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarray:
-    """RGB of a JPEG's full-range BT.601 planes, the chroma upsampled as libjpeg does (its "fancy" upsampling).
+    """RGB of a JPEG's full-range BT.601 planes, the chroma upsampled as libjpeg does ("fancy" upsampling).
 
     Each output pixel takes 3/4 of the chroma sample nearest it and 1/4 of
     the next one, on each subsampled axis (the triangle filter of chroma
