@@ -239,8 +239,8 @@ def _colour_blocks(h, w, seed):
 def test_a_jpeg_decodes_to_the_rgb_libjpeg_gives(subsampling, h, w):
     """The chroma of a subsampled JPEG is upsampled as libjpeg does (Pillow, tf.io.decode_jpeg, torchvision).
 
-    FFmpeg's own RGB conversion of 4:2:0 and 4:2:2 planes was 24 to 28 dB from Pillow's on these pictures (36 dB
-    on the fixture's hopper.jpg); what is left is the two decoders' IDCTs.
+    FFmpeg's own RGB conversion of 4:2:0 and 4:2:2 planes was 24 to 28 dB from Pillow's on these
+    pictures (36 dB on the fixture's hopper.jpg); what is left is the two decoders' IDCTs.
     """
     data = encoded(Image.fromarray(_colour_blocks(h, w, h + subsampling)), "JPEG", quality=95,
                    subsampling=subsampling)  # fmt: skip
