@@ -11,8 +11,9 @@ sweep reports the file size and the mean PSNR of the decoded thumbnails
 against the resized sources (as the loader reconstructs them: bilinear
 chroma, BT.601).
 
-``--pareto`` adds the encoder sweep behind the named qualities
-(``bzna_tf.convert.QUALITY_PRESETS``): every x265 preset of ``--presets``
+``--pareto`` adds the encoder sweep that chose the qualities of 2026-11-25
+(the current ones, ``bzna_tf.convert.QUALITY_PRESETS``, come from
+``benchmarks/quality.py``, against JPEG): every x265 preset of ``--presets``
 times every CRF of ``--pareto-crf``, with Benzina's averaged 4:2:0 chroma and
 with least-squares chroma, on the fixture's ten photographs at full size (the
 nine ImageNet JPEGs and hopper.jpg), one pass each. Per point: bytes per

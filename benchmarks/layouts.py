@@ -1,6 +1,6 @@
 """File size and CPU cost of the two per-image layouts, "benzina" and "compact".
 
-    python benchmarks/layouts.py [--json] [--crf 10] [--preset medium] [--repeat 3]
+    python benchmarks/layouts.py [--json] [--quality training | --crf 10 --preset medium] [--repeat 3]
 
 Images: the twelve photographs of the original-tools fixture
 (``../shared/fixtures/benzina-original/sources``: nine ImageNet JPEGs, hopper,
@@ -10,12 +10,14 @@ photo's centred square crop resized (bicubic) to 32 x 32, 64 x 64 and
 (333 x 500 to 600 x 535; the one over 512 gets a thumbnail).
 
 For each size and layout the images are encoded with ``encode_image`` (one
-x265 thread, the given CRF and preset) and written by ``BznaWriter`` to a real
+x265 thread, the given CRF and preset, averaged chroma; or ``--quality NAME``,
+a named quality's settings) and written by ``BznaWriter`` to a real
 .bzna (target and name per image): ``bytes`` is that file's size over the
 image count, so every per-picture and per-sample box is counted. ``encode_ms``
 is the mean wall time of ``encode_image`` (RGB in, thumbnail resize included),
 ``decode_ms`` the mean of the best of ``--repeat`` FFmpeg decodes (one thread,
-``bzna_tf.decode.decode_annexb``) of the picture a training pipeline reads
+``bzna_tf.decode.decode_annexb``; process CPU time, which other jobs on a
+shared machine disturb less than wall time) of the picture a training pipeline reads
 (the ``bzna_thumb`` track), ``psnr_y`` the mean luma PSNR of that picture's
 image rectangle against the BT.601 luma of what was encoded, and ``frames``
 the distinct coded frame sizes of that track. ``png_bytes`` is the same RGB
@@ -37,12 +39,14 @@ import json
 import os
 import pathlib
 import platform
+import sys
 import tempfile
 import time
 
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's bzna_tf, not another installed one
 SOURCES = ROOT.parent / "shared" / "fixtures" / "benzina-original" / "sources"
 LAYOUTS = ("benzina", "compact")
 SQUARES = (32, 64, 256)
@@ -98,9 +102,9 @@ def best_decode_ms(annexb, repeat):
     decode_annexb(annexb)  # warm the thread's decoder context
     best = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         planes = decode_annexb(annexb)
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     return best * 1000, planes
 
 
@@ -114,7 +118,7 @@ def measure_layout(images, layout, args, folder):
     with BznaWriter(path) as w:
         for i, (name, rgb) in enumerate(images):
             t = time.perf_counter()
-            inp, thumb = encode_image(rgb, crf=args.crf, preset=args.preset, threads=1, layout=layout)
+            inp, thumb = encode_image(rgb, **args.options, threads=1, layout=layout)
             encode_s.append(time.perf_counter() - t)
             w.append(inp, thumb=thumb, target=i, filename=name)
             thumbs.append(rgb if thumb is None else resize_rgb(rgb, thumb.size))
@@ -148,9 +152,7 @@ def measure_rounding(images, args):
             size = (rgb.shape[1], rgb.shape[0])
             frame = coded_size_for(size) if block == 512 else compact_coded_size(size, block=block)
             t = time.perf_counter()
-            p = encode_picture(
-                rgb, coded_size=frame, crf=args.crf, preset=args.preset, threads=1, layout="compact"
-            )
+            p = encode_picture(rgb, coded_size=frame, **args.options, threads=1, layout="compact")
             enc.append(time.perf_counter() - t)
             sizes.append(len(p.sample))
             dec.append(best_decode_ms(to_annexb(p.sample, p.hvcc), args.repeat)[0])
@@ -171,15 +173,23 @@ def main():
     p.add_argument("--json", action="store_true")
     p.add_argument("--crf", type=float, default=10, help="x265 CRF (default 10, the package's default)")
     p.add_argument("--preset", default="medium", help="x265 preset (default medium)")
+    p.add_argument("--quality", help="a named quality's settings instead of --crf and --preset")
+    p.add_argument("--no-rounding", action="store_true", help="leave out the frame-rounding comparison")
     p.add_argument("--repeat", type=int, default=3, help="decodes per picture; the best one counts")
     args = p.parse_args()
+    if args.quality:
+        from bzna_tf.convert import quality_options
+
+        args.options = quality_options(args.quality)
+    else:
+        args.options = {"crf": args.crf, "preset": args.preset}
 
     photos = load_photos()
     sets = image_sets(photos)
     result = {
         "settings": {
-            "crf": args.crf,
-            "preset": args.preset,
+            "quality": args.quality,
+            **args.options,
             "x265_threads": 1,
             "cpus": os.cpu_count(),
             "machine": platform.machine(),
@@ -204,11 +214,12 @@ def main():
                     f"{' ...' if len(r['frames']) > 4 else ''}",
                     flush=True,
                 )
-    result["rounding"] = measure_rounding(sets["imagenet"], args)
+    if not args.no_rounding:
+        result["rounding"] = measure_rounding(sets["imagenet"], args)
     if args.json:
         print(json.dumps(result))
     else:
-        for block, r in result["rounding"].items():
+        for block, r in result.get("rounding", {}).items():
             print(
                 f"frames rounded to {block:>3}: {r['sample_bytes'] / 1000:7.2f} kB sample, encode "
                 f"{r['encode_ms']:6.1f} ms, decode {r['decode_ms']:5.2f} ms, "

@@ -27,7 +27,9 @@ threads (all cores by default):
   for a CPU-bound machine, and less disturbed by other jobs).
 - ``jpeg_img_s``: the tf.data JPEG baseline, tf.io.decode_jpeg + the same
   crop/resize with tf.image (bilinear resize to 224x224) + batch(64), on the
-  source JPEGs of the same images.
+  source JPEGs of the same images; ``jpeg_cpu_ms_per_img`` its process CPU
+  time per image, and ``as_dataset_over_jpeg_cpu`` ``as_dataset``'s images
+  per CPU-second over its (its CPU ms over ``as_dataset``'s).
 
 The cost of the per-picture checksums (the benchmark file is written with
 them, as every new file is), each pair in the same run, interleaved:
@@ -48,7 +50,10 @@ them, as every new file is), each pair in the same run, interleaved:
 The images are the original-tools fixture (real ImageNet photos encoded by
 Benzina's own tools, ``../shared/fixtures/benzina-original``), cycled to
 ``--samples`` entries: the .bzna repeats their per-image mp4s, the JPEG list
-repeats their files.
+repeats their files. ``--quality NAME`` converts the fixture's source JPEGs
+with that named quality instead (``--quality training``: the default
+conversion), so that the pictures decoded are the ones a conversion writes
+today; ``thumb_bytes_per_image`` is the mean size of the pictures decoded.
 
 With ``--device gpu`` (an NVIDIA GPU and bzna_tf's GPU kernels needed), a
 fifth figure and the CPU use of each:
@@ -88,12 +93,23 @@ sys.path.insert(0, str(ROOT))
 FIXTURE = ROOT.parent / "shared" / "fixtures" / "benzina-original"
 
 
-def make_inputs(directory: Path, samples: int, fixture: Path):
-    """(.bzna path, list of JPEG bytes, list of Annex-B thumbnails), all `samples` long."""
+def make_inputs(directory: Path, samples: int, fixture: Path, quality: str | None = None):
+    """(.bzna path, list of JPEG bytes, list of Annex-B thumbnails), all `samples` long.
+
+    ``quality``: the fixture's source JPEGs converted with this named quality
+    instead of the original tools' own pictures (Benzina's settings).
+    """
     from bzna_tf import BznaFile, BznaWriter
 
     src = BznaFile(fixture / "benzina_original_mini.bzna")
     names = src.filenames()
+    if quality is not None:
+        from bzna_tf.convert import EncodeOptions, Item, convert
+
+        items = [Item(n, i, data=(fixture / "sources" / n).read_bytes()) for i, n in enumerate(names)]
+        converted = directory / f"{quality}.bzna"
+        convert(items, converted, encoding=EncodeOptions(quality=quality), order="source", progress=False)
+        src = BznaFile(converted)
     mp4s = [src.sample_bytes(i) for i in range(len(src))]
     thumbs = [src.sample(i).thumb.annexb() for i in range(len(src))]
     jpegs = [(fixture / "sources" / n).read_bytes() for n in names]
@@ -353,6 +369,11 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--repeats", type=int, default=3, help="passes of each; the best is reported")
     p.add_argument("--fixture", type=Path, default=FIXTURE, help="the original-tools fixture folder")
+    p.add_argument(
+        "--quality",
+        help="convert the fixture's source JPEGs with this named quality (e.g. training, the default) "
+        "instead of reading the original tools' pictures (Benzina's settings, CRF 10)",
+    )
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: add the NVDEC + CUDA path")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
@@ -379,11 +400,17 @@ def main(argv=None) -> int:
         if not tf.config.list_physical_devices("GPU") or gpu_error():
             p.error(f"--device gpu needs an NVIDIA GPU and bzna_tf's GPU kernels: {gpu_error() or 'no GPU'}")
     with tempfile.TemporaryDirectory() as tmp:
-        path, jpegs, thumbs = make_inputs(Path(tmp), a.samples, a.fixture)
+        path, jpegs, thumbs = make_inputs(Path(tmp), a.samples, a.fixture, a.quality)
+        thumb_bytes = round(sum(len(t) for t in thumbs) / len(thumbs), 1)
         jpeg_t = tf.constant(jpegs)
         if a.sweep_threads:
             rows = sweep_threads(a, path, jpeg_t, thumbs)
+            for r in rows:  # images per CPU-second of as_dataset over tf.data JPEG's
+                r["as_dataset_over_jpeg_cpu"] = round(
+                    r["jpeg_cpu_ms_per_img"] / r["as_dataset_cpu_ms_per_img"], 3
+                )
             out = {"sweep": rows, "samples": a.samples, "batch": a.batch, "size": a.size}
+            out.update(quality=a.quality, thumb_bytes_per_image=thumb_bytes)
             out.update(tensorflow=tf.__version__, cores=os.cpu_count())
             if a.plot:
                 plot_sweep(rows, a.plot, tf.__version__)
@@ -398,7 +425,7 @@ def main(argv=None) -> int:
         runs["decode_limit_cpu_ms_per_img"] = []
         runs.update(as_dataset_no_checksums_img_s=[], read_img_s=[], read_no_checksums_img_s=[])
         runs.update(verify_ms_per_sample=[], verify_checksums_only_ms_per_sample=[])
-        for k in ("as_dataset", "as_dataset_no_checksums", "read", "read_no_checksums"):
+        for k in ("as_dataset", "as_dataset_no_checksums", "read", "read_no_checksums", "jpeg"):
             runs[f"{k}_cpu_ms_per_img"] = []  # process CPU time: less disturbed by other jobs than wall time
         cores = {}
         runs["as_dataset_no_antialias_img_s"] = []
@@ -443,6 +470,7 @@ def main(argv=None) -> int:
                 time_dataset(jpeg_pipeline(jpeg_t, a.batch, a.size, a.threads), a.samples)
             )
             cores["jpeg_cpu_cores"] = round(_last_cpu_cores, 2)
+            runs["jpeg_cpu_ms_per_img"].append(_last_cpu_ms_per_img)
             if a.device == "gpu":
                 ds, step = gpu_pipeline(path, a.batch, a.size, a.threads)
                 runs["gpu_img_s"].append(time_dataset(ds, a.samples, step))
@@ -471,6 +499,7 @@ def main(argv=None) -> int:
         out["as_dataset_cpu_ms_per_img"] / out["as_dataset_no_antialias_cpu_ms_per_img"], 3
     )
     out["pipeline_over_jpeg"] = round(out["pipeline_img_s"] / out["jpeg_img_s"], 3)
+    out["as_dataset_over_jpeg_cpu"] = round(out["jpeg_cpu_ms_per_img"] / out["as_dataset_cpu_ms_per_img"], 3)
     out["as_dataset_over_pipeline"] = round(out["as_dataset_img_s"] / out["pipeline_img_s"], 3)
     if a.device == "gpu":
         out["gpu_over_as_dataset"] = round(out["gpu_img_s"] / out["as_dataset_img_s"], 3)
@@ -481,6 +510,7 @@ def main(argv=None) -> int:
         )
     out.update(cores)
     out.update(samples=a.samples, threads=a.threads, batch=a.batch, size=a.size, tensorflow=tf.__version__)
+    out.update(quality=a.quality, thumb_bytes_per_image=thumb_bytes)
     if a.json:
         print(json.dumps(out))
     else:

@@ -298,6 +298,7 @@ def _convert_options() -> dict:
     e = EncodeOptions  # the dataclass's defaults: EncodeOptions.quality is the default quality
     qualities = "; ".join(
         f"{name}: {v['preset']}, CRF {v['crf']}, {v['chroma']} chroma"
+        + (", psycho-visual tuning off" if "psy-rd=0" in v["x265_params"] else "")
         for name, v in encode.QUALITY_PRESETS.items()
     )
     return {
@@ -316,9 +317,13 @@ def _convert_options() -> dict:
                     help=f"the shuffle's seed, stored in each file's metadata (default {DEFAULT_SEED})"),
         ],
         "quality and layout (checked before any work)": [
-            _option("--quality", choices=tuple(encode.QUALITY_PRESETS), default=e.quality,
-                    help=f"named x265 settings (default {e.quality}; the Benchmarks page compares them): "
-                    f"{qualities}"),
+            _option("--quality", choices=tuple(encode.QUALITY_PRESETS) + tuple(encode.DEPRECATED_QUALITIES),
+                    default=e.quality, metavar="{" + ",".join(encode.QUALITY_PRESETS) + "}",
+                    help=f"named x265 settings (default {e.quality}; the Benchmarks page compares them with "
+                    f"JPEG): {qualities}. training stores about the RGB PSNR of a JPEG quality-90 copy in "
+                    "half its bytes; quick, the same for a third of the CPU in bigger files; archival, "
+                    "near-lossless. "
+                    f"{' and '.join(encode.DEPRECATED_QUALITIES)} (before training) are deprecated"),
             _option("--crf", type=float, default=e.crf,
                     help="x265 constant rate factor in [0, 51], lower is better and bigger (overrides "
                     "--quality); NVENC's constant QP"),
@@ -452,7 +457,17 @@ def _encoding(args):
 
     from bzna_tf.convert import EncodeOptions
 
-    return EncodeOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(EncodeOptions)})
+    # A deprecated quality's FutureWarning is said as the command's own line, not as Python's
+    # warning with a file and a line number.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FutureWarning)
+        options = EncodeOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(EncodeOptions)})
+    for w in caught:
+        if issubclass(w.category, FutureWarning):
+            print(f"bzna-tf convert: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return options
 
 
 def _check_counts(args) -> None:

@@ -50,14 +50,15 @@ def test_encoder_options_are_checked_before_the_source_is_read(tmp_path, capsys,
 def test_encode_options_are_checked_at_construction():
     from bzna_tf.convert import X265_PRESETS, EncodeOptions
 
-    assert EncodeOptions().settings["preset"] == "superfast"  # the default quality, balanced
-    fast = EncodeOptions(quality="fast", crf=20)
-    assert (fast.settings["preset"], fast.settings["crf"], fast.settings["chroma"]) == (
+    assert EncodeOptions().settings["preset"] == "superfast"  # the default quality, training
+    quick = EncodeOptions(quality="quick", crf=20)
+    assert (quick.settings["preset"], quick.settings["crf"], quick.settings["chroma"]) == (
         "ultrafast",
         20,
         "lsq",
     )
-    assert fast.crf == 20 and fast.preset is None  # what was given; settings fills in the quality's
+    assert quick.settings["x265_params"] == "psy-rd=0:psy-rdoq=0"  # the quality's, whatever the CRF
+    assert quick.crf == 20 and quick.preset is None  # what was given; settings fills in the quality's
     for kwargs, fragment in [
         ({"preset": "superslow"}, r"Expected `preset` in \('ultrafast', 'superfast'"),
         ({"crf": 52}, r"Expected `crf` as a number in \[0, 51\]. Received: crf=52"),
@@ -66,7 +67,7 @@ def test_encode_options_are_checked_at_construction():
         ({"crf": True}, r"Received: crf=True"),
         ({"chroma": "median"}, r"Expected `chroma` in \('average', 'lsq'\)"),
         ({"layout": "tiny"}, r"Expected `layout` in \('benzina', 'compact'\)"),
-        ({"quality": "best"}, r"Expected `quality` in \('archival', 'balanced', 'fast'\)"),
+        ({"quality": "best"}, r"Expected `quality` in \('archival', 'training', 'quick'\)"),
         ({"encoder": "vp9"}, r"Expected `encoder` in \('x265', 'nvenc'\)"),
         ({"encoder": "nvenc", "chroma": "lsq"}, "Expected no `preset` or `chroma` with encoder='nvenc'"),
         ({"thumbnails_only": 1}, "Expected `thumbnails_only` as True or False"),
@@ -93,3 +94,22 @@ def test_encode_picture_refuses_a_bad_preset_before_x265_does():
         encode_picture(np.zeros((16, 16, 3), np.uint8), preset="superslow")
     with pytest.raises(ValueError, match=r"Expected `crf` as a number in \[0, 51\]"):
         encode_picture(np.zeros((16, 16, 3), np.uint8), crf=-1)
+
+
+def test_a_deprecated_quality_converts_with_its_old_settings_and_says_what_replaces_it(tmp_path, capsys):
+    src = make_folder(tmp_path / "src", {"a": 1}, size=(8, 8))
+    out = tmp_path / "x.bzna"
+    flags = ["--quality", "fast", "--workers", "0", "--no-progress"]
+    assert main(["convert", "folder", str(src), str(out), *flags]) == 0
+    err = capsys.readouterr().err
+    assert err.count("bzna-tf convert: warning: quality 'fast' is deprecated") == 1
+    assert "quality='quick'" in err and "--quality archival --preset ultrafast --crf 14 --chroma lsq" in err
+    assert "FutureWarning" not in err  # said as the command's own line
+    from bzna_tf.format import BznaFile
+
+    with BznaFile(out) as f:  # the old settings (x265's options SEI says them), not the new quality's
+        options = f.sample(0).input.hvcc.to_bytes()
+    assert b" crf=14.0 " in options and b" psy-rd=2.00 " in options
+    with pytest.raises(SystemExit):
+        main(["convert", "folder", str(src), str(out), "--quality", "best"])
+    assert "invalid choice: 'best'" in capsys.readouterr().err

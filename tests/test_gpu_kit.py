@@ -28,6 +28,7 @@ import pytest
 from _warp_reference import ref_points
 from conftest import checkout_ignore
 
+from bzna_tf.convert import DEFAULT_QUALITY
 from bzna_tf.ops import _build
 from bzna_tf.ops.gpu_core import (
     ABI_VERSION,
@@ -126,10 +127,19 @@ def test_kit_holds_what_the_gpu_machine_needs(kit):
     assert size == info["bytes"] <= kit_builder.SIZE_LIMIT
     assert os.access(out / "run.sh", os.X_OK)
     described = json.loads((out / "kit.json").read_text())
-    assert described["bench"]["images"] == BENCH and described["bench"]["crf"] == 10
-    assert described["bench"]["crf_raised_for_size"] is False
+    bench = described["bench"]
+    assert bench["images"] == BENCH and bench["crf"] == kit_bench.BENCH_CRF
+    assert bench["quality"] == DEFAULT_QUALITY and bench["crf_raised_for_size"] is False
+    # Each set and JPEG group says its bytes and quality, for the GPU run to compare at known quality.
+    assert set(bench["sets"]) == set(kit_bench.BENCH_SETS) and set(bench["jpeg"]) == {"imagenet", "small"}
+    for figures in (*bench["sets"].values(), *bench["jpeg"].values()):
+        assert 25 < figures["rgb_psnr_db"] < 60 and figures.get("bytes_per_picture", 1) > 0
+    sets = bench["sets"]
+    assert sets["small_compact"]["file_bytes_per_picture"] < 0.5 * sets["small"]["file_bytes_per_picture"]
     readme = (out / "README.txt").read_text()
-    assert "bash run.sh" in readme and "CRF 10" in readme and "{" not in readme.split("JSON object")[0]
+    crf = f"CRF {kit_bench.BENCH_CRF}"
+    assert "bash run.sh" in readme and crf in readme and "{" not in readme.split("JSON object")[0]
+    assert "small_compact" in readme and f"JPEG q{kit_bench.JPEG_QUALITY}" in readme
 
 
 def test_kit_python_imports_without_tensorflow(kit, tmp_path):
@@ -269,13 +279,23 @@ def test_bench_set_is_reproducible_and_imagenet_sized(kit, original_path):
         a = kit_bench.bench_image(kit_bench.BENCH_SEED, i, photos)
         np.testing.assert_array_equal(a, kit_bench.bench_image(kit_bench.BENCH_SEED, i, photos))
         assert a.dtype == np.uint8 and max(a.shape[:2]) <= 512
+        b = kit_bench.bench_image(kit_bench.BENCH_SEED, i, photos, "small")
+        assert b.dtype == np.uint8 and max(b.shape[:2]) <= 96
     meta = np.load(out / "data" / "bench_meta.npz")
     assert (meta["coded_shapes"] == 512).all() and (meta["shapes"] <= 512).all()
     assert meta["matrices"].shape == (kit_bench.BENCH_EPOCHS, BENCH, 3, 3)
-    jpeg = np.load(out / "data" / "bench_jpeg.npz")
-    assert len(jpeg["offsets"]) == BENCH + 1
-    first = jpeg["data"][jpeg["offsets"][0] : jpeg["offsets"][1]].tobytes()
-    assert first[:2] == b"\xff\xd8"
+    compact = np.load(out / "data" / "bench_compact_meta.npz")
+    np.testing.assert_array_equal(compact["shapes"], meta["shapes"])  # the same images, smaller frames
+    assert (compact["coded_shapes"] % 64 == 0).all() and (compact["coded_shapes"] >= compact["shapes"]).all()
+    assert (compact["coded_shapes"] <= 512).all() and (compact["coded_shapes"] < 512).any()
+    small = np.load(out / "data" / "small_meta.npz")
+    assert (small["coded_shapes"] == 512).all() and (small["shapes"] <= 96).all()
+    assert (np.load(out / "data" / "small_compact_meta.npz")["coded_shapes"] == 144).all()
+    for name in ("bench_jpeg.npz", "small_jpeg.npz"):
+        jpeg = np.load(out / "data" / name)
+        assert len(jpeg["offsets"]) == BENCH + 1
+        first = jpeg["data"][jpeg["offsets"][0] : jpeg["offsets"][1]].tobytes()
+        assert first[:2] == b"\xff\xd8"
 
 
 def test_builder_errors_say_what_is_wrong(tmp_path, ffnvcodec, original_path):
@@ -567,6 +587,12 @@ def test_runner_checks_and_times_everything(kit, tmp_path):
     for figures in (bench["decode_yuv"], bench["decode_warp"], bench["decode_warp_by_sessions"]["1"]):
         assert figures["images_per_s"] > 0 and figures["ms_per_batch_median"] > 0
         assert figures["cpu_core_s_per_image"] >= 0
+    # Both layouts of both groups are timed, and their planes checked.
+    assert set(result["bench_sets"]) == {"bench_compact", "small", "small_compact"}
+    for name, figures in result["bench_sets"].items():
+        assert figures["decode_warp"]["images_per_s"] > 0 and figures["decode_yuv"]["images_per_s"] > 0
+        assert checks[f"bench_decode_{name}"]["matched"] == BENCH
+    assert result["anchor_small"]["available"] or result["anchor_small"]["reason"]
     anchor = result["anchor"]
     if anchor["available"]:  # torch + torchvision with a GPU: figures
         assert anchor["decode_resize_normalise"]["images_per_s"] > 0

@@ -35,13 +35,15 @@ from bzna_tf.convert.encode import (
     CHROMA_MODES,
     DEFAULT_LAYOUT,
     DEFAULT_QUALITY,
+    DEPRECATED_QUALITIES,
     LAYOUTS,
+    NVENC_QP,
     QUALITY_PRESETS,
     check_crf,
     check_preset,
+    check_quality,
     encode_image,
     layout_coded_size,
-    quality_options,
 )
 from bzna_tf.convert.images import (
     DEFAULT_MAX_PIXELS,
@@ -161,14 +163,19 @@ class EncodeOptions:
     """How each image is decoded and encoded; every field is checked when the object is made.
 
     ``crf``, ``preset`` and ``chroma`` left as None take the ``quality``'s
-    value (:attr:`settings` gives the values used).
+    value (:attr:`settings` gives the values used, with the quality's x265
+    options, ``x265_params``).
 
     Attributes:
-      quality: a named choice of preset, CRF and chroma, one of ``QUALITY_PRESETS``:
-        "archival" (Benzina's settings with least-squares chroma), "balanced"
-        (the default) or "fast".
+      quality: a named choice of preset, CRF, chroma and x265 options, one of
+        ``QUALITY_PRESETS``: "training" (the default: the RGB PSNR of a JPEG
+        quality-90 copy in about half its bytes), "quick" (the same PSNR for a
+        third of the CPU time, bigger files) or "archival" (near-lossless:
+        Benzina's settings with least-squares chroma). "balanced" and "fast",
+        the qualities before "training", are deprecated: they keep their
+        settings for one release, with a FutureWarning.
       crf: x265 constant rate factor in [0, 51], lower is better and bigger; the
-        constant QP with NVENC. None: the quality's.
+        constant QP with NVENC (None there: the quality's ``NVENC_QP``). None: the quality's.
       preset: x265 preset, one of ``X265_PRESETS`` ("ultrafast" ... "placebo").
         None: the quality's. Not with NVENC, which has its own.
       chroma: how 4:2:0 chroma is made, "average" (of each 2x2 block, Benzina's)
@@ -222,10 +229,7 @@ class EncodeOptions:
         check_max_pixels(self.max_pixels)
         if self.max_pixels is not None:
             object.__setattr__(self, "max_pixels", int(self.max_pixels))
-        if self.quality not in QUALITY_PRESETS:
-            raise ValueError(
-                f"Expected `quality` in {tuple(QUALITY_PRESETS)}. Received: quality={self.quality!r}"
-            )
+        check_quality(self.quality, stacklevel=3)  # a deprecated name warns once, naming the caller's line
         if self.crf is not None:
             check_crf(self.crf)
         if self.preset is not None:
@@ -254,13 +258,16 @@ class EncodeOptions:
 
     @property
     def settings(self) -> dict:
-        """Every field with the quality's values filled in: what decides the output's bytes."""
-        chosen = quality_options(self.quality)
+        """Every field, the quality's values filled in, and its ``x265_params``: what decides the bytes."""
+        chosen = dict(QUALITY_PRESETS.get(self.quality) or DEPRECATED_QUALITIES[self.quality])
+        if self.encoder == "nvenc":
+            chosen["crf"] = NVENC_QP[self.quality]
         out = dataclasses.asdict(self)
         for key in ("crf", "preset", "chroma"):
             if out[key] is None:
                 out[key] = chosen[key]
         out["crf"] = float(out["crf"])  # 20 and 20.0 (the command line's) are one conversion
+        out["x265_params"] = chosen["x265_params"] if self.encoder == "x265" else ""
         return out
 
 
@@ -500,6 +507,7 @@ def encode_item(item: Item, settings: dict):
                 crf=settings["crf"],
                 preset=settings["preset"],
                 chroma=settings["chroma"],
+                x265_params=settings["x265_params"],
                 threads=1,
                 thumbnails_only=settings["thumbnails_only"],
                 layout=settings["layout"],

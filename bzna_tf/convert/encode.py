@@ -28,12 +28,16 @@ __all__ = [
     "DEFAULT_LAYOUT",
     "DEFAULT_PRESET",
     "DEFAULT_QUALITY",
+    "DEPRECATED_QUALITIES",
     "LAYOUTS",
     "NVDEC_MIN_SIDE",
+    "NVENC_QP",
     "QUALITY_PRESETS",
     "X265_PRESETS",
     "check_crf",
     "check_preset",
+    "check_quality",
+    "check_x265_params",
     "coded_size_for",
     "compact_coded_size",
     "encode_image",
@@ -72,38 +76,91 @@ X265_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium"
 # libx265's CRF range (and NVENC's constant QP).
 CRF_RANGE = (0, 51)
 
-# Named encoder settings, chosen from benchmarks/convert.py --pareto (docs/benchmarks.md:
-# ten fixture photographs, 2 shared cores). For one intra picture
-# x265's presets fall in three groups: ultrafast (about 3x faster than medium,
-# 25-30% more bytes at equal PSNR); superfast to medium (size and PSNR within
-# 2% of each other; veryfast and fast give identical bitstreams; superfast and
-# veryfast 10-25% faster than medium); slow (2-3% fewer bytes for twice the
-# time: not worth it). Least-squares chroma adds 1.0 to 1.8 dB of RGB PSNR at
-# every preset and CRF for 7-8% more bytes (lowering the CRF from 14 to 10
-# buys 0.4 dB for 26% more), and its solve costs a few ms a picture.
+# x265 options that encode_picture sets itself (colour signalling, threads, the SEI): not for qualities.
+_X265_RESERVED = ("log-level", "range", "colormatrix", "chromaloc", "pools", "frame-threads", "info",
+                  "input-res", "input-csp", "fps", "preset", "crf", "tune")  # fmt: skip
+# Named encoder settings, chosen from benchmarks/quality.py (docs/benchmarks.md, "Quality against
+# JPEG"): bytes and RGB PSNR of the fixture's twelve photographs, and of others, against JPEG
+# re-encodes of the same pictures. One lone intra picture is what every sample is: x265 codes it at
+# QP = CRF - 6. Psycho-visual rate-distortion (psy-rd, psy-rdoq) spends bits on texture that PSNR,
+# and a model looking at 224-pixel crops, do not reward: off, the same PSNR costs 1 to 2% fewer
+# bytes. superfast is as small as medium at equal PSNR, in 0.9x its time; ultrafast needs 20 to 25%
+# more bytes, in a third of the time. Least-squares chroma needs 4 to 6% fewer bytes than averaged
+# chroma at equal RGB PSNR.
 QUALITY_PRESETS = {
-    # Benzina's encoder settings with least-squares chroma: the most faithful.
-    "archival": {"preset": "medium", "crf": 10, "chroma": "lsq"},
-    # Beats Benzina's own output (medium, CRF 10, averaged chroma) on size
-    # (-16%), RGB PSNR (+1.2 dB) and encode time (-24%) together; its luma error
-    # stays under half a grey level RMS (Y-PSNR 54.5 dB).
-    "balanced": {"preset": "superfast", "crf": 14, "chroma": "lsq"},
-    # ultrafast: 2.5-3x less CPU than balanced, 0.2 dB less RGB PSNR, 17% more bytes.
-    "fast": {"preset": "ultrafast", "crf": 14, "chroma": "lsq"},
+    # Near-lossless copies: Benzina's encoder settings (medium, CRF 10) with least-squares chroma.
+    "archival": {"preset": "medium", "crf": 10, "chroma": "lsq", "x265_params": ""},
+    # For training: the smallest files at the RGB PSNR of a JPEG quality-90 re-encode of the same
+    # pictures, in about half its bytes (and a fifth of what "archival" stores).
+    "training": {"preset": "superfast", "crf": 31, "chroma": "lsq", "x265_params": "psy-rd=0:psy-rdoq=0"},
+    # The training quality's PSNR for a third of the conversion's CPU time, in bigger files.
+    "quick": {"preset": "ultrafast", "crf": 30, "chroma": "lsq", "x265_params": "psy-rd=0:psy-rdoq=0"},
 }
-"""The named qualities: name -> the ``preset``, ``crf`` and ``chroma`` keywords of :func:`encode_image`."""
-# The default: a conversion at ImageNet scale is paid in core-hours and its
-# files in bytes read every epoch; "balanced" lowers both against Benzina's
-# settings and still raises the RGB PSNR the loader delivers.
-DEFAULT_QUALITY = "balanced"
+"""The named qualities: name -> ``preset``, ``crf``, ``chroma``, ``x265_params`` of :func:`encode_image`."""
+# The qualities of earlier releases whose names now mean nothing or something else: they keep
+# their settings for one release, with a FutureWarning naming what replaces them.
+DEPRECATED_QUALITIES = {
+    "balanced": {"preset": "superfast", "crf": 14, "chroma": "lsq", "x265_params": ""},
+    "fast": {"preset": "ultrafast", "crf": 14, "chroma": "lsq", "x265_params": ""},
+}
+"""Earlier qualities (``"balanced"``, the default before ``"training"``, ``"fast"``), kept for one release."""
+# NVENC takes the CRF as its constant QP. x265 codes a lone intra picture at QP = CRF - 6, so a
+# quality's CRF as NVENC's QP would be 6 steps coarser than x265's picture: NVENC gets this QP.
+NVENC_QP = {"archival": 10, "training": 25, "quick": 24, "balanced": 14, "fast": 14}
+"""A named quality's constant QP with ``encoder="nvenc"`` (archival's and the deprecated names' as before)."""
+# The default: a conversion's files are read every epoch and decoded (CABAC, whose cost grows with
+# the bits) on every read; "training" stores what a model at ImageNet resolutions can use.
+DEFAULT_QUALITY = "training"
 """The quality :func:`bzna_tf.convert.convert` and ``bzna-tf convert`` use unless told."""
 
 
-def quality_options(name: str) -> dict:
-    """The encoder keywords (``preset``, ``crf``, ``chroma``) of a named quality.
+# What each deprecated quality's warning suggests instead.
+_REPLACEMENT = {"balanced": "training", "fast": "quick"}
+
+
+def _deprecation(name: str) -> str:
+    old = DEPRECATED_QUALITIES[name]
+    new = _REPLACEMENT[name]
+    return (
+        f"quality {name!r} is deprecated and will be removed in the next release: it stores near-lossless "
+        f"pictures (x265 {old['preset']}, CRF {old['crf']:g}, {old['chroma']} chroma) 2 to 3 times the size "
+        f"of a JPEG quality-90 copy. Use quality={new!r} ({QUALITY_PRESETS[new]['preset']}, CRF "
+        f"{QUALITY_PRESETS[new]['crf']:g}: about a JPEG quality-90 copy's RGB PSNR) for training, or "
+        f"'archival' for near-lossless copies; to keep these exact settings, pass preset={old['preset']!r}, "
+        f"crf={old['crf']}, chroma={old['chroma']!r} with quality='archival' "
+        f"(--quality archival --preset {old['preset']} --crf {old['crf']} --chroma {old['chroma']})"
+    )
+
+
+def check_quality(name, *, stacklevel: int = 1) -> str:
+    """``name`` if it is a named quality; a deprecated one with a FutureWarning; else a ValueError.
 
     Args:
-      name: one of ``QUALITY_PRESETS`` ("archival", "balanced", "fast").
+      name: one of ``QUALITY_PRESETS``, or of ``DEPRECATED_QUALITIES``.
+      stacklevel: the frame the warning names, counted from the caller's (1).
+
+    Returns:
+      ``name``.
+
+    Raises:
+      ValueError: an unknown name, listing the valid ones.
+    """
+    if isinstance(name, str) and name in DEPRECATED_QUALITIES:
+        import warnings
+
+        warnings.warn(_deprecation(name), FutureWarning, stacklevel=stacklevel + 1)
+        return name
+    if not isinstance(name, str) or name not in QUALITY_PRESETS:
+        raise ValueError(f"Expected `quality` in {tuple(QUALITY_PRESETS)}. Received: quality={name!r}")
+    return name
+
+
+def quality_options(name: str) -> dict:
+    """The encoder keywords (``preset``, ``crf``, ``chroma``, ``x265_params``) of a named quality.
+
+    Args:
+      name: one of ``QUALITY_PRESETS`` ("archival", "training", "quick"); a deprecated
+        name ("balanced", "fast") gives its old settings with a FutureWarning.
 
     Returns:
       A new dict, to pass on as ``encode_image(rgb, **quality_options(name))``.
@@ -111,9 +168,31 @@ def quality_options(name: str) -> dict:
     Raises:
       ValueError: an unknown name.
     """
-    if name not in QUALITY_PRESETS:
-        raise ValueError(f"Expected a quality in {tuple(QUALITY_PRESETS)}. Received: quality={name!r}")
-    return dict(QUALITY_PRESETS[name])
+    check_quality(name, stacklevel=2)
+    return dict(QUALITY_PRESETS.get(name) or DEPRECATED_QUALITIES[name])
+
+
+def check_x265_params(params) -> str:
+    """``params`` if it is x265 options, ``"key=value:key=value"`` (as ``--x265-params``), else a ValueError.
+
+    The options encode_picture sets itself (colour signalling, threads,
+    preset, CRF, ...) are refused: they would make a picture the format does
+    not describe, or fight the converter's workers.
+    """
+    if not isinstance(params, str):
+        raise ValueError(f"Expected `x265_params` as a str 'key=value:...'. Received: x265_params={params!r}")
+    for item in filter(None, params.split(":")):
+        key, eq, value = item.partition("=")
+        if not eq or not key or not value or any(c.isspace() for c in item):
+            raise ValueError(
+                f"Expected `x265_params` as 'key=value' items joined by ':'. Received: x265_params={params!r}"
+            )
+        if key in _X265_RESERVED:
+            raise ValueError(
+                f"Expected `x265_params` without {key!r}, which the encoder sets itself "
+                f"({', '.join(_X265_RESERVED)}). Received: x265_params={params!r}"
+            )
+    return params
 
 
 def check_preset(preset) -> str:
@@ -304,6 +383,7 @@ def encode_picture(
     chroma: str = "average",
     threads: int | None = None,
     layout: str = "benzina",
+    x265_params: str = "",
 ) -> Picture:
     """Encode one RGB image as a single H.265 picture.
 
@@ -321,6 +401,10 @@ def encode_picture(
         :func:`compact_coded_size`, no x265 version/options SEI in the ``hvcC``
         (``info=0``; about 2.3 kB a picture), and lean per-image boxes
         (``Picture.layout``).
+      x265_params: more x265 options, ``"key=value:key=value"`` (as
+        ``x265 --x265-params`` takes them; the named qualities' turn
+        psycho-visual tuning off); not those the encoder sets itself
+        (:func:`check_x265_params`).
 
     Returns:
       A :class:`~bzna_tf.format.Picture`.
@@ -337,6 +421,7 @@ def encode_picture(
         raise ValueError(f"layout must be one of {LAYOUTS}. Received: layout={layout!r}")
     check_preset(preset)
     check_crf(crf)
+    check_x265_params(x265_params)
     cw, ch = layout_coded_size((w, h), layout) if coded_size is None else coded_size
     if cw < w or ch < h or cw % 8 or ch % 8:
         raise ValueError(
@@ -356,6 +441,8 @@ def encode_picture(
         params += f":pools={int(threads)}:frame-threads=1"
     if layout == "compact":
         params += ":info=0"
+    if x265_params.strip(":"):
+        params += ":" + x265_params.strip(":")
     ctx.options = {"crf": str(crf), "preset": preset, "x265-params": params}
     packets = ctx.encode(frame) + ctx.encode(None)
     sample, hvcc = annexb_to_picture_parts(b"".join(bytes(p) for p in packets))
@@ -379,13 +466,14 @@ def encode_image(
     threads: int | None = None,
     thumbnails_only: bool = False,
     layout: str = "benzina",
+    x265_params: str = "",
 ):
     """Encode an image and, when it exceeds 512x512, its thumbnail.
 
     Args:
       rgb: (H, W, 3) uint8.
-      crf, preset, chroma, threads: as for :func:`encode_picture`; ``**quality_options(name)``
-        gives a named quality's crf, preset and chroma.
+      crf, preset, chroma, threads, x265_params: as for :func:`encode_picture`;
+        ``**quality_options(name)`` gives a named quality's crf, preset, chroma and x265_params.
       thumbnails_only: store only the thumbnail (the image itself when it fits
         512x512): the input track then holds the thumbnail-size picture, a much
         smaller file for training at up to 512 pixels.
@@ -407,8 +495,10 @@ def encode_image(
             chroma=chroma,
             threads=threads,
             layout=layout,
+            x265_params=x265_params,
         )
 
+    check_x265_params(x265_params)
     return encode_image_with(encode, rgb, thumbnails_only=thumbnails_only, layout=layout)
 
 

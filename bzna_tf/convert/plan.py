@@ -193,7 +193,7 @@ def fingerprint(source, options, **extra) -> str | None:
     # left images out for it, and a rerun with a larger limit converts those again (see _triage).
     fields.pop("max_image_bytes", None)
     # Options added later enter only when set, so that the conversions made before them still resume.
-    for later, default in (("exif_transpose", False), ("alpha_background", None)):
+    for later, default in (("exif_transpose", False), ("alpha_background", None), ("x265_params", "")):
         if fields.get(later, default) == default:
             fields.pop(later, None)
     text = json.dumps({"source": describe(), "options": fields, **extra}, sort_keys=True, default=str)

@@ -1,14 +1,19 @@
-"""The GPU kit's benchmark set: ImageNet-like pictures, as .bzna (512x512-coded H.265) and as JPEG q90.
+"""The GPU kit's benchmark sets: ImageNet-like and small pictures, as .bzna in both layouts and as JPEG q90.
 
-Images of ImageNet-like sizes (at most 512 on a side, so each is one
-512x512-coded picture, its own thumbnail) are made from a fixed seed: random
-crops, rescales, flips and colour changes of the original-tools fixture's
-source photographs, and procedural textures. Each is encoded as JPEG quality
-90 (the anchor's input), and the JPEGs go through bzna_tf's converter (its
-parallel workers, x265): the .bzna holds exactly the images the JPEGs hold.
-Beside them: each picture's size, RandomResizedCrop matrices onto 224x224 for
-a few epochs (the runner has no TensorFlow to compute them), and the MD5 of
-its CPU-decoded planes.
+Two groups of images are made from a fixed seed: random crops, rescales,
+flips and colour changes of the original-tools fixture's source photographs,
+and procedural textures. ``imagenet``: ImageNet-like sizes (at most 512 on a
+side, so each is one picture, its own thumbnail); ``small``: 32 to 96 pixels
+(thumbnail datasets). Each image is encoded as JPEG quality 90 (the anchor's
+input) and, from the same lossless image, by bzna_tf's converter (its parallel
+workers, x265) at the library's default quality (``BENCH_QUALITY``) in each
+layout (``BENCH_SETS``): ``benzina`` (every picture in a 512 x 512 frame) and
+``compact`` (frames rounded to 64, at least 144). Beside each .bzna: each
+picture's size, RandomResizedCrop matrices onto 224x224 for a few epochs (the
+runner has no TensorFlow to compute them), and the MD5 of its CPU-decoded
+planes. ``bench.json`` says each set's bytes per picture and RGB PSNR (the
+picture as the loader makes it against the image), and the JPEGs', so that a
+GPU run compares NVDEC and nvJPEG at known quality.
 
 Encoding takes a minute or two on a few cores, so sets are cached under
 ``cache_root() / "kit-bench-<key>"``, the key hashing the generator's
@@ -29,12 +34,24 @@ from pathlib import Path
 
 import numpy as np
 
+from bzna_tf.convert.encode import DEFAULT_QUALITY, QUALITY_PRESETS
 from bzna_tf.ops import _build
 
-__all__ = ["BENCH_CRF", "BENCH_FILES", "BENCH_SEED", "bench_bytes", "bench_image", "bench_set"]
+__all__ = [
+    "BENCH_CRF",
+    "BENCH_FILES",
+    "BENCH_QUALITY",
+    "BENCH_SEED",
+    "BENCH_SETS",
+    "bench_bytes",
+    "bench_image",
+    "bench_set",
+]
 
 BENCH_SEED = 20250
-BENCH_CRF = 10  # the converter's default (Benzina's); the kit raises it only when its size budget forces it
+# The converter's default quality and its CRF; the kit raises the CRF only when its size budget forces it.
+BENCH_QUALITY = DEFAULT_QUALITY
+BENCH_CRF = QUALITY_PRESETS[BENCH_QUALITY]["crf"]
 # ImageNet-like sizes (height, width), each <= 512 per side, so one 512x512 coded picture each.
 BENCH_SIZES = (
     (375, 500),
@@ -54,6 +71,17 @@ BENCH_SIZES = (
     (300, 400),
     (500, 500),
 )
+# Small pictures (height, width): what a thumbnail dataset holds (CIFAR's 32, downsampled ImageNet's 64).
+SMALL_SIZES = ((32, 32), (48, 48), (64, 64), (56, 80), (80, 56), (96, 96), (72, 96), (96, 72))
+GROUPS = {"imagenet": BENCH_SIZES, "small": SMALL_SIZES}
+# The .bzna sets: name -> (image group, layout). "bench" is the set the runner times in full.
+BENCH_SETS = {
+    "bench": ("imagenet", "benzina"),
+    "bench_compact": ("imagenet", "compact"),
+    "small": ("small", "benzina"),
+    "small_compact": ("small", "compact"),
+}
+JPEG_FILES = {"imagenet": "bench_jpeg.npz", "small": "small_jpeg.npz"}
 BENCH_EPOCHS = 4  # crop matrices per image, for cycled batches
 BENCH_OUT = (224, 224)
 JPEG_QUALITY = 90
@@ -128,10 +156,11 @@ def _texture(rng, size) -> np.ndarray:
     return np.clip(np.round(out), 0, 255).astype(np.uint8)
 
 
-def bench_image(seed: int, index: int, photos) -> np.ndarray:
-    """Image ``index`` of the benchmark set: a photograph variant (80%) or a texture (20%)."""
-    rng = np.random.default_rng([seed, index])
-    size = BENCH_SIZES[int(rng.integers(0, len(BENCH_SIZES)))]
+def bench_image(seed: int, index: int, photos, group: str = "imagenet") -> np.ndarray:
+    """Image ``index`` of a group (``GROUPS``): a photograph variant (80%) or a texture (20%)."""
+    sizes = GROUPS[group]
+    rng = np.random.default_rng([seed, index] if group == "imagenet" else [seed, index, len(sizes)])
+    size = sizes[int(rng.integers(0, len(sizes)))]
     if rng.random() < 0.8:
         return _photo_variant(rng, photos[int(rng.integers(0, len(photos)))], size)
     return _texture(rng, size)
@@ -141,20 +170,26 @@ def _bench_key(n: int, seed: int, crf: float, fixture: Path) -> str:
     """A hash of the benchmark generator's parameters, code, inputs and encoder."""
     import av
 
-    from bzna_tf.convert import encode
+    from bzna_tf.convert import encode, images
 
     h = hashlib.sha256()
     parts = [
         n,
         seed,
         crf,
+        BENCH_QUALITY,
+        QUALITY_PRESETS[BENCH_QUALITY],
+        BENCH_SETS,
+        GROUPS,
         BENCH_SIZES,
         BENCH_EPOCHS,
         BENCH_OUT,
         JPEG_QUALITY,
         av.__version__,
         *(inspect.getsource(f) for f in (_photo_variant, _texture, bench_image, _make_bench, _bench_meta)),
+        inspect.getsource(_quality),
         inspect.getsource(encode),
+        inspect.getsource(images),
     ]
     for part in parts:
         h.update(repr(part).encode() + b"\0")
@@ -163,48 +198,96 @@ def _bench_key(n: int, seed: int, crf: float, fixture: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _make_bench(folder: Path, n: int, seed: int, crf: float, fixture: Path, workers, log) -> None:
-    """Generates the images, their JPEGs and the .bzna (the converter's parallel workers) into folder."""
+def _make_bench(folder: Path, n: int, seed: int, crf: float, fixture: Path, workers, log) -> dict:
+    """Generates each group's images, their JPEGs and a .bzna per set (the converter's workers) into folder.
+
+    Returns:
+      What ``bench.json`` says of the sets and the JPEGs: bytes per picture, RGB PSNR.
+    """
     import tensorflow as tf
 
-    from bzna_tf.convert import DEFAULT_PRESET, EncodeOptions, Item, convert
+    from bzna_tf.convert import EncodeOptions, Item, convert
 
     photos = _source_photos(fixture)
-    jpegs = []
-    for i in range(n):
-        img = bench_image(seed, i, photos)
-        jpegs.append(tf.io.encode_jpeg(img, quality=JPEG_QUALITY).numpy())
-    _log(
-        log,
-        f"benchmark set: {n} images generated; encoding with x265 CRF {crf:g}, preset {DEFAULT_PRESET}, "
-        "averaged chroma",
-    )
-    # The converter decodes each JPEG and encodes it: the .bzna holds exactly the images the JPEGs hold.
-    items = [
-        Item(filename=f"bench_{i:05d}.jpg", target=i % 10, data=j, origin=f"bench {i}")
-        for i, j in enumerate(jpegs)
-    ]
-    convert(
-        items,
-        folder / "bench.bzna",
-        encoding=EncodeOptions(crf=crf, preset=DEFAULT_PRESET, chroma="average"),  # Benzina's, as logged
-        workers=workers,
-        order="source",  # sample i is JPEG i; an image that does not decode stops it (on_error="raise")
-        progress=log is not None,
-        log=log,
-    )
-    offsets = np.cumsum([0] + [len(j) for j in jpegs]).astype(np.int64)
-    np.savez(folder / "bench_jpeg.npz", data=np.frombuffer(b"".join(jpegs), np.uint8), offsets=offsets)
-    _bench_meta(folder, seed)
+    options = QUALITY_PRESETS[BENCH_QUALITY]
+    what = f"quality {BENCH_QUALITY} (x265 {options['preset']}, CRF {crf:g}, {options['chroma']} chroma)"
+    info = {"sets": {}, "jpeg": {}}
+    for group in GROUPS:
+        originals = [bench_image(seed, i, photos, group) for i in range(n)]
+        jpegs = [tf.io.encode_jpeg(img, quality=JPEG_QUALITY).numpy() for img in originals]
+        offsets = np.cumsum([0] + [len(j) for j in jpegs]).astype(np.int64)
+        np.savez(folder / JPEG_FILES[group], data=np.frombuffer(b"".join(jpegs), np.uint8), offsets=offsets)
+        decoded = [tf.io.decode_jpeg(j, channels=3).numpy() for j in jpegs]
+        info["jpeg"][group] = {
+            "quality": JPEG_QUALITY,
+            "bytes_per_picture": round(float(offsets[-1]) / n, 1),
+            "rgb_psnr_db": round(
+                float(np.mean([_psnr(d, o) for d, o in zip(decoded, originals, strict=True)])), 2
+            ),
+        }
+        # The converter encodes the same images losslessly given (PNG), not the JPEGs: each format's
+        # loss is its own, measured against the same originals.
+        pngs = [tf.io.encode_png(img).numpy() for img in originals]
+        for name, (set_group, layout) in BENCH_SETS.items():
+            if set_group != group:
+                continue
+            _log(log, f"benchmark set {name}: {n} {group} images, {layout} layout, {what}")
+            items = [
+                Item(filename=f"{name}_{i:05d}.png", target=i % 10, data=p, origin=f"{name} {i}")
+                for i, p in enumerate(pngs)
+            ]
+            convert(
+                items,
+                folder / f"{name}.bzna",
+                encoding=EncodeOptions(quality=BENCH_QUALITY, crf=crf, layout=layout),
+                workers=workers,
+                order="source",  # sample i is image i; an undecodable image stops it (on_error="raise")
+                progress=log is not None,
+                log=log,
+            )
+            info["sets"][name] = {
+                "group": group,
+                "layout": layout,
+                "images": n,
+                **_quality(folder / f"{name}.bzna", originals),
+            }
+            _bench_meta(folder, name, seed)
+    return info
 
 
-def _bench_meta(folder: Path, seed: int) -> None:
-    """Sizes, RandomResizedCrop matrices (224 x 224, several epochs) and decoded-plane MD5s of the set."""
+def _psnr(a, b) -> float:
+    mse = np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)
+    return float("inf") if mse == 0 else float(10 * np.log10(255.0**2 / mse))
+
+
+def _quality(path: Path, originals) -> dict:
+    """A .bzna's bytes per picture (the file's; sample + hvcC) and RGB PSNR of the loader's pictures."""
+    from bzna_tf.decode import decode_annexb
+    from bzna_tf.format import BznaFile
+    from bzna_tf.ops.warp import warp_yuv420
+
+    values, picture_bytes = [], 0
+    with BznaFile(path) as f:
+        for i, image in enumerate(originals):
+            p = f.sample(i).thumb
+            picture_bytes += len(p.sample) + len(p.hvcc.to_bytes())
+            h, w = image.shape[:2]
+            out = warp_yuv420(*decode_annexb(p.annexb()), np.eye(3), (h, w)).numpy()
+            values.append(_psnr(out, image))
+    return {
+        "file_bytes_per_picture": round(path.stat().st_size / len(originals), 1),
+        "picture_bytes_per_picture": round(picture_bytes / len(originals), 1),
+        "rgb_psnr_db": round(float(np.mean(values)), 2),
+    }
+
+
+def _bench_meta(folder: Path, name: str, seed: int) -> None:
+    """Sizes, RandomResizedCrop matrices (224 x 224, several epochs) and decoded-plane MD5s of a set."""
     from bzna_tf.decode import decode_annexb
     from bzna_tf.format import BznaFile
     from bzna_tf.transforms import RandomResizedCrop
 
-    with BznaFile(folder / "bench.bzna") as f:
+    with BznaFile(folder / f"{name}.bzna") as f:
         samples = [f.sample(i) for i in range(len(f))]
     shapes = np.array([[s.thumb.height, s.thumb.width] for s in samples], np.int64)
     coded = np.array([[s.thumb.coded_height, s.thumb.coded_width] for s in samples], np.int64)
@@ -217,7 +300,7 @@ def _bench_meta(folder: Path, seed: int) -> None:
         [rrc.matrices(shapes, BENCH_OUT, seed=seed, epoch=e, backend="numpy") for e in range(BENCH_EPOCHS)]
     ).astype(np.float32)
     np.savez(
-        folder / "bench_meta.npz",
+        folder / f"{name}_meta.npz",
         shapes=shapes,
         coded_shapes=coded,
         md5=np.array(md5),
@@ -228,7 +311,10 @@ def _bench_meta(folder: Path, seed: int) -> None:
     )
 
 
-BENCH_FILES = ("bench.bzna", "bench_jpeg.npz", "bench_meta.npz")
+BENCH_FILES = (
+    *(f for name in BENCH_SETS for f in (f"{name}.bzna", f"{name}_meta.npz")),
+    *JPEG_FILES.values(),
+)
 
 
 def bench_set(
@@ -255,8 +341,17 @@ def bench_set(
         start = time.perf_counter()
         tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".kit-bench-"))
         try:
-            _make_bench(tmp, n, seed, crf, fixture, workers, log)
-            info = {"images": n, "seed": seed, "crf": crf, "key": key, "seconds": time.perf_counter() - start}
+            made = _make_bench(tmp, n, seed, crf, fixture, workers, log)
+            info = {
+                "images": n,
+                "seed": seed,
+                "quality": BENCH_QUALITY,
+                **QUALITY_PRESETS[BENCH_QUALITY],
+                "crf": crf,
+                "key": key,
+                **made,
+                "seconds": time.perf_counter() - start,
+            }
             (tmp / "bench.json").write_text(json.dumps(info, indent=1))
             if folder.exists():
                 shutil.rmtree(folder)

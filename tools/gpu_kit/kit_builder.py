@@ -16,9 +16,12 @@ bzna_tf is importable (``pip install -e .``), writes, in at most 64 MiB::
       data/reference.npz     CPU (TensorFlow op) outputs of named warp cases, CPU-decoded planes
                              (one case warps each thumbnail within its picture size, not its frame)
       data/reference.json    the cases' parameters
-      data/bench.bzna        the benchmark set: 512x512-coded H.265 pictures (this library's writer)
-      data/bench_jpeg.npz    the same images as JPEG q90 (the torchvision/nvJPEG anchor)
-      data/bench_meta.npz    their sizes, crop matrices and decoded-plane MD5s
+      data/bench.bzna        the benchmark set: ImageNet-like H.265 pictures, 512x512-coded (the benzina
+                             layout), at the library's default quality (this library's converter)
+      data/bench_compact.bzna  the same images in the compact layout (frames rounded to 64)
+      data/small.bzna, data/small_compact.bzna  small pictures (32 to 96 px), in both layouts
+      data/*_meta.npz        each set's sizes, crop matrices and decoded-plane MD5s
+      data/bench_jpeg.npz, data/small_jpeg.npz  the same images as JPEG q90 (the torchvision/nvJPEG anchor)
 
 Here (with TensorFlow) the builder computes the references with the CPU ops
 and encodes the benchmark set; there, the runner compiles the core, checks it
@@ -45,6 +48,7 @@ from kit_bench import (
     BENCH_CRF,
     BENCH_FILES,
     BENCH_OUT,
+    BENCH_QUALITY,
     BENCH_SEED,
     JPEG_QUALITY,
     MEAN,
@@ -59,8 +63,8 @@ from bzna_tf.ops import _build
 __all__ = ["KitError", "build_kit", "main", "BENCH_IMAGES", "SIZE_LIMIT"]
 
 SIZE_LIMIT = 64 * 1024 * 1024
-MAX_CRF = 28  # the highest CRF the benchmark set is re-encoded at to fit the size limit
-BENCH_IMAGES = 384  # 1.5 batches of 256: about 51 MiB at CRF 10, the kit about 60 MiB
+MAX_CRF = BENCH_CRF + 8  # the highest CRF the benchmark sets are re-encoded at to fit the size limit
+BENCH_IMAGES = 384  # per group: 1.5 batches of 256; the kit is about 40 MiB at the default quality
 REF_OUT = (64, 96)
 
 HERE = Path(__file__).resolve().parent  # tools/gpu_kit
@@ -513,19 +517,23 @@ What it prints: progress on stderr; the LAST line of stdout is one JSON object:
                (NVDEC into device buffers) and decode + RandomResizedCrop-warp + normalise
                to 224x224 (output in device memory), default sessions and 1, 2, 4:
                images/s, median ms per batch, CPU core-seconds per image
+  bench_sets   the same (default sessions) for the other sets: bench_compact (the same images,
+               compact layout), small and small_compact (32 to 96 px pictures, both layouts)
   anchor       the same images as JPEG q{quality}: torchvision.io.decode_jpeg(device="cuda")
                in batches, bilinear resize to 224x224, normalise; same figures (or the reason
-               torch/torchvision could not run)
+               torch/torchvision could not run); anchor_small: the small pictures' JPEGs
   errors       each stage that raised, with the traceback's last lines
   passed       true when every check ran and passed
 
 Exit status: 0 all checks passed; 1 a check failed or a stage raised; 2 the kit could not run
 (see "error"); 3 no NVDEC (only the warp checks ran); 124 the time limit.
 
-Benchmark set: {bench_images} images ({bench_mb:.1f} MB as .bzna, {jpeg_mb:.1f} MB as JPEG),
-generated from seed {seed}: random crops, rescales, flips and colour changes of the fixture's
-source photographs, and procedural textures; encoded by bzna_tf's converter with x265
-preset medium, CRF {crf:g}, averaged chroma. {crf_note}
+Benchmark sets: {bench_images} ImageNet-like images and {bench_images} small ones, generated
+from seed {seed}: random crops, rescales, flips and colour changes of the fixture's source
+photographs, and procedural textures; encoded from the lossless images by bzna_tf's converter
+at quality {quality_name} (x265 {preset}, CRF {crf:g}, {chroma} chroma{psy}). {crf_note}
+Per picture (RGB PSNR as the loader decodes it, against the generated image):
+{sets_table}
 """
 
 
@@ -564,7 +572,8 @@ def build_kit(
 
     Args:
       out_dir: the kit's folder; it must not exist, or be empty, unless ``force`` (then it is replaced).
-      bench_images: images in the benchmark set (the default fits the size limit at CRF 10).
+      bench_images: images in each group of the benchmark sets (the default fits the size limit at the
+        default quality).
       force: replace an existing ``out_dir``.
       ffnvcodec_include: the folder holding ffnvcodec/ (default: the GPU build's,
         ``_build.ffnvcodec_include(fetch=True)``: installed headers, else Debian's package fetched).
@@ -606,8 +615,6 @@ def build_kit(
 
 def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_bench, size_limit, log):
     """build_kit's work, into the empty folder ``out``."""
-    from bzna_tf.convert import DEFAULT_CRF, DEFAULT_PRESET
-
     start = time.perf_counter()
     check_checkout()
     fixture = fixture_dir()
@@ -650,11 +657,21 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
     bench_info = json.loads((folder / "bench.json").read_text())
     jpeg_bytes = (data / "bench_jpeg.npz").stat().st_size
     crf_note = (
-        "That is the library's default CRF."
-        if crf == DEFAULT_CRF
-        else f"NOT the library's default CRF ({DEFAULT_CRF}): raised so that the kit fits in "
+        "That is the library's default quality."
+        if crf == BENCH_CRF
+        else f"NOT the default quality's CRF ({BENCH_CRF}): raised so that the kit fits in "
         f"{size_limit / 2**20:.0f} MiB."
     )
+    rows = [
+        f"  {name:14s} {s['layout']:8s} {s['picture_bytes_per_picture'] / 1e3:6.1f} kB  "
+        f"{s['rgb_psnr_db']:.2f} dB"
+        for name, s in bench_info["sets"].items()
+    ]
+    rows += [
+        f"  JPEG q{j['quality']} {group:8s}          {j['bytes_per_picture'] / 1e3:6.1f} kB  "
+        f"{j['rgb_psnr_db']:.2f} dB"
+        for group, j in bench_info["jpeg"].items()
+    ]
     import bzna_tf
 
     info = {
@@ -669,13 +686,18 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
             "images": bench_images,
             "seed": BENCH_SEED,
             "encoder": "x265",
-            "preset": DEFAULT_PRESET,
+            "quality": BENCH_QUALITY,
+            "preset": bench_info["preset"],
+            "chroma": bench_info["chroma"],
+            "x265_params": bench_info["x265_params"],
             "crf": crf,
-            "default_crf": DEFAULT_CRF,
-            "crf_raised_for_size": crf != DEFAULT_CRF,
+            "default_crf": BENCH_CRF,
+            "crf_raised_for_size": crf != BENCH_CRF,
             "bzna_bytes": (data / "bench.bzna").stat().st_size,
             "jpeg_bytes": jpeg_bytes,
             "jpeg_quality": JPEG_QUALITY,
+            "sets": bench_info["sets"],
+            "jpeg": bench_info["jpeg"],
             "out_shape": list(BENCH_OUT),
             "key": bench_info["key"],
         },
@@ -691,11 +713,14 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
             batch=256,
             quality=JPEG_QUALITY,
             bench_images=bench_images,
-            bench_mb=info["bench"]["bzna_bytes"] / 1e6,
-            jpeg_mb=jpeg_bytes / 1e6,
             seed=BENCH_SEED,
+            quality_name=BENCH_QUALITY,
+            preset=bench_info["preset"],
+            chroma=bench_info["chroma"],
+            psy=", psycho-visual tuning off" if "psy-rd=0" in bench_info["x265_params"] else "",
             crf=crf,
             crf_note=crf_note,
+            sets_table="\n".join(rows),
         )
     )
     # The size recorded counts kit.json itself, whose length depends on it: written once it agrees.

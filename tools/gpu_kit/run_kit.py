@@ -657,20 +657,28 @@ def timed(step, batches: int, batch: int, sync=None) -> dict:
     return figures(walls, cpus, batch)
 
 
-def load_bench(batch: int):
+# The benchmark sets beside "bench" (kits made before them have only "bench"): name -> its JPEG anchor.
+OTHER_SETS = {"bench_compact": None, "small": "small_jpeg.npz", "small_compact": None}
+
+
+def load_bench(batch: int, name: str = "bench"):
     import numpy as np
 
     from bzna_tf.format import BznaFile
 
     data = KIT / "data"
-    with BznaFile(data / "bench.bzna") as f:
+    with BznaFile(data / f"{name}.bzna") as f:
         pictures = [f.sample(i).thumb.annexb() for i in range(len(f))]
-    meta = dict(np.load(data / "bench_meta.npz"))
+    meta = dict(np.load(data / f"{name}_meta.npz"))
     return pictures, meta
 
 
-def bench_core(core, args, pictures, meta) -> dict:
-    """NVDEC decode only, and decode + warp + normalise to 224x224 (NCHW), into device memory."""
+def bench_core(core, args, pictures, meta, name: str = "bench") -> dict:
+    """NVDEC decode only, and decode + warp + normalise to 224x224 (NCHW), into device memory.
+
+    ``name``: the set; "bench" is also timed with 1, 2 and 4 decoder sessions, and its MD5
+    check is ``bench_decode`` (the others', ``bench_decode_<name>``).
+    """
     import numpy as np
 
     n, batch = len(pictures), args.batch
@@ -740,7 +748,7 @@ def bench_core(core, args, pictures, meta) -> dict:
             if md5 != str(meta["md5"][i]):
                 bad.append(int(i))
         checked = min(batch, n)
-        results["checks"]["bench_decode"] = {
+        results["checks"]["bench_decode" if name == "bench" else f"bench_decode_{name}"] = {
             "pass": not bad,
             "matched": checked - len(set(bad)),
             "total": checked,
@@ -749,7 +757,7 @@ def bench_core(core, args, pictures, meta) -> dict:
         res["decode_warp"] = timed(decode_warp, repeats, batch)
         log(f"  decode + warp: {res['decode_warp']['images_per_s']} images/s")
         sessions = {}
-        for s in (1, 2, 4) if not args.quick else (1,):
+        for s in ((1, 2, 4) if not args.quick else (1,)) if name == "bench" else ():
             core.set_nvdec_sessions(s)
             try:
                 sessions[str(s)] = timed(decode_warp, repeats, batch)
@@ -767,7 +775,7 @@ def bench_core(core, args, pictures, meta) -> dict:
     return res
 
 
-def bench_anchor(args, meta) -> dict:
+def bench_anchor(args, meta, jpeg_file: str = "bench_jpeg.npz") -> dict:
     """The same images as JPEG: torchvision.io.decode_jpeg on the GPU, resize 224x224, normalise."""
     import numpy as np
 
@@ -784,7 +792,7 @@ def bench_anchor(args, meta) -> dict:
             "reason": "torch.cuda.is_available() is False",
             "torch": torch.__version__,
         }
-    jpeg = np.load(KIT / "data" / "bench_jpeg.npz")
+    jpeg = np.load(KIT / "data" / jpeg_file)
     data, offsets = jpeg["data"], jpeg["offsets"]
     n = len(offsets) - 1
     tensors = [torch.from_numpy(data[offsets[i] : offsets[i + 1]]) for i in range(n)]
@@ -928,6 +936,22 @@ def main(argv=None) -> None:
                 err = results["errors"].pop()
                 anchor = {"available": False, "reason": err["error"], "traceback": err["traceback"]}
             results["anchor"] = anchor
+        # The other sets: the same images in the compact layout, and small pictures in both.
+        for name, jpeg_file in OTHER_SETS.items():
+            if not (KIT / "data" / f"{name}.bzna").is_file():
+                continue
+            log(f"benchmark set {name}")
+            loaded = stage(f"load_{name}", load_bench, args.batch, name)
+            if loaded is None:
+                continue
+            figures = stage(f"bench_core_{name}", bench_core, core, args, *loaded, name)
+            results.setdefault("bench_sets", {})[name] = figures
+            if jpeg_file is not None:
+                anchor = stage(f"bench_anchor_{name}", bench_anchor, args, loaded[1], jpeg_file)
+                if anchor is None:
+                    err = results["errors"].pop()
+                    anchor = {"available": False, "reason": err["error"], "traceback": err["traceback"]}
+                results[f"anchor_{name}"] = anchor
     elif args.no_bench:
         results["bench"] = {"skipped": "--no-bench"}
     else:

@@ -264,7 +264,9 @@ def _tar_members(f, path, file_size):
                 return
             if pos == 0:
                 raise SourceError(f"{path}: not a readable tar file: {why} at its start")
-            raise damaged(pos, f"{why}: the {file_size - pos} bytes from byte {pos} on cannot be read as members")
+            raise damaged(
+                pos, f"{why}: the {file_size - pos} bytes from byte {pos} on cannot be read as members"
+            )
         kind = buf[156]
         try:
             size = _number(buf[124:136])
