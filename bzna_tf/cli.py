@@ -273,7 +273,7 @@ def _renamed(old, new, dest, **kwargs):
 
 def _progress_options(what: str):
     """``--progress [MODE]`` and ``--no-progress``, the same for every long command."""
-    from bzna_tf.convert.progress import PROGRESS_MODES
+    from bzna_tf.format.progress import PROGRESS_MODES
 
     return [
         _option(

@@ -26,9 +26,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from bzna_tf.convert.progress import PlainProgress, progress_mode
 from bzna_tf.format.checksums import TRACKS, mismatch_reason
 from bzna_tf.format.errors import BznaFormatError
+from bzna_tf.format.progress import PlainProgress, progress_mode
 from bzna_tf.format.reader import BznaFile
 from bzna_tf.format.sample import INPUT, THUMB, parse_image_mp4
 from bzna_tf.format.samplelist import SampleList
@@ -277,7 +277,7 @@ def verify(
         leave files without checksums unverified).
       progress: the progress on ``log``: False or "none" (default) nothing; True or "auto" a bar on
         a terminal, plain lines elsewhere (a log file, a pipe: at least one a minute); "bar" or
-        "lines" either one wherever ``log`` goes (:mod:`bzna_tf.convert.progress`).
+        "lines" either one wherever ``log`` goes (:mod:`bzna_tf.format.progress`).
       log: where the progress goes (default ``sys.stderr``).
 
     Returns:

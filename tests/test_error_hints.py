@@ -238,7 +238,7 @@ def _skip_items():
 
 
 def test_skip_lines_and_progress_are_plain_lines_where_the_log_is_no_terminal(tmp_path, monkeypatch):
-    monkeypatch.setattr("bzna_tf.convert.progress.INTERVAL", 0.0)  # a progress line after every image
+    monkeypatch.setattr("bzna_tf.format.progress.INTERVAL", 0.0)  # a progress line after every image
     log = io.StringIO()  # not a terminal
     summary = convert(
         _skip_items(), tmp_path / "x.bzna", workers=0, order="source", on_error="skip", progress=True, log=log
@@ -314,7 +314,7 @@ def test_the_folder_images_are_named_as_sniff_names_them():
 
 
 def test_which_logs_get_the_redrawn_bar(tmp_path):
-    from bzna_tf.convert.progress import redraws
+    from bzna_tf.format.progress import redraws
 
     class Notebook(io.StringIO):  # a Jupyter kernel's output: no terminal, but it draws '\r' as one line
         pass

@@ -16,8 +16,8 @@ from test_convert import jpeg
 
 from bzna_tf.cli import main
 from bzna_tf.convert import Item, convert
-from bzna_tf.convert import progress as progress_module
-from bzna_tf.convert.progress import PlainProgress, progress_mode
+from bzna_tf.format import progress as progress_module
+from bzna_tf.format.progress import PlainProgress, progress_mode
 from bzna_tf.verify import verify
 
 

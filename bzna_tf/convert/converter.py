@@ -67,7 +67,6 @@ from bzna_tf.convert.plan import (
     shard_paths,
     shards_for_size,
 )
-from bzna_tf.convert.progress import PlainProgress, progress_mode
 from bzna_tf.convert.sources.base import (
     ALLOW_OUTSIDE_PATHS_HINT,
     NAME_NOT_UTF8,
@@ -77,6 +76,7 @@ from bzna_tf.convert.sources.base import (
     few,
 )
 from bzna_tf.format.atomic import file_error, make_parent
+from bzna_tf.format.progress import PlainProgress, progress_mode
 from bzna_tf.format.sample import build_image_mp4
 from bzna_tf.format.wording import count
 from bzna_tf.format.writer import BznaWriter
@@ -761,7 +761,7 @@ def convert(
         target past the last name stops the conversion.
       progress: the progress on ``log``: True or "auto" (default) a bar (images/s, time left) on a
         terminal, elsewhere (a file, a pipe) plain lines, at least one a minute
-        (:mod:`bzna_tf.convert.progress`); "bar" or "lines" either one wherever ``log`` goes; False
+        (:mod:`bzna_tf.format.progress`); "bar" or "lines" either one wherever ``log`` goes; False
         or "none" nothing.
       log: where the progress and skip reports go.
 
@@ -885,8 +885,8 @@ class _NoBar:
 def _progress_bar(progress, todo, total, log):
     """A tqdm bar over the images of ``todo`` on ``log`` (a context manager), or one giving None.
 
-    ``progress`` as :func:`~bzna_tf.convert.progress.progress_mode` reads it: by default a bar where
-    ``log`` is a terminal, plain periodic lines elsewhere (:mod:`bzna_tf.convert.progress`).
+    ``progress`` as :func:`~bzna_tf.format.progress.progress_mode` reads it: by default a bar where
+    ``log`` is a terminal, plain periodic lines elsewhere (:mod:`bzna_tf.format.progress`).
     """
     stream = sys.stderr if log is None else log  # as tqdm's file=None
     mode = progress_mode(progress, stream)
