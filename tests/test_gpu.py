@@ -145,7 +145,11 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
     model = decode_model(24, 40, fill_value=9.0, **norm)
     batches = 0
     for (x, y), (p, q) in zip(images, payloads, strict=True):
-        np.testing.assert_array_equal(model(p).numpy(), x.numpy())
+        out = model(p)
+        if "GPU" in out.device:  # NVDEC + the CUDA warp: within one grey level, as the op's own test
+            np.testing.assert_allclose(out.numpy(), x.numpy(), atol=1.0 / (255 * 0.224) + 1e-5)
+        else:
+            np.testing.assert_array_equal(out.numpy(), x.numpy())
         np.testing.assert_array_equal(y.numpy(), q.numpy())
         batches += 1
     assert batches == 2
