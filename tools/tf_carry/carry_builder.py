@@ -709,7 +709,7 @@ def build_carry(
     archive, archive_info = build_archive(python, wheels, cache, xz_preset, log)
 
     staging = Path(
-        tempfile.mkdtemp(dir=out.parent if out.parent.exists() else None, prefix=f".{out.name}.partial-")
+        tempfile.mkdtemp(dir=out.parent if out.parent.exists() else None, prefix=f"{out.name}.partial-")
     )
     try:
         base = staging / "base"
