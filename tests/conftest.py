@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "benzina-original"
+# The original-tools fixture: shared/ beside the checkout, or $BZNA_TF_FIXTURES (as the GPU kit reads
+# it; tools/tf_carry sets it on a GPU machine, where only the checkout travels).
+FIXTURES = pathlib.Path(
+    os.environ.get("BZNA_TF_FIXTURES") or ROOT.parent / "shared" / "fixtures" / "benzina-original"
+)
 ORIGINAL = FIXTURES / "benzina_original_mini.bzna"
 
 
@@ -45,7 +49,10 @@ def native_ops_built():
 
 def _need_fixture():
     if not ORIGINAL.exists():
-        pytest.skip(f"the original-tools fixture is not at {ORIGINAL} (shared/ must sit beside the repo)")
+        pytest.skip(
+            f"the original-tools fixture is not at {ORIGINAL} (shared/ must sit beside the repo, or set "
+            "$BZNA_TF_FIXTURES)"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import bzna_tf
-from bzna_tf.ops import _build
+from bzna_tf.ops import _build, _load
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -23,6 +23,10 @@ keras = pytest.importorskip("keras")
 
 @pytest.fixture(scope="session")
 def gpu_library(ffnvcodec):
+    given = _load._given_gpu_libraries()
+    if given is not None and (given.core.parent / "build.json").is_file():
+        yield given  # bzna_tf's own build, made elsewhere: tools/tf_carry takes it to a GPU machine
+        return
     if _build.nvcc() is None:
         pytest.skip("no nvcc: pip install 'bzna-tf[gpu-build]' (.ci/gpu-build runs these tests)")
     old = os.environ.get("BZNA_TF_FFNVCODEC_INCLUDE")
@@ -141,7 +145,11 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
     model = decode_model(24, 40, fill_value=9.0, **norm)
     batches = 0
     for (x, y), (p, q) in zip(images, payloads, strict=True):
-        np.testing.assert_array_equal(model(p).numpy(), x.numpy())
+        out = model(p)
+        if "GPU" in out.device:  # NVDEC + the CUDA warp: within one grey level, as the op's own test
+            np.testing.assert_allclose(out.numpy(), x.numpy(), atol=1.0 / (255 * 0.224) + 1e-5)
+        else:
+            np.testing.assert_array_equal(out.numpy(), x.numpy())
         np.testing.assert_array_equal(y.numpy(), q.numpy())
         batches += 1
     assert batches == 2

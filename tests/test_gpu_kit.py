@@ -599,6 +599,43 @@ def test_runner_checks_and_times_everything(kit, tmp_path):
     else:
         assert anchor["reason"]
     assert result["device"]["name"].startswith("FakeCore") and result["nvdec"]["available"]
+    assert "train_step" not in result  # only with --train-step
+
+
+def test_runner_times_the_training_step_three_ways(kit, tmp_path):
+    """--train-step: the step alone, after the core decodes its batch, while it decodes the next (here with
+    the stand-in core, PyTorch's CPU build and a tiny model: the GPU run uses ResNet-50)."""
+    pytest.importorskip("torch")
+    args = ("--batch", "8", "--repeats", "1", "--quick", "--train-step", "--train-model", "tiny")
+    r, result = run_fake(
+        kit[0], tmp_path, "ok", *args, "--train-steps", "2", "--train-warmup", "1", "--train-on-cpu"
+    )
+    assert r.returncode == 0 and result["passed"], (result.get("errors"), r.stderr[-2000:])
+    train = result["train_step"]
+    assert train["available"] and train["batch"] == 8 and train["model"] == "tiny"
+    for kind in ("step_alone", "decode_then_step", "decode_in_decode_then_step", "overlapped"):
+        assert train[kind]["steps"] == 2 and train[kind]["ms_median"] > 0, (kind, train[kind])
+    # Decoding (FFmpeg + the NumPy warp in the stand-in) is part of the decode-then-step time.
+    assert train["decode_then_step"]["ms_min"] >= train["decode_in_decode_then_step"]["ms_min"]
+    assert train["decode_then_step_over_alone"] > 0 and train["overlapped_over_alone"] > 0
+
+
+def test_the_training_step_needs_cuda():
+    torch = pytest.importorskip("torch")
+    import argparse
+
+    import run_kit
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    args = argparse.Namespace(train_on_cpu=False, train_model="tiny")
+    assert run_kit.bench_train_step(None, args, [], {}) == {
+        "available": False,
+        "reason": "torch.cuda.is_available() is False",
+        "torch": torch.__version__,
+    }
+    with pytest.raises(ValueError, match="resnet50 or tiny"):
+        run_kit._train_model("vgg")
 
 
 def test_runner_without_nvdec_runs_the_warp_checks(kit, tmp_path):

@@ -58,8 +58,19 @@ TABLE = {
     "bzna_tf.cli": "convert/cli",  # bzna-tf's commands
     "bzna_tf": "convert/cli",  # the package root, the public surface: it imports from the layers below
 }
-# Tooling: bzna_tf never imports it (top-level names, and the GPU kit's modules).
-TOOLING = ("tools", "tests", "benchmarks", "examples", "conftest", "kit_builder", "kit_bench", "run_kit")
+# Tooling: bzna_tf never imports it (top-level names; the modules of the GPU kit and the TensorFlow carry).
+TOOLING = (
+    "tools",
+    "tests",
+    "benchmarks",
+    "examples",
+    "conftest",
+    "kit_builder",
+    "kit_bench",
+    "run_kit",
+    "carry_builder",
+    "device_run",
+)
 # What convert and format must not load when imported.
 HEAVY = ("tensorflow", "keras")
 

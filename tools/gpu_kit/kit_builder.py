@@ -497,6 +497,7 @@ driver, python3 with NumPy; optional: torch + torchvision for the JPEG anchor):
     bash run.sh                 everything (a minute or two; the whole run is limited to 540 s)
     bash run.sh --quick         fewer timed batches
     bash run.sh --no-bench      correctness only
+    bash run.sh --train-step    also a PyTorch ResNet-50 training step: alone, after, beside decoding
     KIT_TIMEOUT=900 bash run.sh another limit; PYTHON=python3.12 bash run.sh another Python
 
 Nothing is written outside this folder except the core's build, in build/.
@@ -522,6 +523,10 @@ What it prints: progress on stderr; the LAST line of stdout is one JSON object:
   anchor       the same images as JPEG q{quality}: torchvision.io.decode_jpeg(device="cuda")
                in batches, bilinear resize to 224x224, normalise; same figures (or the reason
                torch/torchvision could not run); anchor_small: the small pictures' JPEGs
+  train_step   with --train-step: ResNet-50 (torchvision, random weights), batch {batch}, bfloat16
+               autocast, channels-last, SGD: median ms of the step alone, of the core decoding
+               its batch then the step, and of the step while the core decodes the next batch
+               in another thread (or the reason torch could not run)
   errors       each stage that raised, with the traceback's last lines
   passed       true when every check ran and passed
 

@@ -14,7 +14,9 @@ uses the kit's own copies of ``bzna_tf.format``, ``bzna_tf.ops._build`` and
    ``warp_rgb`` against the CPU ops' outputs (one case with the pictures'
    sizes within their padded frames), and the device-pointer API.
 4. Speed: batches of thumbnails, decode only and decode + warp + normalise to
-   224x224, several NVDEC session counts; the torchvision nvJPEG anchor.
+   224x224, several NVDEC session counts; the torchvision nvJPEG anchor; with
+   ``--train-step``, a PyTorch ResNet-50 training step alone, after the core
+   decodes its batch, and while the core decodes the next one.
 
 Progress goes to stderr; the last line of stdout is one JSON object holding
 everything. Exit status: 0 all checks passed, 1 a check failed or a stage
@@ -843,6 +845,168 @@ def bench_anchor(args, meta, jpeg_file: str = "bench_jpeg.npz") -> dict:
     return res
 
 
+def _train_model(name: str):
+    """The model of the training step: torchvision's ResNet-50 (random weights), or a tiny one for tests."""
+    import torch
+
+    if name == "resnet50":
+        import torchvision
+
+        return torchvision.models.resnet50(weights=None)
+    if name == "tiny":  # the tests' stand-in: the same step on a model cheap enough for a CPU
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 7, stride=8),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(8, 1000),
+        )
+    raise ValueError(f"Expected --train-model resnet50 or tiny. Received: {name!r}")
+
+
+def _step_figures(seconds, batch: int) -> dict:
+    import numpy as np
+
+    s = np.array(seconds)
+    return {
+        "ms_median": round(float(np.median(s)) * 1e3, 2),
+        "ms_min": round(float(s.min()) * 1e3, 2),
+        "ms_max": round(float(s.max()) * 1e3, 2),
+        "images_per_s": round(batch / float(np.median(s)), 1),
+        "steps": len(s),
+    }
+
+
+def bench_train_step(core, args, pictures, meta) -> dict:
+    """What decoding costs a training step, in PyTorch: the step alone (its batch already decoded), the
+    core decoding the batch then the step (DecodeWarp's design: decode, then compute, in the training
+    stream's order), and the step while the core decodes the next batch on its own streams in another
+    thread (an overlapped design). Mixed precision (bfloat16 autocast), channels-last, SGD with momentum.
+
+    The core writes NHWC float32 (normalised as the benchmark does): its NCHW view is channels-last
+    without a copy. Two output buffers, so the overlapped decode never writes the batch being trained on.
+    """
+    import numpy as np
+
+    try:
+        import torch
+        import torch.nn.functional as F
+    except Exception as e:  # optional: the reason is the result
+        return {"available": False, "reason": f"{type(e).__name__}: {e}"}
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.train_on_cpu:
+        return {
+            "available": False,
+            "reason": "torch.cuda.is_available() is False",
+            "torch": torch.__version__,
+        }
+    try:
+        model_fn = _train_model(args.train_model)
+    except Exception as e:  # torchvision missing, say
+        return {"available": False, "reason": f"{type(e).__name__}: {e}", "torch": torch.__version__}
+    dev = torch.device("cuda" if cuda else "cpu")
+    n, batch, steps = len(pictures), args.batch, args.train_steps
+    out_h, out_w = (int(v) for v in meta["out_shape"])
+    norm_kw = {
+        "bias": [255 * v for v in meta["mean"]],
+        "norm": [1 / (255 * s) for s in meta["std"]],
+        "channels_first": False,
+    }
+    epochs = meta["matrices"].shape[0]
+    count = steps + 2  # batches: the decode-then-step loop's, plus one ahead for the overlapped loop
+    indices = [(k * batch + np.arange(batch)) % n for k in range(count)]
+    batches = [[pictures[i] for i in idx] for idx in indices]
+    m_ptrs = []
+    model = model_fn.to(dev).to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    labels = torch.randint(0, 1000, (batch,), device=dev)
+    bufs = [torch.empty((batch, out_h, out_w, 3), device=dev, dtype=torch.float32) for _ in range(2)]
+    precision = torch.bfloat16
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    def step(buf):
+        x = buf.permute(0, 3, 1, 2)  # NCHW, channels-last strides
+        with torch.autocast(dev.type, dtype=precision):
+            loss = F.cross_entropy(model(x), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def decode(k, buf, stream=None):
+        core.decode_warp(
+            batches[k], m_ptrs[k], batch, buf.data_ptr(), (out_h, out_w), stream=stream, **norm_kw
+        )
+
+    training_stream = torch.cuda.current_stream().cuda_stream if cuda else None
+    try:
+        for k, idx in enumerate(indices):
+            m = meta["matrices"][(k * batch + np.arange(batch)) // n % epochs, idx]
+            m_ptrs.append(core.upload(np.ascontiguousarray(m, np.float32)))
+        decode(0, bufs[0])
+        decode(1, bufs[1])
+        sync()
+        for _ in range(args.train_warmup):  # cuDNN's algorithm choice, the allocator's first blocks
+            step(bufs[0])
+        sync()
+        alone, decode_only, then, overlapped = [], [], [], []
+        for k in range(steps):
+            t = time.perf_counter()
+            step(bufs[k % 2])
+            sync()
+            alone.append(time.perf_counter() - t)
+        for k in range(steps):
+            t = time.perf_counter()
+            decode(k, bufs[0], training_stream)
+            decode_only.append(time.perf_counter() - t)
+            step(bufs[0])
+            sync()
+            then.append(time.perf_counter() - t)
+        decode(0, bufs[0])
+        cur = 0
+        for k in range(steps):
+            t = time.perf_counter()
+            ahead = threading.Thread(target=decode, args=(k + 1, bufs[1 - cur]))
+            ahead.start()
+            step(bufs[cur])
+            sync()
+            ahead.join()
+            overlapped.append(time.perf_counter() - t)
+            cur = 1 - cur
+    finally:
+        for p in m_ptrs:
+            try:
+                core.free(p)
+            except Exception:  # freeing after a failure; the failure is what matters
+                pass
+    res = {
+        "available": True,
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu (a test run)",
+        "model": args.train_model
+        + (" (torchvision, random weights)" if args.train_model == "resnet50" else ""),
+        "batch": batch,
+        "input": f"{out_h}x{out_w} NHWC float32 from the core, viewed as channels-last NCHW",
+        "precision": "bfloat16 autocast",
+        "optimizer": "SGD, momentum 0.9",
+        "warmup_steps": args.train_warmup,
+        "step_alone": _step_figures(alone, batch),
+        "decode_then_step": _step_figures(then, batch),
+        "decode_in_decode_then_step": _step_figures(decode_only, batch),
+        "overlapped": _step_figures(overlapped, batch),
+    }
+    base = res["step_alone"]["ms_median"]
+    res["decode_then_step_over_alone"] = round(res["decode_then_step"]["ms_median"] / base, 3)
+    res["overlapped_over_alone"] = round(res["overlapped"]["ms_median"] / base, 3)
+    log(
+        f"  training step: alone {base} ms, decode then step {res['decode_then_step']['ms_median']} ms, "
+        f"overlapped {res['overlapped']['ms_median']} ms"
+    )
+    return res
+
+
 # -------------------------------------------------------------------------------------------------- main
 
 
@@ -857,6 +1021,16 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--deadline", type=float, default=480.0, help="seconds before partial results (%(default)s)"
     )
+    parser.add_argument(
+        "--train-step",
+        action="store_true",
+        help="also time a PyTorch training step: alone, after the core decodes its batch, and while the "
+        "core decodes the next batch",
+    )
+    parser.add_argument("--train-model", default="resnet50", help="resnet50 (default) or tiny (the tests')")
+    parser.add_argument("--train-steps", type=int, default=20, help="timed steps of each kind (%(default)s)")
+    parser.add_argument("--train-warmup", type=int, default=5, help="untimed steps first (%(default)s)")
+    parser.add_argument("--train-on-cpu", action="store_true", help=argparse.SUPPRESS)  # the tests' CPU run
     args = parser.parse_args(argv)
     start_watchdog(args.deadline)
     results["host"] = host_info()
@@ -936,6 +1110,12 @@ def main(argv=None) -> None:
                 err = results["errors"].pop()
                 anchor = {"available": False, "reason": err["error"], "traceback": err["traceback"]}
             results["anchor"] = anchor
+            if args.train_step:
+                train = stage("bench_train_step", bench_train_step, core, args, pictures, bench_meta)
+                if train is None:  # it raised: the reason instead of figures, not a failed check
+                    err = results["errors"].pop()
+                    train = {"available": False, "reason": err["error"], "traceback": err["traceback"]}
+                results["train_step"] = train
         # The other sets: the same images in the compact layout, and small pictures in both.
         for name, jpeg_file in OTHER_SETS.items():
             if not (KIT / "data" / f"{name}.bzna").is_file():

@@ -1,0 +1,297 @@
+"""TensorFlow carried to a GPU machine (tools/tf_carry): parts, calls, the machine's receive and install.
+
+The builder's pieces run here on small files: parts cut and joined byte for byte, calls packed within
+64 MiB with the checkout, the stubs' sonames and their missing functions. The device's script runs
+here on a carry made of a tiny package: parts checked as they arrive, a corrupt part named, the
+archive unpacked into a fresh venv that imports it. The real carry (573 MB of wheels) is checked only
+where it was built (``.tf_carry/``): nothing here downloads it.
+"""
+
+import ctypes
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / "tools" / "tf_carry"
+sys.path.insert(0, str(TOOL))
+import carry_builder as cb  # noqa: E402  (tools/tf_carry is no package: its folder goes on the path)
+import device_run  # noqa: E402
+
+MiB = cb.MiB
+
+
+def _random_file(path: Path, size: int, seed: int = 0) -> bytes:
+    data = hashlib.shake_256(str(seed).encode()).digest(size)
+    path.write_bytes(data)
+    return data
+
+
+def test_parts_join_back_byte_for_byte(tmp_path):
+    data = _random_file(tmp_path / "a.bin", 3 * MiB + 12345)
+    parts = cb.split_file(tmp_path / "a.bin", [MiB + 7, MiB, MiB, MiB], tmp_path / "parts", "a.bin")
+    assert [p["name"] for p in parts] == ["a.bin.01", "a.bin.02", "a.bin.03", "a.bin.04"]
+    assert [p["bytes"] for p in parts] == [MiB + 7, MiB, MiB, 12338]
+    for p in parts:
+        assert hashlib.sha256((tmp_path / "parts" / p["name"]).read_bytes()).hexdigest() == p["sha256"]
+    digest = cb.join_parts([tmp_path / "parts" / p["name"] for p in parts], tmp_path / "b.bin")
+    assert (tmp_path / "b.bin").read_bytes() == data
+    assert digest == hashlib.sha256(data).hexdigest()
+
+
+def test_parts_must_cover_the_file(tmp_path):
+    _random_file(tmp_path / "a.bin", 1000)
+    with pytest.raises(cb.CarryError, match="do not cover"):
+        cb.split_file(tmp_path / "a.bin", [400, 500], tmp_path / "parts", "a")
+    with pytest.raises(cb.CarryError, match="do not cover"):
+        cb.split_file(tmp_path / "a.bin", [0, 1000], tmp_path / "parts", "a")
+
+
+@pytest.mark.parametrize("archive_mib", [1, 30, 59, 405, 1300])
+def test_calls_fit_the_limit_beside_the_checkout(archive_mib):
+    checkout = cb.checkout_bytes()
+    budget = cb.CALL_LIMIT - checkout - cb.CALL_MARGIN
+    first = [("plan.json", 64 * 1024), ("base", 7 * MiB), ("bench", 17 * MiB)]
+    archive = archive_mib * MiB + 4321
+    sizes, calls = cb.pack_calls(first, archive, budget)
+    assert sum(sizes) == archive and all(0 < s <= cb.PART_LIMIT for s in sizes)
+    assert calls[0][:3] == first
+    carried = [p for call in calls for p, _ in call if p.startswith("parts/")]
+    assert carried == [f"parts/site.tar.xz.{k:02d}" for k in range(1, len(sizes) + 1)]
+    for call in calls:
+        assert checkout + sum(b for _, b in call) <= cb.CALL_LIMIT - cb.CALL_MARGIN, call
+    # No call could be dropped: every later call but the last is full.
+    assert all(sum(b for _, b in call) == min(cb.PART_LIMIT, budget) for call in calls[1:-1])
+
+
+def test_a_first_call_over_the_budget_is_refused():
+    with pytest.raises(cb.CarryError, match="--bench-images"):
+        cb.pack_calls([("bench", 70 * MiB)], 10 * MiB, 60 * MiB)
+
+
+def test_the_checkout_leaves_room_for_a_part():
+    """What a call sends of the checkout (git's tracked and untracked, not ignored, files) leaves a full
+    part's room: the checkout is far below 4 MiB (.tf_carry and the venvs are ignored)."""
+    tracked = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True
+    ).stdout
+    files = [ROOT / n for n in tracked.decode().split("\0") if n and (ROOT / n).exists()]
+    size = cb.checkout_bytes()
+    assert size >= sum(p.lstat().st_size for p in files)
+    assert size + cb.PART_LIMIT + cb.CALL_MARGIN <= cb.CALL_LIMIT, size
+    assert cb._ignored(ROOT / ".tf_carry") and cb._ignored(ROOT / ".tf_carry.partial-x")
+
+
+def test_stubs_have_the_sonames_and_none_of_the_functions(tmp_path):
+    made = cb.compile_stubs(tmp_path)
+    assert sorted(p.name for p in made) == sorted(cb.STUBS)
+    # TensorFlow 2.21's sonames (CUDA 12, cuDNN 9), and the functions it looks up are absent.
+    assert set(cb.STUBS) == {
+        "libcublas.so.12",
+        "libcublasLt.so.12",
+        "libcufft.so.11",
+        "libcusolver.so.11",
+        "libcusparse.so.12",
+        "libcudnn.so.9",
+    }
+    functions = {
+        "libcublas.so.12": "cublasCreate_v2",
+        "libcudnn.so.9": "cudnnCreate",
+        "libcufft.so.11": "cufftPlan2d",
+    }
+    for lib in made:
+        soname = subprocess.run(
+            ["readelf", "-d", str(lib)], capture_output=True, text=True, check=True
+        ).stdout
+        assert f"Library soname: [{lib.name}]" in soname
+        handle = ctypes.CDLL(str(lib))
+        marker = (ctypes.c_char * 80).in_dll(handle, "bzna_tf_carry_stub").value
+        assert marker == f"{lib.name}: a stub without functions (bzna_tf tools/tf_carry)".encode()
+        if lib.name in functions:
+            assert not hasattr(handle, functions[lib.name])
+
+
+def test_device_scripts_are_valid():
+    r = subprocess.run(["bash", "-n", str(TOOL / "device.sh")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    compile((TOOL / "device_run.py").read_text(), "device_run.py", "exec")
+    # The device's script needs the standard library only until the checks (the venv's Python).
+    top = [
+        line
+        for line in (TOOL / "device_run.py").read_text().splitlines()
+        if line.startswith(("import ", "from "))
+    ]
+    assert not [
+        line for line in top if any(w in line for w in ("numpy", "tensorflow", "keras", "bzna_tf"))
+    ], top
+
+
+# ------------------------------------------------------------------------------------- the device's side
+
+
+@pytest.fixture()
+def small_carry(tmp_path):
+    """A carry holding a tiny package instead of TensorFlow: plan.json, base/, bench/, three parts."""
+    carry = tmp_path / ".tf_carry"
+    tree = tmp_path / "tree" / "tf_carry_probe"
+    tree.mkdir(parents=True)
+    (tree / "__init__.py").write_text("VALUE = 42\n" + "# padding\n" * 20000)
+    archive = tmp_path / "site.tar.xz"
+    import lzma
+
+    with lzma.open(archive, "wb") as out:
+        cb._write_tar(tmp_path / "tree", out)
+    size = archive.stat().st_size
+    third = size // 3 + 1
+    parts = cb.split_file(archive, [third, third, third], carry / "parts", "site.tar.xz")
+    for folder in ("base", "bench"):
+        (carry / folder).mkdir()
+    plan = {
+        "python": ".".join(map(str, sys.version_info[:2])),
+        "tensorflow": "0",
+        "parts": parts,
+        "archive": {"bytes": size, "sha256": hashlib.sha256(archive.read_bytes()).hexdigest()},
+        "calls": [
+            {"carry": ["plan.json", "base", "bench", "parts/site.tar.xz.01"], "command": "receive"},
+            {"carry": ["parts/site.tar.xz.02"], "command": "receive"},
+            {"carry": ["parts/site.tar.xz.03"], "command": "final"},
+        ],
+    }
+    (carry / "plan.json").write_text(json.dumps(plan))
+    return carry
+
+
+def _device(carry, *args, **env):
+    environment = dict(os.environ, TF_CARRY_DIR=str(carry), TF_CARRY_PYTHON=sys.executable, **env)
+    return subprocess.run(
+        ["bash", str(TOOL / "device.sh"), *args], capture_output=True, text=True, env=environment, timeout=120
+    )
+
+
+def test_receive_checks_each_part_and_names_the_next_call(small_carry):
+    later = [small_carry / "parts" / f"site.tar.xz.0{k}" for k in (2, 3)]
+    held = {p: p.read_bytes() for p in later}
+    for p in later:
+        p.unlink()
+    r = _device(small_carry, "receive")
+    assert r.returncode == 0, r.stderr
+    assert "call 1: 1 part(s) arrived" in r.stdout and "held 1/3 parts" in r.stdout
+    assert "next: call 2: receive" in r.stdout and "site.tar.xz.02" in r.stdout
+    assert (
+        json.loads((small_carry / "state" / "machine.json").read_text())["python"] == sys.version.split()[0]
+    )
+    later[0].write_bytes(held[later[0]])
+    r = _device(small_carry, "receive")
+    assert "call 2: 1 part(s) arrived" in r.stdout and "s since the previous call ended" in r.stdout
+    later[1].write_bytes(held[later[1]][:-1] + b"x")  # damaged on the way
+    r = _device(small_carry, "receive")
+    assert "missing site.tar.xz.03 (corrupt: carry it again)" in r.stdout
+    r = _device(small_carry, "install", TF_CARRY_VENV=str(small_carry.parent / "venv"))
+    assert r.returncode == 3 and "parts missing: site.tar.xz.03 (corrupt" in r.stderr
+    calls = json.loads((small_carry / "state" / "calls.json").read_text())
+    assert [c["verified"] for c in calls] == [["site.tar.xz.01"], ["site.tar.xz.02"], []]
+
+
+def test_install_unpacks_the_joined_parts_into_a_fresh_venv(small_carry):
+    venv = small_carry.parent / "venv"
+    r = _device(small_carry, "receive")
+    assert "every part is here" in r.stdout, r.stdout
+    r = _device(small_carry, "install", TF_CARRY_VENV=str(venv))
+    assert r.returncode == 0, r.stderr
+    probe = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import tf_carry_probe, sys; print(tf_carry_probe.VALUE, sys.prefix)",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert probe.stdout.split() == ["42", str(venv)], probe.stderr
+    info = json.loads((small_carry / "state" / "installed.json").read_text())
+    assert (
+        info["files"] == 1
+        and info["sha256"] == json.loads((small_carry / "plan.json").read_text())["archive"]["sha256"]
+    )
+
+
+def test_a_machine_with_another_python_stops_at_the_first_call(small_carry):
+    plan = json.loads((small_carry / "plan.json").read_text())
+    plan["python"] = "2.7"
+    (small_carry / "plan.json").write_text(json.dumps(plan))
+    r = _device(small_carry, "receive")
+    assert r.returncode == 2 and "STOP" in r.stderr and "the carry is for CPython 2.7" in r.stderr
+
+
+def test_test_counts_come_from_junit(tmp_path):
+    (tmp_path / "t.xml").write_text(
+        '<testsuites><testsuite><testcase classname="tests.test_gpu" name="a"/>'
+        '<testcase classname="tests.test_gpu" name="b"><failure message="x"/></testcase>'
+        '<testcase classname="tests.test_gpu" name="c"><skipped message="no GPU"/></testcase>'
+        '<testcase classname="tests.test_gpu" name="d"><error message="e"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    counts = device_run._junit(tmp_path / "t.xml")
+    assert {k: counts[k] for k in ("passed", "failed", "skipped", "errors")} == {
+        "passed": 1,
+        "failed": 1,
+        "skipped": 1,
+        "errors": 1,
+    }
+    assert counts["failed_names"] == ["test_gpu::b", "test_gpu::d (error)"]
+    assert counts["skipped_reasons"] == {"test_gpu::c": "no GPU"}
+    assert device_run._slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+def test_the_checks_need_the_gpu_path_and_the_rate():
+    def results(skips, tf_rate):
+        tests = {"ran": True, "passed": 20, "failed": 0, "errors": 0, "skipped_reasons": skips}
+        r = {"environment": {"logical_gpus": ["/device:GPU:0"]}, "tests": tests, "fit": {"passed": True}}
+        core = [{"decode_warp": {"images_per_s": 9000.0}}, {"decode_warp": {"images_per_s": 9200.0}}]
+        device_run.summarise(r, *core, {"decode_warp": {"images_per_s": tf_rate}})
+        return r
+
+    good = results(
+        {"test_gpu::test_nvdec_pictures_equal_ffmpeg_decodes": "PyNvVideoCodec unavailable"}, 8400.0
+    )
+    assert good["core_images_per_s"] == 9200.0 and good["tf_to_core"] == 0.913
+    assert all(good["checks"].values()), good["checks"]
+    slow = results({}, 8000.0)  # 0.87 of the faster core run
+    assert not slow["checks"]["tf_rate_at_least_0.9_of_core"]
+    skipped = results(
+        {"test_gpu::test_model_fit_decodes_on_the_gpu": "no GPU visible to TensorFlow (...)"}, 9000.0
+    )
+    assert not skipped["checks"]["gpu_tests_ran"] and skipped["checks"]["tests_passed"]
+    none = {"environment": {}, "tests": {"ran": False}, "fit": {}}
+    device_run.summarise(none, {"available": False}, {"available": False}, {"available": False})
+    assert none["tf_to_core"] is None and not any(none["checks"].values())
+
+
+# ------------------------------------------------------------------------------------------ the real carry
+
+
+CARRY = Path(os.environ.get("BZNA_TF_CARRY_DIR") or ROOT / ".tf_carry")
+
+
+@pytest.mark.skipif(
+    not (CARRY / "plan.json").is_file(), reason=f"no carry built at {CARRY} (python tools/tf_carry)"
+)
+def test_the_built_carry_fits_the_calls():
+    plan = json.loads((CARRY / "plan.json").read_text())
+    assert cb.check_plan(CARRY, log=io.StringIO()) == []
+    assert all(p["bytes"] <= cb.PART_LIMIT for p in plan["parts"])
+    assert sum(p["bytes"] for p in plan["parts"]) == plan["archive"]["bytes"]
+    carried = [p for call in plan["calls"] for p in call["carry"]]
+    assert sorted(carried) == sorted(
+        ["plan.json", "base", "bench", *(f"parts/{p['name']}" for p in plan["parts"])]
+    )
+    assert plan["calls"][-1]["command"].endswith("device.sh final")
+    assert all(c["command"].endswith("device.sh receive") for c in plan["calls"][:-1])
+    names = sorted(p.name for p in (CARRY / "base" / "cuda").iterdir())
+    assert names == sorted(["STUBS.txt", "libcudart.so.12", *cb.STUBS])

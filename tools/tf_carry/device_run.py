@@ -1,0 +1,926 @@
+"""On the GPU machine: receive the carry, install TensorFlow into a venv, run the TensorFlow GPU checks.
+
+Run through ``bash tools/tf_carry/device.sh COMMAND`` in the checkout's root, one ``run`` call per
+line of ``.tf_carry/PLAN.txt`` (written by ``python tools/tf_carry``):
+
+- ``receive`` (every call but the last): checks the SHA-256 of each part that arrived since the last
+  call, records when this call started and how long after the previous one ended (the transfer of
+  this call's files, the tool's overhead and the wait between calls), says what is still missing and
+  which call comes next. The first call also records the machine (Python, nvidia-smi, tools, disk) and
+  stops at once (exit 2) if its Python is not the one the carry was built for.
+- ``final`` (the last call): ``receive``, ``install``, then ``run``.
+- ``install``: joins the parts, checks the archive's SHA-256 while unpacking it (xz, else Python's
+  lzma) into a fresh venv (``python -m venv --without-pip``) that sees none of the machine's packages.
+- ``run``: each check in its own process, with a deadline, partial results written after each:
+  the environment (TensorFlow's GPU, the CUDA libraries it opened), the GPU core's rate through the
+  kit's benchmark (no TensorFlow), the tests that need a GPU, ``model.fit`` with ``DecodeWarp``
+  (decoded batches against the CPU path), the guide's Conv2D + Dense model (which needs the stubbed
+  libraries: its error is recorded), ``decode_warp`` through TensorFlow at batch 256, and the core's
+  rate again. Writes ``$OUT/<date>-<gpu>-tensorflow-gpu.json`` (for ``benchmarks/results/``),
+  ``tests.xml`` and ``tf_gpu.log``.
+
+The standard library only, up to the checks (which run in the venv's Python).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+CARRY = Path(os.environ.get("TF_CARRY_DIR") or REPO / ".tf_carry").absolute()
+STATE = CARRY / "state"
+VENV = Path(os.environ.get("TF_CARRY_VENV") or "/tmp/tf_carry_venv")
+OUT = Path(os.environ.get("OUT") or CARRY / "out")
+MiB = 1024 * 1024
+BATCH = 256
+REPEATS = 20
+START = time.perf_counter()
+# The final call's command must end within the run tool's limit (timeout_s of PLAN.txt): the checks
+# share what is left after receiving and installing, each with its own ceiling.
+DEADLINE_S = float(os.environ.get("TF_CARRY_DEADLINE", "540"))
+STAGE_LIMITS = {
+    "environment": 180,
+    "core_bench": 120,
+    "tests": 300,
+    "fit": 240,
+    "stubbed": 150,
+    "tf_bench": 240,
+}
+# The tests that need a GPU (and the checks of the carried GPU libraries); $TF_CARRY_TESTS adds others.
+TESTS = (
+    "tests/test_gpu.py",
+    "tests/test_library_override.py",
+    *shlex.split(os.environ.get("TF_CARRY_TESTS", "")),
+)
+# Tests that run everywhere (CI runs them on the CPU) but need a stubbed library on the GPU: left out
+# there, and listed in the results with the reason.
+DESELECTED = {
+    "tests/test_gpu.py::test_decode_warp_layer_trains_and_saves": "its Dense layer needs cuBLAS on the GPU, "
+    "a stub here (it runs on the CPU on every CI run)",
+}
+RATIO_GOAL = 0.9
+# tests/test_gpu.py's skip reasons when TensorFlow sees no GPU or bzna_tf's GPU kernels did not load.
+NO_GPU = ("no GPU visible to TensorFlow", "GPU kernels are unavailable")
+
+
+def log(message: str) -> None:
+    print(f"[tf_carry {time.perf_counter() - START:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def _plan() -> dict:
+    try:
+        return json.loads((CARRY / "plan.json").read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(
+            f"tf_carry: STOP: {CARRY / 'plan.json'} is unreadable ({e}): the first call carries "
+            ".tf_carry/plan.json (see PLAN.txt)"
+        ) from None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(4 * MiB), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_json(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def _command(cmd: list[str], timeout: float = 60) -> str:
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return (r.stdout or r.stderr).strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+# ---------------------------------------------------------------------------------------------- receive
+
+
+def machine() -> dict:
+    """What the machine has, recorded by the first call."""
+    tools = {t: shutil.which(t) for t in ("xz", "readelf", "g++", "nvcc", "nvidia-smi", "tar")}
+    disk = shutil.disk_usage("/tmp")
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "tools": tools,
+        "nvidia_smi": _command(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+        )
+        if tools["nvidia-smi"]
+        else None,
+        "tmp_free_gib": round(disk.free / 2**30, 1),
+        "libnvcuvid": "libnvcuvid.so.1" in _command(["ldconfig", "-p"]),
+    }
+
+
+def _part_paths(plan: dict) -> list[Path]:
+    return [CARRY / "parts" / p["name"] for p in plan["parts"]]
+
+
+def verify_parts(plan: dict) -> tuple[list[str], list[str], list[str], float]:
+    """(verified now, held, missing or wrong) part names, and the seconds hashing took.
+
+    A part whose SHA-256 matched once is not hashed again (state/verified/NAME holds its hash).
+    """
+    done, held, missing = [], [], []
+    t = time.perf_counter()
+    (STATE / "verified").mkdir(parents=True, exist_ok=True)
+    for part, path in zip(plan["parts"], _part_paths(plan), strict=True):
+        marker = STATE / "verified" / part["name"]
+        if not path.is_file():
+            missing.append(part["name"])
+            continue
+        if marker.is_file() and marker.read_text() == part["sha256"] and path.stat().st_size == part["bytes"]:
+            held.append(part["name"])
+            continue
+        if path.stat().st_size != part["bytes"] or _sha256(path) != part["sha256"]:
+            missing.append(part["name"] + " (corrupt: carry it again)")
+            continue
+        marker.write_text(part["sha256"])
+        done.append(part["name"])
+        held.append(part["name"])
+    return done, held, missing, time.perf_counter() - t
+
+
+def receive() -> int:
+    started = time.time()
+    plan = _plan()
+    STATE.mkdir(parents=True, exist_ok=True)
+    calls = _read_json(STATE / "calls.json", [])
+    if not calls:
+        info = machine()
+        _write_json(STATE / "machine.json", info)
+        log(
+            f"machine: Python {info['python']}, {info['cpus']} CPUs, {info['nvidia_smi']}, "
+            f"/tmp {info['tmp_free_gib']} GiB free, tools {info['tools']}"
+        )
+        if not info["python"].startswith(plan["python"] + "."):
+            print(
+                f"tf_carry: STOP: this machine's python3 is {info['python']}, the carry is for CPython "
+                f"{plan['python']}: give the machine back and build the carry with --python "
+                f"{'.'.join(info['python'].split('.')[:2])}",
+                file=sys.stderr,
+            )
+            return 2
+        for folder in ("base", "bench"):
+            if not (CARRY / folder).is_dir():
+                print(
+                    f"tf_carry: STOP: {CARRY / folder} has not arrived (call 1 carries it)", file=sys.stderr
+                )
+                return 2
+    gap = round(started - calls[-1]["end"], 1) if calls else None
+    done, held, missing, hashing = verify_parts(plan)
+    have = sum(p["bytes"] for p in plan["parts"] if p["name"] in held)
+    total = sum(p["bytes"] for p in plan["parts"])
+    calls.append(
+        {
+            "call": len(calls) + 1,
+            "start": started,
+            "since_previous_end_s": gap,
+            "verified": done,
+            "verified_mib": round(sum(p["bytes"] for p in plan["parts"] if p["name"] in done) / MiB, 1),
+            "hash_s": round(hashing, 2),
+            "end": time.time(),
+        }
+    )
+    _write_json(STATE / "calls.json", calls)
+    print(
+        f"tf_carry: call {len(calls)}: {len(done)} part(s) arrived ({calls[-1]['verified_mib']} MiB, "
+        f"SHA-256 OK in {hashing:.1f} s); held {len(held)}/{len(plan['parts'])} parts, "
+        f"{have / MiB:.0f}/{total / MiB:.0f} MiB"
+        + (f"; {gap} s since the previous call ended" if gap is not None else "")
+    )
+    if missing:
+        wanted = {m.split(" ")[0] for m in missing}
+        nxt = next(
+            (k for k, c in enumerate(plan["calls"], 1) if any(Path(p).name in wanted for p in c["carry"])),
+            None,
+        )
+        print(f"tf_carry: missing {', '.join(missing)}")
+        if nxt is not None:
+            c = plan["calls"][nxt - 1]
+            print(
+                f"tf_carry: next: call {nxt}: {c['command']}  "
+                f"carry {json.dumps(['.tf_carry/' + p for p in c['carry']])}"
+            )
+    else:
+        print("tf_carry: every part is here")
+    calls[-1]["end"] = time.time()
+    _write_json(STATE / "calls.json", calls)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- install
+
+
+class _Feeder(threading.Thread):
+    """Writes the parts, in order, into a pipe, hashing them on the way."""
+
+    def __init__(self, paths: list[Path], sink):
+        super().__init__(daemon=True)
+        self.paths, self.sink = paths, sink
+        self.sha256 = hashlib.sha256()
+        self.error: BaseException | None = None
+
+    def run(self):
+        try:
+            for p in self.paths:
+                with open(p, "rb") as f:
+                    for block in iter(lambda: f.read(4 * MiB), b""):
+                        self.sha256.update(block)
+                        self.sink.write(block)
+        except BaseException as e:  # a broken pipe: the reader's error says why
+            self.error = e
+        finally:
+            try:
+                self.sink.close()
+            except OSError:
+                pass
+
+
+class _Joined:
+    """The parts as one read-only stream (for Python's lzma when there is no xz)."""
+
+    def __init__(self, paths: list[Path]):
+        self.paths = list(paths)
+        self.sha256 = hashlib.sha256()
+        self.f = None
+
+    def read(self, n: int = -1) -> bytes:
+        while True:
+            if self.f is None:
+                if not self.paths:
+                    return b""
+                self.f = open(self.paths.pop(0), "rb")
+            block = self.f.read(n if n and n > 0 else 4 * MiB)
+            if block:
+                self.sha256.update(block)
+                return block
+            self.f.close()
+            self.f = None
+
+
+def _extract(stream, site: Path) -> tuple[int, int]:
+    files = size = 0
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        for member in tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extract(member, site, filter="data")
+            else:  # an older Python: the archive is ours, written by tools/tf_carry
+                tar.extract(member, site)
+            if member.isfile():
+                files += 1
+                size += member.size
+    return files, size
+
+
+def install() -> int:
+    plan = _plan()
+    _, held, missing, _ = verify_parts(plan)
+    if missing:
+        print(f"tf_carry: STOP: parts missing: {', '.join(missing)} (see PLAN.txt)", file=sys.stderr)
+        return 3
+    done = _read_json(STATE / "installed.json", {})
+    if done.get("sha256") == plan["archive"]["sha256"] and (VENV / "bin" / "python").exists():
+        log(f"TensorFlow is already installed in {VENV}")
+        return 0
+    t = time.perf_counter()
+    if VENV.exists():
+        shutil.rmtree(VENV)
+    python = os.environ.get("TF_CARRY_PYTHON") or sys.executable
+    r = subprocess.run([python, "-m", "venv", "--without-pip", str(VENV)], capture_output=True, text=True)
+    if r.returncode:
+        print(f"tf_carry: STOP: python -m venv failed: {r.stderr.strip()[-2000:]}", file=sys.stderr)
+        return 3
+    site = Path(
+        _command(
+            [str(VENV / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+        )
+    )
+    venv_s = time.perf_counter() - t
+    paths = _part_paths(plan)
+    xz = shutil.which("xz")
+    t = time.perf_counter()
+    if xz:
+        proc = subprocess.Popen([xz, "-dc", "-T0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        feeder = _Feeder(paths, proc.stdin)
+        feeder.start()
+        try:
+            files, size = _extract(proc.stdout, site)
+        finally:
+            proc.stdout.close()
+            feeder.join()
+            proc.wait()
+        digest = feeder.sha256.hexdigest()
+        if proc.returncode or feeder.error:
+            print(f"tf_carry: STOP: xz exited with {proc.returncode} ({feeder.error})", file=sys.stderr)
+            return 3
+    else:
+        import lzma
+
+        joined = _Joined(paths)
+        with lzma.open(joined) as stream:
+            files, size = _extract(stream, site)
+        digest = joined.sha256.hexdigest()
+    unpack_s = time.perf_counter() - t
+    if digest != plan["archive"]["sha256"]:
+        print("tf_carry: STOP: the joined archive's SHA-256 differs from plan.json's", file=sys.stderr)
+        return 3
+    info = {
+        "sha256": digest,
+        "site": str(site),
+        "files": files,
+        "bytes": size,
+        "venv_s": round(venv_s, 1),
+        "unpack_s": round(unpack_s, 1),
+        "with": xz or "python lzma",
+    }
+    _write_json(STATE / "installed.json", info)
+    log(
+        f"installed {files} files ({size / MiB:.0f} MiB) into {site} in {unpack_s:.1f} s "
+        f"(venv {venv_s:.1f} s)"
+    )
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------- run
+
+
+def stage_env() -> dict:
+    """The environment of every check: the carried libraries, the fixture, a quiet Keras."""
+    base = CARRY / "base"
+    env = dict(os.environ)
+    env.update(
+        BZNA_TF_OPS_LIBRARY=str(base / "ops" / "libbzna_tf_ops.so"),
+        BZNA_TF_GPU_LIBRARY_DIR=str(base / "gpu"),
+        BZNA_TF_FFNVCODEC_INCLUDE=str(base / "ffnvcodec" / "include"),
+        BZNA_TF_FIXTURES=str(base / "fixture"),
+        BZNA_TF_CACHE_DIR=str(STATE / "bzna_tf_cache"),  # nothing should build; if it did, here
+        LD_LIBRARY_PATH=os.pathsep.join(p for p in (str(base / "cuda"), env.get("LD_LIBRARY_PATH")) if p),
+        TF_FORCE_GPU_ALLOW_GROWTH="true",  # the core's process and TensorFlow's share the GPU
+        KERAS_BACKEND="tensorflow",
+        PYTHONPATH=str(REPO),
+        PYTHONUNBUFFERED="1",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def run_stage(name: str, deadline: float, logfile) -> dict:
+    """One check in its own process (the venv's Python): its JSON, or why there is none."""
+    left = deadline - time.perf_counter()
+    limit = min(STAGE_LIMITS[name], left)
+    if limit < 20:
+        return {"ran": False, "error": f"not run: {left:.0f} s left before the deadline"}
+    result = STATE / f"stage-{name}.json"
+    result.unlink(missing_ok=True)
+    env = stage_env()
+    if name == "environment":  # which CUDA libraries TensorFlow opens, from its own log
+        env.update(TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="dso_loader=1,dlopen_checker=1")
+    cmd = [str(VENV / "bin" / "python"), "-u", __file__, "stage", name, str(result)]
+    log(f"{name} (at most {limit:.0f} s) ...")
+    t = time.perf_counter()
+    logfile.write(f"\n===== {name} =====\n")
+    logfile.flush()
+    try:
+        r = subprocess.run(cmd, stdout=logfile, stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=limit)
+        code = r.returncode
+    except subprocess.TimeoutExpired:
+        code = "timeout"
+    seconds = round(time.perf_counter() - t, 1)
+    out = _read_json(result, None)
+    if out is None:
+        out = {"ran": False, "error": f"the stage exited with {code} and wrote no result (tf_gpu.log)"}
+    out.setdefault("ran", True)
+    out["exit_code"], out["seconds"] = code, seconds
+    log(f"{name}: exit {code} in {seconds} s")
+    return out
+
+
+def _junit(path: Path) -> dict:
+    import xml.etree.ElementTree as ET
+
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
+    failed, skipped = [], {}
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as e:
+        return {**counts, "error": f"no junit XML: {e}"}
+    for case in root.iter("testcase"):
+        name = f"{case.get('classname', '').split('.')[-1]}::{case.get('name')}"
+        if case.find("failure") is not None:
+            counts["failed"] += 1
+            failed.append(name)
+        elif case.find("error") is not None:
+            counts["errors"] += 1
+            failed.append(name + " (error)")
+        elif case.find("skipped") is not None:
+            counts["skipped"] += 1
+            skipped[name] = (case.find("skipped").get("message") or "")[:300]
+        else:
+            counts["passed"] += 1
+    return {**counts, "failed_names": failed, "skipped_reasons": skipped}
+
+
+def run_tests(deadline: float, logfile) -> dict:
+    left = deadline - time.perf_counter()
+    limit = min(STAGE_LIMITS["tests"], left)
+    if limit < 30:
+        return {"ran": False, "error": f"not run: {left:.0f} s left before the deadline"}
+    xml = OUT / "tests.xml"
+    cmd = [
+        str(VENV / "bin" / "python"),
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
+        f"--junitxml={xml}",
+        *(f"--deselect={t}" for t in DESELECTED),
+        *TESTS,
+    ]
+    log(f"tests: {' '.join(TESTS)} (at most {limit:.0f} s) ...")
+    logfile.write("\n===== tests =====\n")
+    logfile.flush()
+    t = time.perf_counter()
+    try:
+        code = subprocess.run(
+            cmd, stdout=logfile, stderr=subprocess.STDOUT, env=stage_env(), cwd=REPO, timeout=limit
+        ).returncode
+    except subprocess.TimeoutExpired:
+        code = "timeout"
+    out = {
+        "ran": True,
+        "files": list(TESTS),
+        "deselected": DESELECTED,
+        "exit_code": code,
+        "seconds": round(time.perf_counter() - t, 1),
+    }
+    out.update(_junit(xml))
+    log(
+        f"tests: {out.get('passed')} passed, {out.get('failed')} failed, {out.get('errors')} errors, "
+        f"{out.get('skipped')} skipped"
+    )
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
+
+
+def summarise(results: dict, first: dict, second: dict, bench: dict) -> None:
+    """The rates and the checks, from the stages' results (the core's rate: the faster of its two runs)."""
+    rates = [b.get("decode_warp", {}).get("images_per_s") for b in (first, second)]
+    rates = [r for r in rates if isinstance(r, (int, float))]
+    core = max(rates) if rates else None
+    tf_rate = bench.get("decode_warp", {}).get("images_per_s")
+    results["core_images_per_s"] = core
+    results["tf_decode_warp_images_per_s"] = tf_rate
+    results["tf_to_core"] = round(tf_rate / core, 3) if core and tf_rate else None
+    tests = results["tests"]
+    results["checks"] = {
+        "gpu_registered": bool(results["environment"].get("logical_gpus")),
+        "tests_passed": bool(
+            tests.get("ran") and tests.get("passed") and not tests.get("failed") and not tests.get("errors")
+        ),
+        # On a GPU machine, a test skipped for want of a GPU means the GPU path did not run.
+        "gpu_tests_ran": bool(tests.get("ran"))
+        and not [r for r in tests.get("skipped_reasons", {}).values() if any(w in r for w in NO_GPU)],
+        "fit_passed": bool(results["fit"].get("passed")),
+        "tf_rate_at_least_0.9_of_core": bool(results["tf_to_core"] and results["tf_to_core"] >= RATIO_GOAL),
+    }
+
+
+def run_checks() -> int:
+    plan = _plan()
+    deadline = START + DEADLINE_S
+    OUT.mkdir(parents=True, exist_ok=True)
+    info = _read_json(STATE / "machine.json", {}) or machine()
+    smi = (info.get("nvidia_smi") or "").split(",")
+    device = smi[0].strip() if smi and smi[0].strip() else "unknown"
+    results = {
+        "kind": "tensorflow-gpu",
+        "date": time.strftime("%Y-%m-%d"),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "commit": plan.get("commit"),
+        "commit_dirty": plan.get("dirty"),
+        "device": device,
+        "driver": smi[1].strip() if len(smi) > 1 else None,
+        "tensorflow": plan["tensorflow"],
+        "python": info.get("python"),
+        "host": {k: info.get(k) for k in ("cpus", "platform", "libnvcuvid")},
+        "carry": {
+            "calls": len(plan["calls"]),
+            "parts": len(plan["parts"]),
+            "archive_bytes": plan["archive"]["bytes"],
+            "installed": _read_json(STATE / "installed.json", {}),
+            "calls_log": _read_json(STATE / "calls.json", []),
+            "cudart": plan["cudart"],
+            "stubbed": plan["stubs"],
+            "removed": plan["removed"],
+            "excluded": plan["excluded"],
+        },
+    }
+    name = f"{results['date']}-{_slug(device)}-tensorflow-gpu.json"
+    path = OUT / name
+
+    def save():
+        _write_json(path, results)
+
+    save()
+    with open(OUT / "tf_gpu.log", "a") as logfile:
+        results["environment"] = run_stage("environment", deadline, logfile)
+        save()
+        first = run_stage("core_bench", deadline, logfile)
+        save()
+        results["tests"] = run_tests(deadline, logfile)
+        save()
+        results["fit"] = run_stage("fit", deadline, logfile)
+        save()
+        bench = run_stage("tf_bench", deadline, logfile)
+        second = run_stage("core_bench", deadline, logfile)
+        results["core_bench"] = [first, second]
+        results["tf_bench"] = bench
+        save()
+        results["stubbed_model"] = run_stage("stubbed", deadline, logfile)
+    summarise(results, first, second, bench)
+    results["passed"] = all(results["checks"].values())
+    results["seconds"] = round(time.perf_counter() - START, 1)
+    save()
+    print(
+        json.dumps(
+            {
+                k: results[k]
+                for k in (
+                    "passed",
+                    "checks",
+                    "core_images_per_s",
+                    "tf_decode_warp_images_per_s",
+                    "tf_to_core",
+                )
+            }
+        )
+    )
+    print(f"tf_carry: results in {path} (copy it to benchmarks/results/{name})")
+    return 0 if results["passed"] else 1
+
+
+# -------------------------------------------------------------------------------- checks (the venv's Python)
+
+
+def _bench_data():
+    """The benchmark pictures (thumbnails, Annex-B) and their metadata, as the kit's runner loads them."""
+    import numpy as np
+
+    from bzna_tf.format import BznaFile
+
+    with BznaFile(CARRY / "bench" / "bench.bzna") as f:
+        pictures = [f.sample(i).thumb.annexb() for i in range(len(f))]
+    return pictures, dict(np.load(CARRY / "bench" / "bench_meta.npz"))
+
+
+def _batches(pictures, meta, batch: int, count: int):
+    """The kit's batches: pictures k*batch.. cycled, matrices of epoch (index // n)."""
+    import numpy as np
+
+    n = len(pictures)
+    epochs = meta["matrices"].shape[0]
+    out = []
+    for k in range(count):
+        idx = (k * batch + np.arange(batch)) % n
+        m = meta["matrices"][(k * batch + np.arange(batch)) // n % epochs, idx]
+        out.append(([pictures[i] for i in idx], np.ascontiguousarray(m, np.float32)))
+    return out
+
+
+def check_environment() -> dict:
+    import tensorflow as tf
+
+    res = {"tensorflow": tf.__version__, "build": dict(tf.sysconfig.get_build_info())}
+    res["physical_gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
+    res["logical_gpus"] = [d.name for d in tf.config.list_logical_devices("GPU")]  # TensorFlow registered it
+    if res["physical_gpus"]:
+        res["gpu_details"] = tf.config.experimental.get_device_details(
+            tf.config.list_physical_devices("GPU")[0]
+        )
+    import bzna_tf
+
+    bzna_tf.ops.load_library()
+    res["bzna_tf_gpu_error"] = bzna_tf.ops.gpu_error()
+    res["ffmpeg_error"] = bzna_tf.ops.ffmpeg_error()
+    mapped = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            if re.search(r"lib(cuda|cudart|cublas|cufft|cusolver|cusparse|cudnn|nvcuvid|bzna)", path):
+                mapped.add(path)
+    res["libraries_loaded"] = sorted(mapped)
+    from tensorflow.python.framework import kernels
+
+    res["kernels"] = {
+        op: sorted({k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel})
+        for op in ("BznaDecodeWarp", "BznaWarpYuv420", "BznaWarpRgb")
+    }
+    return res
+
+
+def check_core_bench() -> dict:
+    """The GPU core's decode + warp rate through the kit's own benchmark (tools/gpu_kit/run_kit.py), on
+    the carried core library and pictures: no TensorFlow in this process."""
+    import types
+
+    for name, path in (("bzna_tf", REPO / "bzna_tf"), ("bzna_tf.ops", REPO / "bzna_tf" / "ops")):
+        mod = types.ModuleType(
+            name
+        )  # the package's folders without their __init__ (which imports TensorFlow)
+        mod.__path__ = [str(path)]
+        sys.modules[name] = mod
+    sys.path.insert(0, str(REPO / "tools" / "gpu_kit"))
+    import run_kit
+
+    from bzna_tf.ops.gpu_core import HAS_CUDA, HAS_NVDEC, GpuCore
+
+    core = GpuCore(CARRY / "base" / "gpu" / "libbzna_tf_gpu_core.so")
+    bits, reason = core.probe()
+    if not bits & HAS_CUDA or not bits & HAS_NVDEC:
+        return {"available": False, "reason": reason}
+    pictures, meta = _bench_data()
+    args = argparse.Namespace(batch=BATCH, quick=False, repeats=REPEATS)
+    res = run_kit.bench_core(core, args, pictures, meta)
+    res["bench_decode_md5"] = run_kit.results["checks"].get("bench_decode")
+    res["describe"] = core.describe(0)
+    return res
+
+
+def check_tf_bench() -> dict:
+    """decode_warp through TensorFlow on the GPU: the kit's batches and output (224 x 224 NCHW)."""
+    import numpy as np
+    import tensorflow as tf
+
+    import bzna_tf
+
+    bzna_tf.ops.load_library()
+    if bzna_tf.ops.gpu_error():
+        return {"available": False, "reason": bzna_tf.ops.gpu_error()}
+    pictures, meta = _bench_data()
+    out_h, out_w = (int(v) for v in meta["out_shape"])
+    bias = [255 * float(v) for v in meta["mean"]]
+    norm = [1 / (255 * float(v)) for v in meta["std"]]
+    batches = [(tf.constant(p), tf.constant(m)) for p, m in _batches(pictures, meta, BATCH, REPEATS + 1)]
+    sync = getattr(tf.test.experimental, "sync_devices", None)
+    devices = set()
+
+    def step(k):
+        data, m = batches[k]
+        with tf.device("/GPU:0"):
+            out = bzna_tf.ops.decode_warp(data, m, (out_h, out_w), bias=bias, norm=norm, data_format="NCHW")
+        devices.add(out.device)
+        if sync:
+            sync()
+        else:
+            out[0, 0, 0, 0].numpy()
+
+    step(0)  # warm-up: decoders created, kernels loaded
+    walls, cpus = [], []
+    for k in range(1, REPEATS + 1):
+        t, c = time.perf_counter(), time.process_time()
+        step(k)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    walls, cpus = np.array(walls), np.array(cpus)
+    med = float(np.median(walls))
+    figures = {
+        "images_per_s": round(BATCH / med, 1),
+        "images_per_s_overall": round(BATCH * len(walls) / float(walls.sum()), 1),
+        "ms_per_batch_median": round(med * 1e3, 2),
+        "ms_per_batch_min": round(float(walls.min()) * 1e3, 2),
+        "cpu_core_s_per_image": round(float(cpus.sum()) / (BATCH * len(walls)), 6),
+        "batches": len(walls),
+    }
+    return {
+        "batch": BATCH,
+        "images": len(pictures),
+        "out_shape": [out_h, out_w],
+        "layout": "NCHW float32, ImageNet mean/std",
+        "synchronised_by": "tf.test.experimental.sync_devices" if sync else "a value read back",
+        "devices": sorted(devices),
+        "on_gpu": all("GPU" in d for d in devices),
+        "decode_warp": figures,
+    }
+
+
+class _Linear:
+    """A Keras layer factory: logits = x w + b as a broadcast multiply and a sum (no MatMul, so no cuBLAS,
+    which is stubbed here)."""
+
+    @staticmethod
+    def make(units: int):
+        import keras
+
+        class LinearNoMatMul(keras.layers.Layer):
+            def __init__(self, units, **kwargs):
+                super().__init__(**kwargs)
+                self.units = units
+
+            def build(self, shape):
+                self.w = self.add_weight(shape=(shape[-1], self.units), initializer="glorot_uniform")
+                self.b = self.add_weight(shape=(self.units,), initializer="zeros")
+
+            def call(self, x):
+                return keras.ops.sum(x[:, :, None] * self.w[None], axis=1) + self.b
+
+        return LinearNoMatMul(units)
+
+
+def check_fit() -> dict:
+    """as_dataset(device="gpu") + DecodeWarp: decoded batches against the CPU path (same seed), then
+    model.fit for a few steps with the decode on the GPU."""
+    import keras
+    import numpy as np
+
+    import bzna_tf
+
+    bzna_tf.ops.load_library()
+    res = {"gpu_error": bzna_tf.ops.gpu_error()}
+    fixture = CARRY / "base" / "fixture" / "benzina_original_mini.bzna"
+    d = bzna_tf.ClassificationDataset(fixture).labelled()
+    size = (32, 32)
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    warp = bzna_tf.layers.RandomResizedCrop(*size, flip_h=0.5)
+    payloads = d.as_dataset(batch_size=3, warp=warp, seed=1, device="gpu")
+    images = d.as_dataset(batch_size=3, warp=warp, seed=1, normalize=(mean, std))
+
+    def inputs():
+        return {
+            "data": keras.Input((), dtype="string", name="data"),
+            "matrices": keras.Input((3, 3), name="matrices"),
+            "picture_sizes": keras.Input((2,), dtype="int32", name="picture_sizes"),
+        }
+
+    i = inputs()
+    decode = keras.Model(i, bzna_tf.layers.DecodeWarp(*size, mean=mean, std=std)(i))
+    atol = 1.0 / (255 * min(std)) + 1e-5  # one grey level, in normalised units
+    batches, worst, equal, total, devices, labels_equal = 0, 0.0, 0, 0, set(), True
+    for (x, y), (p, q) in zip(images, payloads, strict=True):
+        got = decode(p)
+        devices.add(got.device)
+        diff = np.abs(got.numpy() - x.numpy())
+        worst = max(worst, float(diff.max()))
+        equal += int((diff == 0).sum())
+        total += diff.size
+        labels_equal &= bool(np.array_equal(y.numpy(), q.numpy()))
+        batches += 1
+    res["compare"] = {
+        "batches": batches,
+        "decoded_on": sorted(devices),
+        "max_abs_diff": worst,
+        "atol": atol,
+        "fraction_equal": round(equal / max(1, total), 6),
+        "labels_equal": labels_equal,
+        "pass": bool(batches and worst <= atol and labels_equal and all("GPU" in s for s in devices)),
+    }
+    i = inputs()
+    x = bzna_tf.layers.DecodeWarp(*size, mean=mean, std=std)(i)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(i, _Linear.make(d.num_classes)(x))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+    t = time.perf_counter()
+    history = model.fit(payloads, epochs=3, verbose=0)
+    losses = [float(v) for v in history.history["loss"]]
+    res["fit"] = {
+        "model": "DecodeWarp(32, 32) -> GlobalAveragePooling2D -> linear layer written as multiply + sum "
+        "(MatMul needs cuBLAS, which is stubbed)",
+        "epochs": 3,
+        "steps_per_epoch": batches,
+        "losses": losses,
+        "seconds": round(time.perf_counter() - t, 2),
+        "pass": bool(np.isfinite(losses).all()),
+    }
+    res["passed"] = bool(res["compare"]["pass"] and res["fit"]["pass"] and res["gpu_error"] is None)
+    return res
+
+
+def check_stubbed() -> dict:
+    """The guide's model (Conv2D + Dense) on the GPU: it needs cuDNN and cuBLAS, which are stubbed here;
+    records whether it failed and TensorFlow's error (what a layer needing them meets)."""
+    import keras
+    import numpy as np
+
+    import bzna_tf
+
+    d = bzna_tf.ClassificationDataset(CARRY / "base" / "fixture" / "benzina_original_mini.bzna").labelled()
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="gpu")
+    i = {
+        "data": keras.Input((), dtype="string", name="data"),
+        "matrices": keras.Input((3, 3), name="matrices"),
+        "picture_sizes": keras.Input((2,), dtype="int32", name="picture_sizes"),
+    }
+    x = bzna_tf.layers.DecodeWarp(32, 32, mean=0.5, std=0.25)(i)
+    x = keras.layers.Conv2D(8, 3, activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(i, keras.layers.Dense(d.num_classes)(x))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+    try:
+        history = model.fit(ds, epochs=1, verbose=0)
+    except Exception as e:  # the expected outcome with the stubs: TensorFlow's error is the result
+        return {"failed": True, "error": f"{type(e).__name__}: {str(e)[:1500]}"}
+    return {
+        "failed": False,
+        "losses": [float(v) for v in history.history["loss"]],
+        "finite": bool(np.isfinite(history.history["loss"]).all()),
+    }
+
+
+CHECKS = {
+    "environment": check_environment,
+    "core_bench": check_core_bench,
+    "tf_bench": check_tf_bench,
+    "fit": check_fit,
+    "stubbed": check_stubbed,
+}
+
+
+def stage(name: str, result: str) -> int:
+    import traceback
+
+    try:
+        value = CHECKS[name]()
+    except Exception as e:  # the error is the stage's result
+        value = {
+            "error": f"{type(e).__name__}: {str(e)[:3000]}",
+            "traceback": traceback.format_exc().strip().splitlines()[-12:],
+        }
+    _write_json(Path(result), _jsonable(value))
+    return 0
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _jsonable(value.tolist())
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["receive", "install", "run", "final", "stage"])
+    parser.add_argument("args", nargs="*")
+    args = parser.parse_args(argv)
+    if args.command == "stage":
+        return stage(*args.args)
+    if args.command == "receive":
+        return receive()
+    if args.command == "install":
+        return install()
+    if args.command == "run":
+        return run_checks()
+    code = receive()
+    if code:
+        return code
+    code = install()
+    if code:
+        return code
+    return run_checks()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
