@@ -20,7 +20,6 @@ class Original:
 
     def __init__(self, name, folder, filename):
         self.name, self.folder, self.path = name, folder, folder / filename
-        self.sources = folder / "sources"
         self._manifest = None
 
     @property
