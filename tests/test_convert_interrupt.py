@@ -67,7 +67,7 @@ def test_ctrl_c_keeps_the_finished_shards_says_so_in_one_line_and_the_same_comma
     assert os.path.basename(kept[0]) in lines[-1] and "run the same command again" in lines[-1]
     # The workers are joined before the exit; multiprocessing's resource tracker (also a child) exits when
     # it reads the end of its pipe, just after.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a bound, not a wait: they are usually gone at once
     while any(alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     left = {w: _cmdline(w) for w in workers if alive(w)}
