@@ -8,10 +8,10 @@ makes OUT/<harness>/ for each harness of fuzz/Makefile from real files:
   images): the benzina and the compact layout, with checksums (the default),
   one image larger than 512 on a side (a separate thumbnail) and unlabelled
   ones; one file without checksums and with 64-bit chunk offsets;
-- the original tools' fixture (shared/fixtures/benzina-original, when
-  present): its smallest per-image mp4s, as they are, and repacked by our
-  writer into small .bzna files (the whole 2.4 MB fixture would make every
-  mutation slow).
+- the original tools' fixture (shared/fixtures/benzina-original when present,
+  else the repository's tests/fixtures/benzina-original-free): its smallest
+  per-image mp4s, as they are, and repacked by our writer into small .bzna
+  files (a whole fixture would make every mutation slow).
 
 fuzz_container gets the .bzna files, fuzz_sample each per-image mp4 behind
 the 15-byte header fuzz_sample.cc describes (the real thumbnail offset and
@@ -34,8 +34,18 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_FIXTURE = ROOT.parent / "shared" / "fixtures" / "benzina-original" / "benzina_original_mini.bzna"
-# Fixture samples small enough to seed with (hopper.jpg, 21 KB; the first, 87 KB).
+DEFAULT_FIXTURE = next(
+    (
+        p
+        for p in (
+            ROOT.parent / "shared" / "fixtures" / "benzina-original" / "benzina_original_mini.bzna",
+            ROOT / "tests" / "fixtures" / "benzina-original-free" / "benzina_original_free.bzna",
+        )
+        if p.is_file()
+    ),
+    None,
+)
+# Fixture samples small enough to seed with (hopper.jpg, 21 KB; the first, 87 KB or 26 KB).
 FIXTURE_SAMPLES = (11, 0)
 
 
@@ -191,7 +201,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         files = converted_files(tmp)
-        if args.fixture.is_file():
+        if args.fixture is not None and args.fixture.is_file():
             files += fixture_files(args.fixture, tmp)
         else:
             print(f"make_corpus: no fixture at {args.fixture}; converted files only", file=sys.stderr)

@@ -7,12 +7,76 @@ import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# The original-tools fixture: shared/ beside the checkout, or $BZNA_TF_FIXTURES (as the GPU kit reads
-# it; tools/tf_carry sets it on a GPU machine, where only the checkout travels).
-FIXTURES = pathlib.Path(
-    os.environ.get("BZNA_TF_FIXTURES") or ROOT.parent / "shared" / "fixtures" / "benzina-original"
-)
-ORIGINAL = FIXTURES / "benzina_original_mini.bzna"
+
+
+class Original:
+    """A .bzna written by the original Benzina tools, with its manifest and the pictures it was made from.
+
+    "free" is in the repository (tests/fixtures/benzina-original-free: freely licensed pictures), so every
+    checkout has it. "imagenet" is shared/fixtures/benzina-original beside the checkout (ImageNet pictures,
+    which cannot be in the repository): CI has it, a fresh clone does not. Both have the same layout: 12
+    samples, targets for samples 0-8, separate thumbnails for samples 2, 9 and 10 (their READMEs).
+    """
+
+    def __init__(self, name, folder, filename):
+        self.name, self.folder, self.path = name, folder, folder / filename
+        self._manifest = None
+
+    @property
+    def manifest(self):
+        if self._manifest is None:
+            with open(self.folder / "manifest.json") as f:
+                self._manifest = json.load(f)
+        return self._manifest
+
+    def photo(self, index):
+        """The picture sample `index` was made from."""
+        return self.folder / self.manifest["samples"][index]["source"]["file"]
+
+
+ORIGINALS = {
+    "free": Original(
+        "free", ROOT / "tests" / "fixtures" / "benzina-original-free", "benzina_original_free.bzna"
+    ),
+    # shared/ beside the checkout, or $BZNA_TF_FIXTURES (as the GPU kit reads it; tools/tf_carry sets it on a
+    # GPU machine, where only the checkout travels).
+    "imagenet": Original(
+        "imagenet",
+        pathlib.Path(
+            os.environ.get("BZNA_TF_FIXTURES") or ROOT.parent / "shared" / "fixtures" / "benzina-original"
+        ),
+        "benzina_original_mini.bzna",
+    ),
+}
+FREE = ORIGINALS["free"]
+
+# Where every fixture must be there (CI sets it: .ci/run), a test that would skip for want of one fails.
+REQUIRE_FIXTURES = os.environ.get("BZNA_TF_REQUIRE_FIXTURES", "") not in ("", "0")
+
+
+def missing_fixture(reason):
+    """Skips the test for want of a fixture, or fails it under BZNA_TF_REQUIRE_FIXTURES=1."""
+    if REQUIRE_FIXTURES:
+        pytest.fail(f"{reason} (BZNA_TF_REQUIRE_FIXTURES is set: every fixture must be there)", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "every_original: run once per original-tools file there is (the repository's; also shared/'s "
+        "ImageNet one where it sits beside the checkout, or where BZNA_TF_REQUIRE_FIXTURES is set)",
+    )
+
+
+def pytest_generate_tests(metafunc):
+    """Tests marked every_original read each original-tools file; the others read the repository's."""
+    if "original_fixture" not in metafunc.fixturenames or not metafunc.definition.get_closest_marker(
+        "every_original"
+    ):
+        return
+    names = [n for n, o in ORIGINALS.items() if n == "free" or o.path.exists() or REQUIRE_FIXTURES]
+    metafunc.parametrize("original_fixture", names, indirect=True, scope="session")
 
 
 # `pytest -n auto` (pytest-xdist, the README's test command): one worker per CPU this process may run
@@ -47,25 +111,23 @@ def native_ops_built():
         pass
 
 
-def _need_fixture():
-    if not ORIGINAL.exists():
-        pytest.skip(
-            f"the original-tools fixture is not at {ORIGINAL} (shared/ must sit beside the repo, or set "
-            "$BZNA_TF_FIXTURES)"
-        )
+@pytest.fixture(scope="session")
+def original_fixture(request):
+    """An `Original`: the repository's, or each one there is for tests marked every_original."""
+    o = ORIGINALS[getattr(request, "param", "free")]
+    if not o.path.exists():
+        missing_fixture(f"the original-tools fixture is not at {o.path} (shared/ must sit beside the repo)")
+    return o
 
 
 @pytest.fixture(scope="session")
-def original_path():
-    _need_fixture()
-    return ORIGINAL
+def original_path(original_fixture):
+    return original_fixture.path
 
 
 @pytest.fixture(scope="session")
-def manifest():
-    _need_fixture()
-    with open(FIXTURES / "manifest.json") as f:
-        return json.load(f)
+def manifest(original_fixture):
+    return original_fixture.manifest
 
 
 def gradient(h, w, seed=0):

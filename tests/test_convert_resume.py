@@ -77,7 +77,7 @@ def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(tmp_path):
             assert workers, f"the conversion ended before its workers were seen (seed {seed})"
             done = [p for p in shard_paths(out, 4) if os.path.exists(p)]
             assert len(done) < 4, f"the kill came after the end (seed {seed})"
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a bound for a loaded machine: they go within a second
         while any(alive(w) for w in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
         left = [w for w in workers if alive(w)]

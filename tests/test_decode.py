@@ -1,9 +1,11 @@
 """CPU decoding (FFmpeg's HEVC decoder: PyAV, and the same libavcodec from C++) of what the source op emits.
 
-Measured on the original-tools fixture (12 images, this decoder):
+Measured on the original-tools fixtures (12 images each, this decoder):
   every decoded frame's MD5 equals the one ffmpeg 5.1 gave the fixture's authors;
-  input pictures vs the source JPEGs: PSNR 33.9 to 44.4 dB (mean 39.8);
-  thumbnails vs the source JPEGs resized (TF bicubic, antialiased): 33.9 to 44.2 dB (mean 39.5).
+  input pictures vs the source pictures: PSNR 33.9 to 44.4 dB (mean 39.8) on shared/'s ImageNet
+  one, 33.7 to 62.0 dB (mean 40.3) on the repository's (two greyscale pictures give the 62 dB);
+  thumbnails vs the source pictures resized (TF bicubic, antialiased): 33.9 to 44.2 dB (mean 39.5),
+  33.7 to 62.0 dB (mean 40.5).
 The threshold the issue sets is 30 dB.
 """
 
@@ -15,6 +17,8 @@ import tensorflow as tf
 
 from bzna_tf.decode import DecodeError, decode, decode_annexb
 from bzna_tf.ops import BznaDataset
+
+pytestmark = pytest.mark.every_original
 
 
 def _ycbcr_to_rgb(y, cb, cr, w, h):
@@ -55,7 +59,7 @@ def test_decoded_frames_are_bit_exact(decoded, manifest):
         assert md5 == expected["yuv420p_md5"], (track, i)
 
 
-def test_psnr_against_the_source_jpegs(decoded, manifest, original_path):
+def test_psnr_against_the_source_pictures(decoded, manifest, original_path):
     figures = {"input": [], "thumb": []}
     for (track, i), (planes, w, h) in decoded.items():
         src_file = original_path.parent / manifest["samples"][i]["source"]["file"]

@@ -9,6 +9,9 @@ import pytest
 from bzna_tf.format import BznaFile, BznaWriter, split_nals
 from bzna_tf.format.boxes import parse_boxes
 from bzna_tf.format.hevc import NAL_PPS, NAL_SPS, NAL_VPS, hvcc_from_nals
+from bzna_tf.format.sample import _entry_children, video_entry
+
+pytestmark = pytest.mark.every_original
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,9 @@ def test_top_level_and_ftyp(f, original_path, manifest):
 
 def test_counts(f, manifest):
     assert {name: len(t) for name, t in f.tracks.items()} == manifest["sample_counts"]
-    assert len(f) == 12 and f.num_labelled == 9
+    samples = manifest["samples"]
+    assert len(f) == len(samples) == 12
+    assert f.num_labelled == sum(s["target"] is not None for s in samples) == 9
 
 
 def test_outer_tracks(f, manifest):
@@ -139,7 +144,7 @@ def _check_video(v, e, clap):
             "vertOffD",
         )
     ]
-    assert list(v.pasp) == e["pasp"]
+    assert (None if v.pasp is None else list(v.pasp)) == e["pasp"]  # a PNG without an aspect ratio has none
 
 
 @pytest.mark.parametrize("i", range(12))
@@ -217,17 +222,24 @@ def test_rebuilding_per_image_mp4s_from_pictures(f, original_path, tmp_path):
     """append() with the original pictures rebuilds every box as the tools laid it out.
 
     The one difference: nested video tkhd durations are written in the movie
-    timescale (20), where ffmpeg left 1000 from its own timescale.
+    timescale (20), where ffmpeg left 1000 from its own timescale. Where the
+    tools wrote no pasp (a PNG without an aspect ratio), the writer adds a 1:1
+    one after fiel and changes nothing else: those samples are copied whole
+    (so that the rest of the file lines up) and their entries checked apart.
     """
+    no_pasp = [i for i in range(len(f)) if f.sample(i).input.pasp is None or f.sample(i).thumb.pasp is None]
     out = tmp_path / "rebuilt.bzna"
     with BznaWriter(out, checksums=False) as w:
         for i in range(len(f)):
             s = f.sample(i)
-            t = f.target(i)
+            t = None if f.target(i) < 0 else f.target(i)
+            if i in no_pasp:
+                w.append_mp4(f.sample_bytes(i), target=t, filename=f.filename(i))
+                continue
             w.append(
                 s.input.to_picture(),
                 thumb=s.thumb.to_picture() if s.has_separate_thumb else None,
-                target=None if t < 0 else t,
+                target=t,
                 filename=f.filename(i),
             )
     a, b = original_path.read_bytes(), out.read_bytes()
@@ -236,7 +248,7 @@ def test_rebuilding_per_image_mp4s_from_pictures(f, original_path, tmp_path):
     # Each differing byte is the low byte of a nested video tkhd duration (0x3e8 -> 0x14).
     with BznaFile(out) as g:
         tkhd_durations = []
-        for i in range(len(g)):
+        for i in (i for i in range(len(g)) if i not in no_pasp):
             off, size = g.sample_location(i)
             mp4 = b[off : off + size]
             moov = [x for x in parse_boxes(mp4, 0, size, base=off) if x.type == "moov"][0]
@@ -249,3 +261,12 @@ def test_rebuilding_per_image_mp4s_from_pictures(f, original_path, tmp_path):
         allowed.update((d + 2, d + 3))
         assert b[d : d + 4] == struct.pack(">I", 20) and a[d : d + 4] == struct.pack(">I", 1000)
     assert set(diff.tolist()) <= allowed and diff.size
+    for i in no_pasp:
+        for v in (f.sample(i).input, f.sample(i).thumb):
+            theirs = _entry_children(v.sample_entry)
+            ours = _entry_children(video_entry(v.to_picture()))
+            pasp = ("pasp", struct.pack(">I4sII", 16, b"pasp", 1, 1))
+            assert ours[0] == theirs[0]  # the 78-byte visual sample entry
+            assert ours[1] == [k for k in theirs[1] if k[0] == "hvcC" or k[0] == "fiel"] + [pasp] + [
+                k for k in theirs[1] if k[0] not in ("hvcC", "fiel")
+            ]

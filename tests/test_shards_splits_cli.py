@@ -87,7 +87,7 @@ def test_imagenet_split_errors():
         imagenet_split("train", 12)
 
 
-def test_info_json(original_path, capsys):
+def test_info_json(original_path, manifest, capsys):
     assert main(["info", str(original_path), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["samples"] == 12 and d["labelled"] == 9
@@ -97,17 +97,19 @@ def test_info_json(original_path, capsys):
         {"name": "bzna_fname", "handler": "meta", "samples": 12},
         {"name": "bzna_thumb", "handler": "vide", "samples": 12},
     ]
-    first = d["first"]
-    assert (first["filename"], first["target"]) == ("n02100735_7054.JPEG", 1)
-    assert first["input_size"] == [450, 405] and first["thumb_size"] == [450, 405]
+    first, m = d["first"], manifest["samples"][0]
+    assert (first["filename"], first["target"]) == (m["filename"], m["target"])
+    assert first["input_size"] == m["image_size"] and first["thumb_size"] == m["thumb_size"]
 
 
-def test_info_table(original_path, capsys):
+def test_info_table(original_path, manifest, capsys):
     assert main(["info", str(original_path)]) == 0
     out = capsys.readouterr().out
     assert "12 (9 labelled, 3 unlabelled)" in out
     assert "bzna_thumb    vide     12" in out
-    assert "n02100735_7054.JPEG  target 1  input 450x405 (coded 512x512)" in out
+    m = manifest["samples"][0]
+    (w, h), (cw, ch) = m["image_size"], m["input_coded_size"]
+    assert f"{m['filename']}  target {m['target']}  input {w}x{h} (coded {cw}x{ch})" in out
 
 
 def test_info_several_files(shards, capsys):

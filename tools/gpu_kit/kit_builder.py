@@ -12,7 +12,7 @@ bzna_tf is importable (``pip install -e .``), writes, in at most 64 MiB::
       src/custom_ops/        the core's sources (lib/warp.h, gpu/core/*), compiled there by nvcc
       include/ffnvcodec/     nv-codec-headers (build time only; fetched as the GPU build does)
       py/bzna_tf/            format/ + ops/_build.py + ops/gpu_core.py, no __init__.py above them
-      data/fixture/          the original-tools .bzna and its manifest (decoded-frame MD5s)
+      data/fixture/          the original-tools .bzna (as original.bzna) and its manifest (decoded-frame MD5s)
       data/reference.npz     CPU (TensorFlow op) outputs of named warp cases, CPU-decoded planes
                              (one case warps each thumbnail within its picture size, not its frame)
       data/reference.json    the cases' parameters
@@ -70,7 +70,7 @@ REF_OUT = (64, 96)
 HERE = Path(__file__).resolve().parent  # tools/gpu_kit
 REPO = HERE.parent.parent
 PACKAGE = REPO / "bzna_tf"
-FIXTURE_NAMES = ("benzina_original_mini.bzna", "manifest.json")
+KIT_FIXTURE = "original.bzna"  # the fixture's .bzna in the kit (data/fixture/), whichever fixture it is
 
 
 class KitError(RuntimeError):
@@ -83,18 +83,30 @@ def _log(log, message):
 
 
 def fixture_dir() -> Path:
-    """The original-tools fixture: ``shared/fixtures/benzina-original`` beside the checkout (as tests/)."""
+    """The folder of an original-tools fixture: one .bzna, its manifest.json and its sources/.
+
+    $BZNA_TF_FIXTURES where set; else ``shared/fixtures/benzina-original`` beside the checkout
+    (ImageNet photographs, the benchmark set's realistic source); else the repository's own
+    ``tests/fixtures/benzina-original-free`` (freely licensed pictures), so that a clone builds a kit.
+    """
     env = os.environ.get("BZNA_TF_FIXTURES")
     candidates = [Path(env)] if env else []
     candidates.append(REPO.parent / "shared" / "fixtures" / "benzina-original")
+    candidates.append(REPO / "tests" / "fixtures" / "benzina-original-free")
     for c in candidates:
-        if all((c / n).is_file() for n in FIXTURE_NAMES):
+        if fixture_bzna(c) is not None and (c / "manifest.json").is_file():
             return c
     raise KitError(
-        "the original-tools fixture (benzina_original_mini.bzna + manifest.json) is missing: looked in "
+        "no original-tools fixture (one .bzna + manifest.json) in "
         + ", ".join(str(c) for c in candidates)
-        + " (shared/ must sit beside the repository, or set $BZNA_TF_FIXTURES)"
+        + " (set $BZNA_TF_FIXTURES to a fixture folder)"
     )
+
+
+def fixture_bzna(folder: Path) -> Path | None:
+    """The one .bzna of a fixture folder, or None."""
+    found = sorted(folder.glob("*.bzna")) if folder.is_dir() else []
+    return found[0] if len(found) == 1 else None
 
 
 def check_checkout() -> None:
@@ -374,7 +386,7 @@ def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
     from bzna_tf.decode import decode_annexb
     from bzna_tf.ops import decode_warp, warp_rgb, warp_yuv420
 
-    pictures, shapes = _fixture_thumbs(fixture / FIXTURE_NAMES[0])
+    pictures, shapes = _fixture_thumbs(fixture_bzna(fixture))
     planes = [decode_annexb(p) for p in pictures]
     y, cb, cr = (np.stack([p[k] for p in planes]) for k in range(3))
     arrays = {"thumb_y": y, "thumb_cb": cb, "thumb_cr": cr, "thumb_shapes": shapes}
@@ -628,8 +640,8 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
     copy_python(out)
     check_imports(out)
     data = out / "data"
-    for name in FIXTURE_NAMES:
-        _copy(fixture / name, data / "fixture" / name)
+    _copy(fixture_bzna(fixture), data / "fixture" / KIT_FIXTURE)
+    _copy(fixture / "manifest.json", data / "fixture" / "manifest.json")
     _check_size(out, size_limit, "the sources, headers, Python and fixture")
     _log(log, "computing the CPU references (TensorFlow ops)")
     refs = make_references(data, fixture, log)
@@ -685,7 +697,7 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "sources": sources,
         "ffnvcodec": headers,
-        "fixture": list(FIXTURE_NAMES),
+        "fixture": {"folder": str(fixture), "bzna": fixture_bzna(fixture).name, "in_kit": KIT_FIXTURE},
         "reference_cases": sorted(refs["cases"]),
         "bench": {
             "images": bench_images,

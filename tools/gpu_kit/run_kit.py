@@ -1076,15 +1076,13 @@ def main(argv=None) -> None:
     manifest = stage("load_manifest", lambda: json.loads((data / "fixture" / "manifest.json").read_text()))
     thumbs = None
     if refs is not None and meta is not None:
-        thumbs = stage(
-            "read_fixture_thumbs", _fixture_thumbs, data / "fixture" / "benzina_original_mini.bzna"
-        )
+        thumbs = stage("read_fixture_thumbs", _fixture_thumbs, data / "fixture" / "original.bzna")
     if nvdec and manifest is not None:
         nv = stage(
             "check_nvdec_decode",
             check_fixture_decode,
             core,
-            data / "fixture" / "benzina_original_mini.bzna",
+            data / "fixture" / "original.bzna",
             manifest,
             refs,
         )

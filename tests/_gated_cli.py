@@ -1,0 +1,39 @@
+"""`bzna-tf ARGS` (bzna_tf.cli.main) whose folder source holds back its images from one on, until a signal.
+
+    python tests/_gated_cli.py GATE MARKER ARGS...
+
+A conversion asks its source for images one by one, in its order. Before handing out image number GATE
+(counting from 0), the source creates the file MARKER and waits, for good: a test that waits for MARKER
+then interrupts the conversion in a known state, whatever the machine's load (every image before the
+gate handed out, none after; tests/test_convert_interrupt.py says which shards that finishes).
+"""
+
+import os
+import sys
+import time
+
+from bzna_tf.cli import main
+from bzna_tf.convert import ImageFolderSource
+
+handed_out = 0
+
+
+def _gated(items):
+    def items_until_the_gate(self, indices):
+        global handed_out
+        for item in items(self, indices):
+            if handed_out == gate:
+                with open(marker, "w"):
+                    pass
+                while True:  # until a signal (Ctrl-C: KeyboardInterrupt) ends it
+                    time.sleep(3600)
+            handed_out += 1
+            yield item
+
+    return items_until_the_gate
+
+
+if __name__ == "__main__":
+    gate, marker, args = int(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3:]
+    ImageFolderSource.items = _gated(ImageFolderSource.items)
+    sys.exit(main(args))
