@@ -54,6 +54,8 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+from device_run import file_sha256  # the hash the machine checks each part with
+
 __all__ = [
     "CarryError",
     "build_carry",
@@ -128,14 +130,6 @@ class CarryError(RuntimeError):
 def _log(log, message: str) -> None:
     if log is not None:
         print(f"tf_carry: {message}", file=log, flush=True)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(4 * MiB), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _tree_bytes(path: Path) -> int:
@@ -346,7 +340,7 @@ def resolve_wheels(python: str, cache: Path, offline: bool, log=None) -> list[Pa
 def _archive_key(python: str, wheels: list[Path], preset: int) -> str:
     h = hashlib.sha256(repr((FORMAT, python, sorted(REMOVED), preset)).encode())
     for w in wheels:
-        h.update(w.name.encode() + b"\0" + _sha256(w).encode())
+        h.update(w.name.encode() + b"\0" + file_sha256(w).encode())
     return h.hexdigest()[:16]
 
 
@@ -444,7 +438,7 @@ def build_archive(
             "removed_bytes": removed,
             "xz_preset": preset,
             "bytes": partial.stat().st_size,
-            "sha256": _sha256(partial),
+            "sha256": file_sha256(partial),
             "seconds": round(time.perf_counter() - start, 1),
         }
         os.replace(partial, archive)
@@ -584,7 +578,7 @@ def cuda_libraries(base: Path, cache: Path, offline: bool, log=None) -> dict:
     ]
     (cuda / "STUBS.txt").write_text("\n".join(lines) + "\n")
     return {
-        "cudart": {"wheel": found[0].name, "sha256": _sha256(cuda / "libcudart.so.12")},
+        "cudart": {"wheel": found[0].name, "sha256": file_sha256(cuda / "libcudart.so.12")},
         "stubs": dict(STUBS),
     }
 
