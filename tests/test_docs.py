@@ -306,14 +306,20 @@ def test_mkdocs_build_strict(tmp_path):
     assert 'id="quickstart"' in home and "bzna-tf convert folder images/ photos.bzna" in shown
 
 
-def test_names_in_tables_break_only_between_words():
-    """`drop_remainder` broke as `drop_remaind|er` in a narrow column: each word is a piece kept whole."""
+def _mkdocs_hooks():
+    """tools/mkdocs_hooks.py, imported (it imports MkDocs: skipped without the docs extra)."""
     pytest.importorskip("mkdocs", reason="MkDocs is not installed (pip install '.[docs]'); .ci/docs runs it")
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import mkdocs_hooks
     finally:
         sys.path.remove(str(ROOT / "tools"))
+    return mkdocs_hooks
+
+
+def test_names_in_tables_break_only_between_words():
+    """`drop_remainder` broke as `drop_remaind|er` in a narrow column: each word is a piece kept whole."""
+    mkdocs_hooks = _mkdocs_hooks()
     html = (
         "<p><code>outside_tables</code></p><table><tr><td><code>drop_remainder</code></td>"
         "<td><code>tf.image.resize(antialias=True)</code></td>"
@@ -359,11 +365,7 @@ def test_the_cli_reference_shows_every_help_text_as_written():
 
     from bzna_tf.cli import build_parser
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import mkdocs_hooks
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    mkdocs_hooks = _mkdocs_hooks()
     config = load_config(str(ROOT / "mkdocs.yml"))
     page = markdown.markdown(
         mkdocs_hooks.cli_reference(),
