@@ -1,13 +1,16 @@
 """Size and quality against JPEG: the named qualities and an x265 sweep, beside JPEG copies of the pictures.
 
-    python benchmarks/quality.py [--skimage] [--extra FILE_OR_DIR ...] [--json] [--plot FILE.png] [--crf ...]
+    python benchmarks/quality.py [--free] [--skimage] [--extra FILE_OR_DIR ...] [--json] [--plot FILE.png]
+                                 [--crf ...]
 
 The pictures are the original-tools fixture's twelve photographs
 (``../shared/fixtures/benzina-original/sources``: nine ImageNet JPEGs, hopper,
-retina, rocket), with ``--skimage`` the five colour photographs of
-scikit-image's data folder (``SKIMAGE_PHOTOS``; scikit-image installed, not
-imported), and any given with ``--extra`` (files, or folders of them). Each is decoded
-twice: by Pillow, the reference (what ``tf.io.decode_jpeg``, Keras and
+retina, rocket), with ``--free`` the repository's sixteen freely licensed camera
+photographs at ImageNet's sizes (``tests/fixtures/free-photos``: twelve from
+Debian's mate-backgrounds, four of scikit-image's), with ``--skimage`` the five
+colour photographs of scikit-image's data folder (``SKIMAGE_PHOTOS``;
+scikit-image installed, not imported), and any given with ``--extra`` (files,
+or folders of them). Each is decoded twice: by Pillow, the reference (what ``tf.io.decode_jpeg``, Keras and
 torchvision give), and by ``bzna_tf.convert.decode_image``, what a conversion
 stores. Everything is measured on the picture without its first 4 rows and
 columns: the JPEG anchors re-encode that region with Pillow, so that their
@@ -33,18 +36,19 @@ thread, thumbnail included), process CPU ms per image, the images per
 CPU-second that gives and the core-hours ImageNet's 1,281,167 training images
 would take at that rate (``conversion``).
 
-Per setting and picture set (``fixture``: the twelve; ``all``: with the
-extras): the mean bytes per picture and their ratio to JPEG quality 90's (total
-bytes over total bytes), the mean RGB PSNR (and minimum) and its difference to
-JPEG quality 90's, the pictures below their JPEG's PSNR, and the mean ms. Per
-variant of the sweep, picture by picture, the bytes it needs at the JPEG
-quality-90 copy's own PSNR (log-bytes interpolated between CRFs) over the
-JPEG's: the median, the range, and the pictures whose JPEG PSNR even the
-sweep's highest CRF exceeds (``equal_psnr``). ``--plot FILE.png`` draws bytes against RGB
-PSNR, one point per setting (matplotlib, the ``docs`` extra). The docs' table
-and plot are made by
+Per setting and picture set (``fixture``: the twelve; ``free``: the sixteen of
+``--free``; ``all``: with the extras): the mean bytes per picture and their
+ratio to JPEG quality 90's (total bytes over total bytes), the mean RGB PSNR
+(and minimum) and its difference to JPEG quality 90's, the pictures below
+their JPEG's PSNR, and the mean ms. Per variant of the sweep, picture by
+picture, the bytes it needs at the JPEG quality-90 copy's own PSNR (log-bytes
+interpolated between CRFs) over the JPEG's: the median, the range, and the
+pictures whose JPEG PSNR even the sweep's highest CRF exceeds
+(``equal_psnr``). ``--plot FILE.png`` draws bytes against RGB PSNR, one point
+per setting (matplotlib, the ``docs`` extra). The docs' table and plot are
+made by
 
-    python benchmarks/quality.py --skimage --plot docs/images/quality-jpeg.png
+    python benchmarks/quality.py --free --plot docs/images/quality-jpeg.png
 
 ``--json`` prints one JSON object: ``pictures``, ``jpeg`` and ``h265`` (lists
 of settings, each with ``per_set`` figures), ``qualities`` (the named ones, by
@@ -67,6 +71,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's bzna_tf, not another installed one
 SOURCES = ROOT.parent / "shared" / "fixtures" / "benzina-original" / "sources"
+FREE_PHOTOS = ROOT / "tests" / "fixtures" / "free-photos"
 SKIMAGE_PHOTOS = (
     "astronaut.png",
     "chelsea.png",
@@ -108,10 +113,17 @@ def skimage_photos() -> list[pathlib.Path]:
     return [data / n for n in SKIMAGE_PHOTOS]
 
 
-def photo_paths(extra, skimage: bool = False) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
+def _jpegs(folder: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".jpeg"))
+
+
+def photo_paths(
+    extra, skimage: bool = False, free: bool = False
+) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
     """(the fixture's twelve photographs, the other pictures)."""
-    fixture = sorted(p for p in SOURCES.iterdir() if p.suffix.lower() in (".jpg", ".jpeg"))
-    more = skimage_photos() if skimage else []
+    fixture = _jpegs(SOURCES)
+    more = _jpegs(FREE_PHOTOS) if free else []
+    more += skimage_photos() if skimage else []
     for e in extra or ():
         e = pathlib.Path(e)
         more += sorted(p for p in e.iterdir() if p.is_file()) if e.is_dir() else [e]
@@ -263,9 +275,12 @@ def named_settings() -> dict:
 def run(args, log) -> dict:
     from bzna_tf.convert.encode import DEFAULT_QUALITY
 
-    fixture, extra = photo_paths(args.extra, args.skimage)
+    fixture, extra = photo_paths(args.extra, args.skimage, args.free)
     pictures = [load(p) for p in fixture + extra]
     sets = {"fixture": list(range(len(fixture)))}
+    if args.free:
+        free = {p.resolve() for p in _jpegs(FREE_PHOTOS)}
+        sets["free"] = [i for i, p in enumerate(fixture + extra) if p.resolve() in free]
     if extra:
         sets["all"] = list(range(len(pictures)))
     jpeg = []
@@ -428,13 +443,18 @@ def print_tables(result: dict) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--free",
+        action="store_true",
+        help="add the repository's free photographs (tests/fixtures/free-photos)",
+    )
     p.add_argument("--skimage", action="store_true", help="add scikit-image's five colour photographs")
     p.add_argument("--extra", nargs="+", default=[], help="more pictures: files, or folders of them")
     p.add_argument("--crf", type=float, nargs="+", default=list(SWEEP_CRFS), help="CRFs of the sweep")
     p.add_argument("--no-sweep", action="store_true", help="only JPEG and the named qualities")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="FILE.png", help="draw bytes against RGB PSNR (matplotlib)")
-    p.add_argument("--plot-set", choices=("fixture", "all"), default=None, help="the pictures plotted")
+    p.add_argument("--plot-set", choices=("fixture", "free", "all"), help="the pictures plotted")
     args = p.parse_args(argv)
     if not SOURCES.is_dir():
         sys.exit(f"benchmarks/quality.py needs the fixture's photographs in {SOURCES}")
