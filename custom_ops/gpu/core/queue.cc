@@ -529,8 +529,7 @@ int bzna_gpu_submit(bzna_gpu_queue* queue, const uint8_t* const* pictures, const
                     const float* matrices, int64_t matrix_count, const int32_t* picture_sizes,
                     const bzna_gpu_warp_params* params, int32_t flags, int64_t* ticket) {
   return Guarded([&]() -> Status {
-    if (queue == nullptr) return NullQueue();
-    if (ticket == nullptr) return g::InvalidArgument("expected a place for the ticket. Received a null pointer");
+    // The batch's checks before the queue's, so that they answer without a GPU (a test passes no queue).
     BZNA_GPU_RETURN_IF_ERROR(g::CheckPictures(pictures, sizes, count));
     BZNA_GPU_RETURN_IF_ERROR(g::CheckPictureSizes(picture_sizes, count));
     BZNA_GPU_RETURN_IF_ERROR(g::CheckParams(params));
@@ -538,6 +537,8 @@ int bzna_gpu_submit(bzna_gpu_queue* queue, const uint8_t* const* pictures, const
     if ((flags & ~BZNA_GPU_SKIP_BAD) != 0) {
       return g::InvalidArgument("expected flags 0 or BZNA_GPU_SKIP_BAD (1). Received ", flags);
     }
+    if (ticket == nullptr) return g::InvalidArgument("expected a place for the ticket. Received a null pointer");
+    if (queue == nullptr) return NullQueue();
     // Everything is copied now: the caller's buffers may be reused on return.
     auto t = std::make_unique<g::Ticket>();
     t->count = count;
@@ -559,11 +560,11 @@ int bzna_gpu_submit(bzna_gpu_queue* queue, const uint8_t* const* pictures, const
 int bzna_gpu_collect(bzna_gpu_queue* queue, int64_t ticket, void* stream, float* out, float** ring_out,
                      int64_t* failures) {
   return Guarded([&]() -> Status {
-    if (queue == nullptr) return NullQueue();
     if (out == nullptr && ring_out == nullptr) {
       return g::InvalidArgument("expected `out` (device memory to copy the batch into) or `ring_out` (for the ring "
                                 "buffer's address). Received neither");
     }
+    if (queue == nullptr) return NullQueue();
     if (failures != nullptr) *failures = 0;
     if (out != nullptr && ring_out != nullptr) *ring_out = nullptr;
     return queue->Collect(ticket, static_cast<CUstream>(stream), out, out == nullptr ? ring_out : nullptr,
@@ -581,12 +582,12 @@ int bzna_gpu_release(bzna_gpu_queue* queue, int64_t ticket, void* stream) {
 int bzna_gpu_ticket_failure(bzna_gpu_queue* queue, int64_t ticket, int64_t index, int64_t* sample, char* message,
                             uint64_t len) {
   return Guarded([&]() -> Status {
-    if (queue == nullptr) return NullQueue();
     if (sample == nullptr) return g::InvalidArgument("expected a place for the sample index. Received a null pointer");
     if (message == nullptr || len == 0) {
       return g::InvalidArgument("expected a message buffer (len >= 1). Received ",
                                 message == nullptr ? "a null pointer" : "len 0");
     }
+    if (queue == nullptr) return NullQueue();
     std::string reason;
     BZNA_GPU_RETURN_IF_ERROR(queue->Failure(ticket, index, sample, &reason));
     const size_t n = std::min<size_t>(reason.size(), len - 1);
