@@ -171,7 +171,11 @@ int bzna_gpu_fill_oob(int device, void* stream, int64_t count, const bzna_gpu_wa
  *
  * Threading: one queue may be used from several threads; tickets are
  * numbered from 0 in submission order, batches are decoded in that order,
- * and may be collected in any order, each once.
+ * and may be collected in any order, each once (a second collect, or a
+ * ticket never submitted or already finished, is BZNA_GPU_INVALID_ARGUMENT).
+ * A stream given to collect or release must belong to the queue's context
+ * (BZNA_GPU_INVALID_ARGUMENT otherwise). No call on a queue may start once
+ * bzna_gpu_queue_destroy() has been called on it.
  */
 typedef struct bzna_gpu_queue bzna_gpu_queue;
 
@@ -188,7 +192,9 @@ int bzna_gpu_queue_create(int device, int32_t depth, bzna_gpu_queue** queue);
  * BZNA_GPU_CANCELLED), waits for the one being decoded, and frees the ring,
  * the thread and the queue, also with batches in flight or uncollected. A
  * thread blocked in submit or collect on this queue returns
- * BZNA_GPU_CANCELLED first. NULL is a no-op. */
+ * BZNA_GPU_CANCELLED first. Ring buffers lent by bzna_gpu_collect() (ring_out)
+ * are freed too: stop reading them first (copies into `out` already queued on
+ * a stream are waited for). NULL is a no-op. */
 int bzna_gpu_queue_destroy(bzna_gpu_queue* queue);
 
 /* Submits a batch and returns at once with *ticket, or blocks while `depth`
@@ -199,7 +205,9 @@ int bzna_gpu_queue_destroy(bzna_gpu_queue* queue);
  * taken); decoding errors belong to the ticket (bzna_gpu_collect). flags: 0
  * or BZNA_GPU_SKIP_BAD (a picture that fails to decode, or whose
  * picture_sizes exceed its frame, becomes params->oob in every pixel and is
- * listed by bzna_gpu_ticket_failure; the batch succeeds). */
+ * listed by bzna_gpu_ticket_failure; the batch succeeds. Only data errors
+ * (BZNA_GPU_INVALID_ARGUMENT) are skipped: a CUDA or NVDEC failure still
+ * fails the ticket). An empty batch (count 0) is a ticket that succeeds. */
 int bzna_gpu_submit(bzna_gpu_queue* queue, const uint8_t* const* pictures, const uint64_t* sizes,
                     int64_t count, const float* matrices, int64_t matrix_count,
                     const int32_t* picture_sizes, const bzna_gpu_warp_params* params,
@@ -216,7 +224,8 @@ int bzna_gpu_submit(bzna_gpu_queue* queue, const uint8_t* const* pictures, const
  *   waited for), after the work already queued there, and the ring buffer
  *   returns to the queue once the copy is done; or
  * - out == NULL: *ring_out points to the ring buffer holding the batch, in
- *   the queue's context, until bzna_gpu_release(queue, ticket, ...).
+ *   the queue's context, until bzna_gpu_release(queue, ticket, ...) (NULL
+ *   for an empty batch).
  * Either way a ticket collected successfully is then released (which, after
  * a copy into `out`, only forgets its failures); a ticket whose collect
  * failed is finished and needs no release. */
@@ -225,8 +234,10 @@ int bzna_gpu_collect(bzna_gpu_queue* queue, int64_t ticket, void* stream, float*
 
 /* Finishes a collected ticket: its ring buffer (if still held) returns to the
  * queue once the work queued on `stream` so far, the caller's reads of it, is
- * done (NULL: at once), and its failures are forgotten. "In flight" above
- * counts the ring buffers not yet returned. */
+ * done (NULL: at once), and its failures are forgotten (after a copy into
+ * `out`, `stream` is not used). "In flight" above counts the ring buffers not
+ * yet returned, and the tickets whose decoding failed until they are
+ * collected. */
 int bzna_gpu_release(bzna_gpu_queue* queue, int64_t ticket, void* stream);
 
 /* Failure `index` (0 .. *failures - 1) of a ticket submitted with
