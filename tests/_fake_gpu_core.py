@@ -417,17 +417,37 @@ class FakeQueue:
         """What the ring holds now (the runner's memory check reads the pointers instead)."""
         return sum(s["bytes"] for s in self._slots)
 
-    def submit(self, pictures, matrices, out_shape, *, bias=(0, 0, 0), norm=(1, 1, 1), oob=(0, 0, 0),
-               channels_first=False, antialias=False, picture_sizes=None, skip_bad=False):
+    def submit(
+        self,
+        pictures,
+        matrices,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        antialias=False,
+        picture_sizes=None,
+        skip_bad=False,
+    ):
         m = np.array(matrices, F).reshape(-1, 3, 3)
         if len(pictures) and len(m) not in (1, len(pictures)):
-            raise FakeCoreError(INVALID_ARGUMENT, f"expected matrix_count 1 or {len(pictures)}. Received {len(m)}")
+            raise FakeCoreError(
+                INVALID_ARGUMENT, f"expected matrix_count 1 or {len(pictures)}. Received {len(m)}"
+            )
         t = {
             "state": "pending",
             "pictures": [bytes(p) for p in pictures],
             "matrices": m,
-            "kw": dict(bias=bias, norm=norm, oob=oob, channels_first=channels_first, antialias=antialias,
-                       picture_sizes=None if picture_sizes is None else np.array(picture_sizes)),
+            "kw": dict(
+                bias=bias,
+                norm=norm,
+                oob=oob,
+                channels_first=channels_first,
+                antialias=antialias,
+                picture_sizes=None if picture_sizes is None else np.array(picture_sizes),
+            ),
             "out_shape": tuple(out_shape),
             "skip_bad": skip_bad,
             "slot": -1,
@@ -460,7 +480,9 @@ class FakeQueue:
             return self.core.decode_warp_host(t["pictures"], m, t["out_shape"], **t["kw"])
         except Exception as e:
             if not t["skip_bad"]:
-                raise FakeCoreError(INVALID_ARGUMENT, f"sample ? of the batch: {type(e).__name__}: {e}") from e
+                raise FakeCoreError(
+                    INVALID_ARGUMENT, f"sample ? of the batch: {type(e).__name__}: {e}"
+                ) from e
         out = []
         sizes = t["kw"]["picture_sizes"]
         for n, picture in enumerate(t["pictures"]):
@@ -492,12 +514,16 @@ class FakeQueue:
                     after = self._tickets[self._pending[0]]
                     if len(after["pictures"]) == len(t["pictures"]):
                         t = after  # decodes the next ticket's batch for this one
-                slot = next(i for i, s in enumerate(self._slots) if s["owner"] < 0 or MODE == "queue-one-buffer")
+                slot = next(
+                    i for i, s in enumerate(self._slots) if s["owner"] < 0 or MODE == "queue-one-buffer"
+                )
                 self._slots[slot]["owner"] = ticket
                 self._tickets[ticket]["slot"] = slot
             try:
                 if MODE == "queue-sticky-error" and self._failed_before:
-                    raise FakeCoreError(INVALID_ARGUMENT, "sample 0 of the batch: the previous error (sticky)")
+                    raise FakeCoreError(
+                        INVALID_ARGUMENT, "sample 0 of the batch: the previous error (sticky)"
+                    )
                 out = self._decode(t)
                 error = None
             except FakeCoreError as e:
@@ -524,15 +550,22 @@ class FakeQueue:
             try:
                 t = self._tickets.get(ticket)
                 if t is None:
-                    raise FakeCoreError(INVALID_ARGUMENT, f"ticket {ticket} is not in flight (never submitted, or finished)")
+                    raise FakeCoreError(
+                        INVALID_ARGUMENT, f"ticket {ticket} is not in flight (never submitted, or finished)"
+                    )
                 if t["collecting"] or t["state"] in ("collected", "copied"):
                     raise FakeCoreError(INVALID_ARGUMENT, f"ticket {ticket} is already collected")
                 t["collecting"] = True
-                while not (self._stopping and MODE != "queue-no-cancel") and t["state"] not in ("done", "failed"):
+                while not (self._stopping and MODE != "queue-no-cancel") and t["state"] not in (
+                    "done",
+                    "failed",
+                ):
                     self._cv.wait()
                 t["collecting"] = False
                 if t["state"] not in ("done", "failed"):
-                    raise FakeCoreError(CANCELLED, f"the queue was destroyed before ticket {ticket} was collected")
+                    raise FakeCoreError(
+                        CANCELLED, f"the queue was destroyed before ticket {ticket} was collected"
+                    )
                 if t["state"] == "failed":
                     del self._tickets[ticket]
                     self._in_flight -= 1

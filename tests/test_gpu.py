@@ -124,7 +124,9 @@ def test_gpu_queue_checks_arguments_without_a_gpu(gpu_library):
     core = GpuCore(gpu_library.core)
     lib = core.lib
     for depth in (0, 65, -1):
-        with pytest.raises(GpuInvalidArgumentError, match=rf"queue_create: .*depth in \[1, 64\]\. Received {depth}"):
+        with pytest.raises(
+            GpuInvalidArgumentError, match=rf"queue_create: .*depth in \[1, 64\]\. Received {depth}"
+        ):
             core.queue(depth)
     assert lib.bzna_gpu_queue_create(0, 2, None) == INVALID_ARGUMENT
     assert "a place for the queue" in core.last_error()
@@ -158,9 +160,15 @@ def test_gpu_queue_checks_arguments_without_a_gpu(gpu_library):
         ("flags 0 or BZNA_GPU_SKIP_BAD", lambda: submit(flags=2)),
         ("a place for the ticket", lambda: submit(t=None)),
         ("Received neither", lambda: lib.bzna_gpu_collect(None, 0, None, None, None, None)),
-        ("expected a queue", lambda: lib.bzna_gpu_collect(None, 0, None, None, byref(ctypes.c_void_p()), None)),
+        (
+            "expected a queue",
+            lambda: lib.bzna_gpu_collect(None, 0, None, None, byref(ctypes.c_void_p()), None),
+        ),
         ("expected a queue", lambda: lib.bzna_gpu_release(None, 0, None)),
-        ("sample index", lambda: lib.bzna_gpu_ticket_failure(None, 0, 0, None, ctypes.create_string_buffer(8), 8)),
+        (
+            "sample index",
+            lambda: lib.bzna_gpu_ticket_failure(None, 0, 0, None, ctypes.create_string_buffer(8), 8),
+        ),
         ("message buffer", lambda: lib.bzna_gpu_ticket_failure(None, 0, 0, byref(ctypes.c_int64()), None, 8)),
     ]
     for fragment, call in checks:

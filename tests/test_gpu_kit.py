@@ -40,7 +40,6 @@ from bzna_tf.ops.gpu_core import (
     GpuCore,
     GpuCoreError,
     GpuInvalidArgumentError,
-    GpuQueue,
     GpuUnavailableError,
     warp_params,
 )
@@ -651,7 +650,9 @@ def test_runner_times_the_training_step_three_ways(kit, tmp_path):
     assert overlap["kind"] == "overlap" and overlap["device"] == train["device"]
     assert overlap["step_ms_alone"] == train["step_alone"]["ms_median"]
     assert overlap["step_ms_overlapped"] == train["queue_overlapped"]["ms_median"]
-    assert overlap["tensorflow_gpu_dataset"]["passed"] is None and overlap["tensorflow_gpu_dataset"]["not_run"]
+    assert (
+        overlap["tensorflow_gpu_dataset"]["passed"] is None and overlap["tensorflow_gpu_dataset"]["not_run"]
+    )
     (written,) = (tmp_path / "results").iterdir()
     assert re.fullmatch(r"\d{4}-\d\d-\d\d-cpu-overlap\.json", written.name), written.name
     assert json.loads(written.read_text()) == overlap

@@ -196,7 +196,18 @@ _SIGNATURES = {
     "bzna_gpu_copy": [_c_int, _ptr, _ptr, _u64],
     "bzna_gpu_queue_create": [_c_int, _i32, ctypes.POINTER(ctypes.c_void_p)],
     "bzna_gpu_queue_destroy": [_ptr],
-    "bzna_gpu_submit": [_ptr, _pictures_t, _sizes_t, _i64, _ptr, _i64, _ptr, _params_t, _i32, ctypes.POINTER(_i64)],
+    "bzna_gpu_submit": [
+        _ptr,
+        _pictures_t,
+        _sizes_t,
+        _i64,
+        _ptr,
+        _i64,
+        _ptr,
+        _params_t,
+        _i32,
+        ctypes.POINTER(_i64),
+    ],
     "bzna_gpu_collect": [_ptr, _i64, _ptr, _ptr, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_i64)],
     "bzna_gpu_release": [_ptr, _i64, _ptr],
     "bzna_gpu_ticket_failure": [_ptr, _i64, _i64, ctypes.POINTER(_i64), ctypes.c_char_p, _u64],
@@ -1074,7 +1085,13 @@ class GpuQueue:
         sample = ctypes.c_int64(-1)
         for i in range(count.value):
             self.core._call(
-                "bzna_gpu_ticket_failure", handle, int(ticket), i, ctypes.byref(sample), message, _FAILURE_BYTES
+                "bzna_gpu_ticket_failure",
+                handle,
+                int(ticket),
+                i,
+                ctypes.byref(sample),
+                message,
+                _FAILURE_BYTES,
             )
             failures.append((int(sample.value), message.value.decode("utf-8", "replace")))
         if out is not None:

@@ -716,10 +716,12 @@ def check_queue(core, refs, meta: dict, thumbs) -> dict:
         held, buffers, equal = [], set(), []
         with core.queue(depth) as q:
             for r in range(rounds):
-                tickets = [(q.submit(*batch(depth * r + j), shape, **kw), depth * r + j) for j in range(depth)]
+                tickets = [
+                    (q.submit(*batch(depth * r + j), shape, **kw), depth * r + j) for j in range(depth)
+                ]
                 # Both tickets' batches in the ring at once: neither may overwrite the other.
                 held = [(t, k, q.collect(t)[0]) for t, k in tickets]
-                for t, k, ptr in held:
+                for _, k, ptr in held:
                     buffers.add(ptr)
                     equal.append(same(core.download(ptr, reference(k).shape, np.float32), k))
                 for t, _, _ in held:
@@ -1230,7 +1232,9 @@ def bench_train_step(core, args, pictures, meta) -> dict:
             ahead.join()
             overlapped.append(time.perf_counter() - t)
             cur = 1 - cur
-        queued = _queue_steps(core, batches, m_host, (out_h, out_w), norm_kw, bufs[0], step, sync, training_stream)
+        queued = _queue_steps(
+            core, batches, m_host, (out_h, out_w), norm_kw, bufs[0], step, sync, training_stream
+        )
     finally:
         for p in m_ptrs:
             try:
@@ -1282,7 +1286,9 @@ def _queue_steps(core, batches, matrices, out_shape, norm_kw, buf, step, sync, s
         for k in range(len(batches) - QUEUE_AHEAD):
             t = time.perf_counter()
             q.collect(tickets[k], out=buf.data_ptr(), stream=stream)
-            tickets.append(q.submit(batches[k + QUEUE_AHEAD], matrices[k + QUEUE_AHEAD], out_shape, **norm_kw))
+            tickets.append(
+                q.submit(batches[k + QUEUE_AHEAD], matrices[k + QUEUE_AHEAD], out_shape, **norm_kw)
+            )
             step(buf)
             sync()
             if k > 0:

@@ -274,7 +274,7 @@ Status FillOob(const Gpu& g, CUstream stream, int64_t count, const bzna_gpu_warp
     BZNA_GPU_RETURN_IF_ERROR(Check(
         *g.d,
         g.d->cu->cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(out + k * per_sample), sample.data(),
-                                static_cast<size_t>(per_sample) * sizeof(float)),
+                              static_cast<size_t>(per_sample) * sizeof(float)),
         "copying to the GPU (cuMemcpyHtoD)"));
   }
   return Status();

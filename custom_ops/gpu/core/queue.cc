@@ -100,7 +100,11 @@ struct Slot {
 class Queue {
  public:
   Queue(const Driver& d, CUcontext context, const Kernels& kernels, int32_t depth)
-      : d_(d), gpu_{&d, context, kernels}, depth_(depth), slots_(static_cast<size_t>(depth)), batch_done_(std::make_unique<Event>(d)) {
+      : d_(d),
+        gpu_{&d, context, kernels},
+        depth_(depth),
+        slots_(static_cast<size_t>(depth)),
+        batch_done_(std::make_unique<Event>(d)) {
     for (Slot& s : slots_) s.returned = std::make_unique<Event>(d);
   }
   Queue(const Queue&) = delete;
@@ -109,8 +113,8 @@ class Queue {
 
   // The worker's stream and thread; the context is current.
   Status Start() {
-    BZNA_GPU_RETURN_IF_ERROR(
-        Check(d_, d_.cu->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "creating the queue's stream (cuStreamCreate)"));
+    BZNA_GPU_RETURN_IF_ERROR(Check(d_, d_.cu->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING),
+                                   "creating the queue's stream (cuStreamCreate)"));
     try {
       worker_ = std::thread([this] { Work(); });
     } catch (const std::system_error& e) {
@@ -397,7 +401,8 @@ class Queue {
       BZNA_GPU_RETURN_IF_ERROR(slot.returned->MakeWait(stream_));
     }
     const uint64_t m_bytes = t.matrices.size() * sizeof(float);
-    BZNA_GPU_RETURN_IF_ERROR(Grow(&matrices_, &matrices_bytes_, m_bytes, "allocating the queue's matrices (cuMemAlloc)"));
+    BZNA_GPU_RETURN_IF_ERROR(
+        Grow(&matrices_, &matrices_bytes_, m_bytes, "allocating the queue's matrices (cuMemAlloc)"));
     BZNA_GPU_RETURN_IF_ERROR(Check(d_, d_.cu->cuMemcpyHtoDAsync(matrices_, t.matrices.data(), m_bytes, stream_),
                                    "copying the matrices to the GPU (cuMemcpyHtoDAsync)"));
     std::vector<const uint8_t*> pictures(static_cast<size_t>(t.count));
@@ -469,7 +474,9 @@ namespace g = bzna_tf::gpu;
 
 namespace {
 
-g::Status NullQueue() { return g::InvalidArgument("expected a queue (from bzna_gpu_queue_create). Received a null pointer"); }
+g::Status NullQueue() {
+  return g::InvalidArgument("expected a queue (from bzna_gpu_queue_create). Received a null pointer");
+}
 
 // Runs f, turning a C++ exception into a status (nothing may cross the C ABI).
 template <typename F>
