@@ -13,13 +13,24 @@ grey levels off); ``benzina-bounds`` (every warp tests Benzina's bounds,
 colour around upscaled pictures); ``ignore-picture-sizes`` (decode_warp warps
 the whole decoded frame whatever ``picture_sizes`` says: the frame's padding
 shows beyond the picture's right and bottom edges).
+
+The queue (``FakeCore.queue``: ``bzna_gpu_queue_*`` semantics on a worker
+thread, ring buffers of host memory) has broken variants too, each failing one
+of the runner's queue checks: ``queue-order`` (each ticket gets the batch
+submitted after it); ``queue-one-buffer`` (the ring is one buffer, whatever the
+depth: a batch overwrites the ones not yet released); ``queue-sticky-error``
+(the ticket after a failed one fails too); ``queue-skip-silent`` (SKIP_BAD fills
+a bad picture but does not list it); ``queue-no-cancel`` (destroying decodes
+every pending batch, and a blocked submit or collect is not woken).
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import sys
+import threading
 from pathlib import Path
 
 import av
@@ -44,6 +55,17 @@ if MODE == "benzina-bounds":
 
 class FakeUnavailable(RuntimeError):
     code = 2
+
+
+class FakeCoreError(RuntimeError):
+    """A status other than OK, with the core's code (1 INVALID_ARGUMENT, 5 CANCELLED, ...)."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+INVALID_ARGUMENT, CANCELLED = 1, 5
 
 
 def _decode(data: bytes):
@@ -104,6 +126,9 @@ class FakeCore:
 
     def set_nvdec_sessions(self, n):
         self.sessions = n
+
+    def queue(self, depth=2, device=0):
+        return FakeQueue(self, depth, device)
 
     # memory
     def alloc(self, nbytes, device=0):
@@ -357,3 +382,238 @@ class FakeCore:
             antialias=antialias,
         )
         _view(out_ptr, out.shape, F)[...] = out
+
+
+class FakeQueue:
+    """``bzna_gpu_queue_*`` over FakeCore: a worker thread decodes the tickets in order into a ring of
+    ``depth`` buffers ("device" memory from FakeCore.alloc), as queue.cc does."""
+
+    def __init__(self, core, depth=2, device=0):
+        if not 1 <= int(depth) <= 64:
+            raise FakeCoreError(INVALID_ARGUMENT, f"expected a queue depth in [1, 64]. Received {depth}")
+        if MODE == "no-nvdec":
+            raise FakeUnavailable("no NVDEC (fake)")
+        self.core, self.depth, self.device = core, int(depth), device
+        self._cv = threading.Condition()
+        self._tickets = {}
+        self._pending = collections.deque()
+        self._next = 0
+        self._in_flight = 0
+        self._callers = 0
+        self._stopping = False
+        self._failed_before = False  # queue-sticky-error
+        slots = 1 if MODE == "queue-one-buffer" else self.depth
+        self._slots = [{"ptr": None, "bytes": 0, "owner": -1} for _ in range(slots)]
+        self._worker = threading.Thread(target=self._work, daemon=True)
+        self._worker.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def ring_bytes(self):
+        """What the ring holds now (the runner's memory check reads the pointers instead)."""
+        return sum(s["bytes"] for s in self._slots)
+
+    def submit(
+        self,
+        pictures,
+        matrices,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        antialias=False,
+        picture_sizes=None,
+        skip_bad=False,
+    ):
+        m = np.array(matrices, F).reshape(-1, 3, 3)
+        if len(pictures) and len(m) not in (1, len(pictures)):
+            raise FakeCoreError(
+                INVALID_ARGUMENT, f"expected matrix_count 1 or {len(pictures)}. Received {len(m)}"
+            )
+        t = {
+            "state": "pending",
+            "pictures": [bytes(p) for p in pictures],
+            "matrices": m,
+            "kw": dict(
+                bias=bias,
+                norm=norm,
+                oob=oob,
+                channels_first=channels_first,
+                antialias=antialias,
+                picture_sizes=None if picture_sizes is None else np.array(picture_sizes),
+            ),
+            "out_shape": tuple(out_shape),
+            "skip_bad": skip_bad,
+            "slot": -1,
+            "failures": [],
+            "collecting": False,
+        }
+        with self._cv:
+            self._callers += 1
+            try:
+                cancels = MODE != "queue-no-cancel"
+                while not (self._stopping and cancels) and self._in_flight >= self.depth:
+                    self._cv.wait()
+                if self._stopping:
+                    raise FakeCoreError(CANCELLED, "the queue was destroyed while bzna_gpu_submit waited")
+                ticket = self._next
+                self._next += 1
+                self._tickets[ticket] = t
+                self._pending.append(ticket)
+                self._in_flight += 1
+                self._cv.notify_all()
+                return ticket
+            finally:
+                self._callers -= 1
+                self._cv.notify_all()
+
+    def _decode(self, t):
+        """The batch as FakeCore.decode_warp_host writes it; SKIP_BAD: one picture at a time."""
+        m = np.broadcast_to(t["matrices"], (len(t["pictures"]), 3, 3))
+        try:
+            return self.core.decode_warp_host(t["pictures"], m, t["out_shape"], **t["kw"])
+        except Exception as e:
+            if not t["skip_bad"]:
+                raise FakeCoreError(
+                    INVALID_ARGUMENT, f"sample ? of the batch: {type(e).__name__}: {e}"
+                ) from e
+        out = []
+        sizes = t["kw"]["picture_sizes"]
+        for n, picture in enumerate(t["pictures"]):
+            kw = {**t["kw"], "picture_sizes": None if sizes is None else sizes[n : n + 1]}
+            try:
+                out.append(self.core.decode_warp_host([picture], m[n : n + 1], t["out_shape"], **kw)[0])
+            except Exception as e:
+                h, w = t["out_shape"]
+                shape = (3, h, w) if kw["channels_first"] else (h, w, 3)
+                colour = np.asarray(kw["oob"], F).reshape((3, 1, 1) if kw["channels_first"] else (1, 1, 3))
+                out.append(np.broadcast_to(colour, shape).copy())
+                if MODE != "queue-skip-silent":
+                    t["failures"].append((n, f"{type(e).__name__}: {e}"))
+        return np.stack(out)
+
+    def _work(self):
+        while True:
+            with self._cv:
+                while not self._stopping and not self._pending:
+                    self._cv.wait()
+                if MODE == "queue-no-cancel" and self._pending:
+                    pass  # decodes what is pending even when destroyed
+                elif self._stopping:
+                    return
+                ticket = self._pending.popleft()
+                t = self._tickets[ticket]
+                t["state"] = "running"
+                if MODE == "queue-order" and self._pending:
+                    after = self._tickets[self._pending[0]]
+                    if len(after["pictures"]) == len(t["pictures"]):
+                        t = after  # decodes the next ticket's batch for this one
+                slot = next(
+                    i for i, s in enumerate(self._slots) if s["owner"] < 0 or MODE == "queue-one-buffer"
+                )
+                self._slots[slot]["owner"] = ticket
+                self._tickets[ticket]["slot"] = slot
+            try:
+                if MODE == "queue-sticky-error" and self._failed_before:
+                    raise FakeCoreError(
+                        INVALID_ARGUMENT, "sample 0 of the batch: the previous error (sticky)"
+                    )
+                out = self._decode(t)
+                error = None
+            except FakeCoreError as e:
+                out, error = None, e
+                self._failed_before = True
+            with self._cv:
+                t = self._tickets[ticket]
+                if error is None:
+                    s = self._slots[slot]
+                    if s["bytes"] < out.nbytes:
+                        if s["ptr"] is not None:
+                            self.core.free(s["ptr"])
+                        s["ptr"], s["bytes"] = self.core.alloc(out.nbytes), out.nbytes
+                    _view(s["ptr"], out.shape, F)[...] = out
+                    t.update(state="done", shape=out.shape, nbytes=out.nbytes)
+                else:
+                    t.update(state="failed", error=error, slot=-1)
+                    self._slots[slot]["owner"] = -1
+                self._cv.notify_all()
+
+    def collect(self, ticket, out=None, stream=None):
+        with self._cv:
+            self._callers += 1
+            try:
+                t = self._tickets.get(ticket)
+                if t is None:
+                    raise FakeCoreError(
+                        INVALID_ARGUMENT, f"ticket {ticket} is not in flight (never submitted, or finished)"
+                    )
+                if t["collecting"] or t["state"] in ("collected", "copied"):
+                    raise FakeCoreError(INVALID_ARGUMENT, f"ticket {ticket} is already collected")
+                t["collecting"] = True
+                while not (self._stopping and MODE != "queue-no-cancel") and t["state"] not in (
+                    "done",
+                    "failed",
+                ):
+                    self._cv.wait()
+                t["collecting"] = False
+                if t["state"] not in ("done", "failed"):
+                    raise FakeCoreError(
+                        CANCELLED, f"the queue was destroyed before ticket {ticket} was collected"
+                    )
+                if t["state"] == "failed":
+                    del self._tickets[ticket]
+                    self._in_flight -= 1
+                    self._cv.notify_all()
+                    raise t["error"]
+                failures = list(t["failures"])
+                ptr = self._slots[t["slot"]]["ptr"]
+                if out is None:
+                    t["state"] = "collected"
+                    return ptr, failures
+                ctypes.memmove(int(out), int(ptr), t["nbytes"])
+                self._slots[t["slot"]]["owner"] = -1
+                self._in_flight -= 1
+                del self._tickets[ticket]  # released: the binding's collect(out=...) releases
+                self._cv.notify_all()
+                return None, failures
+            finally:
+                self._callers -= 1
+                self._cv.notify_all()
+
+    def release(self, ticket, stream=None):
+        with self._cv:
+            t = self._tickets.get(ticket)
+            if t is None or t["state"] != "collected":
+                raise FakeCoreError(INVALID_ARGUMENT, f"ticket {ticket} is not collected")
+            self._slots[t["slot"]]["owner"] = -1
+            self._in_flight -= 1
+            del self._tickets[ticket]
+            self._cv.notify_all()
+
+    def close(self):
+        with self._cv:
+            if self._stopping:
+                return
+            self._stopping = True
+            if MODE != "queue-no-cancel":
+                self._pending.clear()
+            self._cv.notify_all()
+            while self._callers and MODE != "queue-no-cancel":
+                self._cv.wait()
+        if MODE == "queue-no-cancel":
+            while True:
+                with self._cv:
+                    if not self._pending:
+                        break
+                    self._cv.wait(0.01)
+        self._worker.join()
+        for s in self._slots:
+            if s["ptr"] is not None:
+                self.core.free(s["ptr"])
+                s["ptr"] = None

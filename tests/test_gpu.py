@@ -7,6 +7,7 @@ need nvcc (the pinned pip wheels of the ``test`` extra) and nv-codec-headers
 """
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,77 @@ def test_gpu_probe_explains_a_missing_driver(gpu_library):
         assert bits & HAS_CUDA and (bits & HAS_NVDEC or "libnvcuvid" in message)
     else:
         assert bits == 0 and ("libcuda.so.1" in message or "cuInit" in message), message
+
+
+def test_gpu_queue_checks_arguments_without_a_gpu(gpu_library):
+    """ABI 4's queue: every argument check answers INVALID_ARGUMENT, naming what is wrong, before the
+    driver is touched; creating a queue without a driver says why it cannot."""
+    import ctypes
+
+    from bzna_tf.ops.gpu_core import (
+        INVALID_ARGUMENT,
+        OK,
+        UNAVAILABLE,
+        GpuCore,
+        GpuInvalidArgumentError,
+        GpuUnavailableError,
+        warp_params,
+    )
+
+    core = GpuCore(gpu_library.core)
+    lib = core.lib
+    for depth in (0, 65, -1):
+        with pytest.raises(
+            GpuInvalidArgumentError, match=rf"queue_create: .*depth in \[1, 64\]\. Received {depth}"
+        ):
+            core.queue(depth)
+    assert lib.bzna_gpu_queue_create(0, 2, None) == INVALID_ARGUMENT
+    assert "a place for the queue" in core.last_error()
+    assert lib.bzna_gpu_queue_destroy(None) == OK  # NULL: a no-op
+    if not tf.config.list_physical_devices("GPU"):
+        handle = ctypes.c_void_p()
+        assert lib.bzna_gpu_queue_create(0, 2, ctypes.byref(handle)) == UNAVAILABLE and handle.value is None
+        with pytest.raises(GpuUnavailableError, match="libcuda.so.1|cuInit"):
+            core.queue(2)
+
+    pictures = [b"\x00\x00\x00\x01\x40\x01", b"\x00\x00\x00\x01\x42\x01"]  # never decoded
+    ptrs = (ctypes.c_char_p * 2)(*pictures)
+    sizes = (ctypes.c_uint64 * 2)(6, 6)
+    empty = (ctypes.c_uint64 * 2)(6, 0)
+    m = np.eye(3, dtype=np.float32)
+    three = np.stack([m] * 3)
+    hw = np.array([[4, 4], [0, 4]], np.int32)
+    params, flat = warp_params((4, 5)), warp_params((0, 5))
+    ticket = ctypes.c_int64(-7)
+    byref = ctypes.byref
+
+    def submit(queue=None, sz=sizes, mats=m, count=1, hw_ptr=None, p=params, flags=0, t=byref(ticket)):
+        return lib.bzna_gpu_submit(queue, ptrs, sz, 2, mats.ctypes.data, count, hw_ptr, byref(p), flags, t)
+
+    checks = [
+        ("expected a queue", lambda: submit()),
+        ("sample 1 of the batch: expected an H.265 picture. Received 0 bytes", lambda: submit(sz=empty)),
+        ("matrix_count 1 or 2", lambda: submit(mats=three, count=3)),
+        (r"sample 1 of the batch: expected a picture size", lambda: submit(hw_ptr=hw.ctypes.data)),
+        ("output height", lambda: submit(p=flat)),
+        ("flags 0 or BZNA_GPU_SKIP_BAD", lambda: submit(flags=2)),
+        ("a place for the ticket", lambda: submit(t=None)),
+        ("Received neither", lambda: lib.bzna_gpu_collect(None, 0, None, None, None, None)),
+        (
+            "expected a queue",
+            lambda: lib.bzna_gpu_collect(None, 0, None, None, byref(ctypes.c_void_p()), None),
+        ),
+        ("expected a queue", lambda: lib.bzna_gpu_release(None, 0, None)),
+        (
+            "sample index",
+            lambda: lib.bzna_gpu_ticket_failure(None, 0, 0, None, ctypes.create_string_buffer(8), 8),
+        ),
+        ("message buffer", lambda: lib.bzna_gpu_ticket_failure(None, 0, 0, byref(ctypes.c_int64()), None, 8)),
+    ]
+    for fragment, call in checks:
+        assert call() == INVALID_ARGUMENT, fragment
+        assert re.search(fragment, core.last_error()), (fragment, core.last_error())
+    assert ticket.value == -7  # no ticket was taken
 
 
 def test_missing_toolchain_is_named(monkeypatch, tmp_path):

@@ -32,9 +32,11 @@ from bzna_tf.convert import DEFAULT_QUALITY
 from bzna_tf.ops import _build
 from bzna_tf.ops.gpu_core import (
     ABI_VERSION,
+    CANCELLED,
     HAS_CUDA,
     INVALID_ARGUMENT,
     UNAVAILABLE,
+    GpuCancelledError,
     GpuCore,
     GpuCoreError,
     GpuInvalidArgumentError,
@@ -530,7 +532,9 @@ def test_binding_checks_what_the_core_cannot_see(core):
 def test_binding_abi_version_is_the_header_s():
     header = (_build.source_dir() / "gpu" / "core" / "bzna_gpu.h").read_text()
     (version,) = re.findall(r"#define BZNA_GPU_ABI_VERSION (\d+)", header)
-    assert int(version) == ABI_VERSION == 3
+    assert int(version) == ABI_VERSION == 4
+    assert re.search(r"#define BZNA_GPU_CANCELLED (\d+)", header).group(1) == str(CANCELLED)
+    assert issubclass(GpuCancelledError, GpuCoreError)
 
 
 # ------------------------------------------------------------------------ the runner, with a stand-in core
@@ -586,6 +590,14 @@ def test_runner_checks_and_times_everything(kit, tmp_path):
     )
     flat = checks["constant_upscale"]
     assert len(flat) == 12 and all(v["pass"] and v["flat"] for v in flat.values())
+    queue = checks["queue"]
+    assert queue["ahead_out_of_order"]["tickets"] == [0, 1, 2, 3]
+    assert queue["ring_reuse"]["ring_buffers"] == 2 and len(queue["ring_reuse"]["bitwise_equal"]) == 6
+    assert queue["ticket_error"]["error_code"] == INVALID_ARGUMENT and queue["ticket_error"]["after"]
+    assert [f[0] for f in queue["skip_bad"]["failures"]] == [1] and queue["skip_bad"]["filled_with_oob"]
+    shutdown = queue["shutdown"]
+    assert shutdown["blocked_collect"] == shutdown["blocked_submit"] == CANCELLED, shutdown
+    assert all(v["pass"] for v in queue.values() if isinstance(v, dict))
     bench = result["bench"]
     for figures in (bench["decode_yuv"], bench["decode_warp"], bench["decode_warp_by_sessions"]["1"]):
         assert figures["images_per_s"] > 0 and figures["ms_per_batch_median"] > 0
@@ -611,16 +623,39 @@ def test_runner_times_the_training_step_three_ways(kit, tmp_path):
     pytest.importorskip("torch")
     args = ("--batch", "8", "--repeats", "1", "--quick", "--train-step", "--train-model", "tiny")
     r, result = run_fake(
-        kit[0], tmp_path, "ok", *args, "--train-steps", "2", "--train-warmup", "1", "--train-on-cpu"
+        kit[0],
+        tmp_path,
+        "ok",
+        *args,
+        "--train-steps",
+        "2",
+        "--train-warmup",
+        "1",
+        "--train-on-cpu",
+        "--results-dir",
+        str(tmp_path / "results"),
     )
     assert r.returncode == 0 and result["passed"], (result.get("errors"), r.stderr[-2000:])
     train = result["train_step"]
     assert train["available"] and train["batch"] == 8 and train["model"] == "tiny"
-    for kind in ("step_alone", "decode_then_step", "decode_in_decode_then_step", "overlapped"):
+    kinds = ("step_alone", "decode_then_step", "decode_in_decode_then_step", "overlapped", "queue_overlapped")
+    for kind in kinds:
         assert train[kind]["steps"] == 2 and train[kind]["ms_median"] > 0, (kind, train[kind])
     # Decoding (FFmpeg + the NumPy warp in the stand-in) is part of the decode-then-step time.
     assert train["decode_then_step"]["ms_min"] >= train["decode_in_decode_then_step"]["ms_min"]
     assert train["decode_then_step_over_alone"] > 0 and train["overlapped_over_alone"] > 0
+    assert train["queue_overlapped_over_alone"] > 0 and train["queue_depth"] == 2
+    # Issue 38's record: in the results, and as <date>-<gpu>-overlap.json in --results-dir.
+    overlap = result["overlap"]
+    assert overlap["kind"] == "overlap" and overlap["device"] == train["device"]
+    assert overlap["step_ms_alone"] == train["step_alone"]["ms_median"]
+    assert overlap["step_ms_overlapped"] == train["queue_overlapped"]["ms_median"]
+    assert (
+        overlap["tensorflow_gpu_dataset"]["passed"] is None and overlap["tensorflow_gpu_dataset"]["not_run"]
+    )
+    (written,) = (tmp_path / "results").iterdir()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d-cpu-overlap\.json", written.name), written.name
+    assert json.loads(written.read_text()) == overlap
 
 
 def test_the_training_step_needs_cuda():
@@ -695,6 +730,29 @@ def test_runner_finds_a_core_that_ignores_picture_sizes(kit, tmp_path):
     )
     # The warp of each picture's cut planes does not depend on the core's picture_sizes.
     assert result["checks"]["warp_yuv420"]["picture_sizes"]["pass"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "failed"),
+    [
+        # Each ticket gets the next one's batch: wrong results when collected out of order.
+        ("queue-order", "queue.ahead_out_of_order"),
+        # One ring buffer whatever the depth: two batches held at once overwrite each other.
+        ("queue-one-buffer", "queue.ring_reuse"),
+        # The ticket after a failed one fails too.
+        ("queue-sticky-error", "queue.ticket_error"),
+        # SKIP_BAD fills the bad picture without listing it.
+        ("queue-skip-silent", "queue.skip_bad"),
+        # Destroying decodes what is pending and leaves the blocked collect waiting for it.
+        ("queue-no-cancel", "queue.shutdown"),
+    ],
+)
+def test_runner_finds_a_broken_queue(kit, tmp_path, mode, failed):
+    r, result = run_fake(kit[0], tmp_path, mode, "--no-bench")
+    assert r.returncode == 1 and result["passed"] is False, result.get("errors")
+    assert failed in result["failed_checks"], result["failed_checks"]
+    # Only the queue's checks: every other check passes with the same stand-in.
+    assert all(name.startswith("queue") for name in result["failed_checks"]), result["failed_checks"]
 
 
 def test_runner_prints_partial_results_at_its_deadline(kit, tmp_path):

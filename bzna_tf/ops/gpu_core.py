@@ -6,13 +6,16 @@ standard library and NumPy, so it runs where TensorFlow does not (the GPU kit,
 ``python tools/gpu_kit`` in a checkout, ships it). The library is compiled by
 ``bzna_tf.ops._build.compile_core``.
 
-Two families of calls:
+Three families of calls:
 
 - ``*_host`` methods take and return NumPy arrays; the core copies to and
   from the GPU and returns when the results are written.
 - The device methods take raw device pointers (Python ints, e.g. from
   :meth:`GpuCore.alloc`, ``torch.Tensor.data_ptr()`` or CuPy), an optional
   ``CUstream`` (an int), and write into device memory.
+- :class:`GpuQueue` (:meth:`GpuCore.queue`) decodes batches in the background:
+  ``submit`` returns a ticket at once, ``collect`` waits for its batch and
+  copies it into device memory (or lends the queue's ring buffer).
 
 Matrices map OUTPUT pixel indices to SOURCE pixel indices of the picture
 (SPEC section 4), 3x3 row-major float32; one per picture, or one for all. The
@@ -36,6 +39,7 @@ import numpy as np
 
 __all__ = [
     "ABI_VERSION",
+    "CANCELLED",
     "FLOAT32",
     "HAS_CUDA",
     "HAS_NVDEC",
@@ -44,18 +48,21 @@ __all__ = [
     "LIB_NAME",
     "OK",
     "OUT_OF_MEMORY",
+    "SKIP_BAD",
     "UINT8",
     "UNAVAILABLE",
+    "GpuCancelledError",
     "GpuCore",
     "GpuCoreError",
     "GpuInternalError",
     "GpuInvalidArgumentError",
     "GpuOutOfMemoryError",
+    "GpuQueue",
     "GpuUnavailableError",
 ]
 
 LIB_NAME = "libbzna_tf_gpu_core.so"
-ABI_VERSION = 3  # bzna_gpu.h's BZNA_GPU_ABI_VERSION (3: decode_warp's picture_sizes)
+ABI_VERSION = 4  # bzna_gpu.h's BZNA_GPU_ABI_VERSION (4: the asynchronous queue)
 
 # Status codes (bzna_gpu.h).
 OK = 0
@@ -63,12 +70,14 @@ INVALID_ARGUMENT = 1
 UNAVAILABLE = 2
 INTERNAL = 3
 OUT_OF_MEMORY = 4
+CANCELLED = 5
 STATUS_NAMES = {
     OK: "OK",
     INVALID_ARGUMENT: "INVALID_ARGUMENT",
     UNAVAILABLE: "UNAVAILABLE",
     INTERNAL: "INTERNAL",
     OUT_OF_MEMORY: "OUT_OF_MEMORY",
+    CANCELLED: "CANCELLED",
 }
 
 # bzna_gpu_probe() bits.
@@ -79,6 +88,9 @@ HAS_NVDEC = 2
 UINT8 = 0
 FLOAT32 = 1
 
+# bzna_gpu_submit() flags.
+SKIP_BAD = 1
+
 _DESCRIBE_BYTES = 1 << 16
 
 
@@ -86,7 +98,8 @@ class GpuCoreError(RuntimeError):
     """A GPU core call that returned a status other than OK.
 
     Attributes:
-      code: the BZNA_GPU_* status (``INVALID_ARGUMENT``, ``UNAVAILABLE``, ``INTERNAL``, ``OUT_OF_MEMORY``).
+      code: the BZNA_GPU_* status (``INVALID_ARGUMENT``, ``UNAVAILABLE``, ``INTERNAL``, ``OUT_OF_MEMORY``,
+        ``CANCELLED``).
       message: the core's reason (``bzna_gpu_last_error()``).
       function: the C function that failed, or None.
     """
@@ -122,11 +135,16 @@ class GpuOutOfMemoryError(GpuCoreError, MemoryError):
     """BZNA_GPU_OUT_OF_MEMORY: GPU memory ran out."""
 
 
+class GpuCancelledError(GpuCoreError):
+    """BZNA_GPU_CANCELLED: the queue was destroyed before the batch ran (or while the call waited)."""
+
+
 _ERRORS = {
     INVALID_ARGUMENT: GpuInvalidArgumentError,
     UNAVAILABLE: GpuUnavailableError,
     INTERNAL: GpuInternalError,
     OUT_OF_MEMORY: GpuOutOfMemoryError,
+    CANCELLED: GpuCancelledError,
 }
 
 
@@ -176,7 +194,26 @@ _SIGNATURES = {
     "bzna_gpu_alloc": [_c_int, _u64, ctypes.POINTER(ctypes.c_void_p)],
     "bzna_gpu_free": [_c_int, _ptr],
     "bzna_gpu_copy": [_c_int, _ptr, _ptr, _u64],
+    "bzna_gpu_queue_create": [_c_int, _i32, ctypes.POINTER(ctypes.c_void_p)],
+    "bzna_gpu_queue_destroy": [_ptr],
+    "bzna_gpu_submit": [
+        _ptr,
+        _pictures_t,
+        _sizes_t,
+        _i64,
+        _ptr,
+        _i64,
+        _ptr,
+        _params_t,
+        _i32,
+        ctypes.POINTER(_i64),
+    ],
+    "bzna_gpu_collect": [_ptr, _i64, _ptr, _ptr, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_i64)],
+    "bzna_gpu_release": [_ptr, _i64, _ptr],
+    "bzna_gpu_ticket_failure": [_ptr, _i64, _i64, ctypes.POINTER(_i64), ctypes.c_char_p, _u64],
 }
+
+_FAILURE_BYTES = 4096
 
 
 # ----------------------------------------------------------------------------------------- argument helpers
@@ -874,6 +911,10 @@ class GpuCore:
         """Copies ``nbytes`` between two pointers, host or device, either way (unified addressing)."""
         self._call("bzna_gpu_copy", int(device), dst, src, int(nbytes))
 
+    def queue(self, depth: int = 2, device: int = 0) -> GpuQueue:
+        """A :class:`GpuQueue` on ``device``: at most ``depth`` batches in flight."""
+        return GpuQueue(self, depth, device)
+
     def upload(self, array, device: int = 0) -> int:
         """A new device buffer holding a copy of ``array`` (C order).
 
@@ -900,3 +941,172 @@ class GpuCore:
         if out.nbytes:
             self.copy(out.ctypes.data, ptr, out.nbytes, device)
         return out
+
+
+class GpuQueue:
+    """Asynchronous decode + warp batches on a worker thread of the core (``bzna_gpu_queue_*``).
+
+    :meth:`submit` copies a batch and returns its ticket at once (it blocks only while ``depth``
+    batches are in flight); the core decodes the tickets in order on its own decoder sessions and
+    streams, into a ring of ``depth`` device buffers, while the caller works on earlier batches.
+    :meth:`collect` waits for a ticket (in any order, each once). A decoding error fails its own
+    ticket only. Closing the queue (:meth:`close`, or leaving a ``with`` block) cancels the batches
+    not started, waits for the one being decoded and frees the ring; a thread blocked in
+    :meth:`submit` or :meth:`collect` gets :class:`GpuCancelledError`.
+
+    Args:
+      core: the :class:`GpuCore`.
+      depth: batches in flight at most (1 to 64): the ring's size.
+      device: the CUDA device ordinal (the queue works in its primary context).
+
+    Raises:
+      GpuCoreError: ``depth`` out of range (:class:`GpuInvalidArgumentError`), no driver, GPU or
+        NVDEC (:class:`GpuUnavailableError`).
+
+    Example:
+
+    ```python
+    with core.queue(depth=3) as q:
+        tickets = [q.submit(pictures[k], matrices[k], (224, 224)) for k in range(3)]
+        for t in tickets:
+            q.collect(t, out=buffer_ptr, stream=torch.cuda.current_stream().cuda_stream)
+            ...  # train on buffer, on that stream
+    ```
+    """
+
+    def __init__(self, core: GpuCore, depth: int = 2, device: int = 0):
+        self.core = core
+        self.depth = int(depth)
+        self.device = int(device)
+        self._handle = None
+        handle = ctypes.c_void_p()
+        core._call("bzna_gpu_queue_create", self.device, self.depth, ctypes.byref(handle))
+        self._handle = handle.value
+
+    def __repr__(self):
+        state = "closed" if self._handle is None else f"depth={self.depth}, device={self.device}"
+        return f"GpuQueue({state})"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _live(self, what: str):
+        if self._handle is None:
+            raise ValueError(f"Expected an open GpuQueue for {what}(). Received: a closed one")
+        return ctypes.c_void_p(self._handle)
+
+    def submit(
+        self,
+        pictures,
+        matrices,
+        out_shape,
+        *,
+        bias=(0, 0, 0),
+        norm=(1, 1, 1),
+        oob=(0, 0, 0),
+        channels_first=False,
+        antialias=False,
+        picture_sizes=None,
+        skip_bad: bool = False,
+    ) -> int:
+        """Submits a batch; returns its ticket (tickets count from 0 in submission order).
+
+        Args:
+          pictures, matrices, out_shape, bias, norm, oob, channels_first, antialias, picture_sizes:
+            as for :meth:`GpuCore.decode_warp_host` (host memory, copied before the call returns).
+          skip_bad: a picture that fails to decode (or whose picture size exceeds its frame) becomes
+            ``oob`` in every pixel and is listed by :meth:`collect`, instead of failing the batch.
+
+        Returns:
+          The ticket, an int.
+
+        Raises:
+          GpuCoreError: arguments the core rejects (nothing submitted), or
+            :class:`GpuCancelledError` when the queue is closed while this call waits.
+        """
+        handle = self._live("submit")
+        ptrs, sizes, keep = _pictures(pictures)
+        m = _matrices(matrices)
+        hw = _picture_sizes(picture_sizes, len(keep))
+        params = warp_params(out_shape, bias, norm, oob, channels_first, antialias)
+        ticket = ctypes.c_int64(-1)
+        self.core._call(
+            "bzna_gpu_submit",
+            handle,
+            ptrs,
+            sizes,
+            len(keep),
+            m.ctypes.data,
+            m.shape[0],
+            None if hw is None else hw.ctypes.data,
+            ctypes.byref(params),
+            SKIP_BAD if skip_bad else 0,
+            ctypes.byref(ticket),
+        )
+        return int(ticket.value)
+
+    def collect(self, ticket: int, out: int | None = None, stream: int | None = None):
+        """Waits for a ticket's batch (float32, in its ``out_shape`` and layout).
+
+        Args:
+          ticket: from :meth:`submit`.
+          out: a device pointer (in the queue's context) to copy the batch into, on ``stream``; the
+            ticket is then released here. None: the queue's ring buffer holding the batch is lent
+            until :meth:`release`.
+          stream: a ``CUstream`` (an int) of the queue's context for the copy, which runs after the
+            work already queued there; None waits for the copy.
+
+        Returns:
+          ``(pointer, failures)``: the ring buffer's device pointer (None with ``out``, or for an
+          empty batch) and, for ``skip_bad``, the skipped pictures as ``(sample, reason)`` pairs.
+
+        Raises:
+          GpuCoreError: the batch's decoding error ("sample 3 of the batch: ..."; the ticket is then
+            finished), an unknown or already collected ticket (:class:`GpuInvalidArgumentError`),
+            or :class:`GpuCancelledError` when the queue is closed while this call waits.
+        """
+        handle = self._live("collect")
+        ring = ctypes.c_void_p()
+        count = ctypes.c_int64(0)
+        self.core._call(
+            "bzna_gpu_collect",
+            handle,
+            int(ticket),
+            _stream(stream),
+            None if out is None else ctypes.c_void_p(int(out)),
+            ctypes.byref(ring),
+            ctypes.byref(count),
+        )
+        failures = []
+        message = ctypes.create_string_buffer(_FAILURE_BYTES)
+        sample = ctypes.c_int64(-1)
+        for i in range(count.value):
+            self.core._call(
+                "bzna_gpu_ticket_failure",
+                handle,
+                int(ticket),
+                i,
+                ctypes.byref(sample),
+                message,
+                _FAILURE_BYTES,
+            )
+            failures.append((int(sample.value), message.value.decode("utf-8", "replace")))
+        if out is not None:
+            self.release(ticket)
+            return None, failures
+        return (int(ring.value) if ring.value else None), failures
+
+    def release(self, ticket: int, stream: int | None = None) -> None:
+        """Returns a collected ticket's ring buffer to the queue once the work queued on ``stream`` so
+        far (the caller's reads of it) is done; None: at once."""
+        self.core._call("bzna_gpu_release", self._live("release"), int(ticket), _stream(stream))
+
+    def close(self) -> None:
+        """Destroys the queue (idempotent): cancels the batches not started, waits for the running one."""
+        if self._handle is None:
+            return
+        handle, self._handle = self._handle, None
+        self.core._call("bzna_gpu_queue_destroy", ctypes.c_void_p(handle))

@@ -510,9 +510,11 @@ driver, python3 with NumPy; optional: torch + torchvision for the JPEG anchor):
     bash run.sh --quick         fewer timed batches
     bash run.sh --no-bench      correctness only
     bash run.sh --train-step    also a PyTorch ResNet-50 training step: alone, after, beside decoding
+                                (and results/<date>-<gpu>-overlap.json: the step fed by the queue)
     KIT_TIMEOUT=900 bash run.sh another limit; PYTHON=python3.12 bash run.sh another Python
 
-Nothing is written outside this folder except the core's build, in build/.
+Nothing is written outside this folder: the core's build goes to build/, and --train-step's
+overlap record to results/.
 
 What it prints: progress on stderr; the LAST line of stdout is one JSON object:
   error        present when the kit could not run at all (no nvcc, compiler, driver or GPU;
@@ -525,7 +527,10 @@ What it prints: progress on stderr; the LAST line of stdout is one JSON object:
                  and input tracks) against its manifest, matched/total and the failures;
                decode_warp / warp_yuv420 / warp_rgb: each named case against the CPU op's
                  output (within one grey level: atol = max|norm| + 1e-5), max abs diff,
-                 fraction equal; bench_decode: MD5 of the benchmark pictures' planes
+                 fraction equal; bench_decode: MD5 of the benchmark pictures' planes;
+               queue: the asynchronous queue against decode_warp (bitwise): batches submitted
+                 ahead and collected out of order, ring reuse (2 buffers, 6 batches, growth),
+                 a damaged picture failing its ticket only, SKIP_BAD, destroy in flight
   bench        batches of {batch} thumbnails (512x512-coded; ImageNet-like sizes): decode only
                (NVDEC into device buffers) and decode + RandomResizedCrop-warp + normalise
                to 224x224 (output in device memory), default sessions and 1, 2, 4:
@@ -537,8 +542,12 @@ What it prints: progress on stderr; the LAST line of stdout is one JSON object:
                torch/torchvision could not run); anchor_small: the small pictures' JPEGs
   train_step   with --train-step: ResNet-50 (torchvision, random weights), batch {batch}, bfloat16
                autocast, channels-last, SGD: median ms of the step alone, of the core decoding
-               its batch then the step, and of the step while the core decodes the next batch
-               in another thread (or the reason torch could not run)
+               its batch then the step, of the step while the core decodes the next batch
+               in another thread, and of the step fed by the core's queue (or the reason torch
+               could not run)
+  overlap      with --train-step: {{"kind": "overlap", "device", "step_ms_alone",
+               "step_ms_overlapped" (the queue's), "tensorflow_gpu_dataset" (not run here)}},
+               also written to results/<date>-<gpu>-overlap.json
   errors       each stage that raised, with the traceback's last lines
   passed       true when every check ran and passed
 

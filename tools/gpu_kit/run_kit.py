@@ -12,11 +12,15 @@ uses the kit's own copies of ``bzna_tf.format``, ``bzna_tf.ops._build`` and
 3. Checks: NVDEC decode of every fixture picture (MD5s of the manifest), the
    named reference cases through ``decode_warp`` / ``warp_yuv420`` /
    ``warp_rgb`` against the CPU ops' outputs (one case with the pictures'
-   sizes within their padded frames), and the device-pointer API.
+   sizes within their padded frames), the device-pointer API, and the
+   asynchronous queue (order, ring reuse, errors per ticket, SKIP_BAD,
+   shutdown in flight) against ``decode_warp``.
 4. Speed: batches of thumbnails, decode only and decode + warp + normalise to
    224x224, several NVDEC session counts; the torchvision nvJPEG anchor; with
    ``--train-step``, a PyTorch ResNet-50 training step alone, after the core
-   decodes its batch, and while the core decodes the next one.
+   decodes its batch, and while the core decodes the next one (in a thread, and through the
+   core's queue); the step alone and the queue's also go to
+   ``results/<date>-<gpu>-overlap.json`` (``"kind": "overlap"``).
 
 Progress goes to stderr; the last line of stdout is one JSON object holding
 everything. Exit status: 0 all checks passed, 1 a check failed or a stage
@@ -622,6 +626,253 @@ def check_device_api(core, refs, meta: dict, thumbs, nvdec: bool) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------------------------- queue
+
+QUEUE_BATCH = 4  # pictures per batch of the queue checks
+QUEUE_BAD = 1  # the damaged picture's place in its batch
+
+
+def parameter_sets_only(picture: bytes) -> bytes:
+    """An Annex-B H.265 picture cut before its first slice: its VPS, SPS and PPS, and no picture.
+
+    What NVDEC (and FFmpeg) cannot decode, whatever the GPU: a damaged picture for the error checks.
+    """
+    i = 0
+    while True:
+        i = picture.find(b"\x00\x00\x01", i)
+        if i < 0 or i + 3 >= len(picture):
+            raise ValueError("the picture holds no slice NAL unit")
+        if (picture[i + 3] >> 1) & 0x3F < 32:  # NAL unit types 0..31 are slices
+            return picture[: i - 1 if i > 0 and picture[i - 1] == 0 else i]
+        i += 3
+
+
+def _error_code(e: Exception):
+    return getattr(e, "code", None)
+
+
+def check_queue(core, refs, meta: dict, thumbs) -> dict:
+    """The asynchronous queue (bzna_gpu_queue_*, submit, collect, release) against bzna_gpu_decode_warp.
+
+    Batches of QUEUE_BATCH fixture pictures with one case's matrices; each batch's reference is the
+    synchronous decode_warp_host of the same batch, and the queue's result must equal it bitwise.
+    ahead_out_of_order: 4 batches submitted at once, collected 2, 0, 3, 1 into the caller's buffers.
+    ring_reuse: 6 batches through a ring of 2, both tickets' ring buffers held at once (no copy),
+    at most 2 distinct buffers; then batches of 2, 6, 1 and 4 pictures (the ring grows), copied.
+    ticket_error: a batch with a damaged picture between two good ones fails alone, and is finished.
+    skip_bad: the same batch with SKIP_BAD lists the damaged picture, fills it with oob, keeps the rest.
+    shutdown: destroying a queue with a batch running and one pending returns promptly; a thread
+    blocked in collect (the pending ticket) and one blocked in submit (the ring full) get CANCELLED.
+    """
+    import numpy as np
+
+    from bzna_tf.ops.gpu_core import CANCELLED, INVALID_ARGUMENT
+
+    name = "oob_fill" if "oob_fill" in meta["cases"] else next(iter(meta["cases"]))
+    c = meta["cases"][name]
+    kw, shape = _case_kwargs(c), c["out_shape"]
+    m_all = np.ascontiguousarray(refs[f"{name}.matrices"], np.float32)
+    n = len(thumbs)
+
+    def batch(k, size=QUEUE_BATCH):
+        idx = [(3 * k + j) % n for j in range(size)]
+        return [thumbs[i] for i in idx], m_all[idx]
+
+    expected = {}
+
+    def reference(k, size=QUEUE_BATCH):
+        if (k, size) not in expected:
+            expected[k, size] = core.decode_warp_host(*batch(k, size), shape, **kw)
+        return expected[k, size]
+
+    ptrs = []
+
+    def alloc(nbytes):
+        ptrs.append(core.alloc(nbytes))
+        return ptrs[-1]
+
+    def collect_copy(q, ticket, like):
+        ptr = alloc(like.nbytes)
+        _, failures = q.collect(ticket, out=ptr)
+        return core.download(ptr, like.shape, np.float32), failures
+
+    def same(got, k, size=QUEUE_BATCH):
+        return bool(np.array_equal(got, reference(k, size)))
+
+    def ahead():
+        with core.queue(4) as q:
+            tickets = [q.submit(*batch(k), shape, **kw) for k in range(4)]
+            order = [2, 0, 3, 1]
+            equal = {k: same(collect_copy(q, tickets[k], reference(k))[0], k) for k in order}
+        return {
+            "tickets": tickets,
+            "collected": order,
+            "bitwise_equal": [equal[k] for k in range(4)],
+            "pass": tickets == [0, 1, 2, 3] and all(equal.values()),
+        }
+
+    def ring_reuse():
+        depth, rounds = 2, 3
+        held, buffers, equal = [], set(), []
+        with core.queue(depth) as q:
+            for r in range(rounds):
+                tickets = [
+                    (q.submit(*batch(depth * r + j), shape, **kw), depth * r + j) for j in range(depth)
+                ]
+                # Both tickets' batches in the ring at once: neither may overwrite the other.
+                held = [(t, k, q.collect(t)[0]) for t, k in tickets]
+                for _, k, ptr in held:
+                    buffers.add(ptr)
+                    equal.append(same(core.download(ptr, reference(k).shape, np.float32), k))
+                for t, _, _ in held:
+                    q.release(t)
+            sizes = [2, 6, 1, 4]
+            tickets = [q.submit(*batch(10 + i, size), shape, **kw) for i, size in enumerate(sizes[:depth])]
+            grown = []
+            for i, size in enumerate(sizes):
+                got, _ = collect_copy(q, tickets[i], reference(10 + i, size))
+                grown.append(same(got, 10 + i, size))
+                if i + depth < len(sizes):
+                    j = i + depth
+                    tickets.append(q.submit(*batch(10 + j, sizes[j]), shape, **kw))
+        return {
+            "depth": depth,
+            "batches": depth * rounds,
+            "bitwise_equal": equal,
+            "ring_buffers": len(buffers),
+            "grown_sizes": sizes,
+            "grown_bitwise_equal": grown,
+            "pass": all(equal) and len(equal) == depth * rounds and len(buffers) <= depth and all(grown),
+        }
+
+    def damaged():
+        pictures, m = batch(1)
+        pictures = list(pictures)
+        pictures[QUEUE_BAD] = parameter_sets_only(pictures[QUEUE_BAD])
+        return pictures, m
+
+    def ticket_error():
+        res = {}
+        with core.queue(3) as q:
+            t0 = q.submit(*batch(0), shape, **kw)
+            t1 = q.submit(*damaged(), shape, **kw)
+            t2 = q.submit(*batch(2), shape, **kw)
+            res["before"] = same(collect_copy(q, t0, reference(0))[0], 0)
+            try:
+                collect_copy(q, t1, reference(1))
+                res["error"] = None
+            except Exception as e:  # the ticket's own failure: what is checked
+                res.update(error=_tail(f"{type(e).__name__}: {e}", 800), error_code=_error_code(e))
+            try:  # finished by its failed collect
+                q.collect(t1)
+                res["collected_again"] = "no error"
+            except Exception as e:
+                res["collected_again"] = _error_code(e)
+            res["after"] = same(collect_copy(q, t2, reference(2))[0], 2)
+        res["pass"] = bool(
+            res["before"]
+            and res["after"]
+            and res.get("error_code") == INVALID_ARGUMENT
+            and "sample" in (res["error"] or "")
+            and res["collected_again"] == INVALID_ARGUMENT
+        )
+        return res
+
+    def skip_bad():
+        with core.queue(2) as q:
+            t = q.submit(*damaged(), shape, **kw, skip_bad=True)
+            got, failures = collect_copy(q, t, reference(1))
+        ref = reference(1)
+        others = [j for j in range(len(ref)) if j != QUEUE_BAD]
+        oob = np.asarray(c["oob"], np.float32).reshape((3, 1, 1) if c["channels_first"] else (1, 1, 3))
+        filled = bool(np.array_equal(got[QUEUE_BAD], np.broadcast_to(oob, got[QUEUE_BAD].shape)))
+        kept = bool(np.array_equal(got[others], ref[others]))
+        listed = [int(f[0]) for f in failures]
+        return {
+            "failures": [[int(f[0]), _tail(str(f[1]), 300)] for f in failures],
+            "filled_with_oob": filled,
+            "others_bitwise_equal": kept,
+            "pass": listed == [QUEUE_BAD] and all(f[1] for f in failures) and filled and kept,
+        }
+
+    def shutdown():
+        # Batches long enough that the second cannot start before the destroy: about 0.1 s each.
+        core.decode_warp_host(*batch(0, n), shape, **kw)
+        t = time.perf_counter()
+        core.decode_warp_host(*batch(0, n), shape, **kw)
+        per_batch = time.perf_counter() - t
+        repeat = max(1, min(64, math.ceil(0.1 / max(per_batch, 1e-6))))
+        pictures, m = batch(0, n * repeat)
+        outcome = {}
+        q = core.queue(2)
+        out_ptr = alloc(len(pictures) * int(np.prod(shape)) * 3 * 4)
+
+        def blocked(kind, call):
+            try:
+                call()
+                outcome[kind] = "returned"
+            except Exception as e:  # CANCELLED expected: recorded and checked
+                outcome[kind] = _error_code(e)
+                outcome[f"{kind}_error"] = _tail(f"{type(e).__name__}: {e}", 300)
+
+        try:
+            q.submit(pictures, m, shape, **kw)
+            pending = q.submit(pictures, m, shape, **kw)
+            threads = [
+                threading.Thread(
+                    target=blocked, args=("collect", lambda: q.collect(pending, out=out_ptr)), daemon=True
+                ),
+                threading.Thread(
+                    target=blocked, args=("submit", lambda: q.submit(pictures, m, shape, **kw)), daemon=True
+                ),
+            ]
+            for th in threads:
+                th.start()
+            time.sleep(0.02)  # both threads inside their calls
+            t = time.perf_counter()
+            q.close()
+            close_s = time.perf_counter() - t
+        except BaseException:
+            q.close()
+            raise
+        for th in threads:
+            th.join(timeout=max(10.0, 20 * per_batch * repeat))
+        still = [k for k, th in zip(("collect", "submit"), threads, strict=True) if th.is_alive()]
+        batch_s = per_batch * repeat
+        return {
+            "pictures_per_batch": len(pictures),
+            "batch_s_estimate": round(batch_s, 4),
+            "destroy_s": round(close_s, 4),
+            "blocked_collect": outcome.get("collect", "still blocked"),
+            "blocked_submit": outcome.get("submit", "still blocked"),
+            "threads_still_blocked": still,
+            "pass": outcome.get("collect") == CANCELLED
+            and outcome.get("submit") == CANCELLED
+            and not still
+            and close_s < 3 * batch_s + 2.0,
+        }
+
+    out = {"case": name, "batch": QUEUE_BATCH}
+    try:
+        for key, fn in (
+            ("ahead_out_of_order", ahead),
+            ("ring_reuse", ring_reuse),
+            ("ticket_error", ticket_error),
+            ("skip_bad", skip_bad),
+            ("shutdown", shutdown),
+        ):
+            out[key] = _guarded(fn)
+            log(f"  queue {key}: {out[key]['pass']}")
+    finally:
+        for p in ptrs:
+            try:
+                core.free(p)
+            except Exception:  # freeing after a failure; the failure is what matters
+                pass
+    out["pass"] = all(v["pass"] for v in out.values() if isinstance(v, dict))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------- speed
 
 
@@ -880,8 +1131,11 @@ def _step_figures(seconds, batch: int) -> dict:
 def bench_train_step(core, args, pictures, meta) -> dict:
     """What decoding costs a training step, in PyTorch: the step alone (its batch already decoded), the
     core decoding the batch then the step (DecodeWarp's design: decode, then compute, in the training
-    stream's order), and the step while the core decodes the next batch on its own streams in another
-    thread (an overlapped design). Mixed precision (bfloat16 autocast), channels-last, SGD with momentum.
+    stream's order), the step while the core decodes the next batch on its own streams in another
+    thread (an overlapped design), and the same through the core's queue (``queue_overlapped``: each
+    step collects its batch into the step's buffer on the training stream and submits the batch
+    QUEUE_AHEAD steps on; the queue's worker decodes meanwhile). Mixed precision (bfloat16 autocast),
+    channels-last, SGD with momentum.
 
     The core writes NHWC float32 (normalised as the benchmark does): its NCHW view is channels-last
     without a copy. Two output buffers, so the overlapped decode never writes the batch being trained on.
@@ -913,9 +1167,13 @@ def bench_train_step(core, args, pictures, meta) -> dict:
         "channels_first": False,
     }
     epochs = meta["matrices"].shape[0]
-    count = steps + 2  # batches: the decode-then-step loop's, plus one ahead for the overlapped loop
+    count = steps + QUEUE_AHEAD + 1  # batches: each timed step's, plus those decoded ahead
     indices = [(k * batch + np.arange(batch)) % n for k in range(count)]
     batches = [[pictures[i] for i in idx] for idx in indices]
+    m_host = [
+        np.ascontiguousarray(meta["matrices"][(k * batch + np.arange(batch)) // n % epochs, idx], np.float32)
+        for k, idx in enumerate(indices)
+    ]
     m_ptrs = []
     model = model_fn.to(dev).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -942,9 +1200,8 @@ def bench_train_step(core, args, pictures, meta) -> dict:
 
     training_stream = torch.cuda.current_stream().cuda_stream if cuda else None
     try:
-        for k, idx in enumerate(indices):
-            m = meta["matrices"][(k * batch + np.arange(batch)) // n % epochs, idx]
-            m_ptrs.append(core.upload(np.ascontiguousarray(m, np.float32)))
+        for m in m_host:
+            m_ptrs.append(core.upload(m))
         decode(0, bufs[0])
         decode(1, bufs[1])
         sync()
@@ -975,6 +1232,9 @@ def bench_train_step(core, args, pictures, meta) -> dict:
             ahead.join()
             overlapped.append(time.perf_counter() - t)
             cur = 1 - cur
+        queued = _queue_steps(
+            core, batches, m_host, (out_h, out_w), norm_kw, bufs[0], step, sync, training_stream
+        )
     finally:
         for p in m_ptrs:
             try:
@@ -996,15 +1256,87 @@ def bench_train_step(core, args, pictures, meta) -> dict:
         "decode_then_step": _step_figures(then, batch),
         "decode_in_decode_then_step": _step_figures(decode_only, batch),
         "overlapped": _step_figures(overlapped, batch),
+        "queue_overlapped": _step_figures(queued, batch),
+        "queue_depth": QUEUE_AHEAD,
     }
     base = res["step_alone"]["ms_median"]
     res["decode_then_step_over_alone"] = round(res["decode_then_step"]["ms_median"] / base, 3)
     res["overlapped_over_alone"] = round(res["overlapped"]["ms_median"] / base, 3)
+    res["queue_overlapped_over_alone"] = round(res["queue_overlapped"]["ms_median"] / base, 3)
     log(
         f"  training step: alone {base} ms, decode then step {res['decode_then_step']['ms_median']} ms, "
-        f"overlapped {res['overlapped']['ms_median']} ms"
+        f"overlapped {res['overlapped']['ms_median']} ms, through the queue "
+        f"{res['queue_overlapped']['ms_median']} ms"
     )
     return res
+
+
+# Batches the queue decodes ahead of the training step (its depth).
+QUEUE_AHEAD = 2
+
+
+def _queue_steps(core, batches, matrices, out_shape, norm_kw, buf, step, sync, stream) -> list:
+    """Seconds of each step fed by the core's queue: collect batch k into ``buf`` on the training
+    stream (after the previous step's reads of it), submit batch k + QUEUE_AHEAD, run the step; the
+    queue decodes the next batches meanwhile. The first step is a warm-up (the queue's first batch
+    allocates its ring buffer)."""
+    seconds = []
+    with core.queue(QUEUE_AHEAD) as q:
+        tickets = [q.submit(batches[k], matrices[k], out_shape, **norm_kw) for k in range(QUEUE_AHEAD)]
+        for k in range(len(batches) - QUEUE_AHEAD):
+            t = time.perf_counter()
+            q.collect(tickets[k], out=buf.data_ptr(), stream=stream)
+            tickets.append(
+                q.submit(batches[k + QUEUE_AHEAD], matrices[k + QUEUE_AHEAD], out_shape, **norm_kw)
+            )
+            step(buf)
+            sync()
+            if k > 0:
+                seconds.append(time.perf_counter() - t)
+        for ticket in tickets[len(batches) - QUEUE_AHEAD :]:
+            q.collect(ticket, out=buf.data_ptr(), stream=stream)
+        sync()
+    return seconds
+
+
+def overlap_result(train: dict, kit: dict) -> dict:
+    """The ``"kind": "overlap"`` record of issue 38 (benchmarks/results/<date>-<gpu>-overlap.json) from
+    the training-step figures: the step alone and the step fed by the core's queue. The kit has no
+    TensorFlow, so the GPU dataset's check is recorded as not run (the TensorFlow runner fills it)."""
+    commit = kit.get("commit") if isinstance(kit, dict) else None
+    return {
+        "kind": "overlap",
+        "date": time.strftime("%Y-%m-%d"),
+        "device": train["device"],
+        "commit": commit,
+        "source": "GPU kit (tools/gpu_kit), --train-step: PyTorch, the core's queue",
+        "model": train["model"],
+        "batch": train["batch"],
+        "precision": train["precision"],
+        "queue_depth": train["queue_depth"],
+        "step_ms_alone": train["step_alone"]["ms_median"],
+        "step_ms_overlapped": train["queue_overlapped"]["ms_median"],
+        "overlapped_over_alone": train["queue_overlapped_over_alone"],
+        "step_ms_decode_then_step": train["decode_then_step"]["ms_median"],
+        "tensorflow_gpu_dataset": {
+            "passed": None,
+            "element_device": None,
+            "not_run": "the GPU kit has no TensorFlow: the TensorFlow runner (tools/tf_carry) records the "
+            "GPU dataset's check",
+        },
+    }
+
+
+def overlap_file_name(record: dict) -> str:
+    """<date>-<gpu>-overlap.json, the GPU named by its model ("h100", "h200"; "cpu" for a test run)."""
+    import re
+
+    device = str(record["device"])
+    found = re.search(r"\b([A-Z]{1,3}\d{2,4}[A-Za-z]?)\b", device)
+    words = re.findall(r"[a-z0-9]+", device.lower())
+    digits = [w for w in words if any(ch.isdigit() for ch in w)]
+    gpu = found.group(1).lower() if found else (digits or words or ["gpu"])[0]
+    return f"{record['date']}-{gpu}-overlap.json"
 
 
 # -------------------------------------------------------------------------------------------------- main
@@ -1030,6 +1362,11 @@ def main(argv=None) -> None:
     parser.add_argument("--train-model", default="resnet50", help="resnet50 (default) or tiny (the tests')")
     parser.add_argument("--train-steps", type=int, default=20, help="timed steps of each kind (%(default)s)")
     parser.add_argument("--train-warmup", type=int, default=5, help="untimed steps first (%(default)s)")
+    parser.add_argument(
+        "--results-dir",
+        default=None,
+        help="where --train-step writes <date>-<gpu>-overlap.json (default: results/ in the kit)",
+    )
     parser.add_argument("--train-on-cpu", action="store_true", help=argparse.SUPPRESS)  # the tests' CPU run
     args = parser.parse_args(argv)
     start_watchdog(args.deadline)
@@ -1097,6 +1434,10 @@ def main(argv=None) -> None:
         api = stage("check_device_api", check_device_api, core, refs, meta, thumbs, nvdec)
         if api is not None:
             results["checks"]["device_api"] = api
+        if nvdec:
+            queue = stage("check_queue", check_queue, core, refs, meta, thumbs)
+            if queue is not None:
+                results["checks"]["queue"] = queue
 
     if nvdec and not args.no_bench:
         loaded = stage("load_bench", load_bench, args.batch)
@@ -1114,6 +1455,14 @@ def main(argv=None) -> None:
                     err = results["errors"].pop()
                     train = {"available": False, "reason": err["error"], "traceback": err["traceback"]}
                 results["train_step"] = train
+                if train.get("available"):
+                    record = overlap_result(train, results.get("kit"))
+                    results["overlap"] = record
+                    folder = Path(args.results_dir) if args.results_dir else KIT / "results"
+                    folder.mkdir(parents=True, exist_ok=True)
+                    path = folder / overlap_file_name(record)
+                    path.write_text(json.dumps(record, indent=1) + "\n")
+                    log(f"overlap results: {path} (for benchmarks/results/)")
         # The other sets: the same images in the compact layout, and small pictures in both.
         for name, jpeg_file in OTHER_SETS.items():
             if not (KIT / "data" / f"{name}.bzna").is_file():

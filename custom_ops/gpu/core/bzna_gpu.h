@@ -26,7 +26,9 @@
  *   sampling a point (custom_ops/lib/warp.h, "Antialiasing"), as the CPU ops
  *   do with their `antialias` attribute.
  * - ABI history: version 2 added bzna_gpu_warp_params.antialias; version 3
- *   added the picture_sizes argument of bzna_gpu_decode_warp(_host).
+ *   added the picture_sizes argument of bzna_gpu_decode_warp(_host); version
+ *   4 added the asynchronous queue (bzna_gpu_queue_*, bzna_gpu_submit,
+ *   bzna_gpu_collect, bzna_gpu_release, bzna_gpu_ticket_failure).
  * - Device pointers: `device` is a CUDA device ordinal; with stream == NULL
  *   the call uses that device's primary context (the one CUDA runtime users,
  *   e.g. PyTorch, share) and returns when the results are written. With a
@@ -45,7 +47,7 @@
 extern "C" {
 #endif
 
-#define BZNA_GPU_ABI_VERSION 3
+#define BZNA_GPU_ABI_VERSION 4
 
 /* Status codes. */
 #define BZNA_GPU_OK 0
@@ -53,6 +55,7 @@ extern "C" {
 #define BZNA_GPU_UNAVAILABLE 2      /* no driver, no GPU, or no NVDEC */
 #define BZNA_GPU_INTERNAL 3         /* a CUDA or NVDEC call failed */
 #define BZNA_GPU_OUT_OF_MEMORY 4    /* GPU memory ran out */
+#define BZNA_GPU_CANCELLED 5        /* the queue was destroyed before the batch ran */
 
 /* bzna_gpu_probe() bits. */
 #define BZNA_GPU_HAS_CUDA 1
@@ -155,6 +158,93 @@ int bzna_gpu_warp_rgb_host(int device, const void* images, int32_t dtype, int64_
  * skips it. */
 int bzna_gpu_fill_oob(int device, void* stream, int64_t count, const bzna_gpu_warp_params* params,
                       float* out);
+
+/* ------------------------------------------------------------------------
+ * Asynchronous batches (ABI version 4)
+ *
+ * A queue decodes and warps batches in the background, on its own worker
+ * thread and the core's own decoder sessions and streams, while the caller
+ * consumes earlier ones (trains on them): submit returns at once with a
+ * ticket, collect waits for that ticket's batch. Memory is bounded: at most
+ * `depth` batches are in flight (submitted and not yet released), and the
+ * queue owns a ring of `depth` output buffers.
+ *
+ * Threading: one queue may be used from several threads; tickets are
+ * numbered from 0 in submission order, batches are decoded in that order,
+ * and may be collected in any order, each once (a second collect, or a
+ * ticket never submitted or already finished, is BZNA_GPU_INVALID_ARGUMENT).
+ * A stream given to collect or release must belong to the queue's context
+ * (BZNA_GPU_INVALID_ARGUMENT otherwise). No call on a queue may start once
+ * bzna_gpu_queue_destroy() has been called on it.
+ */
+typedef struct bzna_gpu_queue bzna_gpu_queue;
+
+/* bzna_gpu_submit() flags. */
+#define BZNA_GPU_SKIP_BAD 1 /* a picture that fails to decode does not fail its batch */
+
+/* A queue on `device`'s primary context, at most `depth` (1 .. 64) batches in
+ * flight. Creates the context and the worker thread; allocates no output
+ * buffer yet (the ring grows to the largest batch submitted). Fails with
+ * BZNA_GPU_UNAVAILABLE where there is no driver, GPU or NVDEC. */
+int bzna_gpu_queue_create(int device, int32_t depth, bzna_gpu_queue** queue);
+
+/* Cancels the batches not yet started (their tickets end with
+ * BZNA_GPU_CANCELLED), waits for the one being decoded, and frees the ring,
+ * the thread and the queue, also with batches in flight or uncollected. A
+ * thread blocked in submit or collect on this queue returns
+ * BZNA_GPU_CANCELLED first. Ring buffers lent by bzna_gpu_collect() (ring_out)
+ * are freed too: stop reading them first (copies into `out` already queued on
+ * a stream are waited for). NULL is a no-op. */
+int bzna_gpu_queue_destroy(bzna_gpu_queue* queue);
+
+/* Submits a batch and returns at once with *ticket, or blocks while `depth`
+ * batches are in flight until one is released. Everything is HOST memory
+ * and copied before the call returns (the pictures' bytes too): the caller's
+ * buffers may be reused on return. Arguments as bzna_gpu_decode_warp's, with
+ * `matrices` in host memory. Argument errors are returned here (no ticket is
+ * taken); decoding errors belong to the ticket (bzna_gpu_collect). flags: 0
+ * or BZNA_GPU_SKIP_BAD (a picture that fails to decode, or whose
+ * picture_sizes exceed its frame, becomes params->oob in every pixel and is
+ * listed by bzna_gpu_ticket_failure; the batch succeeds. Only data errors
+ * (BZNA_GPU_INVALID_ARGUMENT) are skipped: a CUDA or NVDEC failure still
+ * fails the ticket). An empty batch (count 0) is a ticket that succeeds. */
+int bzna_gpu_submit(bzna_gpu_queue* queue, const uint8_t* const* pictures, const uint64_t* sizes,
+                    int64_t count, const float* matrices, int64_t matrix_count,
+                    const int32_t* picture_sizes, const bzna_gpu_warp_params* params,
+                    int32_t flags, int64_t* ticket);
+
+/* Waits (blocking sync: no CPU spent spinning) until `ticket`'s batch is
+ * written and returns its status: a decoding error ("sample 3 of the batch:
+ * ...") fails this ticket only, later tickets are unaffected.
+ * *failures: the number of pictures skipped under BZNA_GPU_SKIP_BAD (may be
+ * NULL). On success, either
+ * - out != NULL: the batch (float32, count x 3 x out_height x out_width, in
+ *   params' layout) is copied into `out` (device memory in the queue's
+ *   context) on `stream` (a CUstream of that context, or NULL: the copy is
+ *   waited for), after the work already queued there, and the ring buffer
+ *   returns to the queue once the copy is done; or
+ * - out == NULL: *ring_out points to the ring buffer holding the batch, in
+ *   the queue's context, until bzna_gpu_release(queue, ticket, ...) (NULL
+ *   for an empty batch).
+ * Either way a ticket collected successfully is then released (which, after
+ * a copy into `out`, only forgets its failures); a ticket whose collect
+ * failed is finished and needs no release. */
+int bzna_gpu_collect(bzna_gpu_queue* queue, int64_t ticket, void* stream, float* out,
+                     float** ring_out, int64_t* failures);
+
+/* Finishes a collected ticket: its ring buffer (if still held) returns to the
+ * queue once the work queued on `stream` so far, the caller's reads of it, is
+ * done (NULL: at once), and its failures are forgotten (after a copy into
+ * `out`, `stream` is not used). "In flight" above counts the ring buffers not
+ * yet returned, and the tickets whose decoding failed until they are
+ * collected. */
+int bzna_gpu_release(bzna_gpu_queue* queue, int64_t ticket, void* stream);
+
+/* Failure `index` (0 .. *failures - 1) of a ticket submitted with
+ * BZNA_GPU_SKIP_BAD, collected and not yet released: the sample's index in
+ * the batch and the reason (NUL-terminated, truncated to len). */
+int bzna_gpu_ticket_failure(bzna_gpu_queue* queue, int64_t ticket, int64_t index, int64_t* sample,
+                            char* message, uint64_t len);
 
 /* Device memory for callers without a CUDA runtime of their own (the kit):
  * allocated in `device`'s primary context; copies in either direction

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpu/core/bzna_gpu.h"
+#include "gpu/core/calls.h"
 #include "gpu/core/driver.h"
 #include "gpu/core/nvdec.h"
 #include "gpu/core/status.h"
@@ -20,6 +21,8 @@ constexpr int64_t kMaxSide = int64_t{1} << 24;
 
 thread_local std::string g_last_error;
 
+}  // namespace
+
 int Finish(const Status& s) {
   if (s.ok()) {
     g_last_error.clear();
@@ -29,12 +32,16 @@ int Finish(const Status& s) {
   return s.code();
 }
 
+namespace {
+
 Status CheckSide(const char* what, int64_t size) {
   if (size < 1 || size > kMaxSide) {
     return InvalidArgument("expected ", what, " in [1, ", kMaxSide, "]. Received ", size);
   }
   return Status();
 }
+
+}  // namespace
 
 Status CheckParams(const bzna_gpu_warp_params* p) {
   if (p == nullptr) return InvalidArgument("expected warp params. Received a null pointer");
@@ -54,10 +61,14 @@ Status CheckParams(const bzna_gpu_warp_params* p) {
   return Status();
 }
 
+namespace {
+
 Status CheckCount(int64_t count) {
   if (count < 0) return InvalidArgument("expected a sample count >= 0. Received ", count);
   return Status();
 }
+
+}  // namespace
 
 Status CheckMatrices(const float* matrices, int64_t matrix_count, int64_t count) {
   if (count > 0 && matrix_count != 1 && matrix_count != count) {
@@ -67,10 +78,14 @@ Status CheckMatrices(const float* matrices, int64_t matrix_count, int64_t count)
   return Status();
 }
 
+namespace {
+
 Status CheckPointer(const void* p, int64_t count, const char* what) {
   if (count > 0 && p == nullptr) return InvalidArgument("expected ", what, ". Received a null pointer");
   return Status();
 }
+
+}  // namespace
 
 Status CheckPictures(const uint8_t* const* pictures, const uint64_t* sizes, int64_t count) {
   BZNA_GPU_RETURN_IF_ERROR(CheckCount(count));
@@ -103,6 +118,8 @@ Status CheckPictureSizes(const int32_t* picture_sizes, int64_t count) {
   return Status();
 }
 
+namespace {
+
 warp::ColorTransform Color(const bzna_gpu_warp_params& p) {
   warp::ColorTransform c;
   for (int i = 0; i < 3; ++i) {
@@ -121,16 +138,13 @@ warp::OutputLayout Layout(const bzna_gpu_warp_params& p) {
   return l;
 }
 
+}  // namespace
+
 int64_t OutputElements(const bzna_gpu_warp_params& p, int64_t count) {
   return count * 3 * static_cast<int64_t>(p.out_height) * p.out_width;
 }
 
-// What a call works with once the driver, context and kernels are ready.
-struct Gpu {
-  const Driver* d = nullptr;
-  CUcontext context = nullptr;
-  Kernels kernels;
-};
+namespace {
 
 // Runs body(gpu) with the context of `stream` (or `device`'s primary one)
 // current and the kernels loaded.
@@ -204,6 +218,8 @@ Launch BaseLaunch(const float* matrices, int64_t matrix_count, const bzna_gpu_wa
   return q;
 }
 
+}  // namespace
+
 Status DecodeWarp(const Gpu& g, CUstream stream, const uint8_t* const* pictures, const uint64_t* sizes,
                   int64_t count, const float* matrices, int64_t matrix_count, const int32_t* picture_sizes,
                   const bzna_gpu_warp_params& p, float* out) {
@@ -239,6 +255,32 @@ Status DecodeWarp(const Gpu& g, CUstream stream, const uint8_t* const* pictures,
   };
   return (*pool)->DecodeBatch(pictures, sizes, count, stream, sink);
 }
+
+Status FillOob(const Gpu& g, CUstream stream, int64_t count, const bzna_gpu_warp_params& p, float* out) {
+  // One sample's worth of the colour in the output layout, copied into each slot.
+  const int64_t per_sample = OutputElements(p, 1);
+  const warp::OutputLayout layout = Layout(p);
+  std::vector<float> sample(static_cast<size_t>(per_sample));
+  for (int64_t y = 0; y < p.out_height; ++y) {
+    for (int64_t x = 0; x < p.out_width; ++x) {
+      for (int c = 0; c < 3; ++c) sample[warp::OutputIndex(layout, 0, y, x, c)] = p.oob[c];
+    }
+  }
+  if (stream != nullptr) {
+    BZNA_GPU_RETURN_IF_ERROR(
+        Check(*g.d, g.d->cu->cuStreamSynchronize(stream), "waiting for the stream (cuStreamSynchronize)"));
+  }
+  for (int64_t k = 0; k < count; ++k) {
+    BZNA_GPU_RETURN_IF_ERROR(Check(
+        *g.d,
+        g.d->cu->cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(out + k * per_sample), sample.data(),
+                              static_cast<size_t>(per_sample) * sizeof(float)),
+        "copying to the GPU (cuMemcpyHtoD)"));
+  }
+  return Status();
+}
+
+namespace {
 
 Status DecodeYuv(const Gpu& g, CUstream stream, const uint8_t* const* pictures, const uint64_t* sizes,
                  int64_t count, int32_t max_height, int32_t max_width, uint8_t* y, uint8_t* cb, uint8_t* cr,
@@ -598,29 +640,8 @@ int bzna_gpu_fill_oob(int device, void* stream, int64_t count, const bzna_gpu_wa
   if (s.ok()) s = g::CheckPointer(out, count, "an output buffer");
   if (s.ok() && count > 0) {
     auto cu_stream = static_cast<CUstream>(stream);
-    s = g::WithGpu(device, cu_stream, [&](const g::Gpu& gpu) -> Status {
-      // One sample's worth of the colour in the output layout, copied into each slot.
-      const int64_t per_sample = g::OutputElements(*params, 1);
-      const bzna_tf::warp::OutputLayout layout = g::Layout(*params);
-      std::vector<float> sample(static_cast<size_t>(per_sample));
-      for (int64_t y = 0; y < params->out_height; ++y) {
-        for (int64_t x = 0; x < params->out_width; ++x) {
-          for (int c = 0; c < 3; ++c) sample[bzna_tf::warp::OutputIndex(layout, 0, y, x, c)] = params->oob[c];
-        }
-      }
-      if (cu_stream != nullptr) {
-        BZNA_GPU_RETURN_IF_ERROR(
-            g::Check(*gpu.d, gpu.d->cu->cuStreamSynchronize(cu_stream), "waiting for the stream (cuStreamSynchronize)"));
-      }
-      for (int64_t k = 0; k < count; ++k) {
-        BZNA_GPU_RETURN_IF_ERROR(g::Check(
-            *gpu.d,
-            gpu.d->cu->cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(out + k * per_sample), sample.data(),
-                                    static_cast<size_t>(per_sample) * sizeof(float)),
-            "copying to the GPU (cuMemcpyHtoD)"));
-      }
-      return Status();
-    });
+    s = g::WithGpu(device, cu_stream,
+                   [&](const g::Gpu& gpu) { return g::FillOob(gpu, cu_stream, count, *params, out); });
   }
   return g::Finish(s);
 }
