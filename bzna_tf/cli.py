@@ -320,9 +320,9 @@ def _convert_options() -> dict:
             _option("--quality", choices=tuple(encode.QUALITY_PRESETS) + tuple(encode.DEPRECATED_QUALITIES),
                     default=e.quality, metavar="{" + ",".join(encode.QUALITY_PRESETS) + "}",
                     help=f"named x265 settings (default {e.quality}; the Benchmarks page compares them with "
-                    f"JPEG): {qualities}. training stores about the RGB PSNR of a JPEG quality-90 copy in "
-                    "half its bytes; quick, the same for a third of the CPU in bigger files; archival, "
-                    "near-lossless. "
+                    f"JPEG): {qualities}. training stores at least the RGB PSNR of a JPEG quality-90 copy "
+                    "in about 0.55x its bytes; quick, the same for a third of the CPU in bigger files; "
+                    "archival, near-lossless. "
                     f"{' and '.join(encode.DEPRECATED_QUALITIES)} (before training) are deprecated"),
             _option("--crf", type=float, default=e.crf,
                     help="x265 constant rate factor in [0, 51], lower is better and bigger (overrides "

@@ -168,8 +168,8 @@ class EncodeOptions:
 
     Attributes:
       quality: a named choice of preset, CRF, chroma and x265 options, one of
-        ``QUALITY_PRESETS``: "training" (the default: the RGB PSNR of a JPEG
-        quality-90 copy in about half its bytes), "quick" (the same PSNR for a
+        ``QUALITY_PRESETS``: "training" (the default: at least the RGB PSNR
+        of a JPEG quality-90 copy in about 0.55x its bytes), "quick" (the same PSNR for a
         third of the CPU time, bigger files) or "archival" (near-lossless:
         Benzina's settings with least-squares chroma). "balanced" and "fast",
         the qualities before "training", are deprecated: they keep their
