@@ -155,6 +155,18 @@ def load_pynvvideocodec(kit: Path):
     return nvc, info
 
 
+def hevc_codec(nvc):
+    """``nvc.cudaVideoCodec.HEVC`` (NVIDIA's guide names ``cudaVideoCodec.H264``; the enum mirrors
+    cuviddec.h's ``cudaVideoCodec_HEVC``), found by name should a release spell it otherwise."""
+    codecs = nvc.cudaVideoCodec
+    if hasattr(codecs, "HEVC"):
+        return codecs.HEVC
+    names = [n for n in getattr(codecs, "__members__", {}) if "HEVC" in n.upper() or "H265" in n.upper()]
+    if not names:
+        raise RuntimeError(f"PyNvVideoCodec's cudaVideoCodec has no HEVC member: {dir(codecs)}")
+    return getattr(codecs, names[0])
+
+
 class PyNvDecoders:
     """``count`` PyNvVideoCodec decoders (HEVC, device memory, zero latency), one thread each.
 
@@ -170,7 +182,7 @@ class PyNvDecoders:
         self.decoders = [
             nvc.CreateDecoder(
                 gpuid=0,
-                codec=nvc.cudaVideoCodec.HEVC,
+                codec=hevc_codec(nvc),
                 cudacontext=0,  # the primary context, as the core's
                 cudastream=0,
                 usedevicememory=True,
