@@ -600,6 +600,7 @@ def run_fake(kit_dir, tmp_path, mode, *args, pynvvideocodec="ok"):
         "FAKE_GPU_CORE": mode,
         "FAKE_PYNVVIDEOCODEC": pynvvideocodec,
         "KIT_PYNVVIDEOCODEC": str(FAKE_PNVC),
+        "KIT_RESULTS_DIR": str(tmp_path / "results"),  # the anchors' results file, not in the shared kit
     }
     r = subprocess.run(
         [sys.executable, "-B", str(driver), str(kit_dir), str(HERE / "_fake_gpu_core.py"), *args],
@@ -866,6 +867,16 @@ def test_runner_times_the_anchors(kit, tmp_path):
         else:
             assert s["nvjpeg"]["reason"] and s["decode_warp_over_nvjpeg"] is None
     assert anchors["table"][2].startswith("anchor_crf26") and "anchors at matched quality" in r.stderr
+    # The results file for benchmarks/results/: what ran, where, and every figure.
+    (path,) = (tmp_path / "results").glob("*-fakecore-numpy-ffmpeg-kit-anchors.json")
+    assert anchors["results_file"] == str(path)
+    saved = json.loads(path.read_text())
+    assert saved["kind"] == "kit-anchors" and saved["device"] == "FakeCore (NumPy + FFmpeg)"
+    assert saved["commit"] == kit[1]["commit"] and saved["versions"]["pynvvideocodec"] == "0.0.0+fake"
+    assert saved["passed"] and saved["anchors"]["sets"] == anchors["sets"]
+    assert set(saved["checks"]) == {
+        f"{kind}_{name}" for name in anchors["sets"] for kind in ("bench_decode", "pynvvideocodec_frames")
+    }
 
 
 def test_anchor_without_a_driver_reports_it(kit, tmp_path):
@@ -893,6 +904,8 @@ def test_anchor_finds_wrong_planes(kit, tmp_path):
     for s in result["anchors"]["sets"].values():
         check = s["pynvvideocodec"]["frames_check"]
         assert check["pass"] is False and check["matched"] == 0 and len(check["failing"]) == check["total"]
+    (path,) = (tmp_path / "results").glob("*-kit-anchors.json")
+    assert json.loads(path.read_text())["passed"] is False
 
 
 LOAD_PNVC = """

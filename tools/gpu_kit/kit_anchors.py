@@ -41,6 +41,7 @@ import ctypes
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -315,10 +316,13 @@ def bench_pynvvideocodec(rk, nvc, core, args, pictures, meta, sessions: int) -> 
         decoders = PyNvDecoders(nvc, count, max_shape, sync)
         try:
             packets = [decoders.packets(b) for b in batches]
-            if count == sessions:  # the planes, once
-                idx = list(range(min(MD5_PICTURES, n)))
-                res["frames_check"] = check_frames(core, decoders, pictures, meta, idx)
             res[f"decode_{count}"] = rk.timed(lambda k, d=decoders, p=packets: d.decode(p[k]), repeats, batch)
+            if count == sessions:  # the planes, once, after the timing: a failure here keeps the figures
+                idx = list(range(min(MD5_PICTURES, n)))
+                try:
+                    res["frames_check"] = check_frames(core, decoders, pictures, meta, idx)
+                except Exception as e:  # e.g. the core cannot read the binding's memory: say so
+                    res["frames_check"] = {"pass": False, "error": _first_line(e)}
         finally:
             decoders.close()
         rk.log(f"  PyNvVideoCodec, {count} instance(s): {res[f'decode_{count}']['images_per_s']} images/s")
@@ -457,7 +461,55 @@ def run(rk, core, args) -> dict | None:
     out["table"] = table(out)
     for line in out["table"]:
         rk.log(line)
+    out["results_file"] = str(write_results(rk, out))
     return out
+
+
+def write_results(rk, out: dict) -> Path:
+    """The anchors' results file, for ``benchmarks/results/``: ``<date>-<gpu>-kit-anchors.json`` in
+    ``$KIT_RESULTS_DIR`` (the device machine's $OUT, say), else the kit's ``results/``. Kind, device,
+    driver, date, commit, versions, the anchors' checks and every figure."""
+    import platform
+
+    host = rk.results.get("host") or {}
+    smi = host.get("nvidia_smi")
+    smi = [v.strip() for v in smi[0].split(",")] if isinstance(smi, list) and smi else []
+    device = rk.results.get("device") if isinstance(rk.results.get("device"), dict) else {}
+    name = device.get("name") or (smi[0] if smi else "unknown-gpu")
+    kit = rk.results.get("kit") if isinstance(rk.results.get("kit"), dict) else {}
+    nvjpeg = next((s["nvjpeg"] for s in out["sets"].values() if (s.get("nvjpeg") or {}).get("available")), {})
+    checks = {k: v for k, v in rk.results["checks"].items() if k.startswith("bench_decode_anchor_")}
+    for set_name, s in out["sets"].items():
+        frames = (s.get("pynvvideocodec") or {}).get("frames_check")
+        if frames is not None:
+            checks[f"pynvvideocodec_frames_{set_name}"] = frames
+    date = time.strftime("%Y-%m-%d")
+    slug = re.sub("[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"  # "NVIDIA H200": nvidia-h200
+    results = {
+        "kind": "kit-anchors",
+        "device": name,
+        "driver": smi[1] if len(smi) > 1 else device.get("driver_version"),  # nvidia-smi's, else CUDA's
+        "date": date,
+        "commit": kit.get("commit"),
+        "versions": {
+            "bzna_tf": kit.get("bzna_tf"),
+            "python": platform.python_version(),
+            "numpy": host.get("numpy"),
+            "nvcc": (rk.results.get("build") or {}).get("nvcc_version"),
+            "pynvvideocodec": out["pynvvideocodec"].get("version"),
+            "torch": nvjpeg.get("torch"),
+            "torchvision": nvjpeg.get("torchvision"),
+        },
+        "checks": checks,
+        "passed": all(v.get("pass") is not False for v in checks.values()),
+        "anchors": out,
+    }
+    folder = Path(os.environ.get("KIT_RESULTS_DIR") or rk.KIT / "results")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{date}-{slug}-kit-anchors.json"
+    path.write_text(json.dumps(rk._jsonable(results), indent=1) + "\n")
+    rk.log(f"anchors: results in {path} (for benchmarks/results/)")
+    return path
 
 
 def table(out: dict) -> list[str]:
