@@ -9,6 +9,7 @@ bzna_tf is importable (``pip install -e .``), writes, in at most 64 MiB::
       README.txt             what the kit is, how to run it, what it prints
       kit.json               what was built, from what, with which settings
       kit/run_kit.py         the runner (tools/gpu_kit/run_kit.py): standard library + NumPy
+      kit/kit_anchors.py     the runner's anchors at matched quality (tools/gpu_kit/kit_anchors.py)
       src/custom_ops/        the core's sources (lib/warp.h, gpu/core/*), compiled there by nvcc
       include/ffnvcodec/     nv-codec-headers (build time only; fetched as the GPU build does)
       py/bzna_tf/            format/ + ops/_build.py + ops/gpu_core.py, no __init__.py above them
@@ -610,7 +611,8 @@ def readme_anchors(anchors: dict | None, wheel: dict | None) -> str:
     lines += [
         "For each: the core's decode and decode + warp, PyNvVideoCodec decoding the same pictures (as many",
         "instances as the core has NVDEC sessions, and one), nvJPEG decode + resize of the JPEGs",
-        '(the JSON\'s "anchors").',
+        '(the JSON\'s "anchors"; a table on stderr; results/<date>-<gpu>-kit-anchors.json, or in',
+        "$KIT_RESULTS_DIR). $KIT_PYNVVIDEOCODEC names another PyNvVideoCodec (a folder, or a wheel).",
     ]
     if wheel is None:
         lines.append("PyNvVideoCodec: no wheel was given (--pynvvideocodec-wheel): its anchor reports that.")
