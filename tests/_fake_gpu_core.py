@@ -122,7 +122,9 @@ class FakeCore:
         return 3, None
 
     def describe(self, device=0):
-        return {"name": "FakeCore (NumPy + FFmpeg)", "device": device, "nvdec_engines": 2}
+        # The real core's "nvdec" entry (capi.cc): its engines and the sessions a batch uses.
+        nvdec = {"available": MODE != "no-nvdec", "engines": 2, "sessions": 2}
+        return {"name": "FakeCore (NumPy + FFmpeg)", "device": device, "nvdec_engines": 2, "nvdec": nvdec}
 
     def set_nvdec_sessions(self, n):
         self.sessions = n

@@ -54,12 +54,47 @@ import kit_builder  # noqa: E402
 BENCH = 8  # benchmark images in the test kit (the default set is the same generator, longer)
 
 
+FAKE_PNVC = HERE / "_fake_pynvvideocodec"  # a stand-in PyNvVideoCodec (PyAV), importable from this folder
+
+
+def fake_pynvvideocodec_wheel(folder: Path) -> Path:
+    """A wheel of the stand-in PyNvVideoCodec (pure Python: pip installs it for this interpreter)."""
+    import base64
+
+    name, dist = "pynvvideocodec-0.0.0+fake-py3-none-any.whl", "pynvvideocodec-0.0.0+fake.dist-info"
+    files = {
+        "PyNvVideoCodec/__init__.py": (FAKE_PNVC / "PyNvVideoCodec" / "__init__.py").read_bytes(),
+        f"{dist}/METADATA": b"Metadata-Version: 2.1\nName: pynvvideocodec\nVersion: 0.0.0+fake\n",
+        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    files[f"{dist}/RECORD"] = ("\n".join([*record, f"{dist}/RECORD,,"]) + "\n").encode()
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / name, "w") as z:
+        for path, data in files.items():
+            z.writestr(path, data)
+    return folder / name
+
+
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory, ffnvcodec, original_path):
-    """The kit, built by its one command: python tools/gpu_kit OUT (here with a small benchmark set)."""
+    """The kit, built by its one command: python tools/gpu_kit OUT (here with a small benchmark set, and
+    the stand-in PyNvVideoCodec's wheel, which fits in so small a kit)."""
     out = tmp_path_factory.mktemp("kit") / "kit"
+    wheel = fake_pynvvideocodec_wheel(tmp_path_factory.mktemp("wheel"))
     # OUT relative to the working folder, as a user types it.
-    command = [sys.executable, str(KIT_TOOL), "kit", "--bench-images", str(BENCH)]
+    command = [
+        sys.executable,
+        str(KIT_TOOL),
+        "kit",
+        "--bench-images",
+        str(BENCH),
+        "--pynvvideocodec-wheel",
+        str(wheel),
+    ]
     env = {**os.environ, "BZNA_TF_FIXTURES": str(original_path.parent)}  # the fixture the tests compare with
     r = subprocess.run(
         [*command, "--ffnvcodec-include", ffnvcodec], capture_output=True, text=True, cwd=out.parent, env=env
@@ -559,10 +594,18 @@ run_kit.main(sys.argv[3:])
 """
 
 
-def run_fake(kit_dir, tmp_path, mode, *args):
+def run_fake(kit_dir, tmp_path, mode, *args, pynvvideocodec="ok"):
+    """The runner with the stand-in core (``mode``) and the stand-in PyNvVideoCodec (its variant), imported
+    from tests/ (not installed from the kit's wheels/, which the kit fixture's other tests measure)."""
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    env = {**os.environ, "FAKE_GPU_CORE": mode}
+    env = {
+        **os.environ,
+        "FAKE_GPU_CORE": mode,
+        "FAKE_PYNVVIDEOCODEC": pynvvideocodec,
+        "KIT_PYNVVIDEOCODEC": str(FAKE_PNVC),
+        "KIT_RESULTS_DIR": str(tmp_path / "results"),  # the anchors' results file, not in the shared kit
+    }
     r = subprocess.run(
         [sys.executable, "-B", str(driver), str(kit_dir), str(HERE / "_fake_gpu_core.py"), *args],
         capture_output=True,
@@ -758,3 +801,272 @@ def test_runner_finds_a_broken_queue(kit, tmp_path, mode, failed):
 def test_runner_prints_partial_results_at_its_deadline(kit, tmp_path):
     r, result = run_fake(kit[0], tmp_path, "ok", "--no-bench", "--deadline", "0.5")
     assert r.returncode == 124 and "deadline" in result["error"] and result["stage"]
+
+
+# --------------------------------------------------------------------- the anchors at matched quality
+
+
+def test_kit_holds_the_anchors_at_matched_quality(kit):
+    """Three CRFs of the benchmark's first images, each beside JPEGs whose PSNR is the nearest to its own."""
+    import kit_anchor_sets
+    import tensorflow as tf
+
+    out, info = kit
+    files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    anchor_files = {f"data/{f}" for f in (*kit_anchor_sets.anchor_files(), "anchors.json")}
+    assert {"kit/kit_anchors.py", "wheels/pynvvideocodec-0.0.0+fake-py3-none-any.whl"} | anchor_files <= files
+    assert info["pynvvideocodec"]["where"] == "kit"
+    described = json.loads((out / "data" / "anchors.json").read_text())
+    assert described == info["anchors"] and described["crfs"] == list(kit_anchor_sets.ANCHOR_CRFS)
+    assert described["images"] == min(BENCH, kit_anchor_sets.ANCHOR_IMAGES)
+    sets = described["sets"]
+    assert [s["crf"] for s in sets] == [26, 31, 36]
+    # A higher CRF: fewer bytes, lower PSNR; and the JPEGs matched to it too.
+    for lo, hi in zip(sets, sets[1:], strict=False):
+        assert lo["picture_bytes_per_picture"] > hi["picture_bytes_per_picture"]
+        assert lo["rgb_psnr_db"] > hi["rgb_psnr_db"]
+        assert lo["jpeg"]["rgb_psnr_db"] >= hi["jpeg"]["rgb_psnr_db"]
+    photos = kit_bench._source_photos(Path(info["fixture"]["folder"]))
+    originals = [kit_bench.bench_image(kit_bench.BENCH_SEED, i, photos) for i in range(described["images"])]
+    for s in sets:
+        j, target = s["jpeg"], s["rgb_psnr_db"]
+        # The JPEG quality brackets the set's PSNR: the one below misses it, the one above reaches it.
+        assert j["bracketed"] and j["above"]["quality"] == j["below"]["quality"] + 1, j
+        assert j["below"]["rgb_psnr_db"] < target <= j["above"]["rgb_psnr_db"], (target, j)
+        # The nearer (a tie at 0.01 dB: the higher quality).
+        nearer = min(
+            (j["below"], j["above"]), key=lambda p: (round(abs(p["rgb_psnr_db"] - target), 2), -p["quality"])
+        )
+        assert j["quality"] == nearer["quality"] and j["rgb_psnr_db"] == nearer["rgb_psnr_db"]
+        # The stored JPEGs are that quality's, of the same images: measured again here.
+        stored = np.load(out / "data" / j["file"])
+        data, offsets = stored["data"], stored["offsets"]
+        assert len(offsets) == described["images"] + 1
+        values = [
+            kit_bench._psnr(
+                tf.io.decode_jpeg(data[offsets[i] : offsets[i + 1]].tobytes(), channels=3).numpy(), o
+            )
+            for i, o in enumerate(originals)
+        ]
+        assert round(float(np.mean(values)), 2) == j["rgb_psnr_db"]
+        meta = np.load(out / "data" / f"{s['name']}_meta.npz")
+        assert (meta["coded_shapes"] == 512).all() and len(meta["md5"]) == described["images"]
+    readme = (out / "README.txt").read_text()
+    assert "Anchors at matched quality" in readme and "wheels/pynvvideocodec-0.0.0+fake" in readme
+
+
+def test_matched_jpeg_quality_is_the_nearest(monkeypatch):
+    """The bisection ends on the two qualities around the target and picks the nearer; beyond the range
+    it says so; a target that 4:2:0 cannot reach is matched in 4:4:4."""
+    import kit_anchor_sets
+
+    calls = []
+
+    def measure(q):  # monotone, with steps: PSNR 20 + 0.25 q, rounded as jpeg_point rounds
+        calls.append(q)
+        return {"quality": q, "rgb_psnr_db": round(20 + 0.25 * q, 2)}
+
+    for target in (20.6, 33.1, 33.0, 44.9):
+        calls.clear()
+        m = kit_anchor_sets.match_jpeg_quality(target, measure)
+        values = {q: round(20 + 0.25 * q, 2) for q in range(1, 101)}
+        best = min(values, key=lambda q: (round(abs(values[q] - target), 2), -q))
+        assert m["chosen"]["quality"] == best, (target, m)
+        assert m["bracketed"] and m["below"]["rgb_psnr_db"] < target <= m["above"]["rgb_psnr_db"]
+        assert len(set(calls)) == len(calls) <= 9  # bisection, each quality measured once
+    beyond = kit_anchor_sets.match_jpeg_quality(50.0, measure)
+    assert beyond["chosen"]["quality"] == 100 and beyond["above"] is None and not beyond["bracketed"]
+    short = kit_anchor_sets.match_jpeg_quality(10.0, measure)
+    assert short["chosen"]["quality"] == 1 and short["below"] is None and not short["bracketed"]
+
+    def point(originals, q, chroma="4:2:0"):  # 4:2:0 tops out at 40 dB, 4:4:4 reaches 45
+        top = 40.0 if chroma == "4:2:0" else 45.0
+        return {"quality": q, "chroma": chroma, "rgb_psnr_db": round(top - 0.2 * (100 - q), 2)}
+
+    monkeypatch.setattr(kit_anchor_sets, "jpeg_point", point)
+    high = kit_anchor_sets.match_jpeg([], 42.35)
+    assert high["chroma"] == "4:4:4" and high["chosen"]["quality"] == 87 and high["4:2:0_best_db"] == 40.0
+    low = kit_anchor_sets.match_jpeg([], 35.05)
+    assert low["chroma"] == "4:2:0" and low["chosen"]["quality"] == 75
+
+
+def test_runner_times_the_anchors(kit, tmp_path):
+    """Each CRF: the core, the stand-in PyNvVideoCodec (2 instances as the core's 2 sessions, and 1) on the
+    same pictures, whose planes match the CPU decoder's, nvJPEG (or its reason) and the ratios."""
+    r, result = run_fake(kit[0], tmp_path, "ok", "--batch", "16", "--repeats", "1", "--quick")
+    assert r.returncode == 0 and result["passed"], (result.get("errors"), r.stderr[-3000:])
+    anchors = result["anchors"]
+    assert anchors["sessions"] == 2 and anchors["pynvvideocodec"]["available"]
+    assert anchors["pynvvideocodec"]["version"] == "0.0.0+fake" and anchors["pynvvideocodec"]["from"]
+    assert list(anchors["sets"]) == ["anchor_crf26", "anchor_crf31", "anchor_crf36"]
+    images = kit[1]["anchors"]["images"]
+    for name, s in anchors["sets"].items():
+        assert result["checks"][f"bench_decode_{name}"]["matched"] == images
+        core, pnvc = s["core"], s["pynvvideocodec"]
+        assert pnvc["available"] and pnvc["frames_check"] == {
+            "matched": images,
+            "total": images,
+            "failing": [],
+            "pass": True,
+        }
+        for figures in (
+            core["decode_yuv"],
+            core["decode_warp"],
+            s["core_decode_1_session"],
+            pnvc["decode_2"],
+        ):
+            assert figures["images_per_s"] > 0 and figures["batches"] == 3  # --quick: 3 timed batches
+        assert pnvc["decode_1"]["images_per_s"] > 0 and pnvc["instances"] == 2
+        ratio = core["decode_yuv"]["images_per_s"] / pnvc["decode_2"]["images_per_s"]
+        assert s["core_decode_over_pynvvideocodec"] == round(ratio, 3)
+        assert s["meets_goal_core_decode_over_pynvvideocodec"] == (round(ratio, 3) >= 0.95)
+        if s["nvjpeg"]["available"]:  # torch + torchvision with a GPU
+            assert s["decode_warp_over_nvjpeg"] > 0
+        else:
+            assert s["nvjpeg"]["reason"] and s["decode_warp_over_nvjpeg"] is None
+    assert anchors["table"][2].startswith("anchor_crf26") and "anchors at matched quality" in r.stderr
+    # The results file for benchmarks/results/: what ran, where, and every figure.
+    (path,) = (tmp_path / "results").glob("*-fakecore-numpy-ffmpeg-kit-anchors.json")
+    assert anchors["results_file"] == str(path)
+    saved = json.loads(path.read_text())
+    assert saved["kind"] == "kit-anchors" and saved["device"] == "FakeCore (NumPy + FFmpeg)"
+    assert saved["commit"] == kit[1]["commit"] and saved["versions"]["pynvvideocodec"] == "0.0.0+fake"
+    assert saved["passed"] and saved["anchors"]["sets"] == anchors["sets"]
+    assert set(saved["checks"]) == {
+        f"{kind}_{name}" for name in anchors["sets"] for kind in ("bench_decode", "pynvvideocodec_frames")
+    }
+
+
+def test_anchor_without_a_driver_reports_it(kit, tmp_path):
+    """import PyNvVideoCodec raises RuntimeError without a driver: the reason, the core's figures, a pass."""
+    r, result = run_fake(
+        kit[0], tmp_path, "ok", "--batch", "8", "--repeats", "1", "--quick", pynvvideocodec="no-driver"
+    )
+    assert r.returncode == 0 and result["passed"], (result.get("errors"), r.stderr[-3000:])
+    anchors = result["anchors"]
+    reason = "import PyNvVideoCodec failed: RuntimeError: Failed to load NVENC library: libnvidia-encode.so.1"
+    assert not anchors["pynvvideocodec"]["available"] and anchors["pynvvideocodec"]["reason"].startswith(
+        reason
+    )
+    for s in anchors["sets"].values():
+        assert s["pynvvideocodec"] == {"available": False, "reason": anchors["pynvvideocodec"]["reason"]}
+        assert s["core_decode_over_pynvvideocodec"] is None and s["core"]["decode_warp"]["images_per_s"] > 0
+    assert anchors["table"][-1].startswith("PyNvVideoCodec: import PyNvVideoCodec failed: RuntimeError")
+
+
+def test_anchor_finds_wrong_planes(kit, tmp_path):
+    """A binding whose frames differ from the CPU decoder's: the frames check names them."""
+    r, result = run_fake(
+        kit[0], tmp_path, "ok", "--batch", "8", "--repeats", "1", "--quick", pynvvideocodec="corrupt"
+    )
+    for s in result["anchors"]["sets"].values():
+        check = s["pynvvideocodec"]["frames_check"]
+        assert check["pass"] is False and check["matched"] == 0 and len(check["failing"]) == check["total"]
+    (path,) = (tmp_path / "results").glob("*-kit-anchors.json")
+    assert json.loads(path.read_text())["passed"] is False
+
+
+LOAD_PNVC = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import kit_anchors
+nvc, info = kit_anchors.load_pynvvideocodec(Path(sys.argv[2]))
+if nvc is not None and len(sys.argv) > 3:  # decode pictures one per packet, counting frames
+    pictures = [Path(p).read_bytes() for p in sys.argv[3:]]
+    d = kit_anchors.PyNvDecoders(nvc, 2, (512, 512))
+    try:
+        d.decode(d.packets(pictures))
+        info["decoded"] = len(pictures)
+    except RuntimeError as e:
+        info["decode_error"] = str(e)
+    finally:
+        d.close()
+print(json.dumps(info))
+"""
+
+
+def _load_pnvc(kit_dir, tmp_path, *pictures, variant="ok", env_path=None):
+    env = {**os.environ, "FAKE_PYNVVIDEOCODEC": variant}
+    env.pop("KIT_PYNVVIDEOCODEC", None)
+    if env_path is not None:
+        env["KIT_PYNVVIDEOCODEC"] = str(env_path)
+    r = subprocess.run(
+        [sys.executable, "-B", "-c", LOAD_PNVC, str(KIT_TOOL), str(kit_dir), *map(str, pictures)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_pynvvideocodec_wheel_is_found_installed_and_imported(tmp_path, original_path):
+    """The wheel in the kit's wheels/, beside the kit (<kit>-wheels/) or named by $KIT_PYNVVIDEOCODEC:
+    installed once with pip into site/ beside it, then imported; none: the reason says where it looked."""
+    none = _load_pnvc(tmp_path / "bare", tmp_path)
+    assert "no PyNvVideoCodec wheel in the kit (wheels/) nor beside it (bare-wheels/)" in none["reason"]
+    inside = tmp_path / "kit"
+    fake_pynvvideocodec_wheel(inside / "wheels")
+    first = _load_pnvc(inside, tmp_path)
+    assert first["from"] == "kit" and first["version"] == "0.0.0+fake", first
+    assert first["install"]["how"] == "pip install --no-deps --no-index --target"
+    assert first["module"].startswith(str(inside / "wheels" / "site"))
+    assert _load_pnvc(inside, tmp_path)["install"]["how"] == "installed before"
+    beside = tmp_path / "other-wheels"
+    fake_pynvvideocodec_wheel(beside)
+    found = _load_pnvc(tmp_path / "other", tmp_path)
+    assert found["from"] == "beside the kit" and found["site"] == str(beside / "site")
+    named = _load_pnvc(tmp_path / "bare", tmp_path, env_path=FAKE_PNVC)
+    assert named["from"] == "$KIT_PYNVVIDEOCODEC" and named["site"] == str(FAKE_PNVC)
+    empty = _load_pnvc(tmp_path / "bare", tmp_path, env_path=tmp_path / "nothing")
+    assert "holds no PyNvVideoCodec nor its wheel" in empty["reason"]
+    failed = _load_pnvc(inside, tmp_path, variant="no-driver")
+    assert failed["reason"].startswith("import PyNvVideoCodec failed: RuntimeError: Failed to load NVENC")
+    # A binding that returns no frame for some pictures is refused, not timed.
+    from bzna_tf.format import BznaFile
+
+    with BznaFile(original_path) as f:
+        for i in range(4):
+            (tmp_path / f"p{i}.265").write_bytes(f.sample(i).thumb.annexb())
+    pictures = [tmp_path / f"p{i}.265" for i in range(4)]
+    assert _load_pnvc(inside, tmp_path, *pictures)["decoded"] == 4
+    dropped = _load_pnvc(inside, tmp_path, *pictures, variant="drop")
+    assert "frames for 4 pictures: not one frame per picture" in dropped["decode_error"], dropped
+
+
+def test_a_wheel_too_big_for_the_kit_goes_beside_it(tmp_path):
+    """place_wheel: in the kit where it fits, else beside it, in a folder whose install.sh installs it."""
+    wheel = fake_pynvvideocodec_wheel(tmp_path / "w")
+    (tmp_path / "kit").mkdir()
+    (tmp_path / "kit" / "data.bin").write_bytes(b"x" * 10_000)
+    room = 10_000 + wheel.stat().st_size + 64 * 1024
+    assert kit_builder.place_wheel(tmp_path / "kit", wheel, room, None)["where"] == "kit"
+    assert (tmp_path / "kit" / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
+    shutil.rmtree(tmp_path / "kit" / "wheels")
+    assert kit_builder.place_wheel(tmp_path / "kit", wheel, room - 1, None)["where"] == "beside"
+    assert not (tmp_path / "kit" / "wheels").exists()
+    folder = kit_builder.wheels_folder(tmp_path / "kit")
+    assert folder == tmp_path / "kit-wheels"
+    kit_builder.write_wheels_folder(folder, wheel, force=False)
+    assert "bash kit-wheels/install.sh" in (folder / "README.txt").read_text()
+    env = {**os.environ, "PYTHON": sys.executable, "FAKE_PYNVVIDEOCODEC": "ok"}
+    r = subprocess.run(["bash", str(folder / "install.sh")], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and last_json(r.stdout) == {
+        "installed": True,
+        "import": "ok",
+        "version": "0.0.0+fake",
+    }
+    # The runner finds what install.sh installed, and does not install it again.
+    again = _load_pnvc(tmp_path / "kit", tmp_path)
+    assert again["from"] == "beside the kit" and again["install"]["how"] == "installed before"
+    env["FAKE_PYNVVIDEOCODEC"] = "no-driver"
+    r = subprocess.run(["bash", str(folder / "install.sh")], capture_output=True, text=True, env=env)
+    assert last_json(r.stdout)["import"].startswith("RuntimeError: Failed to load NVENC library")
+    (folder / "mine.txt").write_text("not the builder's")
+    with pytest.raises(kit_builder.KitError, match="holds other files"):
+        kit_builder.write_wheels_folder(folder, wheel, force=False)
+    kit_builder.write_wheels_folder(folder, wheel, force=True)
+    assert not (folder / "mine.txt").exists()

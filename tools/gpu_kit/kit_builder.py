@@ -9,6 +9,7 @@ bzna_tf is importable (``pip install -e .``), writes, in at most 64 MiB::
       README.txt             what the kit is, how to run it, what it prints
       kit.json               what was built, from what, with which settings
       kit/run_kit.py         the runner (tools/gpu_kit/run_kit.py): standard library + NumPy
+      kit/kit_anchors.py     the runner's anchors at matched quality (tools/gpu_kit/kit_anchors.py)
       src/custom_ops/        the core's sources (lib/warp.h, gpu/core/*), compiled there by nvcc
       include/ffnvcodec/     nv-codec-headers (build time only; fetched as the GPU build does)
       py/bzna_tf/            format/ + ops/_build.py + ops/gpu_core.py, no __init__.py above them
@@ -22,6 +23,11 @@ bzna_tf is importable (``pip install -e .``), writes, in at most 64 MiB::
       data/small.bzna, data/small_compact.bzna  small pictures (32 to 96 px), in both layouts
       data/*_meta.npz        each set's sizes, crop matrices and decoded-plane MD5s
       data/bench_jpeg.npz, data/small_jpeg.npz  the same images as JPEG q90 (the torchvision/nvJPEG anchor)
+      data/anchor_crf*.bzna, data/anchor_crf*_meta.npz, data/anchor_crf*_jpeg.npz, data/anchors.json
+                             the anchors at matched quality (kit_anchor_sets.py): the first benchmark images
+                             at CRF 26, 31 and 36, each with JPEGs of equal PSNR; timed by kit/kit_anchors.py
+      wheels/                PyNvVideoCodec's wheel (--pynvvideocodec-wheel) where it fits; else it goes
+                             to OUT_DIR-wheels/ beside the kit (with install.sh), carried by another call
 
 Here (with TensorFlow) the builder computes the references with the CPU ops
 and encodes the benchmark set; there, the runner compiles the core, checks it
@@ -44,6 +50,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from kit_anchor_sets import ANCHOR_IMAGES, anchor_files, anchor_sets
 from kit_bench import (
     BENCH_CRF,
     BENCH_FILES,
@@ -201,7 +208,8 @@ def copy_python(out: Path) -> None:
         _copy(f, py / "format" / f.name)
     for name in ("_build.py", "gpu_core.py"):
         _copy(PACKAGE / "ops" / name, py / "ops" / name)
-    _copy(HERE / "run_kit.py", out / "kit" / "run_kit.py")
+    for name in ("run_kit.py", "kit_anchors.py"):
+        _copy(HERE / name, out / "kit" / name)
 
 
 IMPORT_CHECK = """
@@ -468,6 +476,156 @@ def make_references(out_dir: Path, fixture: Path, log=None) -> dict:
     return meta
 
 
+# -------------------------------------------------------------------------------- anchors, PyNvVideoCodec
+
+
+def copy_anchors(out: Path, images: int, fixture: Path, workers, size_limit: int, log) -> dict | None:
+    """The anchor sets of ``images`` images (``kit_anchor_sets``) into out/data; what anchors.json says.
+
+    Raises:
+      KitError: they do not fit in ``size_limit`` beside the rest.
+    """
+    if images < 1:
+        return None
+    folder = anchor_sets(images, fixture=fixture, workers=workers, log=log)
+    for name in (*anchor_files(), "anchors.json"):
+        _copy(folder / name, out / "data" / name)
+    size = _tree_size(out)
+    if size + 64 * 1024 > size_limit:
+        raise KitError(
+            f"the kit would exceed {size_limit / 2**20:.0f} MiB: it holds {size / 2**20:.2f} MiB with the "
+            f"anchor sets of {images} images; pass a smaller --anchor-images (0: none)"
+        )
+    return json.loads((folder / "anchors.json").read_text())
+
+
+def place_wheel(out: Path, wheel: Path | None, size_limit: int, log) -> dict | None:
+    """PyNvVideoCodec's wheel into out/wheels/ where it fits (64 KiB kept for run.sh, README, kit.json);
+    else it is marked to go beside the kit (``build_kit`` writes that folder). What kit.json says of it."""
+    if wheel is None:
+        return None
+    size = wheel.stat().st_size
+    info = {"wheel": wheel.name, "bytes": size}
+    if _tree_size(out) + size + 64 * 1024 <= size_limit:
+        _copy(wheel, out / "wheels" / wheel.name)
+        info["where"] = "kit"
+    else:
+        info["where"] = "beside"
+        _log(
+            log, f"PyNvVideoCodec's wheel ({size / 2**20:.1f} MiB) does not fit in the kit: it goes beside it"
+        )
+    return info
+
+
+def wheels_folder(kit: Path) -> Path:
+    """The folder beside the kit for a wheel that does not fit in it: ``<kit>-wheels``."""
+    return kit.parent / f"{kit.name}-wheels"
+
+
+INSTALL_SH = r"""#!/usr/bin/env bash
+# PyNvVideoCodec's wheel for the bzna_tf GPU kit beside this folder: installs it into site/ here
+# (pip, no network), then tries to import it. The kit's runner finds site/ (or installs the wheel itself).
+# The last line of stdout is one JSON object.
+set -u
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+py="${PYTHON:-python3}"
+wheel="$here/@WHEEL@"
+if ! "$py" -m pip install --no-deps --no-index --upgrade --target "$here/site" "$wheel" >&2; then
+  echo '{"installed": false, "error": "pip install failed: see stderr"}'
+  exit 1
+fi
+printf '%s %s' "@WHEEL@" "$(stat -c %s "$wheel")" > "$here/site/.installed"
+"$py" -c '
+import json, sys
+sys.path.insert(0, sys.argv[1])
+try:
+    import PyNvVideoCodec as nvc
+    print(json.dumps({"installed": True, "import": "ok", "version": getattr(nvc, "__version__", None)}))
+except BaseException as e:  # RuntimeError without an NVIDIA driver (libnvidia-encode.so.1)
+    lines = str(e).strip().splitlines()
+    print(json.dumps({"installed": True, "import": type(e).__name__ + ": " + (lines[0] if lines else "")}))
+' "$here/site"
+"""
+
+WHEELS_README = """PyNvVideoCodec for the bzna_tf GPU kit
+======================================
+
+{wheel} ({mib:.1f} MiB) does not fit in the kit beside its benchmark sets, so it travels
+in this folder, carried by a call of its own, before the kit's, to the same (warm) machine:
+
+    bash {name}/install.sh      installs it into {name}/site (pip --no-deps --no-index); prints JSON
+    bash {kit}/run.sh           the kit's runner finds {name}/site beside the kit
+
+Each call may carry at most 64 MiB (this folder; the kit). Folders a call does not carry stay
+on a warm machine, so this one is still there for the kit's call.
+"""
+
+
+def write_wheels_folder(folder: Path, wheel: Path, force: bool) -> None:
+    """``<kit>-wheels/``: the wheel, install.sh and README.txt (replacing a folder of ours; any with force).
+
+    Raises:
+      KitError: the folder exists with other files and ``force`` is not set.
+    """
+    ours = {"install.sh", "README.txt", "site"}
+    if folder.exists():
+        others = [p.name for p in folder.iterdir() if p.name not in ours and not p.name.endswith(".whl")]
+        if others and not force:
+            raise KitError(
+                f"{folder} exists and holds other files ({', '.join(sorted(others)[:5])}): pass --force"
+            )
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    folder.chmod(0o755)
+    _copy(wheel, folder / wheel.name)
+    (folder / "install.sh").write_text(INSTALL_SH.replace("@WHEEL@", wheel.name))
+    (folder / "install.sh").chmod(0o755)
+    (folder / "README.txt").write_text(
+        WHEELS_README.format(
+            wheel=wheel.name,
+            mib=wheel.stat().st_size / 2**20,
+            name=folder.name,
+            kit=folder.name[: -len("-wheels")],
+        )
+    )
+
+
+def readme_anchors(anchors: dict | None, wheel: dict | None) -> str:
+    """README.txt's paragraph on the anchors at matched quality and where PyNvVideoCodec's wheel is."""
+    if anchors is None:
+        return "\nAnchors at matched quality: not in this kit (--anchor-images 0).\n"
+    crfs = ", ".join(f"{c:g}" for c in anchors["crfs"])
+    lines = [
+        "",
+        f"Anchors at matched quality (kit/kit_anchors.py): the first {anchors['images']} benchmark images at",
+        f"quality {anchors['quality']}'s settings and CRF {crfs}, benzina layout, each beside JPEGs of",
+        "equal RGB PSNR (the JPEG quality found by bisection; same images, same measure):",
+    ]
+    for a in anchors["sets"]:
+        j = a["jpeg"]
+        lines.append(
+            f"  {a['name']:15s} {a['picture_bytes_per_picture'] / 1e3:6.1f} kB  {a['rgb_psnr_db']:.2f} dB   "
+            f"JPEG q{j['quality']:<3d} {j.get('chroma', '4:2:0')} {j['bytes_per_picture'] / 1e3:6.1f} kB  "
+            f"{j['rgb_psnr_db']:.2f} dB"
+        )
+    lines += [
+        "For each: the core's decode and decode + warp, PyNvVideoCodec decoding the same pictures (as many",
+        "instances as the core has NVDEC sessions, and one), nvJPEG decode + resize of the JPEGs",
+        '(the JSON\'s "anchors"; a table on stderr; results/<date>-<gpu>-kit-anchors.json, or in',
+        "$KIT_RESULTS_DIR). $KIT_PYNVVIDEOCODEC names another PyNvVideoCodec (a folder, or a wheel).",
+    ]
+    if wheel is None:
+        lines.append("PyNvVideoCodec: no wheel was given (--pynvvideocodec-wheel): its anchor reports that.")
+    elif wheel["where"] == "kit":
+        lines.append(f"PyNvVideoCodec: wheels/{wheel['wheel']}, installed by the runner into wheels/site.")
+    else:
+        lines += [
+            f"PyNvVideoCodec: {wheel['wheel']} did not fit: it is in <this folder>-wheels/ beside the kit.",
+            "Carry that folder in a call of its own first (bash <that folder>/install.sh), then this kit.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------------------------------------ the kit
 
 RUN_SH = """#!/usr/bin/env bash
@@ -592,6 +750,8 @@ def build_kit(
     workers: int | None = None,
     regenerate_bench: bool = False,
     size_limit: int = SIZE_LIMIT,
+    anchor_images: int = ANCHOR_IMAGES,
+    pynvvideocodec_wheel=None,
     log=sys.stderr,
 ) -> dict:
     """Writes the GPU kit into ``out_dir`` (see the module docstring for its contents).
@@ -606,6 +766,11 @@ def build_kit(
       workers: encoding processes for the benchmark set (default: all usable cores).
       regenerate_bench: encode the benchmark set again even if it is cached.
       size_limit: the most bytes the kit may hold.
+      anchor_images: images in each anchor set (matched quality, ``kit_anchor_sets``): at most
+        ``bench_images`` are used; 0 leaves the anchors out.
+      pynvvideocodec_wheel: PyNvVideoCodec's cp312 wheel, for the runner's NVIDIA-binding anchor: in
+        ``wheels/`` of the kit where it fits in ``size_limit``, else alone in ``<out_dir>-wheels/`` beside
+        it (with ``install.sh``), for a call of its own (None: no wheel; the anchor reports its absence).
       log: where progress goes (None: quiet).
 
     Returns:
@@ -619,6 +784,18 @@ def build_kit(
         raise ValueError(
             f"Expected `bench_images` as a positive integer. Received: bench_images={bench_images!r}"
         )
+    if isinstance(anchor_images, bool) or not isinstance(anchor_images, int) or anchor_images < 0:
+        raise ValueError(
+            f"Expected `anchor_images` as an integer >= 0. Received: anchor_images={anchor_images!r}"
+        )
+    wheel = None if pynvvideocodec_wheel is None else Path(pynvvideocodec_wheel)
+    if wheel is not None and not (
+        wheel.is_file() and wheel.name.lower().startswith("pynvvideocodec-") and wheel.suffix == ".whl"
+    ):
+        raise KitError(
+            "Expected `pynvvideocodec_wheel` as PyNvVideoCodec's wheel file (pynvvideocodec-*.whl). "
+            f"Received: {pynvvideocodec_wheel!s}"
+        )
     final = Path(out_dir).absolute()  # run.sh and the import check need the absolute path
     if final.exists() and (not final.is_dir() or any(final.iterdir())) and not force:
         raise KitError(f"{final} exists and is not empty: pass --force to replace it")
@@ -627,7 +804,12 @@ def build_kit(
     work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.partial-"))
     try:
         work.chmod(0o755)
-        info = _write_kit(work, bench_images, ffnvcodec_include, workers, regenerate_bench, size_limit, log)
+        anchors = (anchor_images, wheel)
+        info = _write_kit(
+            work, bench_images, ffnvcodec_include, workers, regenerate_bench, size_limit, log, anchors
+        )
+        if info.get("pynvvideocodec", {}).get("where") == "beside":
+            write_wheels_folder(wheels_folder(final), wheel, force)
         if final.is_dir():
             shutil.rmtree(final)
         elif final.exists():
@@ -639,8 +821,10 @@ def build_kit(
     return info
 
 
-def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_bench, size_limit, log):
-    """build_kit's work, into the empty folder ``out``."""
+def _write_kit(
+    out: Path, bench_images, ffnvcodec_include, workers, regenerate_bench, size_limit, log, anchors=(0, None)
+):
+    """build_kit's work, into the empty folder ``out``; ``anchors``: (anchor images, wheel or None)."""
     start = time.perf_counter()
     check_checkout()
     fixture = fixture_dir()
@@ -679,6 +863,8 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
         crf += 2
     for name in BENCH_FILES:
         _copy(folder / name, data / name)
+    anchor_info = copy_anchors(out, min(anchors[0], bench_images), fixture, workers, size_limit, log)
+    wheel_info = place_wheel(out, anchors[1], size_limit, log)
 
     bench_info = json.loads((folder / "bench.json").read_text())
     jpeg_bytes = (data / "bench_jpeg.npz").stat().st_size
@@ -729,6 +915,10 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
         },
         "size_limit": size_limit,
     }
+    if anchor_info is not None:
+        info["anchors"] = anchor_info
+    if wheel_info is not None:
+        info["pynvvideocodec"] = wheel_info
     (out / "run.sh").write_text(RUN_SH)
     (out / "run.sh").chmod(0o755)
     (out / "README.txt").write_text(
@@ -748,6 +938,7 @@ def _write_kit(out: Path, bench_images, ffnvcodec_include, workers, regenerate_b
             crf_note=crf_note,
             sets_table="\n".join(rows),
         )
+        + readme_anchors(anchor_info, wheel_info)
     )
     # The size recorded counts kit.json itself, whose length depends on it: written once it agrees.
     others = _tree_size(out)
@@ -784,6 +975,20 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--workers", type=int, help="encoding processes (default: all cores)")
     parser.add_argument("--regenerate-bench", action="store_true", help="encode the benchmark set again")
+    parser.add_argument(
+        "--anchor-images",
+        type=int,
+        default=ANCHOR_IMAGES,
+        help="images in each anchor set at matched quality (CRF 26, 31, 36 beside JPEGs of equal PSNR; "
+        "at most --bench-images; 0: none) (%(default)s)",
+    )
+    parser.add_argument(
+        "--pynvvideocodec-wheel",
+        metavar="WHEEL",
+        help="PyNvVideoCodec's cp312 wheel (pip download pynvvideocodec --no-deps --python-version 3.12 "
+        "--only-binary :all:), for the NVIDIA-binding anchor: in the kit where it fits, else in "
+        "OUT_DIR-wheels/ beside it, for a call of its own",
+    )
     args = parser.parse_args(argv)
     try:
         info = build_kit(
@@ -793,10 +998,18 @@ def main(argv=None) -> int:
             ffnvcodec_include=args.ffnvcodec_include,
             workers=args.workers,
             regenerate_bench=args.regenerate_bench,
+            anchor_images=args.anchor_images,
+            pynvvideocodec_wheel=args.pynvvideocodec_wheel,
         )
     except (KitError, ValueError) as e:
         print(f"gpu_kit: error: {e}", file=sys.stderr)
         return 2
+    if info.get("pynvvideocodec", {}).get("where") == "beside":
+        wheels = wheels_folder(Path(args.out_dir))
+        print(
+            f"{wheels}: PyNvVideoCodec's wheel, too big for the kit: carry it in a call of its own first: "
+            f"bash {wheels}/install.sh"
+        )
     print(f"{args.out_dir}: {info['bytes'] / 2**20:.1f} MiB; on the GPU machine: bash {args.out_dir}/run.sh")
     return 0
 

@@ -1479,6 +1479,9 @@ def main(argv=None) -> None:
                     err = results["errors"].pop()
                     anchor = {"available": False, "reason": err["error"], "traceback": err["traceback"]}
                 results[f"anchor_{name}"] = anchor
+        # The anchors at matched quality (issue 37, item 4): kit/kit_anchors.py, with data/anchors.json.
+        if (KIT / "kit" / "kit_anchors.py").is_file():
+            stage("anchors", _run_anchors, core, args)
     elif args.no_bench:
         results["bench"] = {"skipped": "--no-bench"}
     else:
@@ -1496,6 +1499,14 @@ def main(argv=None) -> None:
     results["passed"] = code == 0
     log(f"done: exit {code}; failed checks: {failed or 'none'}; stage errors: {len(results['errors'])}")
     emit(code)
+
+
+def _run_anchors(core, args):
+    """kit_anchors.run with this module (its results, stages, benchmarks), whatever name it runs under."""
+    sys.path.insert(0, str(KIT / "kit"))
+    import kit_anchors
+
+    return kit_anchors.run(sys.modules[__name__], core, args)
 
 
 def _fixture_thumbs(path: Path) -> list[bytes]:
