@@ -28,7 +28,7 @@ import pytest
 from _warp_reference import ref_points
 from conftest import checkout_ignore
 
-from bzna_tf.convert import DEFAULT_QUALITY
+from bzna_tf.convert import DEFAULT_QUALITY, QUALITY_PRESETS
 from bzna_tf.ops import _build
 from bzna_tf.ops.gpu_core import (
     ABI_VERSION,
@@ -820,7 +820,8 @@ def test_kit_holds_the_anchors_at_matched_quality(kit):
     assert described == info["anchors"] and described["crfs"] == list(kit_anchor_sets.ANCHOR_CRFS)
     assert described["images"] == min(BENCH, kit_anchor_sets.ANCHOR_IMAGES)
     sets = described["sets"]
-    assert [s["crf"] for s in sets] == [26, 31, 36]
+    default = QUALITY_PRESETS[DEFAULT_QUALITY]["crf"]
+    assert [s["crf"] for s in sets] == [default - 5, default, default + 5]
     # A higher CRF: fewer bytes, lower PSNR; and the JPEGs matched to it too.
     for lo, hi in zip(sets, sets[1:], strict=False):
         assert lo["picture_bytes_per_picture"] > hi["picture_bytes_per_picture"]
@@ -898,7 +899,8 @@ def test_runner_times_the_anchors(kit, tmp_path):
     anchors = result["anchors"]
     assert anchors["sessions"] == 2 and anchors["pynvvideocodec"]["available"]
     assert anchors["pynvvideocodec"]["version"] == "0.0.0+fake" and anchors["pynvvideocodec"]["from"]
-    assert list(anchors["sets"]) == ["anchor_crf26", "anchor_crf31", "anchor_crf36"]
+    default = QUALITY_PRESETS[DEFAULT_QUALITY]["crf"]
+    assert list(anchors["sets"]) == [f"anchor_crf{c}" for c in (default - 5, default, default + 5)]
     images = kit[1]["anchors"]["images"]
     for name, s in anchors["sets"].items():
         assert result["checks"][f"bench_decode_{name}"]["matched"] == images
@@ -924,7 +926,8 @@ def test_runner_times_the_anchors(kit, tmp_path):
             assert s["decode_warp_over_nvjpeg"] > 0
         else:
             assert s["nvjpeg"]["reason"] and s["decode_warp_over_nvjpeg"] is None
-    assert anchors["table"][2].startswith("anchor_crf26") and "anchors at matched quality" in r.stderr
+    assert anchors["table"][2].startswith(f"anchor_crf{default - 5}")
+    assert "anchors at matched quality" in r.stderr
     # The results file for benchmarks/results/: what ran, where, and every figure.
     (path,) = (tmp_path / "results").glob("*-fakecore-numpy-ffmpeg-kit-anchors.json")
     assert anchors["results_file"] == str(path)

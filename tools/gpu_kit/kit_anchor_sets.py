@@ -4,12 +4,12 @@ Issue 37, item 4: the decoders compared at matched quality. The first ``n``
 ImageNet-like images of the benchmark set (``kit_bench.bench_image``, the
 same seed) are encoded by bzna_tf's converter at the default quality's
 settings (``training``: x265 superfast, least-squares chroma, psycho-visual
-tuning off) at three CRFs, ``ANCHOR_CRFS``: the default's (31) and one either
-side, in the benzina layout (each picture in a 512 x 512 frame, what
+tuning off) at three CRFs, ``ANCHOR_CRFS``: the default's (30) and one 5 steps
+either side, in the benzina layout (each picture in a 512 x 512 frame, what
 ``bench.bzna`` is). For each set, the JPEG quality whose RGB PSNR on the same
 images is nearest the set's, found by bisection over qualities 1 to 100
 (``match_jpeg_quality``), in 4:2:0 (what datasets store) unless even quality
-100 falls short, then in 4:4:4 (``match_jpeg``: at CRF 26, JPEG's plain
+100 falls short, then in 4:4:4 (``match_jpeg``: at CRF 25, JPEG's plain
 chroma halving loses more than x265's least-squares chroma); those JPEGs are
 the nvJPEG anchor's input at that CRF. Every PSNR is measured as ``kit_bench``
 measures the benchmark set's: the mean over pictures of the RGB PSNR against
@@ -56,9 +56,10 @@ __all__ = ["ANCHOR_CRFS", "ANCHOR_IMAGES", "anchor_files", "anchor_sets", "match
 
 # The default quality's CRF and one 5 steps either side: about 1.5 times the bytes each way (x265 halves
 # the rate every 6 CRF steps; measured 1.5x on these images), so the comparison spans what a user would
-# choose rather than one point: CRF 26 beyond JPEG 4:2:0's reach (4:4:4 matches it), CRF 31 at about
-# JPEG quality 90, CRF 36 at about JPEG quality 70, where low-quality JPEG datasets sit.
-ANCHOR_CRFS = (26, 31, 36)
+# choose rather than one point. Measured at 26 / 31 / 36 (the default was 31 then): CRF 26 beyond JPEG
+# 4:2:0's reach (4:4:4 matches it), CRF 31 at about JPEG quality 89, CRF 36 at about quality 71, where
+# low-quality JPEG datasets sit.
+ANCHOR_CRFS = tuple(QUALITY_PRESETS[BENCH_QUALITY]["crf"] + d for d in (-5, 0, 5))
 # Images per set: the first of the benchmark set's ImageNet-like group. Three .bzna and three JPEG sets
 # of this many fit beside the full kit (46 MiB) in its 64 MiB; a batch of 256 cycles through them.
 ANCHOR_IMAGES = 64

@@ -1,7 +1,7 @@
 """The GPU kit's anchors at matched quality (shipped as ``kit/kit_anchors.py``; issue 37, item 4).
 
 For each anchor set the builder wrote (``data/anchors.json``: the benchmark
-images at CRF 26, 31 and 36, see ``kit_anchor_sets.py``), in batches of the
+images at the default's CRF and 5 either side, see ``kit_anchor_sets.py``), in batches of the
 benchmark's size:
 
 - the core: NVDEC decode only, and decode + RandomResizedCrop warp +

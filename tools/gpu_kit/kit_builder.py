@@ -25,7 +25,8 @@ bzna_tf is importable (``pip install -e .``), writes, in at most 64 MiB::
       data/bench_jpeg.npz, data/small_jpeg.npz  the same images as JPEG q90 (the torchvision/nvJPEG anchor)
       data/anchor_crf*.bzna, data/anchor_crf*_meta.npz, data/anchor_crf*_jpeg.npz, data/anchors.json
                              the anchors at matched quality (kit_anchor_sets.py): the first benchmark images
-                             at CRF 26, 31 and 36, each with JPEGs of equal PSNR; timed by kit/kit_anchors.py
+                             at the default CRF and 5 either side, with JPEGs of equal PSNR; timed by
+                             kit/kit_anchors.py
       wheels/                PyNvVideoCodec's wheel (--pynvvideocodec-wheel) where it fits; else it goes
                              to OUT_DIR-wheels/ beside the kit (with install.sh), carried by another call
 
@@ -979,7 +980,8 @@ def main(argv=None) -> int:
         "--anchor-images",
         type=int,
         default=ANCHOR_IMAGES,
-        help="images in each anchor set at matched quality (CRF 26, 31, 36 beside JPEGs of equal PSNR; "
+        help="images in each anchor set at matched quality (the default CRF and 5 either side, beside JPEGs "
+        "of equal PSNR; "
         "at most --bench-images; 0: none) (%(default)s)",
     )
     parser.add_argument(
