@@ -118,7 +118,7 @@ def test_missing_toolchain_is_named(monkeypatch, tmp_path):
 
 
 def payload_inputs():
-    """A model's inputs for as_dataset(device="gpu")'s payloads."""
+    """A model's inputs for as_dataset(device="model")'s payloads."""
     return {
         "data": keras.Input((), dtype="string", name="data"),
         "matrices": keras.Input((3, 3), name="matrices"),
@@ -138,7 +138,7 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
     images = d.as_dataset(
         batch_size=5, warp=warp, seed=3, fill_value=9.0, normalize=(norm["mean"], norm["std"])
     )
-    payloads = d.as_dataset(batch_size=5, warp=warp, seed=3, device="gpu")
+    payloads = d.as_dataset(batch_size=5, warp=warp, seed=3, device="model")
     spec = payloads.element_spec[0]
     assert spec["data"].dtype == tf.string and spec["matrices"].shape.as_list() == [None, 3, 3]
     assert spec["picture_sizes"].dtype == tf.int32 and spec["picture_sizes"].shape.as_list() == [None, 2]
@@ -159,7 +159,7 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
 
 def test_decode_warp_layer_trains_and_saves(original_path, tmp_path):
     d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
-    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(16, 16), seed=1, device="gpu")
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(16, 16), seed=1, device="model")
     inputs = payload_inputs()
     x = bzna_tf.layers.DecodeWarp(16, 16, mean=0.5, std=0.25)(inputs)
     x = keras.layers.GlobalAveragePooling2D()(x)
@@ -177,9 +177,9 @@ def test_gpu_datasets_leave_the_images_to_the_layer(original_path):
     d = bzna_tf.ClassificationDataset(original_path).labelled()
     warp = bzna_tf.layers.CenterResizedCrop(8, 8)
     with pytest.raises(ValueError, match=r"DecodeWarp: give it the normalisation \(its mean= and std="):
-        d.as_dataset(batch_size=2, warp=warp, device="gpu", normalize=(0.5, 0.2))
+        d.as_dataset(batch_size=2, warp=warp, device="model", normalize=(0.5, 0.2))
     with pytest.raises(ValueError, match=r"the layout \(its data_format='channels_first'\)"):
-        d.as_dataset(batch_size=2, warp=warp, device="gpu", data_format="channels_first")
+        d.as_dataset(batch_size=2, warp=warp, device="model", data_format="channels_first")
     with pytest.raises(ValueError, match="Expected a dict"):
         bzna_tf.layers.DecodeWarp(8, 8)(tf.zeros([1, 8, 8, 3]))
     # "auto" keeps images in tf.data.
@@ -303,7 +303,7 @@ def test_nvdec_pictures_equal_ffmpeg_decodes(original_path, tmp_path):
 def test_model_fit_decodes_on_the_gpu(original_path):
     _need_gpu()
     d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
-    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="gpu")
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="model")
     model = decode_model(32, 32, mean=0.5, std=0.25)
     x = model(next(iter(ds))[0])
     assert "GPU" in x.device

@@ -421,7 +421,7 @@ class Dataset:
         from bzna_tf.datasets.pipeline import build
 
         options = check_arguments(**arguments)
-        return build(*self._source(sample_list, options))
+        return build(*self._source(sample_list, options), input_context=arguments["input_context"])
 
     def _source(self, sample_list, options):
         """(the files and samples the pipeline reads, the options): the selection, narrowed by the
