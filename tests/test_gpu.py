@@ -70,8 +70,12 @@ def test_gpu_libraries_build_link_no_cuda_and_load(gpu_library):
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
         assert devices == {"CPU", "GPU"}, (op, devices)
     tf.load_library(str(gpu_library.nvdec))
-    devices = {k.device_type for k in kernels.get_registered_kernels_for_op("BznaDecodeWarp").kernel}
-    assert devices == {"CPU", "GPU"}, devices
+    for op in ("BznaDecodeWarp", "BznaDecodeWarpDataset"):
+        devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
+        assert devices == {"CPU", "GPU"}, (op, devices)
+    # The dataset's GPU kernel counts skipped samples through the ops library (connected by _load).
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(gpu_library.nvdec)], capture_output=True, text=True)
+    assert "bzna_tf_gpu_set_skip_reporter" in exported.stdout
 
 
 def test_gpu_kernels_are_registered_only_where_they_can_run(gpu_library, ffnvcodec):
@@ -307,3 +311,45 @@ def test_model_fit_decodes_on_the_gpu(original_path):
     model = decode_model(32, 32, mean=0.5, std=0.25)
     x = model(next(iter(ds))[0])
     assert "GPU" in x.device
+
+
+# ------------------------------------------------------------------ as_dataset(device="gpu"): decoded ahead
+
+
+def test_gpu_dataset_elements_are_on_the_gpu_and_equal_the_cpu_paths(original_path):
+    _need_gpu()
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
+    kw = dict(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32, flip_h=0.5), seed=1, shuffle=True,
+              normalize=((0.5, 0.4, 0.3), (0.2, 0.25, 0.3)))  # fmt: skip
+    ahead = d.as_dataset(**kw, device="gpu")
+    assert type(ahead).__name__ == "_DecodeWarpDataset", "device='gpu' fell back to the CPU on a GPU machine"
+    cpu = list(d.as_dataset(**kw, device="cpu"))
+    got = list(ahead)
+    assert len(got) == len(cpu) == 3
+    for (x, y), (u, v) in zip(got, cpu, strict=True):
+        assert "GPU" in x.device and "GPU" in y.device, (x.device, y.device)
+        np.testing.assert_allclose(x.numpy(), u.numpy(), atol=1.0 / (255 * 0.2) + 1e-5)  # one grey level
+        np.testing.assert_array_equal(y.numpy(), v.numpy())
+
+
+def test_gpu_dataset_skips_as_the_cpu_path(original_path):
+    _need_gpu()
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(6))
+    kw = dict(batch_size=3, shape=16, on_error="skip", with_filenames=True)
+    ahead = d.as_dataset(**kw, device="gpu")
+    got = [(x.shape[0], n.numpy().tolist()) for x, _, n in ahead]
+    assert got == [(x.shape[0], n.numpy().tolist()) for x, _, n in d.as_dataset(**kw)]
+    assert ahead.bzna_skipped.count == 0
+
+
+def test_gpu_dataset_trains_an_unchanged_model(original_path):
+    _need_gpu()
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="gpu")
+    assert type(ds).__name__ == "_DecodeWarpDataset"
+    model = keras.Sequential(
+        [keras.Input((32, 32, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(), keras.layers.Dense(4)]
+    )
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(ds, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()

@@ -281,3 +281,16 @@ def test_mirrored_strategy_recipe_on_two_logical_cpus(good_file, tmp_path, mode)
         [sys.executable, str(script), str(good_file), mode], capture_output=True, text=True, env=env, timeout=300
     )
     assert r.returncode == 0 and f"OK {mode}" in r.stdout, r.stdout[-3000:] + r.stderr[-5000:]
+
+
+def test_the_skip_counter_the_gpu_kernel_reports_to(on_cpu_op):
+    """bzna_tf_report_skip (handed to the GPU library's kernel by _load) counts as BznaReportSkips does."""
+    import ctypes
+
+    from bzna_tf.ops import SkippedSamples, _load
+
+    _load.load_library()
+    counter = "bzna_tf-test-report-skip"
+    ctypes.CDLL(str(_load._path)).bzna_tf_report_skip(counter.encode(), b"f.bzna, sample 4: bad")
+    skipped = SkippedSamples(counter)
+    assert skipped.count == 1 and skipped.recent == ["f.bzna, sample 4: bad"]
