@@ -246,6 +246,11 @@ def decoder_device(input_context=None) -> tuple[str | None, str | None]:
     error = gpu_error()
     if error is not None:
         return None, error
+    from tensorflow.python.framework import kernels
+
+    registered = {k.device_type for k in kernels.get_registered_kernels_for_op("BznaDecodeWarpDataset").kernel}
+    if "GPU" not in registered:  # GPU libraries built before the op (a $BZNA_TF_GPU_LIBRARY_DIR of old)
+        return None, "bzna_tf's GPU library has no BznaDecodeWarpDataset kernel: rebuild it"
     scope = tf.DeviceSpec.from_string(_scope_device())
     if scope.device_type == "GPU":
         return scope.to_string(), None
