@@ -153,7 +153,9 @@ def test_on_error_skip_counts_and_drops_as_the_cpu_path(bad_file, on_cpu_op):  #
     assert len(names) == 12 - len(UNDECODABLE) - 1
     assert not {f"img_{i:02d}.png".encode() for i in (*UNDECODABLE, DAMAGED)} & set(names)
     assert ahead.bzna_skipped.count == cpu.bzna_skipped.count == 3
-    assert sorted(ahead.bzna_skipped.recent) == sorted(cpu.bzna_skipped.recent)
+    # The same samples, named alike (FFmpeg's own wording of a failure can vary between two decodes).
+    named = [sorted(r.partition(": ")[0] for r in x.bzna_skipped.recent) for x in (ahead, cpu)]
+    assert named[0] == named[1] and len(named[0]) == 3
     assert any("could not decode the" in r for r in ahead.bzna_skipped.recent)
 
 
