@@ -74,7 +74,8 @@ def test_gpu_libraries_build_link_no_cuda_and_load(gpu_library):
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
         assert devices == {"CPU", "GPU"}, (op, devices)
     # The dataset's GPU kernel counts skipped samples through the ops library (connected by _load).
-    exported = subprocess.run(["nm", "-D", "--defined-only", str(gpu_library.nvdec)], capture_output=True, text=True)
+    nm = ["nm", "-D", "--defined-only", str(gpu_library.nvdec)]
+    exported = subprocess.run(nm, capture_output=True, text=True)
     assert "bzna_tf_gpu_set_skip_reporter" in exported.stdout
 
 
@@ -348,7 +349,12 @@ def test_gpu_dataset_trains_an_unchanged_model(original_path):
     ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="gpu")
     assert type(ds).__name__ == "_DecodeWarpDataset"
     model = keras.Sequential(
-        [keras.Input((32, 32, 3)), keras.layers.Rescaling(1 / 255), keras.layers.Flatten(), keras.layers.Dense(4)]
+        [
+            keras.Input((32, 32, 3)),
+            keras.layers.Rescaling(1 / 255),
+            keras.layers.Flatten(),
+            keras.layers.Dense(4),
+        ]
     )
     model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(ds, epochs=2, verbose=0)

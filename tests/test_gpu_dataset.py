@@ -1,4 +1,4 @@
-"""as_dataset(device="gpu"): batches decoded ahead by the BznaDecodeWarpDataset op, elements as device="cpu"'s.
+"""as_dataset(device="gpu"): batches decoded ahead by BznaDecodeWarpDataset, elements as device="cpu"'s.
 
 The op has a CPU kernel (FFmpeg) beside its GPU one (NVDEC), with one
 iterator: here the op is placed on the CPU (``decoder_device`` patched), so
@@ -279,9 +279,8 @@ def test_mirrored_strategy_recipe_on_two_logical_cpus(good_file, tmp_path, mode)
     script.write_text(MIRRORED)
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, PYTHONPATH=str(root), TF_CPP_MIN_LOG_LEVEL="2")
-    r = subprocess.run(
-        [sys.executable, str(script), str(good_file), mode], capture_output=True, text=True, env=env, timeout=300
-    )
+    command = [sys.executable, str(script), str(good_file), mode]
+    r = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and f"OK {mode}" in r.stdout, r.stdout[-3000:] + r.stderr[-5000:]
 
 

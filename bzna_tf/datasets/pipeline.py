@@ -151,7 +151,8 @@ def _load_batch(source: Source, options, counter: str):
         # decode + warp + normalise
         if ahead:
             names = sample_names(source.files, source.starts, idx)
-            return (el["data"], m, sizes, names, el["errors"], *_pass_through(el, source.labels, options.with_filenames))
+            rest = _pass_through(el, source.labels, options.with_filenames)
+            return (el["data"], m, sizes, names, el["errors"], *rest)
         if options.payloads:
             images, errors = {"data": el["data"], "matrices": m, "picture_sizes": sizes}, el["errors"]
         else:
@@ -248,7 +249,8 @@ def decoder_device(input_context=None) -> tuple[str | None, str | None]:
         return None, error
     from tensorflow.python.framework import kernels
 
-    registered = {k.device_type for k in kernels.get_registered_kernels_for_op("BznaDecodeWarpDataset").kernel}
+    registered = kernels.get_registered_kernels_for_op("BznaDecodeWarpDataset").kernel
+    registered = {k.device_type for k in registered}
     if "GPU" not in registered:  # GPU libraries built before the op (a $BZNA_TF_GPU_LIBRARY_DIR of old)
         return None, "bzna_tf's GPU library has no BznaDecodeWarpDataset kernel: rebuild it"
     scope = tf.DeviceSpec.from_string(_scope_device())

@@ -116,8 +116,8 @@ class DecodeWarp(TensorFlowLayer):
             data, matrices, picture_sizes = (inputs.get(k) for k in INPUTS)
         if data is None or matrices is None:
             raise ValueError(
-                "Expected 'data' (tf.string pictures) and 'matrices' (N, 3, 3), as as_dataset(device='model') "
-                f"yields them. Received: data={data!r}, matrices={matrices!r}"
+                "Expected 'data' (tf.string pictures) and 'matrices' (N, 3, 3), as "
+                f"as_dataset(device='model') yields them. Received: data={data!r}, matrices={matrices!r}"
             )
         return data, matrices, picture_sizes
 

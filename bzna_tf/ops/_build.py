@@ -894,5 +894,6 @@ def _compile_gpu(b: GpuBuild, verbose: bool, jobs: int) -> None:
         for name in sorted(TF_GPU_UNITS, key=lambda n: n == GPU_NVDEC_LIB_NAME):  # the marker last
             units = [objs[u] for u in b.units if u.name in TF_GPU_UNITS[name]]
             out = Path(tmp) / name
-            _run([b.compiler, "-shared", *map(str, units), "-o", str(out), *link_core, *b.link_flags], verbose)
+            link = [b.compiler, "-shared", *map(str, units), "-o", str(out), *link_core, *b.link_flags]
+            _run(link, verbose)
             os.replace(out, b.directory / name)

@@ -215,7 +215,7 @@ def load_gpu_library():
     """
     global _gpu_state
     if _module is None:
-        load_library()  # the ops (and the skip counter the dataset kernel reports to) first; it comes back here
+        load_library()  # the ops (and the dataset kernel's skip counter) first; it calls back here
     with _lock:
         if _gpu_state is not None:
             return _gpu_state[0]
