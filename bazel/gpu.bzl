@@ -29,8 +29,11 @@ CORE = "libbzna_tf_gpu_core.so"
 
 # The TensorFlow GPU kernels, one library per capability (see _load.py's load_gpu_library).
 TF_KERNELS = {
-    "libbzna_tf_gpu_warp.so": "custom_ops/gpu/tf_warp_kernels.cc",  # BznaWarpYuv420, BznaWarpRgb: CUDA
-    "libbzna_tf_gpu_nvdec.so": "custom_ops/gpu/tf_decode_kernels.cc",  # BznaDecodeWarp: NVDEC too
+    "libbzna_tf_gpu_warp.so": ["custom_ops/gpu/tf_warp_kernels.cc"],  # BznaWarpYuv420, BznaWarpRgb: CUDA
+    "libbzna_tf_gpu_nvdec.so": [  # BznaDecodeWarp, BznaDecodeWarpDataset: NVDEC too
+        "custom_ops/gpu/tf_decode_kernels.cc",
+        "custom_ops/gpu/tf_decode_dataset_kernels.cc",
+    ],
 }
 
 def gpu_libraries():
@@ -49,10 +52,10 @@ def gpu_libraries():
         return
     _kernel_images()
     _core()
-    for name, source in TF_KERNELS.items():
+    for name, sources in TF_KERNELS.items():
         native.cc_binary(
             name = name,
-            srcs = [source, ":" + CORE] + native.glob([
+            srcs = sources + [":" + CORE] + native.glob([
                 "custom_ops/gpu/*.h",
                 "custom_ops/gpu/core/*.h",
                 "custom_ops/kernels/*.h",

@@ -58,7 +58,7 @@ today; ``thumb_bytes_per_image`` is the mean size of the pictures decoded.
 With ``--device gpu`` (an NVIDIA GPU and bzna_tf's GPU kernels needed), a
 fifth figure and the CPU use of each:
 
-- ``gpu_img_s``: ``as_dataset(device="gpu")`` (pictures and matrices from
+- ``gpu_img_s``: ``as_dataset(device="model")`` (pictures and matrices from
   tf.data) -> ``bzna_tf.layers.DecodeWarp`` on the GPU (NVDEC decode + the
   CUDA warp, normalised, into GPU memory), same crops and sizes, antialiased;
   ``gpu_no_antialias_img_s`` without (``gpu_antialias_over_no_antialias``);
@@ -153,7 +153,7 @@ def as_dataset_pipeline(path, batch, size, threads, **kwargs):
     """The user story: shuffled random resized crops; normalised images, or payloads for the GPU."""
     import bzna_tf
 
-    if kwargs.get("device") != "gpu":
+    if kwargs.get("device") != "model":
         kwargs.update(normalize=(MEAN, STD))
     ds = bzna_tf.ClassificationDataset(str(path)).as_dataset(
         batch_size=batch,
@@ -275,7 +275,7 @@ def gpu_pipeline(path, batch, size, threads, antialias=True):
         with tf.device("/GPU:0"):
             return tf.reduce_sum(layer(payload))
 
-    return as_dataset_pipeline(path, batch, size, threads, device="gpu"), step
+    return as_dataset_pipeline(path, batch, size, threads, device="model"), step
 
 
 def decode_limit(thumbs, threads: int) -> float:

@@ -147,15 +147,15 @@ def test_data_format_takes_keras_and_the_ops_spellings(small_file):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match=r"Expected `data_format` in \('channels_last', 'channels_first'\)"):
         ds.as_dataset(batch_size=N, shape=8, data_format="nchw")
-    # device="gpu": the model's DecodeWarp lays the images out; the default layout, however spelled, is no
+    # device="model": the model's DecodeWarp lays the images out; the default layout, however spelled, is no
     # request (layout="NHWC" was accepted there), channels first is refused, naming the layer's argument.
     for spelling in ("channels_last", "NHWC"):
-        payloads = ds.as_dataset(batch_size=N, shape=8, device="gpu", data_format=spelling).element_spec
+        payloads = ds.as_dataset(batch_size=N, shape=8, device="model", data_format=spelling).element_spec
         assert set(payloads) == {"data", "matrices", "picture_sizes"}
     with pytest.raises(
         ValueError, match=r"DecodeWarp: give it the layout \(its data_format='channels_first'\)"
     ):
-        ds.as_dataset(batch_size=N, shape=8, device="gpu", data_format="NCHW")
+        ds.as_dataset(batch_size=N, shape=8, device="model", data_format="NCHW")
 
 
 def test_old_and_new_name_together_is_a_type_error(small_file):

@@ -71,8 +71,13 @@ def test_gpu_libraries_build_link_no_cuda_and_load(gpu_library):
         devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
         assert devices == {"CPU", "GPU"}, (op, devices)
     tf.load_library(str(gpu_library.nvdec))
-    devices = {k.device_type for k in kernels.get_registered_kernels_for_op("BznaDecodeWarp").kernel}
-    assert devices == {"CPU", "GPU"}, devices
+    for op in ("BznaDecodeWarp", "BznaDecodeWarpDataset"):
+        devices = {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
+        assert devices == {"CPU", "GPU"}, (op, devices)
+    # The dataset's GPU kernel counts skipped samples through the ops library (connected by _load).
+    nm = ["nm", "-D", "--defined-only", str(gpu_library.nvdec)]
+    exported = subprocess.run(nm, capture_output=True, text=True)
+    assert "bzna_tf_gpu_set_skip_reporter" in exported.stdout
 
 
 def test_gpu_kernels_are_registered_only_where_they_can_run(gpu_library, ffnvcodec):
@@ -190,7 +195,7 @@ def test_missing_toolchain_is_named(monkeypatch, tmp_path):
 
 
 def payload_inputs():
-    """A model's inputs for as_dataset(device="gpu")'s payloads."""
+    """A model's inputs for as_dataset(device="model")'s payloads."""
     return {
         "data": keras.Input((), dtype="string", name="data"),
         "matrices": keras.Input((3, 3), name="matrices"),
@@ -210,7 +215,7 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
     images = d.as_dataset(
         batch_size=5, warp=warp, seed=3, fill_value=9.0, normalize=(norm["mean"], norm["std"])
     )
-    payloads = d.as_dataset(batch_size=5, warp=warp, seed=3, device="gpu")
+    payloads = d.as_dataset(batch_size=5, warp=warp, seed=3, device="model")
     spec = payloads.element_spec[0]
     assert spec["data"].dtype == tf.string and spec["matrices"].shape.as_list() == [None, 3, 3]
     assert spec["picture_sizes"].dtype == tf.int32 and spec["picture_sizes"].shape.as_list() == [None, 2]
@@ -231,7 +236,7 @@ def test_decode_warp_layer_equals_the_cpu_path(original_path):
 
 def test_decode_warp_layer_trains_and_saves(original_path, tmp_path):
     d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
-    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(16, 16), seed=1, device="gpu")
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(16, 16), seed=1, device="model")
     inputs = payload_inputs()
     x = bzna_tf.layers.DecodeWarp(16, 16, mean=0.5, std=0.25)(inputs)
     x = keras.layers.GlobalAveragePooling2D()(x)
@@ -249,9 +254,9 @@ def test_gpu_datasets_leave_the_images_to_the_layer(original_path):
     d = bzna_tf.ClassificationDataset(original_path).labelled()
     warp = bzna_tf.layers.CenterResizedCrop(8, 8)
     with pytest.raises(ValueError, match=r"DecodeWarp: give it the normalisation \(its mean= and std="):
-        d.as_dataset(batch_size=2, warp=warp, device="gpu", normalize=(0.5, 0.2))
+        d.as_dataset(batch_size=2, warp=warp, device="model", normalize=(0.5, 0.2))
     with pytest.raises(ValueError, match=r"the layout \(its data_format='channels_first'\)"):
-        d.as_dataset(batch_size=2, warp=warp, device="gpu", data_format="channels_first")
+        d.as_dataset(batch_size=2, warp=warp, device="model", data_format="channels_first")
     with pytest.raises(ValueError, match="Expected a dict"):
         bzna_tf.layers.DecodeWarp(8, 8)(tf.zeros([1, 8, 8, 3]))
     # "auto" keeps images in tf.data.
@@ -375,7 +380,54 @@ def test_nvdec_pictures_equal_ffmpeg_decodes(original_path, tmp_path):
 def test_model_fit_decodes_on_the_gpu(original_path):
     _need_gpu()
     d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
-    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="gpu")
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="model")
     model = decode_model(32, 32, mean=0.5, std=0.25)
     x = model(next(iter(ds))[0])
     assert "GPU" in x.device
+
+
+# ------------------------------------------------------------------ as_dataset(device="gpu"): decoded ahead
+
+
+def test_gpu_dataset_elements_are_on_the_gpu_and_equal_the_cpu_paths(original_path):
+    _need_gpu()
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
+    kw = dict(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32, flip_h=0.5), seed=1, shuffle=True,
+              normalize=((0.5, 0.4, 0.3), (0.2, 0.25, 0.3)))  # fmt: skip
+    ahead = d.as_dataset(**kw, device="gpu")
+    assert type(ahead).__name__ == "_DecodeWarpDataset", "device='gpu' fell back to the CPU on a GPU machine"
+    cpu = list(d.as_dataset(**kw, device="cpu"))
+    got = list(ahead)
+    assert len(got) == len(cpu) == 3
+    for (x, y), (u, v) in zip(got, cpu, strict=True):
+        assert "GPU" in x.device and "GPU" in y.device, (x.device, y.device)
+        np.testing.assert_allclose(x.numpy(), u.numpy(), atol=1.0 / (255 * 0.2) + 1e-5)  # one grey level
+        np.testing.assert_array_equal(y.numpy(), v.numpy())
+
+
+def test_gpu_dataset_skips_as_the_cpu_path(original_path):
+    _need_gpu()
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(6))
+    kw = dict(batch_size=3, shape=16, on_error="skip", with_filenames=True)
+    ahead = d.as_dataset(**kw, device="gpu")
+    got = [(x.shape[0], n.numpy().tolist()) for x, _, n in ahead]
+    assert got == [(x.shape[0], n.numpy().tolist()) for x, _, n in d.as_dataset(**kw)]
+    assert ahead.bzna_skipped.count == 0
+
+
+def test_gpu_dataset_trains_an_unchanged_model(original_path):
+    _need_gpu()
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="gpu")
+    assert type(ds).__name__ == "_DecodeWarpDataset"
+    model = keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            keras.layers.Rescaling(1 / 255),
+            keras.layers.Flatten(),
+            keras.layers.Dense(4),
+        ]
+    )
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(ds, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()

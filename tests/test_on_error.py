@@ -142,9 +142,9 @@ def test_fit_skips_bad_samples_counts_and_logs_them(bad_file, capfd):
 
 
 def test_gpu_payloads_skip_read_errors(bad_file):
-    """device="gpu": pictures are decoded in the model; unreadable samples are dropped in tf.data."""
+    """device="model": pictures are decoded in the model; unreadable samples are dropped in tf.data."""
     ds = ClassificationDataset(str(bad_file)).as_dataset(
-        batch_size=N, shape=16, device="gpu", on_error="skip"
+        batch_size=N, shape=16, device="model", on_error="skip"
     )
     (payload, labels) = next(iter(ds))
     assert payload["data"].shape[0] == payload["matrices"].shape[0] == labels.shape[0] == N - 1

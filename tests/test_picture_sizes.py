@@ -108,7 +108,7 @@ def test_as_dataset_upscaling_never_reads_the_padding(files, antialias):
 
 
 def test_gpu_payloads_carry_the_picture_sizes(files):
-    ds = bzna_tf.ClassificationDataset(files["hostile"]).as_dataset(batch_size=1, shape=16, device="gpu")
+    ds = bzna_tf.ClassificationDataset(files["hostile"]).as_dataset(batch_size=1, shape=16, device="model")
     payload, _ = next(iter(ds))
     assert payload["picture_sizes"].dtype == tf.int32
     np.testing.assert_array_equal(payload["picture_sizes"].numpy(), [[30, 40]])
@@ -124,7 +124,7 @@ def test_decode_warp_layer_bounds_by_the_picture_sizes_it_is_given(files, tmp_pa
     warp = bzna_tf.layers.SimilarityTransform(*shape)
     d = bzna_tf.ClassificationDataset(files["hostile"])
     images, _ = next(iter(d.as_dataset(batch_size=1, shape=shape, warp=warp, fill_value=FILL)))
-    payload, _ = next(iter(d.as_dataset(batch_size=1, shape=shape, warp=warp, device="gpu")))
+    payload, _ = next(iter(d.as_dataset(batch_size=1, shape=shape, warp=warp, device="model")))
     layer = bzna_tf.layers.DecodeWarp(*shape, fill_value=FILL)
     np.testing.assert_array_equal(layer(payload).numpy(), images.numpy())
     np.testing.assert_array_equal(layer(**payload).numpy(), images.numpy())

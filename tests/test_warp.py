@@ -411,7 +411,7 @@ def test_as_dataset_and_preview_take_antialias_default_from_the_warp_layer(origi
     for i in range(3):
         np.testing.assert_array_equal(grid.tile(i), np.clip(np.rint(off[i]), 0, 255).astype(np.uint8))
     with pytest.raises(ValueError, match="give it antialias, not as_dataset"):
-        d.as_dataset(batch_size=3, shape=(24, 32), device="gpu", antialias=False)
+        d.as_dataset(batch_size=3, shape=(24, 32), device="model", antialias=False)
 
 
 def test_antialias_argument_errors():

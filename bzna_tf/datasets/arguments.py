@@ -36,7 +36,7 @@ __all__ = [
 # Keras' names of the two layouts, then the ops' (tf.nn's) names of the same, which as_dataset also takes.
 DATA_FORMATS = ("channels_last", "channels_first")
 _OP_DATA_FORMATS = {"NHWC": "channels_last", "NCHW": "channels_first"}
-DEVICES = ("auto", "cpu", "gpu")
+DEVICES = ("auto", "cpu", "gpu", "model")
 SHARD_BY = ("samples", "files")
 SEED_MOD = 2**63
 # The largest batch as_dataset makes: batch_size x height x width x 3 float32 values. A mistyped
@@ -88,7 +88,8 @@ class Options:
     data_format: str  # "channels_last" or "channels_first"
     drop_remainder: bool
     with_filenames: bool
-    payloads: bool  # device="gpu": {"data", "matrices", "picture_sizes"} instead of images
+    payloads: bool  # device="model": {"data", "matrices", "picture_sizes"} instead of images
+    device: str  # where pictures are decoded: "cpu", "gpu" (ahead, by the dataset) or "model"
     on_error: str
     # order
     shuffle: bool
@@ -150,6 +151,7 @@ def check(
         drop_remainder=drop_remainder,
         with_filenames=with_filenames,
         payloads=payloads,
+        device="cpu" if device == "auto" else device,
         on_error=on_error,
         shuffle=shuffle,
         seed=_seed(seed),
@@ -266,13 +268,13 @@ def _check_batch_bytes(batch_size: int, hw, shape) -> None:
 
 
 def _payload_mode(device, **image_arguments) -> bool:
-    """True for device="gpu" (the model decodes); checks that tf.data was asked for no image options."""
-    if device != "gpu":
+    """True for device="model" (the model decodes); checks that tf.data was asked for no image options."""
+    if device != "model":
         return False
     given = [_LAYER_SPELLING.get(k, k) for k, v in image_arguments.items() if v is not None]
     if given:
         raise ValueError(
-            f"With device='gpu' the images are made by the model's first layer, "
+            f"With device='model' the images are made by the model's first layer, "
             f"bzna_tf.layers.DecodeWarp: give it {', '.join(given)}, not as_dataset"
         )
     return True

@@ -361,14 +361,23 @@ class Dataset:
             take a third element as sample weights.)
           device: where pictures are decoded and warped. ``"cpu"``: in
             ``tf.data`` (FFmpeg's HEVC decoder fused with the warp), elements
-            are images. ``"gpu"``: in the model, whose first layer is
-            :class:`bzna_tf.layers.DecodeWarp` (NVDEC + the CUDA warp when the
-            model runs on a GPU); elements are ``{"data", "matrices",
-            "picture_sizes"}`` (pictures, each sample's matrix, still
-            reproducible from the seed, and each picture's (height, width))
-            instead of images, and normalize/fill_value/antialias/data_format
-            belong to that layer. ``"auto"`` (default) is ``"cpu"``: the GPU
-            path changes what the dataset yields, so it is asked for by name.
+            are images. ``"gpu"``: the same elements (dtypes, shapes and
+            values for the same seed), decoded by NVDEC and warped by CUDA
+            into GPU memory ``prefetch`` batches ahead of their use, by the
+            dataset's last stage (placed on the GPU of the current device
+            scope, else GPU ``input_context.input_pipeline_id``, else the
+            first): a model written for ``"cpu"`` trains on it unchanged.
+            Apply no transformation after it (its elements are in GPU
+            memory). Where no GPU decoder is usable (no GPU, bzna_tf's GPU
+            kernels not loadable, no NVDEC) it is the ``"cpu"`` pipeline,
+            and a ``RuntimeWarning`` says why, once. ``"model"``: in the
+            model, whose first layer is :class:`bzna_tf.layers.DecodeWarp`
+            (NVDEC + the CUDA warp when the model runs on a GPU); elements
+            are ``{"data", "matrices", "picture_sizes"}`` (pictures, each
+            sample's matrix, still reproducible from the seed, and each
+            picture's (height, width)) instead of images, and
+            normalize/fill_value/antialias/data_format belong to that layer.
+            ``"auto"`` (default) is ``"cpu"``.
           on_error: what a sample that cannot be read or decoded does (a
             damaged or malformed sample, a checksum mismatch, a short or failed
             read). ``"raise"`` (default): the iteration fails with an error
@@ -379,8 +388,10 @@ class Dataset:
             reason (the first 10 one by one, then a summary at most every 30
             s), and ``ds.bzna_skipped`` (:class:`bzna_tf.ops.SkippedSamples`)
             counts them. A file that cannot be opened or indexed still fails.
-            With ``device="gpu"`` only reading errors are skipped here:
-            pictures are decoded in the model, where a bad one fails the step.
+            With ``device="gpu"`` the samples that fail to decode on the GPU
+            are skipped alike. With ``device="model"`` only reading errors are
+            skipped here: pictures are decoded in the model, where a bad one
+            fails the step.
           input_context: a ``tf.distribute.InputContext``: read shard
             ``input_pipeline_id`` of ``num_input_pipelines``.
           shard: ``(count, index)``: read only shard ``index`` of ``count``
@@ -402,7 +413,9 @@ class Dataset:
             are read, in the list's order (see :meth:`sample_list_positions`).
           num_parallel_calls: batches decoded at once (default ``AUTOTUNE``;
             each batch is also spread over TensorFlow's CPU threads).
-          prefetch: batches to prefetch (default ``AUTOTUNE``).
+          prefetch: batches to prefetch (default ``AUTOTUNE``); with
+            ``device="gpu"`` also the batches decoded ahead on the GPU (default
+            2).
 
         Returns:
           A ``tf.data.Dataset`` of known cardinality (infinite with ``repeat=True``).
@@ -421,7 +434,7 @@ class Dataset:
         from bzna_tf.datasets.pipeline import build
 
         options = check_arguments(**arguments)
-        return build(*self._source(sample_list, options))
+        return build(*self._source(sample_list, options), input_context=arguments["input_context"])
 
     def _source(self, sample_list, options):
         """(the files and samples the pipeline reads, the options): the selection, narrowed by the

@@ -7,12 +7,15 @@
     read       BznaReadSamples: H.265 pictures, sizes, targets (filenames)
     matrices   each sample's warp matrix from (seed, epoch, index)
     decode     decode + warp + normalise: one fused op, bounded by each
-               picture's size (not its padded frame) (device="gpu": the
+               picture's size (not its padded frame) (device="model": the
                pictures, matrices and picture sizes go to the model's
                DecodeWarp instead)
     skip       on_error="skip": samples that failed dropped from their batch
     count      the batches per iteration, stated (Keras reads it)
     prefetch   and the options every iterator needs
+    ahead      device="gpu": decode and skip move here, after prefetch: the
+               BznaDecodeWarpDataset op, placed on the GPU, decodes `depth`
+               batches ahead with NVDEC (the stages above run on the CPU)
 
 Every stage is a TensorFlow op: iterators checkpoint and restore mid-epoch,
 and the pipeline (with an ``initial_epoch``) serialises to a graph.
@@ -22,15 +25,17 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace
 
 import numpy as np
 import tensorflow as tf
 
 import bzna_tf.format.wording as wording
 from bzna_tf.datasets.epochs import positions
+from bzna_tf.format.wording import user_stacklevel
 from bzna_tf.ops.source import SkippedSamples, epoch_schedule, read_samples, report_skips, sample_names
-from bzna_tf.ops.warp import decode_warp
+from bzna_tf.ops.warp import decode_warp, decode_warp_dataset
 
 __all__ = ["Source", "build"]
 
@@ -54,8 +59,28 @@ class Source:
     labels: bool
 
 
-def build(source: Source, options) -> tf.data.Dataset:
-    """The pipeline for ``source`` as ``options`` (an :class:`~.arguments.Options`) ask."""
+def build(source: Source, options, input_context=None) -> tf.data.Dataset:
+    """The pipeline for ``source`` as ``options`` (an :class:`~.arguments.Options`) ask.
+
+    ``device="gpu"``: the decoding device is :func:`decoder_device`'s; where it
+    finds none, the CPU pipeline (device="cpu": the same values), said once
+    in a ``RuntimeWarning``.
+    """
+    if options.device != "gpu":
+        return _build(source, options)
+    ahead, why = decoder_device(input_context)
+    if ahead is None:
+        _warn_cpu_fallback(why)
+        options = replace(options, device="cpu")
+    # The reading pipeline runs on the host's CPU also when the caller's scope
+    # is a device (tf.distribute builds each replica's dataset in its scope):
+    # its functions find the host's resources (the epoch counter) there.
+    with tf.device(_host_of(_scope_device())):
+        ds = _build(source, options)
+    return ds if ahead is None else _decode_ahead(ds, source, options, ahead)
+
+
+def _build(source: Source, options) -> tf.data.Dataset:
     count, index = options.shard
     per_epoch = len(range(index, len(source.selection), count))
     if per_epoch == 0 and (options.training or options.epochs is None):
@@ -105,6 +130,8 @@ def _load_batch(source: Source, options, counter: str):
     selection = tf.constant(source.selection, tf.int64)
     seed = tf.constant(options.seed, tf.int64)
 
+    ahead = options.device == "gpu"  # decoding happens after the pipeline, in BznaDecodeWarpDataset
+
     def load(positions):
         # order
         idx, epoch = epoch_schedule(positions, selection, seed, shuffle=options.shuffle, shard=options.shard)
@@ -122,6 +149,10 @@ def _load_batch(source: Source, options, counter: str):
             in_shapes, options.shape, seed=options.seed, epoch=epoch, indices=idx, training=options.training
         )
         # decode + warp + normalise
+        if ahead:
+            names = sample_names(source.files, source.starts, idx)
+            rest = _pass_through(el, source.labels, options.with_filenames)
+            return (el["data"], m, sizes, names, el["errors"], *rest)
         if options.payloads:
             images, errors = {"data": el["data"], "matrices": m, "picture_sizes": sizes}, el["errors"]
         else:
@@ -168,9 +199,114 @@ def _keep_only(ok, images, el):
 
 def _elements(images, el, labels: bool, with_filenames: bool):
     """The element: images, then the labels (ClassificationDataset), then the filenames."""
-    out = (images,)
+    out = (images, *_pass_through(el, labels, with_filenames))
+    return out if len(out) > 1 else images
+
+
+def _pass_through(el, labels: bool, with_filenames: bool) -> tuple:
+    """What follows the images in an element: the labels, then the filenames, as asked."""
+    out = ()
     if labels:
         out += (el["target"],)
     if with_filenames:
         out += (el["filename"],)
-    return out if len(out) > 1 else images
+    return out
+
+
+# ------------------------------------------------------------------ device="gpu"
+
+_warned = set()  # the reasons already given for decoding on the CPU
+
+
+def _warn_cpu_fallback(why: str) -> None:
+    if why in _warned:
+        return
+    _warned.add(why)
+    warnings.warn(
+        f"as_dataset(device='gpu') decodes on the CPU, as device='cpu' does (the same values): {why}",
+        RuntimeWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
+def decoder_device(input_context=None) -> tuple[str | None, str | None]:
+    """(the device that decodes device="gpu"'s batches, None) or (None, why there is none).
+
+    A GPU, where TensorFlow sees one and bzna_tf's NVDEC kernels loaded
+    (:func:`bzna_tf.ops.gpu_error` is None): the GPU of the current device
+    scope (``tf.distribute``'s per-replica datasets are built in their
+    replica's scope), else GPU ``input_context.input_pipeline_id`` (modulo the
+    GPUs), else the first GPU.
+    """
+    gpus = tf.config.list_logical_devices("GPU")
+    if not gpus:
+        return None, "TensorFlow sees no GPU"
+    from bzna_tf.ops._load import gpu_error, load_library
+
+    load_library()  # loads the GPU kernels where they can run
+    error = gpu_error()
+    if error is not None:
+        return None, error
+    from tensorflow.python.framework import kernels
+
+    registered = kernels.get_registered_kernels_for_op("BznaDecodeWarpDataset").kernel
+    registered = {k.device_type for k in registered}
+    if "GPU" not in registered:  # GPU libraries built before the op (a $BZNA_TF_GPU_LIBRARY_DIR of old)
+        return None, "bzna_tf's GPU library has no BznaDecodeWarpDataset kernel: rebuild it"
+    scope = tf.DeviceSpec.from_string(_scope_device())
+    if scope.device_type == "GPU":
+        return scope.to_string(), None
+    k = 0 if input_context is None else input_context.input_pipeline_id % len(gpus)
+    return gpus[k].name, None
+
+
+def _scope_device() -> str:
+    """The device the enclosing ``tf.device`` names ("" for none)."""
+    if tf.executing_eagerly():
+        from tensorflow.python.eager import context
+
+        return context.context().device_name or ""
+    return tf.constant(0).device
+
+
+def _host_of(device: str) -> str:
+    """The CPU of ``device``'s task (the input pipeline's device)."""
+    spec = tf.DeviceSpec.from_string(device)
+    return spec.replace(device_type="CPU", device_index=0).to_string()
+
+
+DEFAULT_DEPTH = 2  # batches decoded ahead by device="gpu" when as_dataset's prefetch is AUTOTUNE
+
+
+def _decode_ahead(ds, source: Source, options, device: str) -> tf.data.Dataset:
+    """The batches of ``ds`` (pictures, matrices, ...) decoded on ``device``, ``depth`` batches ahead."""
+    data_spec = ds.element_spec[0]
+    n = None if options.skip else data_spec.shape[0]
+    h, w = options.shape
+    shape = (n, 3, h, w) if options.data_format == "channels_first" else (n, h, w, 3)
+    spec = (tf.TensorSpec(shape, tf.float32), *(_rows(s, n) for s in ds.element_spec[5:]))
+    depth = options.prefetch if options.prefetch not in (None, tf.data.AUTOTUNE) else DEFAULT_DEPTH
+    counter = getattr(ds, "bzna_skipped", None)
+    with tf.device(device):
+        out = decode_warp_dataset(
+            ds,
+            spec if len(spec) > 1 else spec[0],
+            options.shape,
+            bias=options.bias,
+            norm=options.norm,
+            oob_color=options.fill_value,
+            data_format="NCHW" if options.data_format == "channels_first" else "NHWC",
+            antialias=options.antialias,
+            on_error=options.on_error,
+            counter=counter.counter if counter is not None else "",
+            depth=depth,
+        )
+    for name in ("bzna_epochs", "bzna_skipped"):
+        if hasattr(ds, name):
+            setattr(out, name, getattr(ds, name))
+    return out
+
+
+def _rows(spec: tf.TensorSpec, n) -> tf.TensorSpec:
+    """``spec`` with ``n`` (None: unknown) rows."""
+    return tf.TensorSpec([n, *spec.shape[1:]], spec.dtype)

@@ -12,7 +12,7 @@ from bzna_tf.layers.normalize import _as_list
 from bzna_tf.ops.warp import decode_warp
 from bzna_tf.transforms.constant import bias_norm, per_channel
 
-# The inputs, by name: what as_dataset(device="gpu") yields ("picture_sizes" optional).
+# The inputs, by name: what as_dataset(device="model") yields ("picture_sizes" optional).
 INPUTS = ("data", "matrices", "picture_sizes")
 
 
@@ -20,7 +20,7 @@ INPUTS = ("data", "matrices", "picture_sizes")
 class DecodeWarp(TensorFlowLayer):
     """Decodes H.265 pictures and warps them, in the model: where the model runs (NVDEC + CUDA on a GPU).
 
-    ``as_dataset(device="gpu")`` yields ``{"data", "matrices",
+    ``as_dataset(device="model")`` yields ``{"data", "matrices",
     "picture_sizes"}`` batches (the pictures' bytes, each sample's warp matrix,
     reproducible from the seed, computed in ``tf.data`` on the CPU, and each
     picture's (height, width) within its padded frame); this layer turns them
@@ -58,7 +58,7 @@ class DecodeWarp(TensorFlowLayer):
     Example:
 
     ```python
-    train = ds.as_dataset(batch_size=256, device="gpu", warp=RandomResizedCrop(224, 224), seed=0)
+    train = ds.as_dataset(batch_size=256, device="model", warp=RandomResizedCrop(224, 224), seed=0)
     inputs = {"data": keras.Input((), dtype="string", name="data"),
               "matrices": keras.Input((3, 3), name="matrices"),
               "picture_sizes": keras.Input((2,), dtype="int32", name="picture_sizes")}
@@ -111,13 +111,13 @@ class DecodeWarp(TensorFlowLayer):
             if unknown:
                 raise ValueError(
                     f"Expected a dict of {', '.join(repr(k) for k in INPUTS)} (the last optional), as "
-                    f"as_dataset(device='gpu') yields it. Received unknown keys {unknown}"
+                    f"as_dataset(device='model') yields it. Received unknown keys {unknown}"
                 )
             data, matrices, picture_sizes = (inputs.get(k) for k in INPUTS)
         if data is None or matrices is None:
             raise ValueError(
-                "Expected 'data' (tf.string pictures) and 'matrices' (N, 3, 3), as as_dataset(device='gpu') "
-                f"yields them. Received: data={data!r}, matrices={matrices!r}"
+                "Expected 'data' (tf.string pictures) and 'matrices' (N, 3, 3), as "
+                f"as_dataset(device='model') yields them. Received: data={data!r}, matrices={matrices!r}"
             )
         return data, matrices, picture_sizes
 

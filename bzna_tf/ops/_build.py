@@ -367,12 +367,18 @@ def _compile(b: Build, verbose: bool, jobs: int) -> None:
 #   libbzna_tf_gpu_core.so   the GPU core (custom_ops/gpu/core): NVDEC + the CUDA kernels behind a C ABI,
 #                            no TensorFlow, no absl; the GPU kit builds the same one with compile_core()
 #   libbzna_tf_gpu_warp.so   TensorFlow GPU kernels of BznaWarpYuv420 and BznaWarpRgb (need CUDA)
-#   libbzna_tf_gpu_nvdec.so  TensorFlow GPU kernel of BznaDecodeWarp (needs CUDA and NVDEC)
+#   libbzna_tf_gpu_nvdec.so  TensorFlow GPU kernels of BznaDecodeWarp and BznaDecodeWarpDataset (need CUDA
+#                            and NVDEC)
 # Both TensorFlow libraries call the core (linked by name, found beside them),
 # so bzna_tf can register exactly the GPU kernels the machine can run.
 CORE_LIB_NAME = "libbzna_tf_gpu_core.so"
 GPU_WARP_LIB_NAME = "libbzna_tf_gpu_warp.so"
 GPU_NVDEC_LIB_NAME = "libbzna_tf_gpu_nvdec.so"
+# Each TensorFlow library's translation units (custom_ops/gpu/tf_*.cc; bazel/gpu.bzl lists the same).
+TF_GPU_UNITS = {
+    GPU_WARP_LIB_NAME: ("tf_warp_kernels.cc",),
+    GPU_NVDEC_LIB_NAME: ("tf_decode_kernels.cc", "tf_decode_dataset_kernels.cc"),  # + BznaDecodeWarpDataset
+}
 # The kernels are compiled in two steps: nvcc -> PTX for compute_75 (Turing,
 # the oldest GPU with the NVDEC this needs), then ptxas -> one cubin per
 # architecture family below, plus the PTX for GPUs newer than all of them.
@@ -874,7 +880,6 @@ def _compile_gpu(b: GpuBuild, verbose: bool, jobs: int) -> None:
         verbose=verbose,
         jobs=jobs,
     )
-    names = {"tf_warp_kernels.cc": GPU_WARP_LIB_NAME, "tf_decode_kernels.cc": GPU_NVDEC_LIB_NAME}
     with tempfile.TemporaryDirectory(dir=b.directory, prefix=".build-") as tmp:
         objs = {u: Path(tmp) / (u.name + ".o") for u in b.units}
         cmds = [[b.compiler, *b.compile_flags, "-c", str(u), "-o", str(o)] for u, o in objs.items()]
@@ -886,7 +891,9 @@ def _compile_gpu(b: GpuBuild, verbose: bool, jobs: int) -> None:
         info = json.loads((b.directory / "core.json").read_text())
         info.update(tensorflow=b.tf_version, key=b.key, sources=[str(p.relative_to(root)) for p in b.units])
         (b.directory / "build.json").write_text(json.dumps(info, indent=1))
-        for u in sorted(objs, key=lambda u: names[u.name] == GPU_NVDEC_LIB_NAME):  # the marker last
-            out = Path(tmp) / names[u.name]
-            _run([b.compiler, "-shared", str(objs[u]), "-o", str(out), *link_core, *b.link_flags], verbose)
-            os.replace(out, b.directory / names[u.name])
+        for name in sorted(TF_GPU_UNITS, key=lambda n: n == GPU_NVDEC_LIB_NAME):  # the marker last
+            units = [objs[u] for u in b.units if u.name in TF_GPU_UNITS[name]]
+            out = Path(tmp) / name
+            link = [b.compiler, "-shared", *map(str, units), "-o", str(out), *link_core, *b.link_flags]
+            _run(link, verbose)
+            os.replace(out, b.directory / name)

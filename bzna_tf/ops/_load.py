@@ -198,7 +198,8 @@ def load_gpu_library():
     kernels registered with TensorFlow, so an op never lands on a GPU kernel
     that cannot run:
 
-    - CUDA and NVDEC: the warp kernels and BznaDecodeWarp's NVDEC kernel;
+    - CUDA and NVDEC: the warp kernels and the NVDEC kernels of BznaDecodeWarp and
+      BznaDecodeWarpDataset (as_dataset(device="gpu"));
     - CUDA without NVDEC (e.g. a container without the "video" driver
       capability): the warp kernels only; decode_warp runs on the CPU;
     - no usable driver, or no nvcc / nv-codec-headers to build with: none.
@@ -213,6 +214,8 @@ def load_gpu_library():
       The :class:`~bzna_tf.ops._build.GpuLibraries`, or None when they could not be built.
     """
     global _gpu_state
+    if _module is None:
+        load_library()  # the ops (and the dataset kernel's skip counter) first; it calls back here
     with _lock:
         if _gpu_state is not None:
             return _gpu_state[0]
@@ -226,6 +229,7 @@ def load_gpu_library():
                 tf.load_library(str(libraries.warp))
             if bits & HAS_NVDEC:
                 tf.load_library(str(libraries.nvdec))
+                _connect_skip_counter(libraries.nvdec)
             error = None if bits & HAS_NVDEC else reason
         except BuildError as e:
             error = str(e)
@@ -235,6 +239,20 @@ def load_gpu_library():
         if error is not None and _tf_sees_gpu():
             warnings.warn(f"bzna_tf decodes on the CPU: {error}", RuntimeWarning, stacklevel=2)
         return libraries
+
+
+def _connect_skip_counter(nvdec) -> None:
+    """Hands BznaDecodeWarpDataset's GPU kernel the ops library's counter of skipped samples.
+
+    TensorFlow loads each library with its own symbols, so the GPU library
+    cannot find ``bzna_tf_report_skip`` by itself; ctypes reaches both files
+    TensorFlow loaded (the same handles).
+    """
+    report = ctypes.CDLL(str(_path)).bzna_tf_report_skip
+    connect = ctypes.CDLL(str(nvdec)).bzna_tf_gpu_set_skip_reporter
+    connect.argtypes = [ctypes.c_void_p]
+    connect.restype = None
+    connect(ctypes.cast(report, ctypes.c_void_p))
 
 
 def gpu_error() -> str | None:

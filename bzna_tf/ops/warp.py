@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.data.ops import dataset_ops
 
 from bzna_tf.ops.source import check_on_error
 from bzna_tf.transforms.constant import bias_norm, per_channel
 
-__all__ = ["decode_warp", "warp_rgb", "warp_yuv420"]
+__all__ = ["decode_warp", "decode_warp_dataset", "warp_rgb", "warp_yuv420"]
 
 DATA_FORMATS = ("NHWC", "NCHW")
 
@@ -413,3 +414,102 @@ def decode_warp(
         if single:
             out, errors = out[0], errors[0]
         return (out, errors) if on_error == "skip" else out
+
+
+class _DecodeWarpDataset(dataset_ops.UnaryDataset):
+    """The dataset of the BznaDecodeWarpDataset op (see :func:`decode_warp_dataset`)."""
+
+    def __init__(self, input_dataset, element_spec, variant):
+        self._spec = element_spec
+        super().__init__(input_dataset, variant)
+
+    @property
+    def element_spec(self):
+        return self._spec
+
+
+# The input elements decode_warp_dataset takes: their first five components.
+BATCH_SPEC = (tf.string, tf.float32, tf.int32, tf.string, tf.string)
+
+
+def decode_warp_dataset(
+    batches,
+    element_spec,
+    output_shape,
+    *,
+    bias=None,
+    norm=None,
+    oob_color=(0, 0, 0),
+    data_format="NHWC",
+    antialias=False,
+    on_error="raise",
+    counter="",
+    depth=2,
+):
+    """Decodes and warps a dataset's batches ahead of their use: ``as_dataset(device="gpu")``'s last stage.
+
+    Each element of ``batches`` is a tuple ``(data, matrices, picture_sizes, names,
+    errors, *rest)``: ``N`` pictures (tf.string), their output->source matrices
+    (float32 (N, 3, 3)), their (height, width) (int32 (N, 2)), how errors name them
+    (tf.string, ``"<file>, sample <i>"``), reading's errors (tf.string, ``""`` where
+    read), then components passed through (labels, filenames), each with ``N``
+    rows. Each output element is the batch's images, decoded and warped as
+    :func:`decode_warp` makes them, then ``rest``. The dataset's iterator keeps
+    ``depth`` batches decoding in the background while earlier ones are used.
+
+    Where it decodes is where the op is placed: build it under
+    ``tf.device("/gpu:0")`` for NVDEC and the CUDA warp (elements in that GPU's
+    memory; needs bzna_tf's GPU kernels, see :func:`bzna_tf.ops.gpu_error`), or on
+    the CPU for FFmpeg's decoder and the CPU warp. ``batches`` runs on the CPU
+    of the same task either way. Iterators checkpoint with the batches in flight.
+
+    Args:
+      batches: a ``tf.data.Dataset`` of such tuples.
+      element_spec: the output's spec: a ``tf.TensorSpec`` of the images, or a
+        tuple of it and the specs of ``rest``.
+      output_shape, bias, norm, oob_color, data_format, antialias: as for :func:`decode_warp`.
+      on_error: ``"raise"`` (default): a sample that cannot be read (its
+        ``errors`` entry) or decoded fails the iteration, named. ``"skip"``: it is
+        dropped from its batch and counted under ``counter`` (a
+        :class:`~bzna_tf.ops.SkippedSamples` counter name, required).
+      counter: the counter skipped samples are counted in.
+      depth: batches decoded ahead (>= 1).
+
+    Returns:
+      A ``tf.data.Dataset`` whose elements ``element_spec`` describes.
+    """
+    check_on_error(on_error)
+    if on_error == "skip" and not counter:
+        raise ValueError("Expected a `counter` with on_error='skip' (the skipped samples are counted there)")
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise ValueError(f"Expected `depth` as a positive integer. Received: depth={depth!r}")
+    specs = tf.nest.flatten(batches.element_spec)
+    types = tuple(s.dtype for s in specs[: len(BATCH_SPEC)])
+    if types != BATCH_SPEC:
+        raise TypeError(
+            "Expected batches of (data: string, matrices: float32, picture_sizes: int32, names: string, "
+            f"errors: string, ...). Received: {batches.element_spec}"
+        )
+    out_specs = tf.nest.flatten(element_spec)
+    if [s.dtype for s in out_specs[1:]] != [s.dtype for s in specs[len(BATCH_SPEC) :]]:
+        raise TypeError(
+            "Expected `element_spec` to be the images then the components after the first five of "
+            f"`batches`. Received: {element_spec} for batches of {batches.element_spec}"
+        )
+    m = tf.zeros([1, 3, 3])  # matrices come with each batch: _common checks the rest
+    _, size, bias, norm, oob = _common(m, output_shape, bias, norm, None, None, oob_color, data_format, None)
+    variant = _ops().bzna_decode_warp_dataset(
+        batches._variant_tensor,  # pylint: disable=protected-access
+        size,
+        bias,
+        norm,
+        oob,
+        data_format=data_format,
+        antialias=_antialias(antialias),
+        on_error=on_error,
+        depth=int(depth),
+        counter=counter,
+        output_types=[s.dtype for s in out_specs],
+        output_shapes=[s.shape for s in out_specs],
+    )
+    return _DecodeWarpDataset(batches, element_spec, variant)

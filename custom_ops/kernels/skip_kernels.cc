@@ -126,6 +126,20 @@ class SkipCountsOp : public OpKernel {
   std::string counter_;
 };
 
+}  // namespace
+}  // namespace bzna_tf
+
+// Counts one skipped sample under `counter` and logs it, as BznaReportSkips
+// does: for BznaDecodeWarpDataset's kernels, the GPU library's included (it
+// is handed this function when bzna_tf loads it: bzna_tf/ops/_load.py).
+extern "C" void bzna_tf_report_skip(const char* counter, const char* reason) {
+  absl::MutexLock lock(&bzna_tf::registry_mu);
+  bzna_tf::Report(bzna_tf::Registry()[counter], reason);
+}
+
+namespace bzna_tf {
+namespace {
+
 REGISTER_KERNEL_BUILDER(Name("BznaReportSkips").Device(tensorflow::DEVICE_CPU), ReportSkipsOp);
 REGISTER_KERNEL_BUILDER(Name("BznaSkipCounts").Device(tensorflow::DEVICE_CPU), SkipCountsOp);
 

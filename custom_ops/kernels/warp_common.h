@@ -333,6 +333,9 @@ class PictureSizes {
   // [N, 2] row-major (height, width), or null for the frames' sizes.
   const int32_t* data() const { return sizes_; }
 
+  // The sizes as given elsewhere than the op's input (BznaDecodeWarpDataset's batches).
+  void Set(const int32_t* sizes) { sizes_ = sizes; }
+
   // Picture n's (height, width) within a decoded frame of frame_height x
   // frame_width: an InvalidArgument error (about picture n's data: the op's
   // on_error applies) unless 1 <= height <= frame_height and 1 <= width <=

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/decode_warp_cpu.h"
 #include "kernels/warp_common.h"
 #include "lib/hevc_decoder.h"
 #include "lib/warp.h"
@@ -161,7 +162,8 @@ class WarpRgbOp : public WarpRgbOpBase {
 // takes about 10 ms on one core. Each shard is then at least one sample.
 constexpr int64_t kCostPerDecode = 20'000'000;
 
-// Writes the raw out-of-bounds colour into every pixel of sample n.
+}  // namespace
+
 void FillOob(const WarpArgs& args, const warp::OutputLayout& layout, int64_t n, float* out) {
   for (int64_t row = 0; row < args.out_height; ++row) {
     for (int64_t x = 0; x < args.out_width; ++x) {
@@ -169,6 +171,35 @@ void FillOob(const WarpArgs& args, const warp::OutputLayout& layout, int64_t n, 
     }
   }
 }
+
+void DecodeWarpPictures(const ParallelForFn& parallel_for, const Tensor& data, const PictureSizes& picture_sizes,
+                        const WarpArgs& args, const warp::OutputLayout& layout, float* out,
+                        std::vector<absl::Status>* status, const std::atomic<bool>* cancelled) {
+  const int64_t batch = data.dim_size(0);
+  const auto pictures = data.flat<tensorflow::tstring>();
+  status->assign(batch, absl::OkStatus());
+  auto one = [&](int64_t n) -> absl::Status {
+    if (cancelled != nullptr && cancelled->load()) return absl::CancelledError("decoding was cancelled");
+    DecodedPicture pic;
+    TF_RETURN_IF_ERROR(DecodeHevc(pictures(n), &pic));
+    TF_RETURN_IF_ERROR(CheckSide("a decoded frame height", pic.height()));
+    TF_RETURN_IF_ERROR(CheckSide("a decoded frame width", pic.width()));
+    // Checked once decoded: data that does not decode (an unread sample's
+    // empty data included) fails as such, whatever its size says.
+    int height = 0, width = 0;
+    TF_RETURN_IF_ERROR(picture_sizes.Get(n, pic.height(), pic.width(), &height, &width));
+    warp::Plane<uint8_t> p[3];
+    PicturePlanes(pic, width, height, p);
+    const float* m = args.Matrix(n);
+    WarpYuv420Rows(p[0], p[1], p[2], m, args, layout, n, 0, args.out_height, out);
+    return absl::OkStatus();
+  };
+  parallel_for(batch, kCostPerDecode, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) (*status)[n] = one(n);
+  });
+}
+
+namespace {
 
 class DecodeWarpOp : public DecodeWarpOpBase {
  public:
@@ -178,28 +209,14 @@ class DecodeWarpOp : public DecodeWarpOpBase {
   void DecodeWarp(OpKernelContext* ctx, const Tensor& data, const PictureSizes& picture_sizes,
                   const WarpArgs& args, DecodeErrors* errors, Tensor* output) override {
     const int64_t batch = data.dim_size(0);
-    const auto pictures = data.flat<tensorflow::tstring>();
     const warp::OutputLayout layout = Layout(args);
     float* out = output->flat<float>().data();
-    std::vector<absl::Status> status(batch);
-    auto one = [&](int64_t n) -> absl::Status {
-      DecodedPicture pic;
-      TF_RETURN_IF_ERROR(DecodeHevc(pictures(n), &pic));
-      TF_RETURN_IF_ERROR(CheckSide("a decoded frame height", pic.height()));
-      TF_RETURN_IF_ERROR(CheckSide("a decoded frame width", pic.width()));
-      // Checked once decoded: data that does not decode (an unread sample's
-      // empty data included) fails as such, whatever its size says.
-      int height = 0, width = 0;
-      TF_RETURN_IF_ERROR(picture_sizes.Get(n, pic.height(), pic.width(), &height, &width));
-      warp::Plane<uint8_t> p[3];
-      PicturePlanes(pic, width, height, p);
-      const float* m = args.Matrix(n);
-      WarpYuv420Rows(p[0], p[1], p[2], m, args, layout, n, 0, args.out_height, out);
-      return absl::OkStatus();
-    };
-    ParallelFor(ctx, batch, kCostPerDecode, [&](int64_t begin, int64_t end) {
-      for (int64_t n = begin; n < end; ++n) status[n] = one(n);
-    });
+    std::vector<absl::Status> status;
+    DecodeWarpPictures(
+        [ctx](int64_t total, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
+          ParallelFor(ctx, total, cost, fn);
+        },
+        data, picture_sizes, args, layout, out, &status, nullptr);
     for (int64_t n = 0; n < batch; ++n) {
       if (status[n].ok()) continue;
       OP_REQUIRES_OK(ctx, errors->Fail(n, status[n]));

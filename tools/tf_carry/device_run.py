@@ -766,7 +766,7 @@ class _Linear:
 
 
 def check_fit() -> dict:
-    """as_dataset(device="gpu") + DecodeWarp: decoded batches against the CPU path (same seed), then
+    """as_dataset(device="model") + DecodeWarp: decoded batches against the CPU path (same seed), then
     model.fit for a few steps with the decode on the GPU."""
     import keras
     import numpy as np
@@ -780,7 +780,7 @@ def check_fit() -> dict:
     size = (32, 32)
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
     warp = bzna_tf.layers.RandomResizedCrop(*size, flip_h=0.5)
-    payloads = d.as_dataset(batch_size=3, warp=warp, seed=1, device="gpu")
+    payloads = d.as_dataset(batch_size=3, warp=warp, seed=1, device="model")
     images = d.as_dataset(batch_size=3, warp=warp, seed=1, normalize=(mean, std))
 
     def inputs():
@@ -842,7 +842,7 @@ def check_stubbed() -> dict:
     import bzna_tf
 
     d = bzna_tf.ClassificationDataset(CARRY / "base" / "fixture" / "benzina_original_mini.bzna").labelled()
-    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="gpu")
+    ds = d.as_dataset(batch_size=3, warp=bzna_tf.layers.RandomResizedCrop(32, 32), seed=1, device="model")
     i = {
         "data": keras.Input((), dtype="string", name="data"),
         "matrices": keras.Input((3, 3), name="matrices"),
