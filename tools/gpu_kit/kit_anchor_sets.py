@@ -61,8 +61,9 @@ __all__ = ["ANCHOR_CRFS", "ANCHOR_IMAGES", "anchor_files", "anchor_sets", "match
 # low-quality JPEG datasets sit.
 ANCHOR_CRFS = tuple(QUALITY_PRESETS[BENCH_QUALITY]["crf"] + d for d in (-5, 0, 5))
 # Images per set: the first of the benchmark set's ImageNet-like group. Three .bzna and three JPEG sets
-# of this many fit beside the full kit (46 MiB) in its 64 MiB; a batch of 256 cycles through them.
-ANCHOR_IMAGES = 64
+# of this many take about 7 MiB: with the rest of the kit (48 MiB at CRF 30) and the checkout that each
+# device call carries too (5 MiB), within a call's 64 MiB. A batch of 256 cycles through them.
+ANCHOR_IMAGES = 32
 ANCHOR_LAYOUT = "benzina"
 
 

@@ -958,6 +958,25 @@ def _write_kit(
     return info
 
 
+def checkout_bytes(repo: Path = REPO) -> int:
+    """The bytes a device call carries besides the kit: the checkout's files that git does not ignore
+    (tracked and untracked), 0 outside a git checkout."""
+    try:
+        names = subprocess.run(
+            ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        ).stdout.split(b"\0")
+    except (OSError, subprocess.CalledProcessError):
+        return 0
+    total = 0
+    for name in filter(None, names):
+        path = repo / os.fsdecode(name)
+        if path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+    return total
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python tools/gpu_kit",
@@ -992,9 +1011,19 @@ def main(argv=None) -> int:
         "OUT_DIR-wheels/ beside it, for a call of its own",
     )
     args = parser.parse_args(argv)
+    # A device call carries the checkout too: the kit gets what the 64 MiB leave, less 1 MiB of margin.
+    checkout = checkout_bytes()
+    size_limit = SIZE_LIMIT - checkout - (1 << 20 if checkout else 0)
+    if checkout:
+        print(
+            f"gpu_kit: the checkout travels with the kit ({checkout / 2**20:.1f} MiB): the kit may hold "
+            f"{size_limit / 2**20:.1f} MiB",
+            file=sys.stderr,
+        )
     try:
         info = build_kit(
             args.out_dir,
+            size_limit=size_limit,
             bench_images=args.bench_images,
             force=args.force,
             ffnvcodec_include=args.ffnvcodec_include,
