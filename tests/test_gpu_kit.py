@@ -696,7 +696,7 @@ def test_runner_times_the_training_step_three_ways(kit, tmp_path):
     assert (
         overlap["tensorflow_gpu_dataset"]["passed"] is None and overlap["tensorflow_gpu_dataset"]["not_run"]
     )
-    (written,) = (tmp_path / "results").iterdir()
+    (written,) = (tmp_path / "results").glob("*-overlap.json")
     assert re.fullmatch(r"\d{4}-\d\d-\d\d-cpu-overlap\.json", written.name), written.name
     assert json.loads(written.read_text()) == overlap
 

@@ -461,13 +461,14 @@ def run(rk, core, args) -> dict | None:
     out["table"] = table(out)
     for line in out["table"]:
         rk.log(line)
-    out["results_file"] = str(write_results(rk, out))
+    out["results_file"] = str(write_results(rk, out, getattr(args, "results_dir", None)))
     return out
 
 
-def write_results(rk, out: dict) -> Path:
+def write_results(rk, out: dict, results_dir=None) -> Path:
     """The anchors' results file, for ``benchmarks/results/``: ``<date>-<gpu>-kit-anchors.json`` in
-    ``$KIT_RESULTS_DIR`` (the device machine's $OUT, say), else the kit's ``results/``. Kind, device,
+    ``results_dir`` (the runner's ``--results-dir``), else ``$KIT_RESULTS_DIR`` (the device machine's
+    $OUT, say), else the kit's ``results/``. Kind, device,
     driver, date, commit, versions, the anchors' checks and every figure."""
     import platform
 
@@ -504,7 +505,7 @@ def write_results(rk, out: dict) -> Path:
         "passed": all(v.get("pass") is not False for v in checks.values()),
         "anchors": out,
     }
-    folder = Path(os.environ.get("KIT_RESULTS_DIR") or rk.KIT / "results")
+    folder = Path(results_dir or os.environ.get("KIT_RESULTS_DIR") or rk.KIT / "results")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{date}-{slug}-kit-anchors.json"
     path.write_text(json.dumps(rk._jsonable(results), indent=1) + "\n")

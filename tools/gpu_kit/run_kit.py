@@ -1364,8 +1364,9 @@ def main(argv=None) -> None:
     parser.add_argument("--train-warmup", type=int, default=5, help="untimed steps first (%(default)s)")
     parser.add_argument(
         "--results-dir",
-        default=None,
-        help="where --train-step writes <date>-<gpu>-overlap.json (default: results/ in the kit)",
+        default=os.environ.get("KIT_RESULTS_DIR") or None,
+        help="where the results files go: --train-step's <date>-<gpu>-overlap.json, the anchors' "
+        "<date>-<gpu>-kit-anchors.json (default: $KIT_RESULTS_DIR, else results/ in the kit)",
     )
     parser.add_argument("--train-on-cpu", action="store_true", help=argparse.SUPPRESS)  # the tests' CPU run
     args = parser.parse_args(argv)
