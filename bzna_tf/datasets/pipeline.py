@@ -165,6 +165,17 @@ def _load_batch(source: Source, options, counter: str):
     return load
 
 
+def _warp_arguments(options) -> dict:
+    """The decode-warp ops' output arguments from as_dataset's options (both ops take the same)."""
+    return {
+        "bias": options.bias,
+        "norm": options.norm,
+        "oob_color": options.fill_value,
+        "data_format": "NCHW" if options.data_format == "channels_first" else "NHWC",
+        "antialias": options.antialias,
+    }
+
+
 def _decode_warp(el, matrices, sizes, idx, source: Source, options):
     """(images, errors): the fused decode-warp-normalise op; errors are reading's, then decoding's.
 
@@ -176,11 +187,7 @@ def _decode_warp(el, matrices, sizes, idx, source: Source, options):
         el["data"],
         matrices,
         options.shape,
-        bias=options.bias,
-        norm=options.norm,
-        oob_color=options.fill_value,
-        data_format="NCHW" if options.data_format == "channels_first" else "NHWC",
-        antialias=options.antialias,
+        **_warp_arguments(options),
         names=sample_names(source.files, source.starts, idx),
         on_error=options.on_error,
         picture_sizes=sizes,
@@ -292,11 +299,7 @@ def _decode_ahead(ds, source: Source, options, device: str) -> tf.data.Dataset:
             ds,
             spec if len(spec) > 1 else spec[0],
             options.shape,
-            bias=options.bias,
-            norm=options.norm,
-            oob_color=options.fill_value,
-            data_format="NCHW" if options.data_format == "channels_first" else "NHWC",
-            antialias=options.antialias,
+            **_warp_arguments(options),
             on_error=options.on_error,
             counter=counter.counter if counter is not None else "",
             depth=depth,

@@ -27,13 +27,9 @@ benchmark set is (the key hashes this module's code too).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import inspect
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -47,10 +43,10 @@ from kit_bench import (
     _quality,
     _source_photos,
     bench_image,
+    cached_folder,
 )
 
 from bzna_tf.convert.encode import QUALITY_PRESETS
-from bzna_tf.ops import _build
 
 __all__ = ["ANCHOR_CRFS", "ANCHOR_IMAGES", "anchor_files", "anchor_sets", "match_jpeg", "match_jpeg_quality"]
 
@@ -283,30 +279,14 @@ def anchor_sets(
     log=None,
 ) -> Path:
     """The cached anchor sets' folder (generated when missing); one builder at a time."""
-    key = _anchor_key(n, seed, crfs, fixture)
-    folder = _build.cache_root() / f"kit-anchors-{key}"
-    files = (*anchor_files(crfs), "anchors.json")
-    if not regenerate and all((folder / f).is_file() for f in files):
-        _log(log, f"anchor sets: cached in {folder}")
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".kit-anchors-{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not regenerate and all((folder / f).is_file() for f in files):
-            return folder
+
+    def make(tmp: Path) -> None:
         start = time.perf_counter()
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".kit-anchors-"))
-        try:
-            info = _make_anchors(tmp, n, seed, crfs, fixture, workers, log)
-            info.update(key=key, seconds=round(time.perf_counter() - start, 1))
-            (tmp / "anchors.json").write_text(json.dumps(info, indent=1))
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    _log(
-        log,
-        f"anchor sets: {len(crfs)} CRFs of {n} images in {time.perf_counter() - start:.0f} s, in {folder}",
-    )
-    return folder
+        info = _make_anchors(tmp, n, seed, crfs, fixture, workers, log)
+        info.update(key=key, seconds=round(time.perf_counter() - start, 1))
+        (tmp / "anchors.json").write_text(json.dumps(info, indent=1))
+        _log(log, f"anchor sets: {len(crfs)} CRFs of {n} images in {info['seconds']:.0f} s")
+
+    key = _anchor_key(n, seed, crfs, fixture)
+    files = (*anchor_files(crfs), "anchors.json")
+    return cached_folder(f"kit-anchors-{key}", files, make, regenerate, log, "anchor sets")

@@ -328,37 +328,49 @@ def bench_set(
     log=None,
 ) -> Path:
     """The cached benchmark set's folder (generated when missing); one builder at a time."""
+
+    def make(tmp: Path) -> None:
+        start = time.perf_counter()
+        made = _make_bench(tmp, n, seed, crf, fixture, workers, log)
+        info = {
+            "images": n,
+            "seed": seed,
+            "quality": BENCH_QUALITY,
+            **QUALITY_PRESETS[BENCH_QUALITY],
+            "crf": crf,
+            "key": key,
+            **made,
+            "seconds": time.perf_counter() - start,
+        }
+        (tmp / "bench.json").write_text(json.dumps(info, indent=1))
+        _log(log, f"benchmark set: {n} images in {info['seconds']:.0f} s")
+
     key = _bench_key(n, seed, crf, fixture)
-    folder = _build.cache_root() / f"kit-bench-{key}"
-    if not regenerate and all((folder / f).is_file() for f in BENCH_FILES):
-        _log(log, f"benchmark set: cached in {folder}")
+    return cached_folder(f"kit-bench-{key}", BENCH_FILES, make, regenerate, log, "benchmark set")
+
+
+def cached_folder(name: str, files, make, regenerate: bool, log, what: str) -> Path:
+    """``cache_root() / name``, made by ``make(tmp)`` in a temporary folder renamed into place when it
+    lacks one of ``files`` (or with ``regenerate``), so that only complete sets appear under the
+    final name; one builder at a time (a lock file beside it)."""
+    folder = _build.cache_root() / name
+    if not regenerate and all((folder / f).is_file() for f in files):
+        _log(log, f"{what}: cached in {folder}")
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".kit-bench-{key}.lock", "w") as lock:
+    with open(folder.parent / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not regenerate and all((folder / f).is_file() for f in BENCH_FILES):
+        if not regenerate and all((folder / f).is_file() for f in files):
             return folder
-        start = time.perf_counter()
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".kit-bench-"))
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{name}-"))
         try:
-            made = _make_bench(tmp, n, seed, crf, fixture, workers, log)
-            info = {
-                "images": n,
-                "seed": seed,
-                "quality": BENCH_QUALITY,
-                **QUALITY_PRESETS[BENCH_QUALITY],
-                "crf": crf,
-                "key": key,
-                **made,
-                "seconds": time.perf_counter() - start,
-            }
-            (tmp / "bench.json").write_text(json.dumps(info, indent=1))
+            make(tmp)
             if folder.exists():
                 shutil.rmtree(folder)
-            os.replace(tmp, folder)  # complete sets only appear under the final name
+            os.replace(tmp, folder)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    _log(log, f"benchmark set: {n} images in {time.perf_counter() - start:.0f} s, cached in {folder}")
+    _log(log, f"{what}: cached in {folder}")
     return folder
 
 
