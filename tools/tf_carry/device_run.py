@@ -762,7 +762,7 @@ def check_environment() -> dict:
 
     res["kernels"] = {
         op: sorted({k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel})
-        for op in ("BznaDecodeWarp", "BznaWarpYuv420", "BznaWarpRgb")
+        for op in ("BznaDecodeWarp", "BznaDecodeWarpDataset", "BznaWarpYuv420", "BznaWarpRgb")
     }
     return res
 
