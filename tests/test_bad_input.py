@@ -26,33 +26,17 @@ import io
 import struct
 
 import pytest
+from _pictures import _pic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bzna_tf.format import BznaFile, BznaFormatError, BznaWriter, HvcC, NalArray, Picture
+from bzna_tf.format import BznaFile, BznaFormatError, BznaWriter
 from bzna_tf.format.boxes import find, parse_boxes
 from bzna_tf.format.sample import FNAME, INPUT, TARGET, THUMB
 
 NAME = "fuzzed.bzna"
 CONTAINERS = {"moov", "trak", "mdia", "minf", "dinf", "stbl"}
 PARTS = ("moov", "targets", "names")  # what check_index reports, in its order
-
-HVCC = HvcC(
-    profile_idc=1,
-    level_idc=90,
-    arrays=[
-        NalArray(32, [b"\x40\x01\x0c\x01\xff\xff"]),
-        NalArray(33, [b"\x42\x01\x01\x01\x60\x00\x00\x03"]),
-        NalArray(34, [b"\x44\x01\xc0\x73"]),
-    ],
-)
-
-
-def _pic(n, size, coded):
-    nal = bytes([0x28, 0x01]) + bytes(range(n))
-    return Picture(
-        struct.pack(">I", len(nal)) + nal + struct.pack(">I", 3) + b"\x02\x01\x07", HVCC, size, coded
-    )
 
 
 @pytest.fixture(scope="module")

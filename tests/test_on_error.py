@@ -5,7 +5,7 @@ import shutil
 
 import numpy as np
 import pytest
-from test_bad_input import _pic
+from _pictures import _pic
 
 from bzna_tf import BznaWriter, ClassificationDataset
 from bzna_tf.format import BznaFile

@@ -296,3 +296,171 @@ def test_the_built_carry_fits_the_calls():
     assert all(c["command"].endswith("device.sh receive") for c in plan["calls"][:-1])
     names = sorted(p.name for p in (CARRY / "base" / "cuda").iterdir())
     assert names == sorted(["STUBS.txt", "libcudart.so.12", *cb.STUBS])
+
+
+# ------------------------------------------------------------------------ the overlap stage (issue 38 item 3)
+
+
+def test_the_gpu_tests_collect_with_only_the_carried_packages():
+    """The tests stage's files import with what the carry installs (TensorFlow, PyAV, tqdm, pytest): the
+    test extra's other packages are made unimportable, as they are on the GPU machine."""
+    absent = ("hypothesis", "PIL", "pyarrow", "datasets", "apache_beam", "tensorflow_io", "torch")
+    code = (
+        "import sys\n"
+        f"for name in {absent!r}:\n"
+        "    sys.modules[name] = None  # import raises ImportError\n"
+        "import pytest\n"
+        "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', *sys.argv[1:]]))\n"
+    )
+    # No plugins from the entry points: Hypothesis's would import it.
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    r = subprocess.run(
+        [sys.executable, "-c", code, *device_run.TESTS],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ids = {line.strip() for line in r.stdout.splitlines() if "::" in line}
+    assert {"tests/test_gpu.py", "tests/test_gpu_dataset.py"} <= {i.split("::")[0] for i in ids}, ids
+    # pytest ignores a --deselect that names no test: each one left out must still exist.
+    assert set(device_run.DESELECTED) <= ids, set(device_run.DESELECTED) - ids
+
+
+@pytest.fixture(scope="module")
+def small_bench(tmp_path_factory):
+    """A benchmark folder as the carry's bench/: bench.bzna (6 pictures with thumbnails, 3 classes) and
+    bench_meta.npz (out_shape, mean, std)."""
+    import numpy as np
+
+    from bzna_tf import BznaWriter
+    from bzna_tf.convert import encode_image
+
+    carry = tmp_path_factory.mktemp("overlap") / ".tf_carry"
+    (carry / "bench").mkdir(parents=True)
+    with BznaWriter(carry / "bench" / "bench.bzna") as w:
+        for i in range(6):
+            pixels = np.broadcast_to(
+                np.array([40 * i, 200 - 20 * i, 90], np.uint8), (24 + 2 * i, 30, 3)
+            ).copy()
+            pixels[::3, ::2] = 255 - pixels[::3, ::2]
+            inp, thumb = encode_image(pixels, preset="ultrafast")
+            w.append(inp, thumb=thumb, target=i % 3, filename=f"p{i}.png")
+    np.savez(
+        carry / "bench" / "bench_meta.npz",
+        out_shape=np.array([16, 16]),
+        mean=np.array([0.485, 0.456, 0.406]),
+        std=np.array([0.229, 0.224, 0.225]),
+    )
+    return carry
+
+
+SMALL = {
+    "batch": 4,
+    "compare_batches": 2,
+    "warmup": 1,
+    "steps": 3,
+    "target_ms": 1.0,
+    "max_blocks": 2,
+    "width": 4,
+}
+
+
+def test_the_overlap_stage_on_the_cpu_records_the_fallback(small_bench, monkeypatch, tmp_path):
+    """Without a GPU, device="gpu" is the CPU path: the stage says so (elements on the CPU, not passed,
+    the fallback's reason), compares the values all the same, and times the three steps."""
+    pytest.importorskip("tensorflow")
+    monkeypatch.setattr(device_run, "CARRY", small_bench)
+    monkeypatch.setattr(device_run, "OVERLAP", SMALL)
+    assert device_run.stage("overlap", str(tmp_path / "overlap.json")) == 0
+    res = json.loads((tmp_path / "overlap.json").read_text())
+    assert "error" not in res, res
+    ds = res["tensorflow_gpu_dataset"]
+    assert ds["passed"] is False and ds["element_device"].endswith("device:CPU:0"), ds
+    assert "TensorFlow sees no GPU" in ds["reason"] and "not a GPU" in ds["reason"], ds
+    assert ds["batches_compared"] == 2 and ds["max_abs_diff"] == 0.0 and ds["labels_equal"], ds
+    assert res["data"]["batch"] == 4 and res["data"]["shape"] == [16, 16] and res["data"]["samples"] == 6
+    assert res["ops_needing_stubs"] == [] and res["model_blocks"] in (1, 2)
+    for part in ("step_alone", "step_overlapped", "step_alone_again", "step_decode_then_step"):
+        figures = res[part]
+        assert figures["steps"] == 3 and 0 < figures["ms_min"] <= figures["ms_median"] <= figures["ms_max"], (
+            part
+        )
+    record = device_run.overlap_record(res, {"date": "2026-01-02", "device": "cpu (a rehearsal)"})
+    assert record["kind"] == "overlap" and record["passed"] is False
+    assert record["tensorflow_gpu_dataset"]["element_device"] == ds["element_device"]
+    assert set(record["reasons"]) == {"tensorflow_gpu_dataset"}, record["reasons"]
+    alone = min(res["step_alone"]["ms_median"], res["step_alone_again"]["ms_median"])
+    assert record["step_ms_alone"] == alone
+    assert record["overlapped_over_alone"] == round(res["step_overlapped"]["ms_median"] / alone, 3)
+
+
+def test_the_step_model_needs_no_stubbed_library_and_trains():
+    tf = pytest.importorskip("tensorflow")
+    import numpy as np
+
+    x = tf.constant(np.random.default_rng(0).normal(size=(8, 10, 12, 3)), tf.float32)
+    y = tf.constant(np.arange(8) % 3, tf.int64)
+    model = device_run.StandInNet(classes=3, blocks=2, width=4)
+    step = device_run.make_step(model, lr=0.2)
+    assert device_run.stubbed_ops(step, x, y) == []
+    losses = [float(step(x, y)) for _ in range(30)]
+    assert losses[-1] < 0.8 * losses[0], losses  # gradients reach the variables and the updates apply
+    assert not np.array_equal(model.slots[0].numpy(), np.zeros((3, 4)))
+
+    class WithMatMul(device_run.StandInNet):
+        def logits(self, x):
+            return super().logits(x) + tf.matmul(tf.reduce_mean(x, axis=[1, 2]), tf.ones((3, self.classes)))
+
+    assert device_run.stubbed_ops(device_run.make_step(WithMatMul(3, 1, 4)), x, y) == ["MatMul"]
+
+
+def _stage(alone, overlapped, again=None, then=30.0, dataset=True, stubs=()):
+    def figures(ms):
+        return {"ms_median": ms, "ms_min": ms, "ms_max": ms, "ms_mean": ms, "steps": 30}
+
+    res = {
+        "tensorflow_gpu_dataset": {"passed": dataset, "element_device": "/device:GPU:0", "reason": None},
+        "step_alone": figures(alone),
+        "step_overlapped": figures(overlapped),
+        "step_decode_then_step": figures(then),
+        "ops_needing_stubs": list(stubs),
+    }
+    if again is not None:
+        res["step_alone_again"] = figures(again)
+    return res
+
+
+def test_the_overlap_record_ratio_goal_and_reasons(tmp_path, monkeypatch):
+    run = {"date": "2026-01-02", "device": "NVIDIA H100 80GB HBM3", "driver": "570.1", "commit": "abc"}
+    good = device_run.overlap_record(_stage(40.0, 42.0, again=41.0), run)
+    assert good["step_ms_alone"] == 40.0 and good["overlapped_over_alone"] == 1.05 and good["goal_met"]
+    assert good["passed"] and good["reasons"] == {} and good["decode_then_step_over_alone"] == 0.75
+    assert good["device"] == run["device"] and good["driver"] == "570.1" and good["commit"] == "abc"
+    slow = device_run.overlap_record(_stage(41.0, 42.0, again=40.0, then=60.0), run)  # the faster alone: 40
+    assert slow["overlapped_over_alone"] == 1.05 and slow["passed"]
+    assert not device_run.overlap_record(_stage(40.0, 42.1), run)["goal_met"]
+    off_gpu = device_run.overlap_record(_stage(40.0, 40.0, dataset=False), run)
+    assert not off_gpu["passed"] and off_gpu["goal_met"]
+    assert not device_run.overlap_record(_stage(40.0, 40.0, stubs=["MatMul"]), run)["passed"]
+    # A stage that did not run: a record all the same, each part with the reason.
+    none = device_run.overlap_record({"ran": False, "error": "not run: 12 s left before the deadline"}, run)
+    assert none["passed"] is False and none["step_ms_alone"] is None and none["overlapped_over_alone"] is None
+    assert none["tensorflow_gpu_dataset"] == {
+        "element_device": None,
+        "reason": "not run: 12 s left before the deadline",
+        "passed": False,
+    }
+    assert none["reasons"]["step_overlapped"] == "not run: 12 s left before the deadline"
+    # A part that failed: its error is its reason.
+    broken = _stage(40.0, 40.0)
+    broken["step_overlapped"] = {"error": "ResourceExhaustedError: OOM"}
+    assert device_run.overlap_record(broken, run)["reasons"] == {
+        "step_overlapped": "ResourceExhaustedError: OOM"
+    }
+    monkeypatch.setattr(device_run, "OUT", tmp_path)
+    kept = device_run.write_overlap(_stage(40.0, 41.0), {**run, "date": "2026-01-02"})
+    assert kept["file"] == "2026-01-02-h100-overlap.json" and kept["passed"]
+    assert json.loads((tmp_path / kept["file"]).read_text())["step_ms_overlapped"] == 41.0

@@ -15,9 +15,12 @@ line of ``.tf_carry/PLAN.txt`` (written by ``python tools/tf_carry``):
   the environment (TensorFlow's GPU, the CUDA libraries it opened), the GPU core's rate through the
   kit's benchmark (no TensorFlow), the tests that need a GPU, ``model.fit`` with ``DecodeWarp``
   (decoded batches against the CPU path), the guide's Conv2D + Dense model (which needs the stubbed
-  libraries: its error is recorded), ``decode_warp`` through TensorFlow at batch 256, and the core's
-  rate again. Writes ``$OUT/<date>-<gpu>-tensorflow-gpu.json`` (for ``benchmarks/results/``),
-  ``tests.xml`` and ``tf_gpu.log``.
+  libraries: its error is recorded), the overlap (``as_dataset(device="gpu")``'s elements on the GPU
+  and equal to the CPU path's; a training step alone, fed by that dataset, and fed by
+  ``device="model"`` + DecodeWarp), ``decode_warp`` through TensorFlow at batch 256, and the core's
+  rate again.
+  Writes ``$OUT/<date>-<gpu>-tensorflow-gpu.json`` and ``$OUT/<date>-<gpu>-overlap.json`` (for
+  ``benchmarks/results/``), ``tests.xml`` and ``tf_gpu.log``.
 
 The standard library only, up to the checks (which run in the venv's Python).
 """
@@ -58,10 +61,12 @@ STAGE_LIMITS = {
     "fit": 240,
     "stubbed": 150,
     "tf_bench": 240,
+    "overlap": 150,
 }
 # The tests that need a GPU (and the checks of the carried GPU libraries); $TF_CARRY_TESTS adds others.
 TESTS = (
     "tests/test_gpu.py",
+    "tests/test_gpu_dataset.py",  # device="gpu"'s semantics: its op's CPU kernel beside the GPU one
     "tests/test_library_override.py",
     *shlex.split(os.environ.get("TF_CARRY_TESTS", "")),
 )
@@ -70,6 +75,8 @@ TESTS = (
 DESELECTED = {
     "tests/test_gpu.py::test_decode_warp_layer_trains_and_saves": "its Dense layer needs cuBLAS on the GPU, "
     "a stub here (it runs on the CPU on every CI run)",
+    "tests/test_gpu.py::test_gpu_dataset_trains_an_unchanged_model": "its Dense layer needs cuBLAS on the "
+    "GPU, a stub here (the overlap stage trains a model without MatMul on the GPU dataset instead)",
 }
 RATIO_GOAL = 0.9
 # tests/test_gpu.py's skip reasons when TensorFlow sees no GPU or bzna_tf's GPU kernels did not load.
@@ -524,6 +531,111 @@ def summarise(results: dict, first: dict, second: dict, bench: dict) -> None:
     }
 
 
+def overlap_record(stage: dict, run: dict) -> dict:
+    """The ``"kind": "overlap"`` record of issue 38 (benchmarks/results/<date>-<gpu>-overlap.json) from
+    the overlap stage's result and the run's (the machine, the commit, TensorFlow). A part that failed,
+    or a stage that did not run, is recorded with its reason; the record is written all the same."""
+
+    def ms(part):
+        value = stage.get(part)
+        return value.get("ms_median") if isinstance(value, dict) else None
+
+    def reason(part):
+        value = stage.get(part)
+        if not isinstance(value, dict):
+            return stage.get("error") or f"not run ({part} absent: tf_gpu.log)"
+        return value.get("error")
+
+    dataset = dict(stage.get("tensorflow_gpu_dataset") or {})
+    if not dataset:
+        dataset = {"element_device": None, "reason": reason("tensorflow_gpu_dataset")}
+    dataset["passed"] = bool(dataset.get("passed"))
+    alone = [v for v in (ms("step_alone"), ms("step_alone_again")) if v is not None]
+    # The faster of the two runs alone (before and after the overlapped one): the stricter comparison.
+    step_alone = min(alone) if alone else None
+    overlapped, then = ms("step_overlapped"), ms("step_decode_then_step")
+    ratio = round(overlapped / step_alone, 3) if overlapped and step_alone else None
+    stubs = stage.get("ops_needing_stubs")
+    record = {
+        "kind": "overlap",
+        "date": run.get("date"),
+        "time": run.get("time"),
+        "device": run.get("device"),
+        "driver": run.get("driver"),
+        "commit": run.get("commit"),
+        "commit_dirty": run.get("commit_dirty"),
+        "tensorflow": run.get("tensorflow"),
+        "python": run.get("python"),
+        "versions": stage.get("versions"),
+        "source": "tools/tf_carry (device_run.py, the overlap stage): TensorFlow, as_dataset(device='gpu') "
+        "(BznaDecodeWarpDataset, decoding ahead on the GPU core's queue)",
+        "model": stage.get("model"),
+        "model_blocks": stage.get("model_blocks"),
+        "ops_needing_stubs": stubs,
+        "calibration": stage.get("calibration"),
+        "data": stage.get("data"),
+        "step_device": stage.get("step_device"),
+        "timing": "median ms per step: the next batch, the step, its loss read back (TensorFlow's stream)",
+        "step_ms_alone": step_alone,
+        "step_ms_overlapped": overlapped,
+        "overlapped_over_alone": ratio,
+        "goal": OVERLAP_GOAL,
+        "goal_met": bool(ratio is not None and ratio <= OVERLAP_GOAL),
+        "step_ms_decode_then_step": then,
+        "decode_then_step_over_alone": round(then / step_alone, 3) if then and step_alone else None,
+        "steps": {
+            k: stage.get(k)
+            for k in ("step_alone", "step_overlapped", "step_alone_again", "step_decode_then_step")
+        },
+        "tensorflow_gpu_dataset": dataset,
+        "stage": {k: stage.get(k) for k in ("ran", "exit_code", "seconds", "error") if k in stage},
+    }
+    record["reasons"] = {
+        k: r
+        for k, r in (
+            ("tensorflow_gpu_dataset", None if dataset["passed"] else dataset.get("reason")),
+            ("step_alone", None if step_alone else reason("step_alone")),
+            ("step_overlapped", None if overlapped else reason("step_overlapped")),
+            ("step_decode_then_step", None if then else reason("step_decode_then_step")),
+            (
+                "ops_needing_stubs",
+                f"the step has ops that need a stubbed library: {stubs}" if stubs else None,
+            ),
+        )
+        if r
+    }
+    record["passed"] = bool(dataset["passed"] and record["goal_met"] and stubs == [])
+    return record
+
+
+def write_overlap(stage: dict, results: dict) -> dict:
+    """Writes the overlap record into $OUT (named as the GPU kit names its own: <date>-<gpu>-overlap.json);
+    returns what the tensorflow-gpu record keeps of it."""
+    record = overlap_record(stage, results)
+    try:
+        sys.path.insert(0, str(REPO / "tools" / "gpu_kit"))
+        from run_kit import overlap_file_name  # the standard library only, like this script
+
+        name = overlap_file_name(record)
+    except Exception as e:  # the record matters more than its name
+        name = f"{record['date']}-{_slug(str(record['device']))}-overlap.json"
+        record["file_name_error"] = f"{type(e).__name__}: {e}"
+    _write_json(OUT / name, record)
+    log(
+        f"overlap: step alone {record['step_ms_alone']} ms, fed by the GPU dataset "
+        f"{record['step_ms_overlapped']} ms ({record['overlapped_over_alone']}); elements on "
+        f"{record['tensorflow_gpu_dataset'].get('element_device')}: {OUT / name}"
+    )
+    keep = (
+        "passed",
+        "step_ms_alone",
+        "step_ms_overlapped",
+        "overlapped_over_alone",
+        "step_ms_decode_then_step",
+    )
+    return {"file": name, **{k: record[k] for k in keep}, "reasons": record["reasons"]}
+
+
 def run_checks() -> int:
     plan = _plan()
     deadline = START + DEADLINE_S
@@ -570,6 +682,8 @@ def run_checks() -> int:
         save()
         results["fit"] = run_stage("fit", deadline, logfile)
         save()
+        results["overlap"] = write_overlap(run_stage("overlap", deadline, logfile), results)
+        save()
         bench = run_stage("tf_bench", deadline, logfile)
         second = run_stage("core_bench", deadline, logfile)
         results["core_bench"] = [first, second]
@@ -595,6 +709,9 @@ def run_checks() -> int:
         )
     )
     print(f"tf_carry: results in {path} (copy it to benchmarks/results/{name})")
+    overlap = results.get("overlap", {}).get("file")
+    if overlap:
+        print(f"tf_carry: overlap record in {OUT / overlap} (copy it to benchmarks/results/{overlap})")
     return 0 if results["passed"] else 1
 
 
@@ -652,7 +769,7 @@ def check_environment() -> dict:
 
     res["kernels"] = {
         op: sorted({k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel})
-        for op in ("BznaDecodeWarp", "BznaWarpYuv420", "BznaWarpRgb")
+        for op in ("BznaDecodeWarp", "BznaDecodeWarpDataset", "BznaWarpYuv420", "BznaWarpRgb")
     }
     return res
 
@@ -864,12 +981,382 @@ def check_stubbed() -> dict:
     }
 
 
+# The overlap check's sizes (tests shrink them). target_ms: the step alone is calibrated to about this
+# long, longer than a batch of 256's decode (28 ms measured on an H200), so the decode can hide behind it.
+OVERLAP = {
+    "batch": BATCH,
+    "compare_batches": 2,
+    "warmup": 5,
+    "steps": 30,
+    "target_ms": 60.0,
+    "max_blocks": 24,
+    "width": 16,
+}
+# $TF_CARRY_OVERLAP (a JSON object) changes some of them: a rehearsal on a CPU uses small sizes.
+OVERLAP.update(json.loads(os.environ.get("TF_CARRY_OVERLAP") or "{}"))
+OVERLAP_GOAL = 1.05  # issue 38: the step fed by the GPU dataset within 5% of the step alone
+# Ops whose GPU kernels call the libraries the carry stubs (cuBLAS, cuDNN, cuFFT): the step must have none.
+STUBBED_OPS = frozenset(
+    {
+        "MatMul",
+        "BatchMatMul",
+        "BatchMatMulV2",
+        "BatchMatMulV3",
+        "Einsum",
+        "Conv2D",
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "Conv3D",
+        "DepthwiseConv2dNative",
+        "DepthwiseConv2dNativeBackpropInput",
+        "DepthwiseConv2dNativeBackpropFilter",
+        "AvgPool",
+        "AvgPoolGrad",
+        "MaxPool",
+        "MaxPoolV2",
+        "MaxPoolGrad",
+        "FusedBatchNorm",
+        "FusedBatchNormV3",
+        "FusedBatchNormGradV3",
+        "FFT",
+        "FFT2D",
+        "RFFT",
+        "IRFFT",
+    }
+)
+
+
+class StandInNet:
+    """The overlap check's training step's model: a stand-in for a network, NOT a ResNet.
+
+    The carry's cuBLAS and cuDNN are stubs, so no MatMul, convolution, cuDNN pooling or batch
+    normalisation can run on the GPU there. This model is built from what runs with them (Eigen's and
+    TensorFlow's own CUDA kernels): a 2 x 2 mean pool written as a reshape and a mean, a 3 -> ``width``
+    channel mix written as a broadcast multiply and a sum, ``blocks`` residual blocks at half the input's
+    resolution (per-channel scale and bias, tanh, a spatial mix of each pixel with its upper and left
+    neighbours through ``tf.roll``, a per-channel gain), a global mean and a linear head written as a
+    multiply and a sum. Its cost is memory traffic, as a real network's elementwise layers are; its step
+    is made as long as a real one's by its number of blocks (:func:`_calibrate`).
+
+    Inputs: NHWC float32 batches (as_dataset's default layout), int64 labels.
+    """
+
+    def __init__(self, classes: int, blocks: int, width: int = 16, seed: int = 0):
+        import tensorflow as tf
+
+        def init(shape, scale, k):
+            return tf.Variable(scale * tf.random.stateless_normal(shape, seed=[seed, k]), trainable=True)
+
+        self.blocks, self.width, self.classes = blocks, width, classes
+        self.stem = [init((3, width), 0.5, 0), tf.Variable(tf.zeros((width,)))]
+        self.body = []
+        for b in range(blocks):
+            k = 10 * (b + 1)
+            self.body.append(
+                [
+                    tf.Variable(tf.ones((width,))),  # scale
+                    init((width,), 0.1, k),  # bias
+                    init((width,), 0.3, k + 1),  # upper neighbour's weight
+                    init((width,), 0.3, k + 2),  # left neighbour's weight
+                    tf.Variable(tf.fill((width,), 0.2)),  # the block's gain
+                ]
+            )
+        self.head = [init((width, classes), 0.3, 1), tf.Variable(tf.zeros((classes,)))]
+        self.variables = [*self.stem, *(v for block in self.body for v in block), *self.head]
+        self.slots = [tf.Variable(tf.zeros_like(v)) for v in self.variables]  # SGD's momentum
+
+    def describe(self) -> str:
+        size = sum(int(v.shape.num_elements()) for v in self.variables)
+        return (
+            f"StandInNet (tools/tf_carry/device_run.py): no MatMul, convolution, cuDNN pooling or batch "
+            f"normalisation (cuBLAS and cuDNN are stubs in the carry): 2x2 mean pool (reshape + mean), "
+            f"3->{self.width} channel mix (multiply + sum), {self.blocks} residual blocks of per-channel "
+            f"scale, bias, tanh, a 3-tap spatial mix (tf.roll) and gain at half resolution, global mean, "
+            f"linear head to {self.classes} classes (multiply + sum); softmax cross-entropy; SGD with "
+            f"momentum 0.9 written as variable updates; {size} trainable parameters; float32; "
+            "tf.function without XLA. A stand-in for a network's cost, not a ResNet"
+        )
+
+    def logits(self, x):
+        import tensorflow as tf
+
+        h, w = (int(x.shape[1]) // 2) * 2, (int(x.shape[2]) // 2) * 2
+        x = x[:, :h, :w, :]
+        # tf.nn.avg_pool's GPU kernel for NCHW, and max pooling's, are cuDNN's: a mean over 2 x 2 windows.
+        x = tf.reduce_mean(tf.reshape(x, [-1, h // 2, 2, w // 2, 2, 3]), axis=[2, 4])
+        x = tf.reduce_sum(tf.expand_dims(x, -1) * self.stem[0], axis=-2) + self.stem[1]
+        for scale, bias, up, left, gain in self.body:
+            y = tf.tanh(x * scale + bias)
+            y = y + tf.roll(y, 1, axis=1) * up + tf.roll(y, 1, axis=2) * left
+            x = x + y * gain
+        x = tf.reduce_mean(x, axis=[1, 2])
+        return tf.reduce_sum(tf.expand_dims(x, -1) * self.head[0], axis=1) + self.head[1]
+
+    def loss(self, x, y):
+        import tensorflow as tf
+
+        per_sample = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.cast(y, tf.int64), self.logits(x))
+        return tf.reduce_mean(per_sample)
+
+
+def make_step(model: StandInNet, decode=None, lr: float = 0.01, momentum: float = 0.9):
+    """A compiled training step ``(x, y) -> loss``: gradients, then SGD with momentum on every variable.
+    ``decode`` (a DecodeWarp layer): x is its payload dict, decoded first (device="model"'s design)."""
+    import tensorflow as tf
+
+    @tf.function(jit_compile=False)
+    def step(x, y):
+        if decode is not None:
+            x = decode(x)
+        with tf.GradientTape() as tape:
+            loss = model.loss(x, y)
+        grads = tape.gradient(loss, model.variables)
+        for v, m, g in zip(model.variables, model.slots, grads, strict=True):
+            m.assign(momentum * m + g)
+            v.assign_sub(lr * m)
+        return loss
+
+    return step
+
+
+def stubbed_ops(step, *args) -> list[str]:
+    """The op types of ``step``'s graph (its gradient and updates too) whose GPU kernels need a stub."""
+    graph = step.get_concrete_function(*args).graph
+    return sorted({op.type for op in graph.get_operations()} & STUBBED_OPS)
+
+
+def _timed(step, batch, warmup: int, steps: int) -> list[float]:
+    """Seconds of each of ``steps`` steps after ``warmup`` untimed ones. A step is: ``batch()`` (the next
+    batch: from an iterator, it waits while the batch is not ready), the step, and its loss read back (as
+    a loop that logs its loss does). The read waits for the step's kernels on TensorFlow's stream only;
+    ``tf.test.experimental.sync_devices`` would synchronise the whole GPU, also the core's streams that
+    decode the next batches (the overlap being measured)."""
+    for _ in range(warmup):
+        float(step(*batch()))
+    seconds = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        float(step(*batch()))
+        seconds.append(time.perf_counter() - t)
+    return seconds
+
+
+def step_figures(seconds: list[float]) -> dict:
+    """Milliseconds per step: median (the figure compared), min, max, mean, and the count."""
+    import numpy as np
+
+    s = np.asarray(seconds, np.float64) * 1e3
+    return {
+        "ms_median": round(float(np.median(s)), 3),
+        "ms_min": round(float(s.min()), 3),
+        "ms_max": round(float(s.max()), 3),
+        "ms_mean": round(float(s.mean()), 3),
+        "steps": len(s),
+    }
+
+
+def _calibrate(build, batch, target_ms: float, max_blocks: int) -> tuple[int, dict]:
+    """The number of blocks whose step alone takes about ``target_ms``: steps of 1 and 3 blocks timed
+    (median of 3, after 2 warm-ups), the count from their slope, within 1..max_blocks."""
+    import numpy as np
+
+    ms = {}
+    for blocks in (1, 3):
+        step = make_step(build(blocks))
+        ms[blocks] = float(np.median(_timed(step, batch, 2, 3))) * 1e3
+    per_block = max((ms[3] - ms[1]) / 2, 1e-3)
+    blocks = int(min(max_blocks, max(1, round(1 + (target_ms - ms[1]) / per_block))))
+    return blocks, {
+        "target_ms": target_ms,
+        "ms_1_block": round(ms[1], 3),
+        "ms_3_blocks": round(ms[3], 3),
+        "ms_per_block": round(per_block, 3),
+        "blocks": blocks,
+        "max_blocks": max_blocks,
+    }
+
+
+def _compare(ahead, cpu, batches: int, atol: float, fallback: str | None) -> dict:
+    """device="gpu"'s first ``batches`` batches against device="cpu"'s (same arguments and seed)."""
+    import numpy as np
+
+    got, want = iter(ahead), iter(cpu)
+    devices, worst, equal, total, labels_equal, n = set(), 0.0, 0, 0, True, 0
+    element_device = None
+    for _ in range(batches):
+        (x, y), (u, v) = next(got), next(want)
+        element_device = element_device or x.device
+        devices.update((x.device, y.device))
+        diff = np.abs(x.numpy() - u.numpy())
+        worst = max(worst, float(diff.max()))
+        equal += int((diff == 0).sum())
+        total += diff.size
+        labels_equal &= bool(np.array_equal(y.numpy(), v.numpy()))
+        n += 1
+    decoded_by = type(ahead).__name__
+    on_gpu = bool(devices) and all("GPU" in d for d in devices)
+    reasons = []
+    if fallback:
+        reasons.append(f"as_dataset(device='gpu') decodes on the CPU: {fallback}")
+    if not on_gpu:
+        reasons.append(f"elements on {sorted(devices)}, not a GPU")
+    if worst > atol:
+        reasons.append(f"max abs difference {worst} over the tolerance {atol} (one grey level)")
+    if not labels_equal:
+        reasons.append("labels differ from device='cpu''s")
+    return {
+        "passed": not reasons and n == batches,
+        "element_device": element_device,
+        "devices": sorted(devices),
+        "dataset": decoded_by,
+        "batches_compared": n,
+        "max_abs_diff": worst,
+        "atol": atol,
+        "fraction_equal": round(equal / max(1, total), 6),
+        "labels_equal": labels_equal,
+        "reason": "; ".join(reasons) or None,
+    }
+
+
+def _part(results: dict, name: str, run) -> None:
+    """results[name] = run(), or the part's error (a failed part is recorded; the others still run)."""
+    import traceback
+
+    try:
+        results[name] = run()
+    except Exception as e:  # the part's failure is its result
+        results[name] = {
+            "error": f"{type(e).__name__}: {str(e)[:2000]}",
+            "traceback": traceback.format_exc().strip().splitlines()[-8:],
+        }
+
+
+def overlap_check(
+    path,
+    *,
+    track: str,
+    shape,
+    mean,
+    std,
+    batch: int,
+    compare_batches: int,
+    warmup: int,
+    steps: int,
+    target_ms: float,
+    max_blocks: int,
+    width: int,
+    seed: int = 0,
+) -> dict:
+    """Issue 38's proof: as_dataset(device="gpu")'s elements (on the GPU? equal to device="cpu"'s?), and
+    the training step alone on a batch already there, fed by that dataset (decoding ahead while it
+    trains), and fed by device="model" + DecodeWarp (decode, then train). See :class:`StandInNet`."""
+    import warnings
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import bzna_tf
+    from bzna_tf.datasets.pipeline import decoder_device
+
+    bzna_tf.ops.load_library()
+    h, w = (int(v) for v in shape)
+    mean, std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
+    gpus = tf.config.list_logical_devices("GPU")
+    res = {
+        "versions": {
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+            "numpy": np.__version__,
+            "bzna_tf": getattr(bzna_tf, "__version__", None),
+        },
+        "gpu_error": bzna_tf.ops.gpu_error(),
+        "step_device": gpus[0].name if gpus else "/device:CPU:0",
+        "data": {"file": Path(path).name, "track": track, "batch": batch, "shape": [h, w], "seed": seed},
+    }
+    d = bzna_tf.ClassificationDataset(path, track).labelled()
+    res["data"]["samples"] = len(d)
+    kw = dict(
+        batch_size=batch,
+        warp=bzna_tf.layers.RandomResizedCrop(h, w, flip_h=0.5),
+        normalize=(mean, std),
+        seed=seed,
+        shuffle=True,
+        repeat=True,
+    )
+    _, fallback = decoder_device()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the fallback's reason is recorded instead
+        ahead = d.as_dataset(**kw, device="gpu")
+    atol = 1.0 / (255 * min(std)) + 1e-5  # one grey level, in normalised units (tests/test_gpu.py's)
+    _part(
+        res,
+        "tensorflow_gpu_dataset",
+        lambda: _compare(ahead, d.as_dataset(**kw, device="cpu"), compare_batches, atol, fallback),
+    )
+    if "error" in res["tensorflow_gpu_dataset"]:
+        res["tensorflow_gpu_dataset"].update(
+            passed=False, element_device=None, reason=res["tensorflow_gpu_dataset"]["error"]
+        )
+    with tf.device(res["step_device"]):
+        x0, y0 = (tf.identity(t) for t in next(iter(ahead)))  # the batch already on the step's device
+        res["data"]["fixed_batch_device"] = x0.device
+
+        def build(blocks):
+            return StandInNet(d.num_classes, blocks, width, seed)
+
+        def calibrate():
+            blocks, info = _calibrate(build, lambda: (x0, y0), target_ms, max_blocks)
+            res["model_blocks"] = blocks
+            return info
+
+        _part(res, "calibration", calibrate)
+        model = build(res.get("model_blocks", 1))
+        step = make_step(model)
+        res["model"] = model.describe()
+        res["ops_needing_stubs"] = stubbed_ops(step, x0, y0)
+        _part(res, "step_alone", lambda: step_figures(_timed(step, lambda: (x0, y0), warmup, steps)))
+
+        def overlapped():
+            it = iter(ahead)
+            return step_figures(_timed(step, lambda: next(it), warmup, steps))
+
+        _part(res, "step_overlapped", overlapped)
+        _part(res, "step_alone_again", lambda: step_figures(_timed(step, lambda: (x0, y0), warmup, steps)))
+
+        def decode_then_step():
+            payloads = d.as_dataset(**{k: v for k, v in kw.items() if k != "normalize"}, device="model")
+            layer = bzna_tf.layers.DecodeWarp(h, w, mean=mean, std=std)
+            it = iter(payloads)
+            return step_figures(_timed(make_step(model, decode=layer), lambda: next(it), warmup, steps))
+
+        _part(res, "step_decode_then_step", decode_then_step)
+    return res
+
+
+def check_overlap() -> dict:
+    """overlap_check on the kit's benchmark pictures (their thumbnails, the kit's 224 x 224 and
+    ImageNet's mean and std), at OVERLAP's sizes."""
+    import numpy as np
+
+    meta = dict(np.load(CARRY / "bench" / "bench_meta.npz"))
+    return overlap_check(
+        CARRY / "bench" / "bench.bzna",
+        track="bzna_thumb",
+        shape=meta["out_shape"],
+        mean=meta["mean"],
+        std=meta["std"],
+        **OVERLAP,
+    )
+
+
 CHECKS = {
     "environment": check_environment,
     "core_bench": check_core_bench,
     "tf_bench": check_tf_bench,
     "fit": check_fit,
     "stubbed": check_stubbed,
+    "overlap": check_overlap,
 }
 
 
