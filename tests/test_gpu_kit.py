@@ -688,7 +688,7 @@ def test_runner_times_the_training_step_three_ways(kit, tmp_path):
     assert train["decode_then_step"]["ms_min"] >= train["decode_in_decode_then_step"]["ms_min"]
     assert train["decode_then_step_over_alone"] > 0 and train["overlapped_over_alone"] > 0
     assert train["queue_overlapped_over_alone"] > 0 and train["queue_depth"] == 2
-    # Issue 38's record: in the results, and as <date>-<gpu>-overlap.json in --results-dir.
+    # Issue 38's record: in the results, and as <date>-<gpu>-kit-overlap.json in --results-dir.
     overlap = result["overlap"]
     assert overlap["kind"] == "overlap" and overlap["device"] == train["device"]
     assert overlap["step_ms_alone"] == train["step_alone"]["ms_median"]
@@ -696,8 +696,8 @@ def test_runner_times_the_training_step_three_ways(kit, tmp_path):
     assert (
         overlap["tensorflow_gpu_dataset"]["passed"] is None and overlap["tensorflow_gpu_dataset"]["not_run"]
     )
-    (written,) = (tmp_path / "results").glob("*-overlap.json")
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d-cpu-overlap\.json", written.name), written.name
+    (written,) = (tmp_path / "results").glob("*-kit-overlap.json")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d-cpu-kit-overlap\.json", written.name), written.name
     assert json.loads(written.read_text()) == overlap
 
 

@@ -669,7 +669,7 @@ driver, python3 with NumPy; optional: torch + torchvision for the JPEG anchor):
     bash run.sh --quick         fewer timed batches
     bash run.sh --no-bench      correctness only
     bash run.sh --train-step    also a PyTorch ResNet-50 training step: alone, after, beside decoding
-                                (and results/<date>-<gpu>-overlap.json: the step fed by the queue)
+                                (and results/<date>-<gpu>-kit-overlap.json: the step fed by the queue)
     KIT_TIMEOUT=900 bash run.sh another limit; PYTHON=python3.12 bash run.sh another Python
 
 Nothing is written outside this folder: the core's build goes to build/, and --train-step's
@@ -706,7 +706,7 @@ What it prints: progress on stderr; the LAST line of stdout is one JSON object:
                could not run)
   overlap      with --train-step: {{"kind": "overlap", "device", "step_ms_alone",
                "step_ms_overlapped" (the queue's), "tensorflow_gpu_dataset" (not run here)}},
-               also written to results/<date>-<gpu>-overlap.json
+               also written to results/<date>-<gpu>-kit-overlap.json
   errors       each stage that raised, with the traceback's last lines
   passed       true when every check ran and passed
 

@@ -20,7 +20,7 @@ uses the kit's own copies of ``bzna_tf.format``, ``bzna_tf.ops._build`` and
    ``--train-step``, a PyTorch ResNet-50 training step alone, after the core
    decodes its batch, and while the core decodes the next one (in a thread, and through the
    core's queue); the step alone and the queue's also go to
-   ``results/<date>-<gpu>-overlap.json`` (``"kind": "overlap"``).
+   ``results/<date>-<gpu>-kit-overlap.json`` (``"kind": "overlap"``).
 
 Progress goes to stderr; the last line of stdout is one JSON object holding
 everything. Exit status: 0 all checks passed, 1 a check failed or a stage
@@ -1300,7 +1300,7 @@ def _queue_steps(core, batches, matrices, out_shape, norm_kw, buf, step, sync, s
 
 
 def overlap_result(train: dict, kit: dict) -> dict:
-    """The ``"kind": "overlap"`` record of issue 38 (benchmarks/results/<date>-<gpu>-overlap.json) from
+    """The ``"kind": "overlap"`` record of issue 38 (benchmarks/results/<date>-<gpu>-kit-overlap.json) from
     the training-step figures: the step alone and the step fed by the core's queue. The kit has no
     TensorFlow, so the GPU dataset's check is recorded as not run (the TensorFlow runner fills it)."""
     commit = kit.get("commit") if isinstance(kit, dict) else None
@@ -1327,8 +1327,9 @@ def overlap_result(train: dict, kit: dict) -> dict:
     }
 
 
-def overlap_file_name(record: dict) -> str:
-    """<date>-<gpu>-overlap.json, the GPU named by its model ("h100", "h200"; "cpu" for a test run)."""
+def overlap_file_name(record: dict, what: str = "overlap") -> str:
+    """<date>-<gpu>-<what>.json, the GPU named by its model ("h100", "h200"; "cpu" for a test run): the
+    TensorFlow runner's record is "overlap" (tools/tf_carry), the kit's PyTorch one "kit-overlap"."""
     import re
 
     device = str(record["device"])
@@ -1336,7 +1337,7 @@ def overlap_file_name(record: dict) -> str:
     words = re.findall(r"[a-z0-9]+", device.lower())
     digits = [w for w in words if any(ch.isdigit() for ch in w)]
     gpu = found.group(1).lower() if found else (digits or words or ["gpu"])[0]
-    return f"{record['date']}-{gpu}-overlap.json"
+    return f"{record['date']}-{gpu}-{what}.json"
 
 
 # -------------------------------------------------------------------------------------------------- main
@@ -1365,7 +1366,7 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--results-dir",
         default=os.environ.get("KIT_RESULTS_DIR") or None,
-        help="where the results files go: --train-step's <date>-<gpu>-overlap.json, the anchors' "
+        help="where the results files go: --train-step's <date>-<gpu>-kit-overlap.json, the anchors' "
         "<date>-<gpu>-kit-anchors.json (default: $KIT_RESULTS_DIR, else results/ in the kit)",
     )
     parser.add_argument("--train-on-cpu", action="store_true", help=argparse.SUPPRESS)  # the tests' CPU run
@@ -1461,7 +1462,7 @@ def main(argv=None) -> None:
                     results["overlap"] = record
                     folder = Path(args.results_dir) if args.results_dir else KIT / "results"
                     folder.mkdir(parents=True, exist_ok=True)
-                    path = folder / overlap_file_name(record)
+                    path = folder / overlap_file_name(record, "kit-overlap")
                     path.write_text(json.dumps(record, indent=1) + "\n")
                     log(f"overlap results: {path} (for benchmarks/results/)")
         # The other sets: the same images in the compact layout, and small pictures in both.
