@@ -64,7 +64,7 @@ from kit_bench import (
     bench_bytes,
     bench_set,
 )
-from run_kit import warp_pictures  # the runner's: the reference cuts the planes as it does
+from run_kit import checkout_bytes, warp_pictures  # the runner's: the reference cuts the planes as it does
 
 from bzna_tf.ops import _build
 
@@ -958,25 +958,6 @@ def _write_kit(
     return info
 
 
-def checkout_bytes(repo: Path = REPO) -> int:
-    """The bytes a device call carries besides the kit: the checkout's files that git does not ignore
-    (tracked and untracked), 0 outside a git checkout."""
-    try:
-        names = subprocess.run(
-            ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True,
-            check=True,
-        ).stdout.split(b"\0")
-    except (OSError, subprocess.CalledProcessError):
-        return 0
-    total = 0
-    for name in filter(None, names):
-        path = repo / os.fsdecode(name)
-        if path.is_file() and not path.is_symlink():
-            total += path.stat().st_size
-    return total
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python tools/gpu_kit",
@@ -1012,7 +993,10 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     # A device call carries the checkout too: the kit gets what the 64 MiB leave, less 1 MiB of margin.
-    checkout = checkout_bytes()
+    try:
+        checkout = checkout_bytes(REPO)
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: nothing is known to travel
+        checkout = 0
     size_limit = SIZE_LIMIT - checkout - (1 << 20 if checkout else 0)
     if checkout:
         print(

@@ -417,6 +417,43 @@ def _picture_sizes(refs, name: str, c: dict):
     return refs[f"{name}.picture_sizes"] if c.get("picture_sizes") else None
 
 
+def checkout_bytes(repo: Path) -> int:
+    """What a device call sends of the checkout besides the folders it names: the files git does not
+    ignore (tracked and untracked) and shared/ where the checkout has one (it travels ignored or not).
+    The one count of it, for the kit's builder and tools/tf_carry's plan (here because this module
+    imports quickly: standard library and NumPy).
+
+    Raises:
+      OSError, subprocess.CalledProcessError: git cannot list the files (not a git checkout).
+    """
+    listed = subprocess.run(
+        ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    seen = {os.fsdecode(name) for name in listed.split(b"\0") if name}
+    shared = repo / "shared"
+    if shared.is_dir():
+        seen.update(str(p.relative_to(repo)) for p in shared.rglob("*") if p.is_file())
+    total = 0
+    for name in seen:
+        try:
+            total += (repo / name).lstat().st_size
+        except FileNotFoundError:  # deleted but still in the index
+            pass
+    return total
+
+
+def free_quietly(core, ptrs) -> None:
+    """Frees device buffers after a check, whatever happened: a failure to free is not what the check
+    reports (the failure that came first is)."""
+    for p in ptrs:
+        try:
+            core.free(p)
+        except Exception:
+            pass
+
+
 def warp_pictures(warp, y, cb, cr, matrices, picture_sizes):
     """``warp(y, cb, cr, m)`` of each frame's picture alone: its planes cut to picture_sizes[i].
 
@@ -617,11 +654,7 @@ def check_device_api(core, refs, meta: dict, thumbs, nvdec: bool) -> dict:
         if "all_oob" in meta["cases"]:  # kits made before it have no such case
             out["fill_oob"] = _guarded(dev_fill_oob)
     finally:
-        for p in ptrs:
-            try:
-                core.free(p)
-            except Exception:  # freeing after a failure; the failure is what matters
-                pass
+        free_quietly(core, ptrs)
     out["pass"] = all(v["pass"] for v in out.values() if isinstance(v, dict))
     return out
 
@@ -864,11 +897,7 @@ def check_queue(core, refs, meta: dict, thumbs) -> dict:
             out[key] = _guarded(fn)
             log(f"  queue {key}: {out[key]['pass']}")
     finally:
-        for p in ptrs:
-            try:
-                core.free(p)
-            except Exception:  # freeing after a failure; the failure is what matters
-                pass
+        free_quietly(core, ptrs)
     out["pass"] = all(v["pass"] for v in out.values() if isinstance(v, dict))
     return out
 
@@ -1020,11 +1049,7 @@ def bench_core(core, args, pictures, meta, name: str = "bench") -> dict:
         sessions["default"] = res["decode_warp"]
         res["decode_warp_by_sessions"] = sessions
     finally:
-        for p in ptrs:
-            try:
-                core.free(p)
-            except Exception:
-                pass
+        free_quietly(core, ptrs)
     return res
 
 
@@ -1236,11 +1261,7 @@ def bench_train_step(core, args, pictures, meta) -> dict:
             core, batches, m_host, (out_h, out_w), norm_kw, bufs[0], step, sync, training_stream
         )
     finally:
-        for p in m_ptrs:
-            try:
-                core.free(p)
-            except Exception:  # freeing after a failure; the failure is what matters
-                pass
+        free_quietly(core, m_ptrs)
     res = {
         "available": True,
         "torch": torch.__version__,

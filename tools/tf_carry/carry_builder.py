@@ -197,26 +197,22 @@ def join_parts(parts: list[Path], out: Path) -> str:
 
 
 def checkout_bytes(repo: Path = REPO) -> int:
-    """What a run call sends of the checkout: tracked and untracked-not-ignored files, and shared/."""
-    r = _run(
-        ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        "listing the checkout's files (git ls-files)",
-    )
-    seen = set()
-    for name in r.stdout.split("\0"):
-        if name:
-            seen.add(name)
-    shared = repo / "shared"
-    if shared.is_dir():  # travels where the checkout has one, ignored or not
-        seen.update(str(p.relative_to(repo)) for p in shared.rglob("*") if p.is_file())
-    total = 0
-    for name in seen:
-        p = repo / name
-        try:
-            total += p.lstat().st_size
-        except FileNotFoundError:  # deleted but still in the index
-            pass
-    return total
+    """What a run call sends of the checkout: tracked and untracked-not-ignored files, and shared/
+    (the GPU kit's count, ``run_kit.checkout_bytes``)."""
+    kit = str(REPO / "tools" / "gpu_kit")
+    if kit not in sys.path:
+        sys.path.insert(0, kit)
+    from run_kit import checkout_bytes as kit_checkout_bytes
+
+    try:
+        return kit_checkout_bytes(repo)
+    except subprocess.CalledProcessError as e:
+        said = (e.stderr or b"").decode(errors="replace").strip()[-3000:]
+        raise CarryError(
+            f"listing the checkout's files (git ls-files) failed (exit status {e.returncode}):\n{said}"
+        ) from e
+    except OSError as e:
+        raise CarryError(f"listing the checkout's files (git ls-files) failed: {e}") from e
 
 
 def pack_calls(first: list[tuple[str, int]], archive_bytes: int, budget: int, part_limit: int = PART_LIMIT):
