@@ -75,8 +75,13 @@ def pytest_generate_tests(metafunc):
         "every_original"
     ):
         return
-    names = [n for n, o in ORIGINALS.items() if n == "free" or o.path.exists() or REQUIRE_FIXTURES]
-    metafunc.parametrize("original_fixture", names, indirect=True, scope="session")
+    metafunc.parametrize("original_fixture", originals_here(), indirect=True, scope="session")
+
+
+def originals_here() -> list[str]:
+    """The original-tools fixtures to test: the repository's, and the others where they are (all of
+    them where BZNA_TF_REQUIRE_FIXTURES is set, so that a missing one fails)."""
+    return [n for n, o in ORIGINALS.items() if n == "free" or o.path.exists() or REQUIRE_FIXTURES]
 
 
 # `pytest -n auto` (pytest-xdist, the README's test command): one worker per CPU this process may run

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 from _warp_reference import ref_bilinear, ref_yuv420
-from conftest import ORIGINALS, missing_fixture
+from conftest import ORIGINALS, missing_fixture, originals_here
 
 from bzna_tf.convert import (
     CHROMA_MODES,
@@ -304,16 +304,11 @@ JPEG_SHIFT = 4  # the JPEG re-encode's 8 x 8 grid is not the source JPEG's (whic
 # (superfast, CRF 30): 0.565x the bytes of JPEG quality 90 at +1.19 dB, and 0.541x at +0.43 dB. At CRF 31
 # the free photographs fall 0.09 dB below JPEG's PSNR (0.498x): why the default is CRF 30.
 FREE_PHOTOS = ORIGINALS["free"].folder.parent / "free-photos"
+# Named as the original-tools fixtures are: the ImageNet photographs come with the ImageNet fixture.
 JPEG_PHOTO_SETS = {"free": FREE_PHOTOS, "imagenet": ORIGINALS["imagenet"].folder / "sources"}
 
 
-def _jpeg_photo_sets():
-    from conftest import REQUIRE_FIXTURES
-
-    return [n for n, folder in JPEG_PHOTO_SETS.items() if n == "free" or folder.is_dir() or REQUIRE_FIXTURES]
-
-
-@pytest.mark.parametrize("photo_set", _jpeg_photo_sets())
+@pytest.mark.parametrize("photo_set", originals_here())
 def test_the_default_conversion_is_smaller_than_jpeg_90_at_its_psnr(tmp_path, photo_set):
     """The default conversion's bzna_input pictures against JPEG quality 90 re-encodes of the same pictures.
 
