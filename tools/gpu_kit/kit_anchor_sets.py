@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 from kit_bench import (
+    BENCH_CRF,
     BENCH_QUALITY,
     BENCH_SEED,
     _bench_key,
@@ -55,7 +56,7 @@ __all__ = ["ANCHOR_CRFS", "ANCHOR_IMAGES", "anchor_files", "anchor_sets", "match
 # choose rather than one point. Measured at 26 / 31 / 36 (the default was 31 then): CRF 26 beyond JPEG
 # 4:2:0's reach (4:4:4 matches it), CRF 31 at about JPEG quality 89, CRF 36 at about quality 71, where
 # low-quality JPEG datasets sit.
-ANCHOR_CRFS = tuple(QUALITY_PRESETS[BENCH_QUALITY]["crf"] + d for d in (-5, 0, 5))
+ANCHOR_CRFS = tuple(BENCH_CRF + d for d in (-5, 0, 5))
 # Images per set: the first of the benchmark set's ImageNet-like group. Three .bzna and three JPEG sets
 # of this many take about 7 MiB: with the rest of the kit (48 MiB at CRF 30) and the checkout that each
 # device call carries too (5 MiB), within a call's 64 MiB. A batch of 256 cycles through them.
