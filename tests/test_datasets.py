@@ -1,5 +1,6 @@
 """Dataset, ClassificationDataset, ImageNet and as_dataset()."""
 
+import collections
 import os
 import subprocess
 import sys
@@ -284,6 +285,32 @@ def test_checkpoint_mid_epoch_restores_the_continuation(flat_file, tmp_path):
     for want, got in zip(expected, (next(fresh) for _ in range(8)), strict=True):
         for u, v in zip(want, got, strict=True):
             np.testing.assert_array_equal(u.numpy(), v.numpy())
+
+
+@pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
+def test_a_checkpoint_restores_into_the_same_pipeline_after_the_counter_moved_on(
+    flat_file, tmp_path, symbolic
+):
+    # initial_epoch=None: each iteration takes its epochs from the counter when it starts. A restored
+    # iterator must continue the saved iteration's epochs, not take the counter's next ones (a symbolic
+    # checkpoint saves no buffered element: the root's range must be state, not a re-read).
+    d = ClassificationDataset(flat_file).labelled()
+    options = tf.data.Options()
+    options.experimental_symbolic_checkpoint = symbolic
+    ds = d.as_dataset(batch_size=4, shape=8, shuffle=True, seed=2, repeat=2, with_filenames=True)
+    epochs = ds.bzna_epochs
+    ds = ds.with_options(options)
+    it = iter(ds)
+    head = [next(it) for _ in range(3)]
+    saved = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "it"))
+    rest = [el[2].numpy().tolist() for el in it]  # to the end of the iteration (epochs 0 and 1)
+    assert epochs.get() == (1, 0)
+    again = iter(ds)  # the counter says iteration 1; the checkpoint says iteration 0, batch 3
+    tf.train.Checkpoint(iterator=again).read(saved).assert_consumed()
+    assert [el[2].numpy().tolist() for el in again] == rest
+    names = [n for el in head for n in el[2].numpy().tolist()] + [n for b in rest for n in b]
+    assert sorted(collections.Counter(names).values()) == [2] * LABELLED  # two epochs: every sample twice
+    assert epochs.get() == (1, 0)  # the restored iterator took no iteration from the counter
 
 
 def test_repeat(flat_file):

@@ -74,10 +74,20 @@ class EpochState:
             self.variable = resource_variable_ops.ResourceVariable(
                 [0, 0], dtype=tf.int64, trainable=False, name="bzna_epoch_state"
             )
-            self._home = _process_marker()
+            if tf.compat.v1.executing_eagerly_outside_functions():
+                self._home = (_CONTAINER, _process_marker())
+            else:
+                # TF1 graph mode: a session holds the variables, so the marker is
+                # one of the graph's, set by its initializer with the counter's.
+                marker = resource_variable_ops.ResourceVariable(
+                    1, dtype=tf.int64, trainable=False, name="bzna_epoch_home"
+                )
+                op = marker.handle.op
+                self._home = (op.get_attr("container").decode(), op.get_attr("shared_name").decode())
 
     def set(self, iteration: int, skip: int = 0):
         """The next iteration is iteration ``iteration``, starting ``skip`` batches in (endless pipelines)."""
+        self._eager("set")
         iteration = nonnegative_int(iteration, "iteration")
         skip = nonnegative_int(skip, "skip")
         if skip and self.epochs is not None:
@@ -86,28 +96,37 @@ class EpochState:
 
     def get(self) -> tuple[int, int]:
         """(iteration, skip) of the next iteration."""
+        self._eager("get")
         k, skip = self.variable.numpy().tolist()
         return int(k), int(skip)
 
-    def positions(self):
-        """The root: each iteration, the stream positions of its epochs (see ``epoch_schedule``)."""
+    def _eager(self, what):
         import tensorflow as tf
 
-        state, per_epoch, batch_size = self.variable, self.per_epoch, self.batch_size
+        if not tf.compat.v1.executing_eagerly_outside_functions():
+            raise RuntimeError(
+                f"bzna_epochs.{what}() runs eagerly (TensorFlow 2); in graph mode (tf.compat.v1) read or "
+                "assign bzna_epochs.variable, [iteration, skip], in your session"
+            )
+
+    def positions(self):
+        """The root: each iteration, the stream positions of its epochs (see ``epoch_schedule``).
+
+        The BznaEpochPositions op reads and advances the variable when an
+        iterator's first element is asked for; the iteration's range is then
+        the iterator's state, so checkpoints (explicit or symbolic) restore it
+        without reading the variable again.
+        """
+        from bzna_tf.ops.source import epoch_positions
+
         endless = self.epochs is None
-        stride = ENDLESS_STRIDE if endless else self.epochs
-
-        def start(_):
-            v = state.read_value()
-            first = v[0] * stride * per_epoch
-            if endless:
-                first, stop = first + v[1] * batch_size, tf.constant(ENDLESS, tf.int64)
-            else:
-                stop = first + stride * per_epoch
-            with tf.control_dependencies([state.assign(tf.stack([v[0] + 1, tf.constant(0, tf.int64)]))]):
-                return tf.identity(first), tf.identity(stop)
-
-        iteration = tf.data.Dataset.range(1).map(start).flat_map(lambda a, b: tf.data.Dataset.range(a, b))
+        iteration = epoch_positions(
+            self.variable.handle,
+            per_epoch=self.per_epoch,
+            stride=ENDLESS_STRIDE if endless else self.epochs,
+            batch_size=self.batch_size,
+            endless_stop=ENDLESS if endless else 0,
+        )
         return self._home_check().concatenate(iteration)
 
     def _home_check(self):
@@ -124,10 +143,10 @@ class EpochState:
         import tensorflow as tf
         from tensorflow.python.ops import gen_resource_variable_ops as rv
 
-        name = self._home
+        container, name = self._home
 
         def check(x):
-            handle = rv.var_handle_op(dtype=tf.int64, shape=[], shared_name=name, container=_CONTAINER)
+            handle = rv.var_handle_op(dtype=tf.int64, shape=[], shared_name=name, container=container)
             here = rv.var_is_initialized_op(handle)
             with tf.control_dependencies([tf.debugging.Assert(here, [HOME_MESSAGE], name="bzna_epochs")]):
                 return tf.identity(x)
@@ -141,7 +160,9 @@ HOME_MESSAGE = (
     "(ds.bzna_epochs) lives in the process that built it, and it is running in another one (a tf.data "
     "service worker?), where every iteration would repeat one epoch. Build the pipeline you send to the "
     "service with an explicit initial_epoch (as_dataset(..., initial_epoch=0); for a resumed run, the "
-    "epoch to resume at): it is then stateless, and each iteration yields the epochs from that one on."
+    "epoch to resume at): it is then stateless, and each iteration yields the epochs from that one on. "
+    "(In TF1 graph mode, this also says that the session has not run the graph's variable initializers: "
+    "tf.compat.v1.global_variables_initializer().)"
 )
 _CONTAINER = "bzna_tf"
 _marker = None

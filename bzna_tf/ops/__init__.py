@@ -9,7 +9,14 @@ not build or load anything.
 from bzna_tf.ops._build import BuildError, build, build_gpu, gpu_toolchain_error
 from bzna_tf.ops._load import ffmpeg_error, gpu_error, load_gpu_library, load_library
 from bzna_tf.ops.checksums import verify_checksums
-from bzna_tf.ops.source import BznaDataset, SkippedSamples, epoch_schedule, num_samples, read_samples
+from bzna_tf.ops.source import (
+    BznaDataset,
+    SkippedSamples,
+    epoch_positions,
+    epoch_schedule,
+    num_samples,
+    read_samples,
+)
 from bzna_tf.ops.warp import decode_warp, decode_warp_dataset, warp_rgb, warp_yuv420
 
 __all__ = [
@@ -20,6 +27,7 @@ __all__ = [
     "build_gpu",
     "decode_warp",
     "decode_warp_dataset",
+    "epoch_positions",
     "epoch_schedule",
     "ffmpeg_error",
     "gpu_error",

@@ -9,7 +9,14 @@ from tensorflow.python.data.ops import dataset_ops
 from bzna_tf.format.keywords import keywords
 from bzna_tf.ops._load import load_library
 
-__all__ = ["BznaDataset", "SkippedSamples", "epoch_schedule", "num_samples", "read_samples"]
+__all__ = [
+    "BznaDataset",
+    "SkippedSamples",
+    "epoch_positions",
+    "epoch_schedule",
+    "num_samples",
+    "read_samples",
+]
 
 TRACKS = ("thumb", "input")
 
@@ -153,6 +160,39 @@ def epoch_schedule(positions, selection, seed, *, shuffle=False, shard=(1, 0)):
     return load_library().bzna_epoch_schedule(
         positions, selection, seed, shuffle=bool(shuffle), shard_count=int(count), shard_index=int(index)
     )
+
+
+class _EpochPositions(dataset_ops.DatasetSource):
+    """The BznaEpochPositions op's dataset (int64 scalars); see :func:`epoch_positions`."""
+
+    def __init__(self, variant):
+        super().__init__(variant)
+
+    @property
+    def element_spec(self):
+        return tf.TensorSpec([], tf.int64)
+
+
+def epoch_positions(counter, *, per_epoch: int, stride: int, batch_size: int, endless_stop: int = 0):
+    """One iteration's stream positions (a dataset of int64 scalars), from an ``[iteration, skip]`` counter.
+
+    When an iterator's first element is asked for, the op reads the counter
+    and sets it to ``[iteration + 1, 0]`` (one step, under the variable's
+    lock). The positions are ``first .. stop - 1``: ``first = iteration *
+    stride * per_epoch`` (plus ``skip * batch_size`` when endless), ``stop =
+    first + stride * per_epoch``, or ``endless_stop`` when that is > 0. The
+    iterator's place in that range is its checkpointed state.
+
+    Args:
+      counter: the resource handle of the counter variable.
+      per_epoch: positions per data epoch.
+      stride: data epochs per iteration.
+      batch_size: positions per batch (what ``skip`` counts).
+      endless_stop: > 0: each iteration is endless, up to this position.
+    """
+    lib = load_library()
+    args = [tf.constant(int(v), tf.int64) for v in (per_epoch, stride, batch_size, endless_stop)]
+    return _EpochPositions(lib.bzna_epoch_positions(counter, *args))
 
 
 ON_ERROR = ("raise", "skip")

@@ -372,6 +372,11 @@ class Dataset : public DatasetBase {
    public:
     explicit Iterator(const Params& params) : DatasetIterator<Dataset>(params) {}
 
+    // Its state is a cursor (the next position, or the split provider's):
+    // tf.data saves it after each element, as symbolic checkpoints need.
+    // (No `override`: TensorFlow 2.16's IteratorBase does not declare it yet.)
+    bool SymbolicCheckpointCompatible() const { return true; }
+
     absl::Status Initialize(IteratorContext* ctx) override {
       const auto& providers = ctx->split_providers();
       if (providers.size() > 1) {

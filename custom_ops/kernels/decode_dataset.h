@@ -250,6 +250,14 @@ class Dataset::Iterator : public tensorflow::data::DatasetIterator<Dataset> {
  public:
   explicit Iterator(const Params& params) : DatasetIterator<Dataset>(params) {}
 
+  // With symbolic checkpoints (Options.experimental_symbolic_checkpoint) a
+  // checkpoint holds no batch in flight: each yielded batch hands on the input
+  // iterator's state as of that batch (its `checkpoint`), so a restored
+  // iterator reads the batches that were in flight again, as tf.data's
+  // prefetch does.
+  // (No `override`: TensorFlow 2.16's IteratorBase does not declare it yet.)
+  bool SymbolicCheckpointCompatible() const { return true; }
+
   ~Iterator() override {
     // The backend first: it waits for the batch being decoded, whose tensors
     // `pending_` holds.
@@ -262,6 +270,7 @@ class Dataset::Iterator : public tensorflow::data::DatasetIterator<Dataset> {
     TF_RETURN_IF_ERROR(FindHost(ctx));
     IteratorContext host = HostContext(ctx);
     TF_RETURN_IF_ERROR(dataset()->input()->MakeIterator(&host, this, prefix(), &input_impl_));
+    ctx->MergeCheckpoint(host.checkpoint());
     return dataset()->factory()(ctx, dataset()->spec(), &backend_);
   }
 
@@ -276,6 +285,7 @@ class Dataset::Iterator : public tensorflow::data::DatasetIterator<Dataset> {
     *end_of_sequence = false;
     Pending next = std::move(pending_.front());
     pending_.pop_front();
+    ctx->MergeCheckpoint(&next.checkpoint);
     absl::Status s = next.status;
     if (s.ok()) s = Finish(ctx, next, out_tensors);
     // Keep `depth` batches decoding while the caller uses this one.
@@ -294,6 +304,7 @@ class Dataset::Iterator : public tensorflow::data::DatasetIterator<Dataset> {
   // the error they hold): a restored iterator submits them again and yields
   // exactly what this one would have.
   absl::Status SaveInternal(SerializationContext* ctx, IteratorStateWriter* writer) override {
+    if (ctx->symbolic_checkpoint()) return absl::OkStatus();  // see SymbolicCheckpointCompatible
     absl::MutexLock lock(&mu_);
     TF_RETURN_IF_ERROR(SaveInput(ctx, writer, input_impl_));
     TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "input_done", input_done_ ? 1 : 0));
@@ -326,6 +337,9 @@ class Dataset::Iterator : public tensorflow::data::DatasetIterator<Dataset> {
     TF_RETURN_IF_ERROR(dataset()->factory()(ctx, dataset()->spec(), &backend_));
     IteratorContext host = HostContext(ctx);
     TF_RETURN_IF_ERROR(RestoreInput(&host, reader, input_impl_));
+    ctx->MergeCheckpoint(host.checkpoint());
+    input_done_ = false;
+    if (ctx->symbolic_checkpoint()) return absl::OkStatus();  // no batch was saved
     int64_t done = 0, count = 0;
     TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "input_done", &done));
     TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "pending", &count));
@@ -338,7 +352,7 @@ class Dataset::Iterator : public tensorflow::data::DatasetIterator<Dataset> {
       const std::string key = absl::StrCat("pending[", i, "]");
       int64_t code = 0;
       TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), absl::StrCat(key, ".code"), &code));
-      Pending p;
+      Pending p(ctx);
       if (code != 0) {
         tensorflow::tstring message;
         TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), absl::StrCat(key, ".message"), &message));
@@ -365,9 +379,12 @@ class Dataset::Iterator : public tensorflow::data::DatasetIterator<Dataset> {
 
  private:
   struct Pending {
+    explicit Pending(IteratorContext* ctx) : checkpoint(ctx->id_registry()) {}
     absl::Status status;  // not OK: this position of the sequence is this error
     Batch batch;
     int64_t ticket = -1;  // the backend's, for a batch that is not empty
+    // The input iterator's state once this batch was read (symbolic checkpoints).
+    tensorflow::data::MemoryCheckpoint checkpoint;
   };
 
   // The CPU device of the iterator's task and a function library for it: the
@@ -431,9 +448,10 @@ class Dataset::Iterator : public tensorflow::data::DatasetIterator<Dataset> {
   absl::Status Fill(IteratorContext* ctx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     IteratorContext host = HostContext(ctx);
     while (!input_done_ && static_cast<int64_t>(pending_.size()) < dataset()->spec().depth) {
-      Pending p;
+      Pending p(ctx);
       bool end = false;
       p.status = input_impl_->GetNext(&host, &p.batch.components, &end);
+      p.checkpoint.Merge(host.checkpoint());
       if (p.status.ok() && end) {
         input_done_ = true;
         break;

@@ -79,6 +79,38 @@ num_samples: one count per file.
 num_labelled: how many of them have a target (they come first).
 )doc");
 
+REGISTER_OP("BznaEpochPositions")
+    .Input("counter: resource")
+    .Input("per_epoch: int64")
+    .Input("stride: int64")
+    .Input("batch_size: int64")
+    .Input("endless_stop: int64")
+    .Output("handle: variant")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle unused;
+      for (int i = 1; i < 5; ++i) TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &unused));
+      return tensorflow::shape_inference::ScalarShape(c);
+    })
+    .Doc(R"doc(
+The stream positions of one iteration of an as_dataset pipeline built with
+initial_epoch=None: a dataset of int64 scalars.
+
+When its iterator's first element is asked for, it reads the counter, an
+int64 variable [iteration, skip], and sets it to [iteration + 1, 0] in the
+same step. The iteration's positions are then first, first + 1, ..., stop - 1:
+first = iteration * stride * per_epoch (+ skip * batch_size when endless),
+stop = first + stride * per_epoch, or endless_stop when that is > 0. The
+iterator's state is its place in that range: checkpoints (explicit and
+symbolic) restore it without reading the counter again.
+
+counter: the [iteration, skip] variable (ds.bzna_epochs).
+per_epoch: positions per data epoch.
+stride: data epochs per iteration.
+batch_size: positions per batch (skip counts batches).
+endless_stop: > 0: each iteration is endless, up to this position.
+)doc");
+
 REGISTER_OP("BznaEpochSchedule")
     .Input("positions: int64")
     .Input("selection: int64")

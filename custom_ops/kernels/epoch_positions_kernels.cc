@@ -1,0 +1,297 @@
+// BznaEpochPositions: the root of an as_dataset pipeline built with
+// initial_epoch=None (bzna_tf/datasets/epochs.py): each iteration's stream
+// positions, from an int64 [iteration, skip] counter variable.
+//
+// An iterator reads the counter when its first element is asked for and
+// advances it (iteration + 1, skip 0) in the same step, under the variable's
+// lock; from then on its range of positions lives in the iterator's own state
+// (a cursor), which checkpoints, explicitly and symbolically, and restores
+// without reading the counter again. (A map over the variable re-read it on a
+// symbolic restore, and restored iterators then yielded other epochs.)
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "tensorflow/core/common_runtime/device_mgr.h"
+#include "tensorflow/core/framework/dataset.h"
+#include "tensorflow/core/framework/device.h"
+#include "tensorflow/core/framework/function.h"
+#include "tensorflow/core/framework/model.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
+#include "tensorflow/core/framework/tensor.h"
+
+namespace bzna_tf {
+namespace {
+
+using ::tensorflow::DataTypeVector;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::PartialTensorShape;
+using ::tensorflow::Tensor;
+using ::tensorflow::data::DatasetBase;
+using ::tensorflow::data::DatasetContext;
+using ::tensorflow::data::DatasetIterator;
+using ::tensorflow::data::IteratorContext;
+using ::tensorflow::data::IteratorStateReader;
+using ::tensorflow::data::IteratorStateWriter;
+using ::tensorflow::data::SerializationContext;
+
+constexpr char kOpName[] = "BznaEpochPositions";
+
+// How an iteration's positions follow from the counter.
+struct Layout {
+  int64_t per_epoch = 0;   // positions per data epoch (the shard's samples)
+  int64_t stride = 0;      // data epochs per iteration
+  int64_t batch_size = 0;  // positions per batch (an endless pipeline's skip)
+  int64_t endless_stop = 0;  // > 0: endless; every iteration ends there
+};
+
+// [first, stop) of iteration `iteration`, `skip` batches in (endless only).
+absl::Status IterationRange(const Layout& l, int64_t iteration, int64_t skip, int64_t* first, int64_t* stop) {
+  int64_t epochs = 0, skipped = 0;
+  const bool overflow = __builtin_mul_overflow(iteration, l.stride, &epochs) ||
+                        __builtin_mul_overflow(epochs, l.per_epoch, first) ||
+                        __builtin_mul_overflow(skip, l.batch_size, &skipped) ||
+                        __builtin_add_overflow(*first, skipped, first);
+  if (overflow || iteration < 0 || skip < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bzna_tf: the epoch counter (ds.bzna_epochs) holds [", iteration, ", ", skip,
+        "], which no stream position can follow: set it to the iteration to run (ds.bzna_epochs.set)"));
+  }
+  if (l.endless_stop > 0) {
+    *stop = l.endless_stop;
+  } else if (__builtin_add_overflow(*first, l.stride * l.per_epoch, stop)) {
+    return absl::InvalidArgumentError(absl::StrCat("bzna_tf: the epoch counter's iteration ", iteration,
+                                                   " is past the last stream position"));
+  }
+  return absl::OkStatus();
+}
+
+class NoSplits : public tensorflow::data::SplitProvider {
+ public:
+  absl::Status GetNext(Tensor*, bool*) override {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "bzna_tf: an as_dataset pipeline built with initial_epoch=None cannot be split by tf.data service "
+        "(its epoch counter lives in the process that built it): build it with an explicit initial_epoch"));
+  }
+  absl::Status Reset() override { return absl::OkStatus(); }
+  absl::Status Save(std::function<std::string(std::string)>, IteratorStateWriter*) override {
+    return absl::OkStatus();
+  }
+  absl::Status Restore(std::function<std::string(std::string)>, IteratorStateReader*) override {
+    return absl::OkStatus();
+  }
+};
+
+class Dataset : public DatasetBase {
+ public:
+  Dataset(OpKernelContext* ctx, Tensor handle, tensorflow::core::RefCountPtr<tensorflow::Var> counter,
+          Layout layout)
+      : DatasetBase(DatasetContext(ctx)),
+        handle_(std::move(handle)),
+        counter_(std::move(counter)),
+        layout_(layout) {}
+
+  std::unique_ptr<tensorflow::data::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override {
+    return std::make_unique<Iterator>(Iterator::Params{this, absl::StrCat(prefix, "::BznaEpochPositions")});
+  }
+  const DataTypeVector& output_dtypes() const override {
+    static const DataTypeVector* dtypes = new DataTypeVector({tensorflow::DT_INT64});
+    return *dtypes;
+  }
+  const std::vector<PartialTensorShape>& output_shapes() const override {
+    static const std::vector<PartialTensorShape>* shapes = new std::vector<PartialTensorShape>({{}});
+    return *shapes;
+  }
+  std::string DebugString() const override { return absl::StrCat(kOpName, "Op::Dataset"); }
+  // Unknown until the counter is read (as_dataset states the batches per iteration).
+  int64_t CardinalityInternal(tensorflow::data::CardinalityOptions) const override {
+    return layout_.endless_stop > 0 ? tensorflow::data::kInfiniteCardinality : layout_.stride * layout_.per_epoch;
+  }
+  absl::Status InputDatasets(std::vector<const DatasetBase*>*) const override { return absl::OkStatus(); }
+  // tf.data service's distributed_epoch mode asks every source for splits;
+  // this one has none to give (the counter lives in the process that built
+  // the pipeline), and says so if a split is ever asked for. (as_dataset puts
+  // a check before it that fails first on the service's workers.)
+  absl::Status MakeSplitProviders(
+      std::vector<std::unique_ptr<tensorflow::data::SplitProvider>>* split_providers) const override {
+    split_providers->push_back(std::make_unique<NoSplits>());
+    return absl::OkStatus();
+  }
+  // The counter is state outside the graph (as_dataset's pipeline ignores it
+  // in checkpoints: the running iteration's range is in the iterator's state).
+  absl::Status CheckExternalState() const override {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kOpName, " reads and advances an epoch counter variable"));
+  }
+
+  // Takes the next iteration from the counter: its [first, stop).
+  absl::Status TakeIteration(int64_t* first, int64_t* stop) const {
+    tensorflow::mutex_lock lock(*counter_->mu());
+    Tensor* value = counter_->tensor();
+    if (!counter_->is_initialized || value->dtype() != tensorflow::DT_INT64 || value->NumElements() != 2) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "bzna_tf: the epoch counter (ds.bzna_epochs) is not an initialized int64 [iteration, skip] "
+          "variable (in TF1 graph mode, run tf.compat.v1.global_variables_initializer() first); it holds ",
+          counter_->DebugString()));
+    }
+    const auto v = value->flat<int64_t>();
+    TF_RETURN_IF_ERROR(IterationRange(layout_, v(0), v(1), first, stop));
+    // A new tensor: readers may hold the old one (copy on write).
+    Tensor next(tensorflow::DT_INT64, tensorflow::TensorShape({2}));
+    next.flat<int64_t>()(0) = v(0) + 1;
+    next.flat<int64_t>()(1) = 0;
+    *value = std::move(next);
+    return absl::OkStatus();
+  }
+
+  const Layout& layout() const { return layout_; }
+
+ protected:
+  absl::Status AsGraphDefInternal(SerializationContext* ctx, DatasetGraphDefBuilder* b,
+                                  tensorflow::Node** output) const override {
+    tensorflow::Node *counter = nullptr, *per_epoch = nullptr, *stride = nullptr, *batch_size = nullptr,
+                     *endless_stop = nullptr;
+    TF_RETURN_IF_ERROR(b->AddDatasetOrTensor(ctx, handle_, &counter));
+    TF_RETURN_IF_ERROR(b->AddScalar(layout_.per_epoch, &per_epoch));
+    TF_RETURN_IF_ERROR(b->AddScalar(layout_.stride, &stride));
+    TF_RETURN_IF_ERROR(b->AddScalar(layout_.batch_size, &batch_size));
+    TF_RETURN_IF_ERROR(b->AddScalar(layout_.endless_stop, &endless_stop));
+    return b->AddDataset(this, {counter, per_epoch, stride, batch_size, endless_stop}, output);
+  }
+
+ private:
+  class Iterator : public DatasetIterator<Dataset> {
+   public:
+    explicit Iterator(const Params& params) : DatasetIterator<Dataset>(params) {}
+
+    // Its state is a cursor, saved after each element.
+    // (No `override`: TensorFlow 2.16's IteratorBase does not declare it yet.)
+    bool SymbolicCheckpointCompatible() const { return true; }
+
+    absl::Status GetNextInternal(IteratorContext*, std::vector<Tensor>* out_tensors,
+                                 bool* end_of_sequence) override {
+      absl::MutexLock lock(&mu_);
+      if (!started_) {
+        TF_RETURN_IF_ERROR(dataset()->TakeIteration(&next_, &stop_));
+        started_ = true;
+      }
+      *end_of_sequence = next_ >= stop_;
+      if (*end_of_sequence) return absl::OkStatus();
+      out_tensors->emplace_back(next_++);
+      return absl::OkStatus();
+    }
+
+   protected:
+    std::shared_ptr<tensorflow::data::model::Node> CreateNode(
+        IteratorContext*, tensorflow::data::model::Node::Args args) const override {
+      return tensorflow::data::model::MakeSourceNode(std::move(args));
+    }
+
+    absl::Status SaveInternal(SerializationContext*, IteratorStateWriter* writer) override {
+      absl::MutexLock lock(&mu_);
+      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "started", started_ ? 1 : 0));
+      if (!started_) return absl::OkStatus();
+      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "next", next_));
+      return writer->WriteScalar(prefix(), "stop", stop_);
+    }
+
+    absl::Status RestoreInternal(IteratorContext*, IteratorStateReader* reader) override {
+      absl::MutexLock lock(&mu_);
+      int64_t started = 0;
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "started", &started));
+      started_ = started != 0;
+      if (!started_) return absl::OkStatus();
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "next", &next_));
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "stop", &stop_));
+      if (next_ < 0 || next_ > stop_) {
+        return absl::DataLossError(absl::StrCat("restoring a ", kOpName, " iterator: saved position ", next_,
+                                                " is outside [0, ", stop_, "]"));
+      }
+      return absl::OkStatus();
+    }
+
+   private:
+    absl::Mutex mu_;
+    bool started_ ABSL_GUARDED_BY(mu_) = false;  // the counter was read
+    int64_t next_ ABSL_GUARDED_BY(mu_) = 0;
+    int64_t stop_ ABSL_GUARDED_BY(mu_) = 0;
+  };
+
+  const Tensor handle_;
+  const tensorflow::core::RefCountPtr<tensorflow::Var> counter_;
+  const Layout layout_;
+};
+
+// The counter from the resource manager of the host device it lives on, which
+// may be another CPU device of the process than this kernel's (tf.distribute
+// places a replica's dataset on that replica's device).
+absl::Status LookupOnItsDevice(OpKernelContext* ctx, const tensorflow::ResourceHandle& handle,
+                               tensorflow::core::RefCountPtr<tensorflow::Var>* counter) {
+  tensorflow::FunctionLibraryRuntime* flr = ctx->function_library();
+  tensorflow::Device* home = nullptr;
+  if (flr == nullptr || flr->device_mgr() == nullptr || handle.device().empty() ||
+      !flr->device_mgr()->LookupDevice(handle.device(), &home).ok()) {
+    return tensorflow::LookupResource(ctx, handle, counter);
+  }
+  if (home->device_type() != tensorflow::DEVICE_CPU) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOpName, ": the epoch counter must live in host memory; it is on ", handle.device()));
+  }
+  TF_RETURN_IF_ERROR(handle.ValidateType<tensorflow::Var>());
+  tensorflow::Var* var = nullptr;
+  TF_RETURN_IF_ERROR(home->resource_manager()->Lookup<tensorflow::Var>(handle.container(), handle.name(), &var));
+  counter->reset(var);  // Lookup gave a new reference
+  return absl::OkStatus();
+}
+
+class EpochPositionsOp : public tensorflow::data::DatasetOpKernel {
+ public:
+  explicit EpochPositionsOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {}
+
+ protected:
+  void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
+    tensorflow::core::RefCountPtr<tensorflow::Var> counter;
+    const tensorflow::ResourceHandle& handle = tensorflow::HandleFromInput(ctx, 0);
+    if (handle.IsRefCounting()) {
+      // An eager variable's handle owns it: usable from any device of the
+      // process (tf.distribute may run this dataset on a replica's device,
+      // while the counter lives in host memory on the first CPU).
+      auto found = handle.GetResource<tensorflow::Var>();
+      OP_REQUIRES_OK(ctx, found.status());
+      found.value()->Ref();  // counter's own reference
+      counter.reset(found.value());
+    } else {
+      OP_REQUIRES_OK(ctx, LookupOnItsDevice(ctx, handle, &counter));
+    }
+    Layout layout;
+    const char* names[] = {"per_epoch", "stride", "batch_size", "endless_stop"};
+    int64_t* fields[] = {&layout.per_epoch, &layout.stride, &layout.batch_size, &layout.endless_stop};
+    for (int i = 0; i < 4; ++i) {
+      const Tensor& t = ctx->input(i + 1);
+      OP_REQUIRES(ctx, t.dims() == 0,
+                  absl::InvalidArgumentError(absl::StrCat("expected ", names[i], " as a scalar. Received shape ",
+                                                          t.shape().DebugString())));
+      *fields[i] = t.scalar<int64_t>()();
+      OP_REQUIRES(ctx, *fields[i] >= 0,
+                  absl::InvalidArgumentError(absl::StrCat("expected ", names[i], " >= 0. Received ", *fields[i])));
+    }
+    int64_t unused = 0;
+    OP_REQUIRES(ctx, !__builtin_mul_overflow(layout.stride, layout.per_epoch, &unused),
+                absl::InvalidArgumentError("stride * per_epoch overflows int64"));
+    *output = new Dataset(ctx, ctx->input(0), std::move(counter), layout);
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name(kOpName).Device(tensorflow::DEVICE_CPU), EpochPositionsOp);
+
+}  // namespace
+}  // namespace bzna_tf

@@ -1,0 +1,163 @@
+"""TensorFlow's own checkpoint harness (tf.data's CheckpointTestBase) on bzna_tf's datasets.
+
+The harness saves an iterator at break points, restores it into a rebuilt
+pipeline and compares every element with an uninterrupted run, in eager and
+in graph (tf.compat.v1 Session) mode, with explicit and symbolic checkpoints
+(Options.experimental_symbolic_checkpoint: no buffer is saved, each element
+carries its sources' cursors). It runs on the source op (BznaDataset) and on
+as_dataset's pipelines: the CPU path, and the decode-ahead dataset op
+(device="gpu") placed on the CPU, each with and without an initial_epoch
+(initial_epoch=None: the epoch counter variable, which a restore must not
+read again).
+"""
+
+import numpy as np
+import pytest
+from test_on_error import colour
+
+import bzna_tf
+from bzna_tf import BznaWriter, ClassificationDataset
+
+tf = pytest.importorskip("tensorflow")
+ctb = pytest.importorskip(
+    "tensorflow.python.data.kernel_tests.checkpoint_test_base",
+    reason="this TensorFlow wheel ships no tf.data test harness",
+)
+from tensorflow.python.framework import ops  # noqa: E402
+
+CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
+SAMPLES = 11
+# CheckpointTestBase's checks (verify_<name>).
+VERIFY = [
+    "unused_iterator",
+    "fully_used_iterator",
+    "exhausted_iterator",
+    "multiple_breaks",
+    "reset_restored_iterator",
+]
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory):
+    from bzna_tf.convert import encode_image
+
+    path = tmp_path_factory.mktemp("harness") / "small.bzna"
+    with BznaWriter(path) as w:
+        for i in range(SAMPLES):
+            pixels = np.broadcast_to(colour(i), (20 + 3 * i, 36 - i, 3)).copy()
+            pixels[::3, ::2] = 255 - pixels[::3, ::2]
+            inp, thumb = encode_image(pixels, preset="ultrafast")
+            w.append(inp, thumb=thumb, target=i % 4, filename=f"h{i:02d}.png")
+    return path
+
+
+class _Harness(ctb.CheckpointTestBase):
+    __test__ = False  # a TestCase, for its checks only: pytest collects none of its methods
+
+    def runTest(self):  # unittest wants one; pytest drives the checks
+        pass
+
+
+@pytest.fixture
+def harness():
+    h = _Harness()
+    h.setUp()
+    yield h
+    h.tearDown()
+
+
+def _symbolic(ds, symbolic):
+    options = tf.data.Options()
+    options.experimental_symbolic_checkpoint = symbolic
+    # As the harness's own combinations do: no static rewrite between checks.
+    options.experimental_optimization.apply_default_optimizations = False
+    return ds.with_options(options)
+
+
+def _verify(harness, which, mode, ds_fn, num_outputs):
+    if which == "breaks_at_each_element":
+        # verify_multiple_breaks' check at every element (it picks ten points, repeats included).
+        def check(fn, n):
+            harness.verify_run_with_breaks(fn, list(range(1, n)), n)
+    else:
+        check = getattr(harness, f"verify_{which}")
+    if mode == "eager":
+        check(ds_fn, num_outputs)
+    else:
+        with ops.Graph().as_default():  # tf.compat.v1: Session, Saver, initializable iterators
+            check(ds_fn, num_outputs)
+
+
+def _modes(which):
+    # Re-initialising an iterator exists in graph mode only.
+    return ["graph"] if which == "reset_restored_iterator" else ["eager", "graph"]
+
+
+@pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
+@pytest.mark.parametrize(("which", "mode"), [(w, m) for w in VERIFY for m in _modes(w)])
+def test_the_source_op(harness, small_file, which, mode, symbolic):
+    order = [3, 1, 4, 1, 5, 9, 2, 6]
+
+    def ds_fn():
+        return _symbolic(bzna_tf.ops.BznaDataset(str(small_file), order, with_filenames=True), symbolic)
+
+    _verify(harness, which, mode, ds_fn, len(order))
+
+
+def _pipeline(path, device, initial_epoch, symbolic):
+    d = ClassificationDataset(path)
+    ds = d.as_dataset(
+        batch_size=6,
+        shape=(6, 8),
+        warp=bzna_tf.layers.RandomResizedCrop(6, 8, flip_h=0.5),
+        shuffle=True,
+        seed=5,
+        repeat=2,
+        initial_epoch=initial_epoch,
+        device=device,
+    )
+    return _symbolic(ds, symbolic)
+
+
+BATCHES = 4  # 2 epochs of 11, by 6: the second batch crosses into the second epoch
+
+
+@pytest.fixture
+def ahead_on_cpu(monkeypatch):
+    from bzna_tf.datasets import pipeline
+
+    monkeypatch.setattr(pipeline, "decoder_device", lambda input_context=None: (CPU, None))
+
+
+# The epoch counter (initial_epoch=None) in every combination; an initial_epoch once.
+PIPELINES = [
+    (mode, device, None, symbolic)
+    for mode in ("eager", "graph")
+    for device in ("cpu", "gpu")
+    for symbolic in (False, True)
+] + [("graph", "gpu", 0, True)]
+
+
+@pytest.mark.parametrize(
+    ("mode", "device", "initial_epoch", "symbolic"),
+    PIPELINES,
+    ids=[
+        "-".join(
+            [m, "decode_ahead_op" if d == "gpu" else "cpu_path", "counter" if e is None else "initial_epoch"]
+            + ["symbolic" if s else "explicit"]
+        )
+        for m, d, e, s in PIPELINES
+    ],
+)
+def test_as_dataset_breaks(harness, small_file, ahead_on_cpu, mode, device, initial_epoch, symbolic):
+    fn = lambda: _pipeline(small_file, device, initial_epoch, symbolic)  # noqa: E731
+    _verify(harness, "breaks_at_each_element", mode, fn, BATCHES)
+
+
+OTHER_CHECKS = [(w, m) for w in VERIFY if w != "multiple_breaks" for m in _modes(w)]
+
+
+@pytest.mark.parametrize(("which", "mode"), OTHER_CHECKS)
+def test_as_dataset_decode_ahead_other_checks(harness, small_file, ahead_on_cpu, which, mode):
+    # The counter under symbolic checkpoints: the case where a re-read would break.
+    _verify(harness, which, mode, lambda: _pipeline(small_file, "gpu", None, True), BATCHES)
