@@ -134,10 +134,43 @@ def test_symbolic_links_are_followed_once(tmp_path):
     (root / "a").mkdir(parents=True)
     (root / "a" / "1.ppm").write_bytes(ppm(gradient(8, 8)))
     (root / "a" / "loop").symlink_to(root / "a")  # a folder reached twice is read once
-    (root / "b").symlink_to(root / "a")  # a class folder may be a link
+    elsewhere = tmp_path / "raw" / "bees"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "2.ppm").write_bytes(ppm(gradient(8, 8, seed=1)))
+    (root / "b").symlink_to(elsewhere)  # a class folder may be a link
+    (root / "a" / "same.ppm").symlink_to(root / "a" / "1.ppm")  # one image in its class: taken once
     src = ImageFolderSource(root)
-    assert [(i.filename, i.target) for i in src] == [("a/1.ppm", 0), ("b/1.ppm", 1)]
+    assert [(i.filename, i.target) for i in src] == [("a/1.ppm", 0), ("b/2.ppm", 1)]
     assert np.array_equal(src.labelled(), [True, True])
+    assert src.notes == (
+        "not taken: 1 path to an image already taken in its class, through symbolic links ('a/same.ppm')",
+    )
+
+
+@pytest.mark.parametrize("how", ["class folder", "file", "beside"])
+def test_an_image_linked_into_a_second_class_is_refused(tmp_path, how):
+    from bzna_tf.convert import ImageFolderSource, SourceError
+
+    root = tmp_path / "r"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "1.ppm").write_bytes(ppm(gradient(8, 8)))
+    if how == "class folder":
+        (root / "b").symlink_to(root / "a")  # every image of a would also be in b: two labels each
+        clash = "'b/1.ppm' (class 'b') is 'a/1.ppm' (class 'a')"
+    elif how == "file":
+        (root / "b").mkdir()
+        (root / "b" / "x.ppm").symlink_to(root / "a" / "1.ppm")
+        clash = "'b/x.ppm' (class 'b') is 'a/1.ppm' (class 'a')"
+    else:
+        (root / "x.ppm").symlink_to(root / "a" / "1.ppm")  # unlabelled and in class a
+        clash = "'x.ppm' (beside the class folders) is 'a/1.ppm' (class 'a')"
+    with pytest.raises(SourceError) as e:
+        ImageFolderSource(root, allow_unlabelled=True)
+    assert str(e.value) == (
+        f"{root}: 1 image reached through symbolic links in a second class ({clash}): an image has one "
+        "label. Remove the links that put an image in a second class; to store a picture in two classes, "
+        "copy the file"
+    )
 
 
 def test_an_image_that_does_not_decode_stops_the_conversion_then_skip_resumes_it(tmp_path, capsys):

@@ -127,7 +127,8 @@ def test_dangling_and_looping_links_and_fifos_are_counted_as_not_taken(tmp_path,
     (root / "cat" / "loop.ppm").symlink_to(root / "cat" / "loop.ppm")
     (root / "top.ppm").symlink_to(root / "absent.ppm")  # beside the class folders: not an image either
     os.mkfifo(root / "dog" / "pipe.ppm")  # opening it would wait forever
-    (root / "dog" / "ok.ppm").symlink_to(root / "cat" / "0.ppm")  # a link to a file is taken
+    (tmp_path / "elsewhere.ppm").write_bytes(ppm(gradient(16, 24, seed=99)))
+    (root / "dog" / "ok.ppm").symlink_to(tmp_path / "elsewhere.ppm")  # a link to a file is taken
     src = ImageFolderSource(root)
     assert [i.filename for i in src] == ["cat/0.ppm", "cat/1.ppm", "dog/0.ppm", "dog/1.ppm", "dog/ok.ppm"]
     assert src.notes == (

@@ -94,8 +94,10 @@ class ImageFolderSource(Source):
     starting with '.') are not taken; the conversion summary counts the
     former and warns about classes without images. Each sample's stored name
     is its path relative to ``root`` (``"ant/sub/2.jpg"``), so names are
-    unique. Symbolic links to files and folders are followed (within a class,
-    a folder reached twice is read once); links that lead nowhere (dangling,
+    unique. Symbolic links to files and folders are followed; one file
+    reached by several paths is one image (within a class, taken once; in a
+    second class, or beside the class folders too, refused: it would have two
+    labels); links that lead nowhere (dangling,
     or in a loop) and entries that are neither files nor folders (FIFOs,
     sockets) are not taken, and the summary counts them. An image file whose
     path under ``root`` is not valid UTF-8 is a bad record (its Item has
@@ -110,8 +112,9 @@ class ImageFolderSource(Source):
 
     Raises:
       SourceError: ``root`` is not a folder, holds no image, has image files
-        beside its class folders without ``allow_unlabelled``, or has a class
-        folder whose name is not UTF-8.
+        beside its class folders without ``allow_unlabelled``, has a class
+        folder whose name is not UTF-8, or has an image that symbolic links
+        put in a second class.
     """
 
     kind = "folder"
@@ -147,12 +150,24 @@ class ImageFolderSource(Source):
         ignored += [name for name, kind in kinds.items() if kind == "file" and not self._is_image(name)]
         self._files = []  # (target, path relative to root, '/'-separated)
         empty = []
+        top_real = os.path.realpath(self.root)
+        # One file reached through symbolic links by several paths is one image: taken once within its
+        # class; in two classes (or in one and beside them) it would have two labels, which is refused.
+        owner = {}  # real path -> (target, rel) that took it
+        again, clashes = [], []
         for target, name in enumerate(self.classes):
             # Within a class, a folder reached twice (a link back up, two links) is read once.
-            found = self._walk(name, {os.path.realpath(self.root)}, ignored, strange)
+            found = self._walk(name, {top_real}, ignored, strange)
             if not found:
                 empty.append(f"{name!r} (target {target})")
-            self._files += [(target, rel) for rel in found]
+            for rel, real in found:
+                first = owner.setdefault(real, (target, rel))
+                if first == (target, rel):
+                    self._files.append((target, rel))
+                elif first[0] == target:
+                    again.append(rel)
+                else:
+                    clashes.append((rel, target, *first))
         if self.classes and beside and not self.allow_unlabelled:
             raise SourceError(
                 f"{escaped_name(self.root)}: {count(len(beside), 'image file')} beside the class folders "
@@ -161,12 +176,37 @@ class ImageFolderSource(Source):
                 f"{'it' if len(beside) == 1 else 'them'} into a class folder, or pass --allow-unlabelled "
                 "(allow_unlabelled=True) to store them as unlabelled images after the labelled ones"
             )
-        self._files += [(None, name) for name in beside]
+        for name in beside:
+            real = os.path.realpath(os.path.join(self.root, name))
+            first = owner.get(real)
+            if first is None:
+                self._files.append((None, name))
+            else:
+                clashes.append((name, None, *first))
+        if clashes:
+
+            def which(target):
+                return "beside the class folders" if target is None else f"class {self.classes[target]!r}"
+
+            shown = [
+                f"{_few([rel])} ({which(t)}) is {_few([orig])} ({which(u)})" for rel, t, u, orig in clashes
+            ]
+            raise SourceError(
+                f"{escaped_name(self.root)}: {count(len(clashes), 'image')} reached through symbolic links "
+                f"in a second class ({', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''}): an image "
+                "has one label. Remove the links that put an image in a second class; to store a picture in "
+                "two classes, copy the file"
+            )
         if not self._files:
             raise SourceError(f"{escaped_name(self.root)}: no image files ({', '.join(self.extensions)})")
         notes = []
         if empty:
             notes.append(f"warning: {count(len(empty), 'class')} without images: {', '.join(empty)}")
+        if again:
+            notes.append(
+                f"not taken: {count(len(again), 'path')} to an image already taken in its class, through "
+                f"symbolic links ({_few(again, 3)})"
+            )
         if ignored:
             notes.append(
                 f"not taken: {count(len(ignored), 'file')} whose names do not end in an image extension "
@@ -187,7 +227,7 @@ class ImageFolderSource(Source):
         return name.lower().endswith(self.extensions)
 
     def _walk(self, rel, seen, ignored, strange):
-        """Image paths (relative to root) under the folder ``rel``, sorted level by level.
+        """(image path relative to root, its real path) under the folder ``rel``, sorted level by level.
 
         Other files go to ``ignored``, entries that are neither files nor folders to ``strange``.
         """
@@ -205,7 +245,13 @@ class ImageFolderSource(Source):
             if kind == "dir":
                 out += self._walk(path, seen, ignored, strange)
             elif kind == "file":
-                (out if self._is_image(e.name) else ignored).append(path)
+                if self._is_image(e.name):
+                    # A link's target, else the file itself in the folder's real path (no system call).
+                    out.append(
+                        (path, os.path.realpath(e.path) if e.is_symlink() else os.path.join(real, e.name))
+                    )
+                else:
+                    ignored.append(path)
             else:
                 strange[kind].append(path)
         return out
