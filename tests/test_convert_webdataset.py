@@ -256,6 +256,27 @@ def test_members_that_are_not_samples_are_left_out_and_noted(tmp_path):
     assert src.notes == ("not taken: 1 tar member without an extension ('README')",)
 
 
+def test_member_names_made_in_the_shards_folder_drop_their_leading_dot_slash(tmp_path):
+    # `tar --sort=name -cf x.tar .` names every member ./NAME: the same paths as NAME.
+    pics = images(2)
+    path = tmp_path / "dot.tar"
+    with tarfile.open(path, "w") as tf:
+        d = tarfile.TarInfo("./")
+        d.type = tarfile.DIRTYPE
+        tf.addfile(d)
+        add_member(tf, "./0.ppm", pics[0])
+        add_member(tf, "./0.cls", b"1")
+        add_member(tf, "././sub/1.ppm", pics[1])
+        add_member(tf, "./sub/1.cls", b"0")
+    src = WebDatasetSource(path)
+    assert [(it.filename, it.target) for it in src] == [("0", 1), ("sub/1", 0)]
+    assert src.notes == ()
+    summary = convert(src, tmp_path / "dot.bzna", workers=0, order="source", **FAST)
+    assert summary.images == 2
+    with BznaFile(tmp_path / "dot.bzna") as f:
+        assert f.filenames() == ["0", "sub/1"]
+
+
 def test_the_cli_converts_shards_from_a_brace_pattern(tmp_path, capsys):
     from bzna_tf.cli import main
 

@@ -502,6 +502,8 @@ class WebDatasetSource(LabelledSource):
             key = None
             exts = set()
             for name, kind, offset, length, link in _tar_members(f, path, size):
+                while name.startswith("./"):  # `tar -cf x.tar .` in the shard's folder: the same paths
+                    name = name[2:]
                 if kind != "file":
                     if kind != "directory":  # links, devices, ...: noted, so that nothing goes silently
                         to = f" to {link!r}" if kind.endswith("link") else ""
