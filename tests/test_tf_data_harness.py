@@ -161,3 +161,20 @@ OTHER_CHECKS = [(w, m) for w in VERIFY if w != "multiple_breaks" for m in _modes
 def test_as_dataset_decode_ahead_other_checks(harness, small_file, ahead_on_cpu, which, mode):
     # The counter under symbolic checkpoints: the case where a re-read would break.
     _verify(harness, which, mode, lambda: _pipeline(small_file, "gpu", None, True), BATCHES)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_an_endless_pipeline_symbolically(harness, small_file, mode):
+    # repeat=True: the counter's endless branch (each iteration from its start, `skip` batches in).
+    def ds_fn():
+        d = ClassificationDataset(small_file)
+        return _symbolic(d.as_dataset(batch_size=3, shape=8, shuffle=True, seed=1, repeat=True), True)
+
+    def check(fn, n):
+        harness.verify_run_with_breaks(fn, [1, 4, 8], n, verify_exhausted=False)  # across epochs 0 to 2
+
+    if mode == "eager":
+        check(ds_fn, 9)
+    else:
+        with ops.Graph().as_default():
+            check(ds_fn, 9)
