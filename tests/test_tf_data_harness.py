@@ -11,12 +11,11 @@ as_dataset's pipelines: the CPU path, and the decode-ahead dataset op
 read again).
 """
 
-import numpy as np
 import pytest
-from test_on_error import colour
+from test_gpu_dataset import good_file, on_cpu_op  # noqa: F401 (fixtures: its file, the op on the CPU)
 
 import bzna_tf
-from bzna_tf import BznaWriter, ClassificationDataset
+from bzna_tf import ClassificationDataset
 
 tf = pytest.importorskip("tensorflow")
 ctb = pytest.importorskip(
@@ -25,8 +24,6 @@ ctb = pytest.importorskip(
 )
 from tensorflow.python.framework import ops  # noqa: E402
 
-CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
-SAMPLES = 11
 # CheckpointTestBase's checks (verify_<name>).
 VERIFY = [
     "unused_iterator",
@@ -35,20 +32,6 @@ VERIFY = [
     "multiple_breaks",
     "reset_restored_iterator",
 ]
-
-
-@pytest.fixture(scope="module")
-def small_file(tmp_path_factory):
-    from bzna_tf.convert import encode_image
-
-    path = tmp_path_factory.mktemp("harness") / "small.bzna"
-    with BznaWriter(path) as w:
-        for i in range(SAMPLES):
-            pixels = np.broadcast_to(colour(i), (20 + 3 * i, 36 - i, 3)).copy()
-            pixels[::3, ::2] = 255 - pixels[::3, ::2]
-            inp, thumb = encode_image(pixels, preset="ultrafast")
-            w.append(inp, thumb=thumb, target=i % 4, filename=f"h{i:02d}.png")
-    return path
 
 
 class _Harness(ctb.CheckpointTestBase):
@@ -95,11 +78,11 @@ def _modes(which):
 
 @pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
 @pytest.mark.parametrize(("which", "mode"), [(w, m) for w in VERIFY for m in _modes(w)])
-def test_the_source_op(harness, small_file, which, mode, symbolic):
+def test_the_source_op(harness, good_file, which, mode, symbolic):  # noqa: F811
     order = [3, 1, 4, 1, 5, 9, 2, 6]
 
     def ds_fn():
-        return _symbolic(bzna_tf.ops.BznaDataset(str(small_file), order, with_filenames=True), symbolic)
+        return _symbolic(bzna_tf.ops.BznaDataset(str(good_file), order, with_filenames=True), symbolic)
 
     _verify(harness, which, mode, ds_fn, len(order))
 
@@ -122,13 +105,6 @@ def _pipeline(path, device, initial_epoch, symbolic):
 BATCHES = 4  # 2 epochs of 11, by 6: the second batch crosses into the second epoch
 
 
-@pytest.fixture
-def ahead_on_cpu(monkeypatch):
-    from bzna_tf.datasets import pipeline
-
-    monkeypatch.setattr(pipeline, "decoder_device", lambda input_context=None: (CPU, None))
-
-
 # The epoch counter (initial_epoch=None) in every combination; an initial_epoch once.
 PIPELINES = [
     (mode, device, None, symbolic)
@@ -149,8 +125,8 @@ PIPELINES = [
         for m, d, e, s in PIPELINES
     ],
 )
-def test_as_dataset_breaks(harness, small_file, ahead_on_cpu, mode, device, initial_epoch, symbolic):
-    fn = lambda: _pipeline(small_file, device, initial_epoch, symbolic)  # noqa: E731
+def test_as_dataset_breaks(harness, good_file, on_cpu_op, mode, device, initial_epoch, symbolic):  # noqa: F811
+    fn = lambda: _pipeline(good_file, device, initial_epoch, symbolic)  # noqa: E731
     _verify(harness, "breaks_at_each_element", mode, fn, BATCHES)
 
 
@@ -158,16 +134,16 @@ OTHER_CHECKS = [(w, m) for w in VERIFY if w != "multiple_breaks" for m in _modes
 
 
 @pytest.mark.parametrize(("which", "mode"), OTHER_CHECKS)
-def test_as_dataset_decode_ahead_other_checks(harness, small_file, ahead_on_cpu, which, mode):
+def test_as_dataset_decode_ahead_other_checks(harness, good_file, on_cpu_op, which, mode):  # noqa: F811
     # The counter under symbolic checkpoints: the case where a re-read would break.
-    _verify(harness, which, mode, lambda: _pipeline(small_file, "gpu", None, True), BATCHES)
+    _verify(harness, which, mode, lambda: _pipeline(good_file, "gpu", None, True), BATCHES)
 
 
 @pytest.mark.parametrize("mode", ["eager", "graph"])
-def test_an_endless_pipeline_symbolically(harness, small_file, mode):
+def test_an_endless_pipeline_symbolically(harness, good_file, mode):  # noqa: F811
     # repeat=True: the counter's endless branch (each iteration from its start, `skip` batches in).
     def ds_fn():
-        d = ClassificationDataset(small_file)
+        d = ClassificationDataset(good_file)
         return _symbolic(d.as_dataset(batch_size=3, shape=8, shuffle=True, seed=1, repeat=True), True)
 
     def check(fn, n):
