@@ -415,6 +415,32 @@ def test_gpu_dataset_skips_as_the_cpu_path(original_path):
     assert ahead.bzna_skipped.count == 0
 
 
+@pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
+def test_gpu_dataset_iterator_checkpoints_restore_the_continuation(original_path, tmp_path, symbolic):
+    # A GPU-placed iterator saved with batches decoding ahead (explicit: their inputs are saved and
+    # decoded again; symbolic: the inputs' positions only), restored into the same pipeline after its
+    # epoch counter moved on: the rest of the saved iteration, as an uninterrupted run yields it.
+    _need_gpu()
+    d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
+    ds = d.as_dataset(batch_size=2, shape=24, shuffle=True, seed=4, repeat=2, prefetch=3, device="gpu")
+    assert type(ds).__name__ == "_DecodeWarpDataset"
+    options = tf.data.Options()
+    options.experimental_symbolic_checkpoint = symbolic
+    ds = ds.with_options(options)
+    it = iter(ds)
+    next(it)
+    next(it)
+    path = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "it"))
+    rest = [(x.numpy(), y.numpy()) for x, y in it]
+    again = iter(ds)
+    tf.train.Checkpoint(iterator=again).read(path).assert_consumed()
+    got = [(x.numpy(), y.numpy()) for x, y in again]
+    assert len(got) == len(rest) == 7  # 18 samples by 2, less the 2 batches read before the save
+    for (x, y), (u, v) in zip(got, rest, strict=True):
+        np.testing.assert_array_equal(x, u)
+        np.testing.assert_array_equal(y, v)
+
+
 def test_gpu_dataset_trains_an_unchanged_model(original_path):
     _need_gpu()
     d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
