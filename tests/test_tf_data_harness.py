@@ -57,18 +57,21 @@ def _symbolic(ds, symbolic):
     return ds.with_options(options)
 
 
-def _verify(harness, which, mode, ds_fn, num_outputs):
+def _in_mode(mode, check):
+    """Runs check() eagerly, or in graph mode (tf.compat.v1: Session, Saver, initializable iterators)."""
+    if mode == "eager":
+        check()
+    else:
+        with ops.Graph().as_default():
+            check()
+
+
+def _verify(harness, which, mode, ds_fn, n):
     if which == "breaks_at_each_element":
         # verify_multiple_breaks' check at every element (it picks ten points, repeats included).
-        def check(fn, n):
-            harness.verify_run_with_breaks(fn, list(range(1, n)), n)
+        _in_mode(mode, lambda: harness.verify_run_with_breaks(ds_fn, list(range(1, n)), n))
     else:
-        check = getattr(harness, f"verify_{which}")
-    if mode == "eager":
-        check(ds_fn, num_outputs)
-    else:
-        with ops.Graph().as_default():  # tf.compat.v1: Session, Saver, initializable iterators
-            check(ds_fn, num_outputs)
+        _in_mode(mode, lambda: getattr(harness, f"verify_{which}")(ds_fn, n))
 
 
 def _modes(which):
@@ -146,11 +149,5 @@ def test_an_endless_pipeline_symbolically(harness, good_file, mode):  # noqa: F8
         d = ClassificationDataset(good_file)
         return _symbolic(d.as_dataset(batch_size=3, shape=8, shuffle=True, seed=1, repeat=True), True)
 
-    def check(fn, n):
-        harness.verify_run_with_breaks(fn, [1, 4, 8], n, verify_exhausted=False)  # across epochs 0 to 2
-
-    if mode == "eager":
-        check(ds_fn, 9)
-    else:
-        with ops.Graph().as_default():
-            check(ds_fn, 9)
+    # Breaks across epochs 0 to 2.
+    _in_mode(mode, lambda: harness.verify_run_with_breaks(ds_fn, [1, 4, 8], 9, verify_exhausted=False))

@@ -165,9 +165,6 @@ def epoch_schedule(positions, selection, seed, *, shuffle=False, shard=(1, 0)):
 class _EpochPositions(dataset_ops.DatasetSource):
     """The BznaEpochPositions op's dataset (int64 scalars); see :func:`epoch_positions`."""
 
-    def __init__(self, variant):
-        super().__init__(variant)
-
     @property
     def element_spec(self):
         return tf.TensorSpec([], tf.int64)

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -112,7 +113,7 @@ class Dataset : public DatasetBase {
     return *shapes;
   }
   std::string DebugString() const override { return absl::StrCat(kOpName, "Op::Dataset"); }
-  // Unknown until the counter is read (as_dataset states the batches per iteration).
+  // An iteration's length (where it starts is known once the counter is read).
   int64_t CardinalityInternal(tensorflow::data::CardinalityOptions) const override {
     return layout_.endless_stop > 0 ? tensorflow::data::kInfiniteCardinality : layout_.stride * layout_.per_epoch;
   }
@@ -152,8 +153,6 @@ class Dataset : public DatasetBase {
     *value = std::move(next);
     return absl::OkStatus();
   }
-
-  const Layout& layout() const { return layout_; }
 
  protected:
   absl::Status AsGraphDefInternal(SerializationContext* ctx, DatasetGraphDefBuilder* b,
@@ -231,11 +230,20 @@ class Dataset : public DatasetBase {
   const Layout layout_;
 };
 
-// The counter from the resource manager of the host device it lives on, which
-// may be another CPU device of the process than this kernel's (tf.distribute
-// places a replica's dataset on that replica's device).
-absl::Status LookupOnItsDevice(OpKernelContext* ctx, const tensorflow::ResourceHandle& handle,
-                               tensorflow::core::RefCountPtr<tensorflow::Var>* counter) {
+// The counter variable `handle` names, which may live on another CPU device of
+// the process than this kernel's (tf.distribute places a replica's dataset on
+// that replica's device, while the counter lives in host memory on the first
+// CPU): an eager variable's handle owns it; else the resource manager of the
+// device it names holds it.
+absl::Status FindCounter(OpKernelContext* ctx, const tensorflow::ResourceHandle& handle,
+                         tensorflow::core::RefCountPtr<tensorflow::Var>* counter) {
+  if (handle.IsRefCounting()) {
+    auto found = handle.GetResource<tensorflow::Var>();
+    TF_RETURN_IF_ERROR(found.status());
+    found.value()->Ref();  // the caller's own reference
+    counter->reset(found.value());
+    return absl::OkStatus();
+  }
   tensorflow::FunctionLibraryRuntime* flr = ctx->function_library();
   tensorflow::Device* home = nullptr;
   if (flr == nullptr || flr->device_mgr() == nullptr || handle.device().empty() ||
@@ -260,29 +268,15 @@ class EpochPositionsOp : public tensorflow::data::DatasetOpKernel {
  protected:
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
     tensorflow::core::RefCountPtr<tensorflow::Var> counter;
-    const tensorflow::ResourceHandle& handle = tensorflow::HandleFromInput(ctx, 0);
-    if (handle.IsRefCounting()) {
-      // An eager variable's handle owns it: usable from any device of the
-      // process (tf.distribute may run this dataset on a replica's device,
-      // while the counter lives in host memory on the first CPU).
-      auto found = handle.GetResource<tensorflow::Var>();
-      OP_REQUIRES_OK(ctx, found.status());
-      found.value()->Ref();  // counter's own reference
-      counter.reset(found.value());
-    } else {
-      OP_REQUIRES_OK(ctx, LookupOnItsDevice(ctx, handle, &counter));
-    }
+    OP_REQUIRES_OK(ctx, FindCounter(ctx, tensorflow::HandleFromInput(ctx, 0), &counter));
     Layout layout;
-    const char* names[] = {"per_epoch", "stride", "batch_size", "endless_stop"};
-    int64_t* fields[] = {&layout.per_epoch, &layout.stride, &layout.batch_size, &layout.endless_stop};
-    for (int i = 0; i < 4; ++i) {
-      const Tensor& t = ctx->input(i + 1);
-      OP_REQUIRES(ctx, t.dims() == 0,
-                  absl::InvalidArgumentError(absl::StrCat("expected ", names[i], " as a scalar. Received shape ",
-                                                          t.shape().DebugString())));
-      *fields[i] = t.scalar<int64_t>()();
-      OP_REQUIRES(ctx, *fields[i] >= 0,
-                  absl::InvalidArgumentError(absl::StrCat("expected ", names[i], " >= 0. Received ", *fields[i])));
+    for (const auto& [name, field] : {std::pair<const char*, int64_t*>{"per_epoch", &layout.per_epoch},
+                                      {"stride", &layout.stride},
+                                      {"batch_size", &layout.batch_size},
+                                      {"endless_stop", &layout.endless_stop}}) {
+      OP_REQUIRES_OK(ctx, tensorflow::data::ParseScalarArgument<int64_t>(ctx, name, field));
+      OP_REQUIRES(ctx, *field >= 0,
+                  absl::InvalidArgumentError(absl::StrCat("expected ", name, " >= 0. Received ", *field)));
     }
     int64_t unused = 0;
     OP_REQUIRES(ctx, !__builtin_mul_overflow(layout.stride, layout.per_epoch, &unused),
