@@ -143,8 +143,20 @@ def test_symbolic_links_are_followed_once(tmp_path):
     assert [(i.filename, i.target) for i in src] == [("a/1.ppm", 0), ("b/2.ppm", 1)]
     assert np.array_equal(src.labelled(), [True, True])
     assert src.notes == (
-        "not taken: 1 path to an image already taken in its class, through symbolic links ('a/same.ppm')",
+        "not taken: 1 path to an image already taken, through symbolic links ('a/same.ppm')",
     )
+
+
+def test_an_unlabelled_image_linked_twice_is_taken_once(tmp_path):
+    from bzna_tf.convert import ImageFolderSource
+
+    root = tmp_path / "test_set"  # no class folders: unlabelled images
+    root.mkdir()
+    (root / "x.ppm").write_bytes(ppm(gradient(8, 8)))
+    (root / "y.ppm").symlink_to(root / "x.ppm")
+    src = ImageFolderSource(root)
+    assert [(i.filename, i.target) for i in src] == [("x.ppm", None)]
+    assert src.notes == ("not taken: 1 path to an image already taken, through symbolic links ('y.ppm')",)
 
 
 @pytest.mark.parametrize("how", ["class folder", "file", "beside"])

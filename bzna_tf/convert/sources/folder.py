@@ -81,6 +81,11 @@ def _kind(entry) -> str:
     return "other"
 
 
+def _real_path(entry, folder_real: str) -> str:
+    """A file entry's real path: a link's target, else its name in its folder's real path (no system call)."""
+    return os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(folder_real, entry.name)
+
+
 class ImageFolderSource(Source):
     """Images from a folder: one sub-folder per class (sorted names -> targets 0, 1, ...).
 
@@ -95,9 +100,9 @@ class ImageFolderSource(Source):
     former and warns about classes without images. Each sample's stored name
     is its path relative to ``root`` (``"ant/sub/2.jpg"``), so names are
     unique. Symbolic links to files and folders are followed; one file
-    reached by several paths is one image (within a class, taken once; in a
-    second class, or beside the class folders too, refused: it would have two
-    labels); links that lead nowhere (dangling,
+    reached by several paths is one image (with one label, or unlabelled,
+    taken once; in a second class, or beside the class folders too, refused:
+    it would have two labels); links that lead nowhere (dangling,
     or in a loop) and entries that are neither files nor folders (FIFOs,
     sockets) are not taken, and the summary counts them. An image file whose
     path under ``root`` is not valid UTF-8 is a bad record (its Item has
@@ -146,7 +151,7 @@ class ImageFolderSource(Source):
         for name, kind in kinds.items():
             if kind in strange:
                 strange[kind].append(name)
-        beside = [name for name, kind in kinds.items() if kind == "file" and self._is_image(name)]
+        beside = [e for e in top if kinds[e.name] == "file" and self._is_image(e.name)]
         ignored += [name for name, kind in kinds.items() if kind == "file" and not self._is_image(name)]
         self._files = []  # (target, path relative to root, '/'-separated)
         empty = []
@@ -155,34 +160,33 @@ class ImageFolderSource(Source):
         # class; in two classes (or in one and beside them) it would have two labels, which is refused.
         owner = {}  # real path -> (target, rel) that took it
         again, clashes = [], []
+
+        def take(target, rel, real):
+            first = owner.setdefault(real, (target, rel))
+            if first == (target, rel):
+                self._files.append((target, rel))
+            elif first[0] == target:
+                again.append(rel)
+            else:
+                clashes.append((rel, target, *first))
+
         for target, name in enumerate(self.classes):
             # Within a class, a folder reached twice (a link back up, two links) is read once.
             found = self._walk(name, {top_real}, ignored, strange)
             if not found:
                 empty.append(f"{name!r} (target {target})")
             for rel, real in found:
-                first = owner.setdefault(real, (target, rel))
-                if first == (target, rel):
-                    self._files.append((target, rel))
-                elif first[0] == target:
-                    again.append(rel)
-                else:
-                    clashes.append((rel, target, *first))
+                take(target, rel, real)
         if self.classes and beside and not self.allow_unlabelled:
             raise SourceError(
                 f"{escaped_name(self.root)}: {count(len(beside), 'image file')} beside the class folders "
-                f"({_few(beside)}): an image belongs to the class folder it is in "
+                f"({_few([e.name for e in beside])}): an image belongs to the class folder it is in "
                 f"({escaped_name(self.root)}/CLASS/...). Move "
                 f"{'it' if len(beside) == 1 else 'them'} into a class folder, or pass --allow-unlabelled "
                 "(allow_unlabelled=True) to store them as unlabelled images after the labelled ones"
             )
-        for name in beside:
-            real = os.path.realpath(os.path.join(self.root, name))
-            first = owner.get(real)
-            if first is None:
-                self._files.append((None, name))
-            else:
-                clashes.append((name, None, *first))
+        for e in beside:
+            take(None, e.name, _real_path(e, top_real))
         if clashes:
 
             def which(target):
@@ -204,8 +208,8 @@ class ImageFolderSource(Source):
             notes.append(f"warning: {count(len(empty), 'class')} without images: {', '.join(empty)}")
         if again:
             notes.append(
-                f"not taken: {count(len(again), 'path')} to an image already taken in its class, through "
-                f"symbolic links ({_few(again, 3)})"
+                f"not taken: {count(len(again), 'path')} to an image already taken, through symbolic links "
+                f"({_few(again, 3)})"
             )
         if ignored:
             notes.append(
@@ -246,10 +250,7 @@ class ImageFolderSource(Source):
                 out += self._walk(path, seen, ignored, strange)
             elif kind == "file":
                 if self._is_image(e.name):
-                    # A link's target, else the file itself in the folder's real path (no system call).
-                    out.append(
-                        (path, os.path.realpath(e.path) if e.is_symlink() else os.path.join(real, e.name))
-                    )
+                    out.append((path, _real_path(e, real)))
                 else:
                     ignored.append(path)
             else:
