@@ -311,8 +311,8 @@ def _convert_options() -> dict:
         "order": [
             _option("--order", choices=ORDERS, default="shuffle",
                     help="shuffle (default): the images in a random order drawn from --seed, so that every "
-                    "shard and every slice holds every class; source: the sources' order (class by class for "
-                    "a folder)"),
+                    "shard and every slice is a random sample of the whole (not stratified: a small one can "
+                    "miss a class); source: the sources' order (class by class for a folder)"),
             _option("--seed", type=int, default=DEFAULT_SEED,
                     help=f"the shuffle's seed, stored in each file's metadata (default {DEFAULT_SEED})"),
         ],

@@ -183,6 +183,9 @@ def test_old_and_new_name_together_is_a_type_error(small_file):
         ("with_filename", "did you mean `with_filenames`?"),  # the ops' old name: never as_dataset's
         ("split", "the samples are chosen when the dataset is opened: bzna_tf.Dataset(path, split="),
         ("as_supervised", "yields (images, labels) already"),
+        ("label_mode", "tf.one_hot(y, num_classes)"),
+        ("labels", "stored in the file at conversion"),
+        ("color_mode", "tf.image.rgb_to_grayscale"),
     ],
 )
 def test_keywords_of_keras_and_tfds_get_the_name_to_use(small_file, keyword, advice):

@@ -3,7 +3,8 @@
 A conversion of N images first puts them in its order
 (:func:`conversion_order`): by default a shuffle drawn from a recorded seed,
 as TFDS shuffles when it writes, so that every shard and every slice of the
-result holds every class; or the source's own order. Then S shards are
+result is a random sample of the whole (not stratified); or the source's own
+order. Then S shards are
 written, ``NAME-00000-of-000SS.bzna`` ... (TFDS-style names), shard k holding
 the positions ``[k N // S, (k+1) N // S)`` of that order. The order and the
 plan depend only on N, the seed (and which images the source knows to be

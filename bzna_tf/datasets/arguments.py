@@ -73,6 +73,14 @@ HINTS = {
         "the warp is bilinear; `antialias` chooses whether a shrinking warp averages each output "
         "pixel's footprint"
     ),
+    "label_mode": (
+        "labels are the stored int64 targets (Keras' label_mode='int'); for one-hot labels, "
+        "ds.map(lambda x, y: (x, tf.one_hot(y, num_classes)))"
+    ),
+    "labels": "the labels are the targets stored in the file at conversion (`bzna-tf convert`)",
+    "color_mode": (
+        "images are RGB, 3 channels; for grayscale, ds.map(lambda x, y: (tf.image.rgb_to_grayscale(x), y))"
+    ),
 }
 """Keywords of Keras, TFDS or tf.data that ``as_dataset`` does not take -> the parameter meant (the
 error says "did you mean `shape`?") or what to do instead."""

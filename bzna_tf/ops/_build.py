@@ -165,7 +165,7 @@ def build(force: bool = False, verbose: bool = False, jobs: int | None = None) -
 
 
 # Seconds per round of parallel compiles (one translation unit per job), until this machine has built
-# something. Measured on 2 cores: 17 builds of the ops (9 units, 5 rounds) took 18 to 80 s, the slow
+# something. Measured on 2 cores: 17 builds of the ops (12 units, 6 rounds) took 22 to 70 s, the slow
 # ones beside other jobs (one more, on a 2-core machine busy with several test runs, about 6 minutes,
 # which the load scaling of estimate_range covers); 10 builds of the GPU libraries (1 round of the
 # TensorFlow kernels, the core's compile included) 11 to 60 s.
@@ -283,7 +283,7 @@ def _cached(b: Build, compile_fn, force: bool, verbose: bool, jobs: int | None, 
     """b.library, compiled by compile_fn(b, verbose, jobs) unless it exists; one builder at a time.
 
     A compile prints one line to stderr first ("compiling bzna_tf's native ops
-    for TensorFlow 2.21.0, once: 9 files, 2 at a time, 20 to 80 s on this
+    for TensorFlow 2.21.0, once: 12 files, 2 at a time, 20 to 95 s on this
     machine"), then compile_fn its progress; waiting for another process's
     compile, another line. A cached library prints nothing.
     """
