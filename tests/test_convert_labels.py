@@ -5,6 +5,8 @@ stored (3 classes, 2 names); negative labels were stored and multi-value
 labels cut to their first value without a word.
 """
 
+import os
+
 import pytest
 from conftest import gradient
 from test_convert_shards import make_folder, ppm
@@ -120,3 +122,58 @@ def test_gulp_labels_that_are_not_one_integer_or_string_are_refused(tmp_path):
             SourceError, match=rf"meta_0.gmeta: video 'v': label {re.escape(repr(bad))} \('label'\)"
         ):
             GulpSource(tmp_path / "g")
+
+
+def test_gulp_labels_mixing_strings_and_integers_are_refused(tmp_path):
+    # A string label is numbered by rank, an integer taken as it is: "cat" and 0 would share target 0.
+    from test_convert import write_gulp_chunk
+
+    from bzna_tf.convert import GulpSource, SourceError
+
+    videos = {"va": ("cat", [gradient(8, 8)]), "vb": (0, [gradient(8, 8, seed=1)])}
+    write_gulp_chunk(tmp_path / "g", 0, videos)
+    with pytest.raises(
+        SourceError, match=r"labels mix strings \(video 'va' in .*data_0.gulp\) and integers \(video 'vb'"
+    ):
+        GulpSource(tmp_path / "g")
+
+
+def test_a_file_named_twice_is_refused_naming_both_arguments(tmp_path, capsys):
+    from test_convert import write_gulp_chunk
+
+    from bzna_tf.convert import GulpSource, SourceError
+
+    rec = records(tmp_path / "r-0", [[0], [1]])
+    records(tmp_path / "r-1", [[1]])
+    out = tmp_path / "x.bzna"
+    # Overlapping patterns, or one file under two spellings: its images would be stored twice.
+    for names in ([str(tmp_path / "r-*"), str(rec)], [str(rec), os.path.join(tmp_path, ".", "r-0")]):
+        assert main(["convert", "tfrecord", *names, str(out), *FAST]) == 1
+        err = capsys.readouterr().err
+        assert f"the TFRecord file is named by {names[0]!r} and by {names[1]!r}" in err, err
+        assert "would be stored twice" in err and not out.exists()
+    write_gulp_chunk(tmp_path / "g", 0, {"v": (0, [gradient(8, 8)])})
+    with pytest.raises(SourceError, match=r"meta_0.gmeta: the GulpIO chunk is named by '.*g' and by"):
+        GulpSource([tmp_path / "g", tmp_path / "g" / "meta_0.gmeta"])
+    assert len(GulpSource([tmp_path / "g"])) == 1
+
+
+def test_a_label_past_int64_is_a_bad_record_naming_it(tmp_path, capsys):
+    import io
+    import tarfile
+
+    tar = tmp_path / "s-000000.tar"
+    with tarfile.open(tar, "w") as t:
+        for i, label in enumerate([b"0", b"9223372036854775808", b"1"]):
+            for ext, data in (("ppm", ppm(gradient(8, 8, seed=i))), ("cls", label)):
+                m = tarfile.TarInfo(f"{i:04d}.{ext}")
+                m.size = len(data)
+                t.addfile(m, io.BytesIO(data))
+    out = tmp_path / "x.bzna"
+    assert main(["convert", "webdataset", str(tar), str(out), *FAST]) == 1
+    err = capsys.readouterr().err
+    assert f"{tar} key '0001': label 9223372036854775808 does not fit in a .bzna target" in err, err
+    assert "--on-error skip" in err and not out.exists()
+    assert main(["convert", "webdataset", str(tar), str(out), *FAST, "--on-error", "skip"]) == 0
+    with BznaFile(out) as f:
+        assert len(f) == 2 and sorted(f.targets) == [0, 1]

@@ -247,3 +247,31 @@ def test_a_row_naming_a_file_outside_the_dataset_folder_is_not_read(tmp_path, ca
     assert main([*argv, "--allow-outside-paths"]) == 0
     assert main(["convert", "folder", str(ds), str(tmp_path / "f.bzna"), "--allow-outside-paths"]) != 0
     assert "--allow-outside-paths does not apply to folder sources" in capsys.readouterr().err
+
+
+def test_every_file_is_checked_as_the_first_one_labels_names_and_image_columns(tmp_path):
+    # Only the first file's columns used to be checked for their types: a later file's float labels were
+    # truncated (1.9 -> 1), string labels taken, and the first file's class names given to every file.
+    pics = images(4)
+    first = write_parquet(tmp_path / "a-0.parquet", pics[:2], [0, 1], 2, hf_names=["cat", "dog"])
+    for name, label in [("float", pa.array([0.0, 1.9])), ("string", pa.array(["0", "1"]))]:
+        other = tmp_path / f"b-{name}.parquet"
+        pq.write_table(pa.table({"image": pa.array(pics[2:], pa.binary()), "label": label}), other)
+        wrong = rf"b-{name}.parquet: column 'label' is {label.type}, not integers as in the first file"
+        with pytest.raises(SourceError, match=wrong + ".*never rounded"):
+            ParquetSource([first, other])
+    swapped = write_parquet(tmp_path / "b-names.parquet", pics[2:], [0, 1], 2, hf_names=["dog", "cat"])
+    differ = r"b-names.parquet: the class names of the label column 'label' differ from the first file's"
+    with pytest.raises(SourceError, match=differ + r" \(label 0: 'dog' here, 'cat' there\)"):
+        ParquetSource([first, swapped])
+    longer = write_parquet(tmp_path / "b-more.parquet", pics[2:], [0, 2], 2, hf_names=["cat", "dog", "eel"])
+    with pytest.raises(SourceError, match=r"\(label 2: 'eel' here, none \(2 names\) there\)"):
+        ParquetSource([first, longer])
+    # Plain bytes in one file and the Image feature's {bytes, path} struct in another: both are read.
+    plain = tmp_path / "b-plain.parquet"
+    pq.write_table(pa.table({"image": pa.array(pics[2:], pa.binary()), "label": pa.array([1, 0])}), plain)
+    src = ParquetSource([first, plain])
+    assert [(it.data, it.target) for it in src.items(range(4))] == list(zip(pics, [0, 1, 1, 0], strict=True))
+    assert src.class_names == ["cat", "dog"]
+    no_names = write_parquet(tmp_path / "b-none.parquet", pics[2:], [1, 0], 2)
+    assert ParquetSource([first, no_names]).class_names == ["cat", "dog"]  # nothing contradicts them

@@ -710,8 +710,9 @@ def convert(
     The images are written in a shuffled order by default: a permutation drawn
     from ``seed`` (recorded in each file's metadata), the same on every rerun
     and every host, so that every shard and every slice of the result (a
-    split such as ``"[80%:]"``) holds every class, as TFDS shuffles when it
-    writes. ``order="source"`` keeps the source's order (class by class for a
+    split such as ``"[80%:]"``) is a random sample of the whole, as TFDS
+    shuffles when it writes (not stratified: a small shard or slice can miss
+    a class). ``order="source"`` keeps the source's order (class by class for a
     folder). Shard k holds positions ``[k N // S, (k+1) N // S)`` of the order.
 
     Args:
@@ -975,6 +976,11 @@ class _Labels:
         t = item.target
         if t is None:
             return item
+        if not -(1 << 63) <= t < 1 << 63:  # the writer's int64 targets: a bad record, skippable
+            error = f"label {t} does not fit in a .bzna target (a signed 64-bit integer)"
+            if self.on_error == "raise":
+                raise ConversionError(f"{item.origin or item.filename}: {error}; {_SKIP_HINT}")
+            return dataclasses.replace(item, target=None, error=error)
         if t < 0:
             if self.negative == "unlabelled":
                 return dataclasses.replace(

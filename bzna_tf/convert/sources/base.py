@@ -320,7 +320,7 @@ def expand_patterns(patterns, what: str) -> list[str]:
     """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [patterns]
-    paths = []
+    paths, named_by = [], []
     for p in patterns:
         p = os.path.expanduser(os.fspath(p))
         matches = sorted(glob.glob(p)) if glob.has_magic(p) else [p]
@@ -330,9 +330,30 @@ def expand_patterns(patterns, what: str) -> list[str]:
             if not os.path.exists(m):
                 raise SourceError(f"{m}: no such {what}")
         paths.extend(matches)
+        named_by.extend([p] * len(matches))
     if not paths:
         raise SourceError(f"Expected at least one {what}. Received: none")
+    refuse_repeats(paths, named_by, what)
     return paths
+
+
+def refuse_repeats(paths, named_by, what: str):
+    """Raises SourceError when two of ``paths`` are one file (the same real path): it would be read twice.
+
+    ``named_by[i]`` is the argument (a name or pattern) that gave ``paths[i]``.
+    """
+    first = {}
+    for path, arg in zip(paths, named_by, strict=True):
+        real = os.path.realpath(path)
+        if real in first:
+            other_path, other_arg = first[real]
+            by = f"by {other_arg!r} and by {arg!r}" if other_arg != arg else f"twice by {arg!r}"
+            same = "" if other_path == path else f" (as {other_path} and {path})"
+            raise SourceError(
+                f"{path}: the {what} is named {by}{same}: its images would be stored twice. Name each "
+                "file once (patterns that overlap match a file twice)"
+            )
+        first[real] = (path, arg)
 
 
 def inside(path, root) -> bool:

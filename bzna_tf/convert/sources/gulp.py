@@ -17,6 +17,7 @@ from bzna_tf.convert.sources.base import (
     allow_unlabelled_fact,
     expand_patterns,
     file_facts,
+    refuse_repeats,
     safe_basename,
 )
 
@@ -54,13 +55,16 @@ class GulpSource(LabelledSource):
     cli_options = ("label_key", "allow_unlabelled")
 
     def __init__(self, paths, *, label_key=AUTO, label_map=None, allow_unlabelled=False):
-        chunks = []
+        chunks, named_by = [], []
         for p in expand_patterns(paths, "GulpIO chunk or folder"):
             if os.path.isdir(p):
                 metas = glob.glob(os.path.join(p, "*.gmeta"))
                 chunks.extend(sorted(metas, key=_chunk_order))
+                named_by.extend([p] * len(metas))
             else:
                 chunks.append(p)
+                named_by.append(p)
+        refuse_repeats(chunks, named_by, "GulpIO chunk")  # a folder and a chunk in it
         if not chunks:
             raise SourceError(f"no .gmeta files in {paths!r}")
         self.chunks = [_chunk_files(c) for c in chunks]
@@ -77,6 +81,17 @@ class GulpSource(LabelledSource):
                 "no label: no video's meta_data has a 'label'; stored unlabelled (--label-key names it)",
             )
         self.label_key = key
+        kinds = {type(r): (vid, data) for data, vid, _, r in self._videos if r is not None}
+        if str in kinds and int in kinds:
+            # Strings are numbered 0, 1, ... (or by label_map) and integers taken as they are: "cat" and 0
+            # would share a target. Which numbering the integers follow is the user's to say.
+            (s_vid, s_data), (i_vid, i_data) = kinds[str], kinds[int]
+            raise SourceError(
+                f"the {key!r} labels mix strings (video {s_vid!r} in {s_data}) and integers (video "
+                f"{i_vid!r} in {i_data}): a string becomes a target by its rank (or label_map) "
+                "and an integer is one already, so two classes could share a target. Give every video a "
+                "label of one kind"
+            )
         strings = sorted({r for *_, r in self._videos if isinstance(r, str)})
         self.label_map = dict(label_map) if label_map is not None else {s: i for i, s in enumerate(strings)}
         self.class_names = None

@@ -273,7 +273,7 @@ class HFSource(LabelledSource):
                         meta = hf_features(schema.metadata) or features
                         columns = TableColumns(schema, meta, file, image_column, label_column)
                     else:
-                        columns.check(schema, file)
+                        columns.check(schema, hf_features(schema.metadata) or features, file)
                 first = 0
                 for b, batch in enumerate(batches):
                     self._units.append((k, b, first))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import json
 import os
 
@@ -71,12 +72,41 @@ def hf_features(metadata) -> dict:
     return features if isinstance(features, dict) else {}
 
 
+def _is_bytes(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _is_image(t) -> bool:
+    """Bytes, or a struct with a bytes field (the ``datasets`` Image feature)."""
+    import pyarrow as pa
+
+    if _is_bytes(t):
+        return True
+    if pa.types.is_struct(t):
+        names = [t.field(i).name for i in range(t.num_fields)]
+        return "bytes" in names and _is_bytes(t.field("bytes").type)
+    return False
+
+
+def _class_label_names(features, column):
+    """The ``ClassLabel`` names ``features`` give ``column``, or None."""
+    feature = features.get(column) if column else None
+    if isinstance(feature, dict) and feature.get("_type") == "ClassLabel":
+        names = feature.get("names")
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            return list(names)
+    return None
+
+
 class TableColumns:
     """The image and label columns of an Arrow schema, chosen by name or recognised, and the class names.
 
     Attributes:
       image: the image column's name.
-      image_struct: True for ``{"bytes", "path"}`` structs (``datasets.Image``), False for plain bytes.
+      image_struct: True for ``{"bytes", "path"}`` structs (``datasets.Image``), False for plain bytes
+        (in the first file: other files may store the column either way).
       label: the label column's name, or None (unlabelled).
       no_label: why the images are unlabelled when ``label`` is None (for the summary).
       class_names: the ``ClassLabel`` names of the label column (``datasets`` features), or None.
@@ -92,16 +122,7 @@ class TableColumns:
         def listing():
             return "[" + ", ".join(f"{n!r} ({t})" for n, t in types.items()) + "]"
 
-        def is_bytes(t):
-            return pa.types.is_binary(t) or pa.types.is_large_binary(t)
-
-        def is_image(t):
-            if is_bytes(t):
-                return True
-            if pa.types.is_struct(t):
-                names = [t.field(i).name for i in range(t.num_fields)]
-                return "bytes" in names and is_bytes(t.field("bytes").type)
-            return False
+        is_image = _is_image
 
         def is_label(t):
             return pa.types.is_integer(t)
@@ -136,6 +157,7 @@ class TableColumns:
                 )
             self.image = candidates[0]
         self.image_struct = pa.types.is_struct(types[self.image])
+        self.image_type = types[self.image]
 
         self.class_names = None
         self.no_label = "without a label (--label-column '', label_column=None)"
@@ -161,18 +183,22 @@ class TableColumns:
             if self.label is None:
                 self.notes.append(f"no integer column to take as the label: stored unlabelled ({listing()})")
                 self.no_label = "without a label: no integer column to take as the label"
-        if self.label is not None:
-            feature = features.get(self.label)
-            if isinstance(feature, dict) and feature.get("_type") == "ClassLabel":
-                names = feature.get("names")
-                if isinstance(names, list) and all(isinstance(n, str) for n in names):
-                    self.class_names = list(names)
+        self.label_type = types[self.label] if self.label is not None else None
+        self.class_names = _class_label_names(features, self.label)
 
     def columns(self):
         return [self.image] + ([self.label] if self.label else [])
 
-    def check(self, schema, where):
-        """Raises SourceError unless ``schema`` (another file's) has the same image and label columns."""
+    def check(self, schema, features, where):
+        """Raises SourceError unless another file (``schema``, its ``features``) is read as the first one.
+
+        It must have the image and label columns, the image column of the same
+        kind (bytes, or the {bytes, path} struct), the label column of integers,
+        and, where its features give the label column ``ClassLabel`` names, the
+        first file's names: a label's meaning must not change from file to file.
+        """
+        import pyarrow as pa
+
         first = {f.name: f.type for f in schema}
         for name in self.columns():
             if name not in first:
@@ -180,6 +206,32 @@ class TableColumns:
                     f"{where}: no column {name!r}, which the first file has; every file must have the same "
                     f"columns (this one has {few(list(first))})"
                 )
+        image = first[self.image]
+        if not _is_image(image):  # bytes or the {bytes, path} struct, in any file (RowGroups.rows)
+            raise SourceError(
+                f"{where}: column {self.image!r} is {image}, where the first file's is {self.image_type}: "
+                "not bytes nor a struct with a bytes field (the datasets Image feature)"
+            )
+        if self.label is not None and not pa.types.is_integer(first[self.label]):
+            raise SourceError(
+                f"{where}: column {self.label!r} is {first[self.label]}, not integers as in the first file "
+                f"({self.label_type}): a .bzna file stores one integer target per image, and a label is "
+                "never rounded"
+            )
+        names = _class_label_names(features, self.label)
+        if names is not None and self.class_names is not None and names != self.class_names:
+            pairs = itertools.zip_longest(names, self.class_names)
+            differ = next(i for i, (a, b) in enumerate(pairs) if a != b)
+            raise SourceError(
+                f"{where}: the class names of the label column {self.label!r} differ from the first "
+                f"file's (label {differ}: {_nth(names, differ)} here, {_nth(self.class_names, differ)} "
+                "there): the same label would mean two classes. Convert the files separately, or rewrite "
+                "their labels to one list of names"
+            )
+
+
+def _nth(names, i):
+    return repr(names[i]) if i < len(names) else f"none ({len(names)} names)"
 
 
 def _one_array(column):
@@ -217,11 +269,13 @@ class RowGroups:
 
     def rows(self, u, load):
         """(images, paths, labels) of unit ``u`` as Arrow arrays, from a small cache of decoded units."""
+        import pyarrow as pa
+
         got = self._cache.get(u)
         if got is None:
             table = load(u)
             image = _one_array(table.column(self.columns.image))
-            if self.columns.image_struct:
+            if pa.types.is_struct(image.type):  # per unit: files may differ (TableColumns.check)
                 names = [image.type.field(i).name for i in range(image.type.num_fields)]
                 data = image.field("bytes")
                 paths = image.field("path") if "path" in names else None
@@ -378,7 +432,7 @@ class ParquetSource(LabelledSource):
             if columns is None:
                 columns = TableColumns(schema, hf_features(schema.metadata), path, image_column, label_column)
             else:
-                columns.check(schema, path)
+                columns.check(schema, hf_features(schema.metadata), path)
             first = 0  # the row group's first row in its file
             for g in range(meta.num_row_groups):
                 self._units.append((k, g, first))
