@@ -365,6 +365,64 @@ def test_normalize_errors():
         Normalize(data_format="NHWC")
 
 
+@pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
+def test_normalize_takes_three_channels_only(images, data_format):
+    # Three per-channel values used to broadcast a 1-channel image to 3 channels (the output then
+    # disagreed with compute_output_shape), and 4 channels gave TensorFlow's "Incompatible shapes".
+    layer = Normalize(mean=0.5, std=0.25, data_format=data_format)
+    axis = 1 if data_format == "channels_first" else 3
+    rgb = images if axis == 3 else tf.transpose(images, [0, 3, 1, 2])
+    assert layer(rgb).shape == rgb.shape
+    for channels in (1, 4):
+        wrong = tf.repeat(rgb[:, :1] if axis == 1 else rgb[..., :1], channels, axis=axis)
+        with pytest.raises(ValueError, match=rf"Expected RGB images \(3 channels\) in {data_format} layout"):
+            layer(wrong)
+        with pytest.raises(ValueError, match="3 channels"):
+            layer.compute_output_shape(wrong.shape)
+        # Channels known only when it runs: checked then.
+        unknown = [None] * 4
+        run = tf.function(layer.call, input_signature=[tf.TensorSpec(unknown, wrong.dtype)])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Normalize: expected RGB images"):
+            run(wrong)
+        np.testing.assert_array_equal(run(rgb).numpy(), layer(rgb).numpy())
+
+
+def test_numpy_numbers_are_taken_as_keras_layers_take_them(images):
+    layer = RandomResizedCrop(np.int64(8), np.int32(6), fill_value=np.float32(1.0), seed=2)
+    config = layer.get_config()
+    assert (config["height"], config["width"], config["fill_value"]) == (8, 6, 1.0)
+    json.dumps(config)  # Python numbers: the config is JSON
+    assert layer(images).shape == (images.shape[0], 8, 6, 3)
+    with pytest.raises(ValueError, match="height"):
+        RandomResizedCrop(np.True_, 8)
+
+
+def test_a_saved_model_loads_in_a_process_that_loaded_the_ops(images, tmp_path):
+    """model.export holds bzna_tf's ops: bzna_tf.ops.load_library() registers them (layers.md says so)."""
+    import subprocess
+    import sys
+
+    model = keras.Sequential([keras.Input((None, None, 3), dtype="uint8"), CenterResizedCrop(16, 16)])
+    model.export(tmp_path / "exported", verbose=False)
+    want = model(images, training=False).numpy()
+    np.save(tmp_path / "images.npy", np.asarray(images))
+    script = (
+        "import sys, numpy as np, tensorflow as tf, bzna_tf\n"
+        "try:\n"
+        "    tf.saved_model.load(sys.argv[1])\n"
+        "except Exception as e:\n"
+        "    print('without:', type(e).__name__, 'BznaWarpRgb' in str(e))\n"
+        "bzna_tf.ops.load_library()\n"
+        "out = tf.saved_model.load(sys.argv[1]).serve(tf.constant(np.load(sys.argv[2])))\n"
+        "np.save(sys.argv[3], out.numpy())\n"
+    )
+    args = [str(tmp_path / "exported"), str(tmp_path / "images.npy"), str(tmp_path / "out.npy")]
+    run = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["without:", "RuntimeError", "True"], run.stdout  # not registered
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), want)
+
+
 @pytest.mark.parametrize(
     ("make", "fragment"),
     [

@@ -133,6 +133,34 @@ def test_decode_warp_keywords_dict_and_model(original_path, tmp_path):
     assert half.dtype == tf.float16
 
 
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16", "float16"])
+def test_decode_warp_keeps_its_matrices_float32_under_any_policy(original_path, policy):
+    # Keras' autocast rounded the matrices to the compute dtype before call(): a translation of 57.3
+    # became 57.25 (bfloat16) and pixels moved by up to 10 levels. Only the images are cast.
+    data, _ = pictures(original_path)
+    m = tf.constant([[0.8734, 0.0, 57.3], [0.0, 0.8734, 21.7], [0.0, 0.0, 1.0]], tf.float32)
+    matrices = tf.tile(m[None], [len(data), 1, 1])
+    want = decode_warp(data, matrices, (24, 32), antialias=True)
+    out = DecodeWarp(24, 32, dtype=policy)(data=data, matrices=matrices)
+    compute = keras.DTypePolicy(policy).compute_dtype
+    assert out.dtype == compute
+    np.testing.assert_array_equal(out.numpy(), tf.cast(want, compute).numpy())
+    inputs = {
+        "data": keras.Input((), dtype="string", name="data"),
+        "matrices": keras.Input((3, 3), name="matrices"),
+    }
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        model = keras.Model(inputs, DecodeWarp(24, 32)(inputs))
+    finally:
+        keras.config.set_dtype_policy(previous)
+    got = model({"data": data, "matrices": matrices})
+    np.testing.assert_array_equal(got.numpy(), tf.cast(want, compute).numpy())
+    with pytest.raises(ValueError, match="does not autocast"):
+        DecodeWarp(24, 32, autocast=True)
+
+
 def test_decode_warp_argument_errors():
     layer = DecodeWarp(8, 8)
     pics = tf.constant([b"", b""])

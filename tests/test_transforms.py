@@ -283,6 +283,11 @@ def test_flip_probabilities_degrees_and_translation_bounds():
     assert ks_statistic(tx, lambda v: (v + 16) / 32) < ks_bound(N)
     # No resize, no random crop: a centred crop of the output's size.
     np.testing.assert_array_equal(p["crop"], np.broadcast_to([0, 0, 48, 64], (N, 4)))
+    # (height, width) fractions, not a (low, high) range: a larger height fraction, or a vertical-only one.
+    for fractions in [(0.3, 0.1), (0.3, 0.0)]:
+        ty, tx = draw(SimilarityTransform(translate=fractions), (100, 200), out_shape=(48, 64))["translate"].T
+        assert np.all(np.abs(ty) <= 0.3 * 48) and np.abs(ty).max() > 0.25 * 48
+        assert np.all(np.abs(tx) <= fractions[1] * 64) and (fractions[1] > 0) == bool(np.any(tx))
 
 
 def test_a_failed_sample_gets_the_centre_fallback_and_the_next_sample_tries_again():
@@ -424,6 +429,9 @@ def test_scalar_arguments_become_ranges():
         ({"ratio": (0, 1)}, ValueError, "ratio"),
         ({"degrees": (10, -10)}, ValueError, "degrees"),
         ({"translate": -0.1}, ValueError, "translate"),
+        ({"translate": (0.1, -0.1)}, ValueError, r"\(height, width\) fractions"),
+        ({"translate": (0.1, float("inf"))}, ValueError, "translate"),
+        ({"translate": (0.1, 0.2, 0.3)}, ValueError, "translate"),
         ({"flip_h": 1.5}, ValueError, "flip_h"),
         ({"flip_v": "yes"}, ValueError, "flip_v"),
         ({"area_sampling": "sqrt"}, ValueError, "area_sampling"),

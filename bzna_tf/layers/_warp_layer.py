@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import inspect
+import numbers
 import random as _random
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bzna_tf.layers._backend import TensorFlowLayer
@@ -33,9 +35,17 @@ def given_arguments(local_variables):
 
 
 def _positive_int(value, arg):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    """``value`` as a Python int (NumPy's integers too, as Keras' layers take them) if it is one > 0."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ValueError(f"Expected `{arg}` as a positive integer. Received: {arg}={value!r}")
-    return value
+    return int(value)
+
+
+def _number(value, arg):
+    """``value`` as a Python int or float (NumPy's numbers too: the config is JSON), if it is a number."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"Expected `{arg}` as a number. Received: {arg}={value!r}")
+    return value.item() if isinstance(value, np.generic) else value
 
 
 class WarpLayer(TensorFlowLayer):
@@ -90,9 +100,7 @@ class WarpLayer(TensorFlowLayer):
             setattr(self, name, value)
         self.height = _positive_int(height, "height")
         self.width = _positive_int(width, "width")
-        if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float)):
-            raise ValueError(f"Expected `fill_value` as a number. Received: fill_value={fill_value!r}")
-        self.fill_value = fill_value
+        self.fill_value = _number(fill_value, "fill_value")
         if not isinstance(antialias, bool):
             raise ValueError(f"Expected `antialias` as a bool. Received: antialias={antialias!r}")
         self.antialias = antialias

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from bzna_tf.layers._backend import TensorFlowLayer
-from bzna_tf.layers._warp_layer import _positive_int, standardize_data_format
+from bzna_tf.layers._warp_layer import _number, _positive_int, standardize_data_format
 from bzna_tf.layers.normalize import _as_list
 from bzna_tf.ops.warp import decode_warp
 from bzna_tf.transforms.constant import bias_norm, per_channel
@@ -42,7 +42,10 @@ class DecodeWarp(TensorFlowLayer):
     decoded frame, padding included.
 
     Output: images (N, height, width, 3), or (N, 3, height, width) with
-    ``data_format="channels_first"``, in the layer's compute dtype (float32).
+    ``data_format="channels_first"``, in the layer's compute dtype (float32;
+    float16 under ``mixed_float16``). The warp itself runs in float32 under
+    any dtype policy: the layer does not autocast its inputs (Keras would
+    round the matrices, moving every pixel), and only the images are cast.
 
     Args:
       height, width: the output size (the warp's).
@@ -53,7 +56,7 @@ class DecodeWarp(TensorFlowLayer):
       antialias: average each output pixel's footprint where the warp shrinks the picture (default;
         as ``as_dataset(device="cpu")`` does); False samples a point (Benzina's warp).
       data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
-      **kwargs: base layer arguments (``name``, ``dtype``).
+      **kwargs: base layer arguments (``name``, ``dtype``; ``autocast=True`` is refused).
 
     Example:
 
@@ -81,15 +84,30 @@ class DecodeWarp(TensorFlowLayer):
         data_format=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        # The matrices are geometry: Keras' autocast would round them to a mixed policy's float16 or
+        # bfloat16 (a translation of 57.3 to 57.25) and move every pixel. The warp runs in float32 on
+        # the inputs as given; only the images are cast to the compute dtype.
+        if kwargs.get("autocast", False):
+            raise ValueError(
+                "DecodeWarp does not autocast its inputs: its matrices stay float32 under any dtype "
+                "policy, and its images are cast to the compute dtype. Received: autocast=True"
+            )
+        super().__init__(**{**kwargs, "autocast": False})
         self.height = _positive_int(height, "height")
         self.width = _positive_int(width, "width")
         self.mean, self.std = _as_list(mean, "mean"), _as_list(std, "std")
         self.bias, self.norm = _as_list(bias, "bias"), _as_list(norm, "norm")
         b, n = bias_norm(self.bias, self.norm, self.mean, self.std)
         self._bias, self._norm = np.asarray(b), np.asarray(n)
-        if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, list, tuple)):
-            raise ValueError(f"Expected `fill_value` as a number or 3. Received: fill_value={fill_value!r}")
+        if isinstance(fill_value, (list, tuple)):
+            fill_value = [_number(v, "fill_value") for v in fill_value]
+        else:
+            try:
+                fill_value = _number(fill_value, "fill_value")
+            except ValueError:
+                raise ValueError(
+                    f"Expected `fill_value` as a number or 3. Received: fill_value={fill_value!r}"
+                ) from None
         self.fill_value = fill_value
         self._fill = per_channel(fill_value, "fill_value")
         if not isinstance(antialias, bool):

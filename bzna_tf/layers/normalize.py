@@ -80,14 +80,39 @@ class Normalize(TensorFlowLayer):
     def _channel_shape(self, rank):
         return [3] if self.data_format == "channels_last" or rank < 3 else [3, 1, 1]
 
+    def _channel_axis(self, rank):
+        return -3 if self.data_format == "channels_first" and rank >= 3 else -1
+
+    def _check_channels(self, shape):
+        """Raises ValueError unless the channel axis of ``shape`` has 3 entries (or is unknown).
+
+        Three per-channel values would broadcast a 1-channel image to 3 channels, silently.
+        """
+        shape = tuple(shape)
+        if not shape:
+            raise ValueError(f"Expected images with a channel axis of 3 entries. Received: shape={shape}")
+        channels = shape[self._channel_axis(len(shape))]
+        if channels not in (None, 3):
+            raise ValueError(
+                f"Expected RGB images (3 channels) in {self.data_format} layout: Normalize has 3 values per "
+                f"channel. Received: shape={shape}"
+            )
+
     def call(self, inputs):
         x = tf.cast(inputs, self.compute_dtype)
+        self._check_channels(x.shape)
+        if x.shape[self._channel_axis(x.shape.rank)] is None:  # known only when it runs
+            channels = tf.shape(x)[self._channel_axis(x.shape.rank)]
+            message = f"Normalize: expected RGB images (3 channels) in {self.data_format} layout"
+            with tf.control_dependencies([tf.debugging.assert_equal(channels, 3, message=message)]):
+                x = tf.identity(x)
         shape = self._channel_shape(x.shape.rank)
         bias = tf.reshape(tf.constant(self._bias, self.compute_dtype), shape)
         norm = tf.reshape(tf.constant(self._norm, self.compute_dtype), shape)
         return (x - bias) * norm
 
     def compute_output_shape(self, input_shape):
+        self._check_channels(input_shape)
         return tuple(input_shape)
 
     def get_config(self):

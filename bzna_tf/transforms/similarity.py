@@ -71,6 +71,22 @@ def _range(value, arg, *, scalar, positive=False):
     return pair
 
 
+def _fractions(value, arg):
+    """A (height, width) pair of fractions >= 0 from a pair or a scalar (both): not a (low, high) range."""
+    wrong = f"Expected `{arg}` as a fraction >= 0 of the output size, or (height, width) fractions. "
+    wrong += "Received: "
+    if _is_number(value):
+        pair = (float(value), float(value))
+    else:
+        try:
+            pair = tuple(float(v) for v in value)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{wrong}{arg}={value!r}") from e
+    if len(pair) != 2 or not all(math.isfinite(v) and v >= 0 for v in pair):
+        raise ValueError(f"{wrong}{arg}={value!r}")
+    return pair
+
+
 def _probability(value, arg):
     if not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
         raise ValueError(f"Expected `{arg}` as a probability in [0, 1]. Received: {arg}={value!r}")
@@ -174,12 +190,7 @@ class SimilarityTransform(WarpTransform):
             else _range(ratio, "ratio", scalar=lambda r: tuple(sorted((r, 1 / r))), positive=True)
         )
         self.degrees = _range(degrees, "degrees", scalar=lambda d: (-abs(d), abs(d)))
-        self.translate = _range(translate, "translate", scalar=lambda t: (t, t))
-        if self.translate[0] < 0:
-            raise ValueError(
-                "Expected `translate` as fractions (height, width) >= 0 of the output size. "
-                f"Received: translate={translate!r}"
-            )
+        self.translate = _fractions(translate, "translate")
         self.flip_h = _probability(flip_h, "flip_h")
         self.flip_v = _probability(flip_v, "flip_v")
         if area_sampling not in AREA_SAMPLINGS:
