@@ -43,6 +43,10 @@ class SyncEpochs(keras.callbacks.Callback):
     mid-epoch) are resumed at the iteration boundary at or before ``e * S``
     batches, with a warning: not batch-exact.
 
+    A validation pipeline (``validation_data``) is read once per Keras epoch,
+    after training: a finite pipeline that training did not read during
+    epoch ``e`` is set to iteration ``e`` when Keras starts validating.
+
     Keras' ``BackupAndRestore`` with ``save_freq=N`` batches restores the
     weights of the last backup and restarts its epoch at batch 0; this
     callback then replays that whole epoch as the uninterrupted run had it.
@@ -80,11 +84,44 @@ class SyncEpochs(keras.callbacks.Callback):
                 )
             self._states.append(state)
         self._warned = False
+        self._epoch = None  # the Keras epoch under way (None outside model.fit)
+        self._set = []  # each state as on_epoch_begin left it
+        self._trained = []  # whether training read it this epoch (its counter moved before validation)
 
     def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = int(epoch)
         steps = (self.params or {}).get("steps")
+        self._set, self._trained = [], [None] * len(self._states)
         for state in self._states:
-            state.set(*self._position(state, int(epoch), steps))
+            state.set(*self._position(state, self._epoch, steps))
+            self._set.append(state.get())
+
+    def on_test_begin(self, logs=None):
+        # Keras validates after the epoch's training. A finite pipeline that training did not read is a
+        # validation one: one pass per Keras epoch, so iteration `epoch` (the training steps say nothing
+        # about it: set from them, a longer validation pipeline repeated its order for several epochs).
+        if self._epoch is None or None not in self._trained:
+            return
+        for i, state in enumerate(self._states):
+            self._trained[i] = state.get() != self._set[i]
+            if not self._trained[i] and state.batches is not None:
+                state.set(self._epoch, 0)
+
+    def on_epoch_end(self, epoch, logs=None):
+        steps = (self.params or {}).get("steps")
+        for i, state in enumerate(self._states):
+            trained = self._trained[i] if self._trained[i] is not None else state.get() != self._set[i]
+            finite_elsewhere = state.batches is not None and steps is not None and int(steps) != state.batches
+            if trained and finite_elsewhere and not self._warned:
+                self._warned = True
+                _log.warning(
+                    "SyncEpochs: steps_per_epoch=%s with a finite dataset of %s batches: a resumed fit "
+                    "restarts at the data iteration at or before its position, not batch-exact. Use "
+                    "repeat=True (with steps_per_epoch) or leave steps_per_epoch unset.",
+                    steps,
+                    state.batches,
+                )
+        self._epoch = None
 
     def _position(self, state, epoch: int, steps) -> tuple[int, int]:
         if state.batches is None:  # endless: one iteration, positioned by batches
@@ -93,13 +130,4 @@ class SyncEpochs(keras.callbacks.Callback):
             return 0, epoch * int(steps)
         if steps is None or int(steps) == state.batches:
             return epoch, 0
-        if not self._warned:
-            self._warned = True
-            _log.warning(
-                "SyncEpochs: steps_per_epoch=%s with a finite dataset of %s batches: a resumed fit "
-                "restarts at the data iteration at or before its position, not batch-exact. Use "
-                "repeat=True (with steps_per_epoch) or leave steps_per_epoch unset.",
-                steps,
-                state.batches,
-            )
         return epoch * int(steps) // state.batches, 0

@@ -503,3 +503,41 @@ def test_sync_epochs_takes_as_dataset_pipelines(flat_file):
     sync.set_params({"steps": ds.cardinality().numpy()})
     sync.on_epoch_begin(4)
     assert ds.bzna_epochs.get() == (4, 0)
+
+
+def test_sync_epochs_gives_a_validation_pipeline_one_iteration_per_keras_epoch(flat_file, caplog):
+    # The validation pipeline used to be set from the training steps: with more batches than training
+    # has steps, it read iteration 0 for several epochs (one order, one set of crops) and warned about
+    # a steps_per_epoch nobody set.
+    import logging
+
+    import keras
+
+    d = ClassificationDataset(flat_file).labelled()
+    train = d.select(np.arange(4)).as_dataset(batch_size=2, shape=8, shuffle=True, seed=1)  # 2 steps
+    val = d.select(np.arange(4, len(d))).as_dataset(batch_size=1, shape=8, shuffle=True, seed=2)
+    assert val.bzna_epochs.batches > 2
+    read = []
+
+    class Record(keras.callbacks.Callback):
+        def on_test_end(self, logs=None):  # the validation pass read its iteration: the counter is one on
+            read.append((val.bzna_epochs.get()[0] - 1, train.bzna_epochs.get()[0] - 1))
+
+    model = keras.Sequential(
+        [keras.Input((8, 8, 3)), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4)]
+    )
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    sync = bzna_tf.callbacks.SyncEpochs(train, val)
+    with caplog.at_level(logging.WARNING, logger="bzna_tf.callbacks"):
+        model.fit(train, validation_data=val, epochs=4, verbose=0, callbacks=[sync, Record()])
+    assert read == [(e, e) for e in range(4)]
+    assert "steps_per_epoch" not in caplog.text
+    # A resumed fit (Keras starts at epoch 2): the same iterations.
+    read.clear()
+    model.fit(train, validation_data=val, epochs=4, initial_epoch=2, verbose=0, callbacks=[sync, Record()])
+    assert read == [(2, 2), (3, 3)]
+    # The training pipeline with another steps_per_epoch still warns (it is not batch-exact).
+    with caplog.at_level(logging.WARNING, logger="bzna_tf.callbacks"):
+        model.fit(train.repeat(), steps_per_epoch=3, epochs=1, verbose=0,
+                  callbacks=[bzna_tf.callbacks.SyncEpochs(train)])  # fmt: skip
+    assert "SyncEpochs: steps_per_epoch=3 with a finite dataset of 2 batches" in caplog.text
