@@ -86,6 +86,11 @@ def test_validation_strides_files_across_workers_some_get_nothing(flat_shards):
     assert sorted(seen) == sorted((k, i) for k, n in enumerate(SHARD_SIZES) for i in range(n))
     with pytest.raises(ValueError, match="is empty"):
         d.as_dataset(batch_size=2, shape=8, shard=(4, 3), shard_by="files", training=False, repeat=True)
+    # A selection in one file: the shard asked for is named, and why it is empty.
+    first = d.select(np.arange(SHARD_SIZES[0]))
+    empty = r"Shard 1 of 2 \(shard_by='files': file k goes to shard k % 2\) is empty: the 7 samples selected"
+    with pytest.raises(ValueError, match=empty + r" are in file 0, none of this shard's\. Use shard_by="):
+        first.as_dataset(batch_size=2, shape=8, shard=(2, 1), shard_by="files")
     with pytest.raises(ValueError, match="shard_by"):
         d.as_dataset(batch_size=2, shape=8, shard_by="rows")
 

@@ -339,6 +339,8 @@ def test_argument_errors(flat_file):
         (dict(batch_size=2, shape=8, repeat=-1), "repeat"),
         (dict(batch_size=2, shape=8, normalize=(0.5, 0)), "std.*normalize"),
         (dict(batch_size=2, shape=8, shard=(30, 29)), "empty"),
+        (dict(batch_size=2, shape=8, shard=(2.9, 1.7)), r"\(count, index\) as integers"),  # not (2, 1)
+        (dict(batch_size=2, shape=8, shard=(2, True)), "as integers"),
     ]
     for kwargs, match in cases:
         with pytest.raises(ValueError, match=match):

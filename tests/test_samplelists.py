@@ -269,6 +269,12 @@ MISFIT = [
         r"listed more than once \(lines \[4, 6\]\)",
     ),
     ("SINGLE-SAMPLE\n1\n{base}\n-\npart-9.bzna/3\n", 5, "no data file found"),
+    # One sample excluded by index and by name: its complement would hold one more than the counts say.
+    (
+        "CONDUIT_HDF5_EXCLUSION\n5 2 1\n{base}\npart-0.bzna 5 2 1 s0_01.png\n",
+        4,
+        r"part-0.bzna: sample 1 excluded 2 times \(as 1, 's0_01.png'\)",
+    ),
 ]
 
 

@@ -384,9 +384,12 @@ def _shard(shard, input_context):
     if shard is None:
         return 1, 0
     try:
-        count, index = (int(v) for v in shard)
+        count, index = shard
     except (TypeError, ValueError) as e:
         raise ValueError(f"Expected `shard` = (count, index). Received: shard={shard!r}") from e
+    if not (_is_int(count) and _is_int(index)):  # int() would take shard (2.9, 1.7) as (2, 1)
+        raise ValueError(f"Expected `shard` = (count, index) as integers. Received: shard={shard!r}")
+    count, index = int(count), int(index)
     if count < 1 or not 0 <= index < count:
         raise ValueError(
             f"Expected `shard` = (count, index) with 0 <= index < count. Received: shard={shard!r}"

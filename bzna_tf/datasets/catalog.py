@@ -447,15 +447,19 @@ class Dataset:
         self._check_selection(sel, options, listed=sample_list is not None)
         count, index = options.shard
         if options.shard_by == "files" and count > 1:
-            sel = self._file_shard(sel, count, index, options.training)
+            sel = self._file_shard(sel, count, index, options.training, options.epochs is None)
             options = replace(options, shard=(1, 0))
         return Source(list(self.paths), self._index.starts, self._track, sel, self._labels), options
 
     def _check_selection(self, selection, options, *, listed: bool) -> None:
         """Refuses a selection the elements cannot carry (ClassificationDataset: unlabelled samples)."""
 
-    def _file_shard(self, sel, count, index, training) -> np.ndarray:
-        """The samples of ``sel`` in the files of shard ``index`` (file k -> shard k % count)."""
+    def _file_shard(self, sel, count, index, training, endless) -> np.ndarray:
+        """The samples of ``sel`` in the files of shard ``index`` (file k -> shard k % count).
+
+        An empty shard is an error when training or repeated endlessly, named here, where the shard
+        asked for is known (the pipeline then reads this one as its only shard).
+        """
         num_files = len(self._index.files)
         if num_files < count and training:
             raise ValueError(
@@ -463,4 +467,16 @@ class Dataset:
                 f"{wording.count(num_files, 'file')} for {count} shards (use more, smaller .bzna files, or "
                 "shard_by='samples')"
             )
-        return sel[file_numbers(self._index.starts, sel) % count == index]
+        files = file_numbers(self._index.starts, sel)
+        mine = sel[files % count == index]
+        if not len(mine) and (training or endless):
+            holding = sorted(set(files.tolist()))
+            plural = "s" if len(holding) > 1 else ""
+            raise ValueError(
+                f"Shard {index} of {count} (shard_by='files': file k goes to shard k % {count}) is empty: "
+                f"the {wording.count(len(sel), 'sample')} selected are in file{plural} "
+                f"{', '.join(map(str, holding[:8]))}{', ...' if len(holding) > 8 else ''}, none of this "
+                "shard's. Use shard_by='samples', or a selection spread over the files (training=False lets "
+                "a validation shard be empty, when it is not repeated endlessly)"
+            )
+        return mine

@@ -399,8 +399,19 @@ class SampleList:
             size = int(starts[k + 1] - starts[k])
             # ids read from text are parsed already; lists built in memory (to_sample_list) hold strings
             ids = (parse_id(i) if isinstance(i, str) else i for i in e.ids)
+            ids = list(ids)
             local = np.asarray([lookup(k, i, e) for i in ids], np.int64)
             if self.exclusion:
+                # An inclusion list's repeats are found over the whole list (_unique); an exclusion
+                # line's would shrink its complement below the line's counts without a word.
+                values, counts = np.unique(local, return_counts=True)
+                if (counts > 1).any():
+                    j = int(values[counts > 1][0])
+                    said = [ids[p] for p in np.flatnonzero(local == j)]
+                    raise self._error(
+                        f"{e.file}: sample {j} excluded {len(said)} times (as {', '.join(map(repr, said))})",
+                        e.line,
+                    )
                 if e.included + e.excluded != size:
                     raise self._error(
                         f"{e.file}: {e.included} included + {e.excluded} excluded samples, "
