@@ -172,11 +172,28 @@ def test_tfrecord_source_classic_and_mapped_keys(tmp_path, small_images):
         SourceError, match=r"record 0 .*no image feature.*'cls' \(int64\), 'jpg' \(bytes\).*--image-key"
     ):
         TFRecordSource(tmp_path / "other.rec")
-    write_tfrecord(tmp_path / "gap.rec", [example({"jpg": jpeg(small_images[0])}), example({"x": 1.0})])
+    # A record without the image, or that is not an Example: a bad record (on_error stops or skips it).
+    records = [example({"jpg": jpeg(small_images[0])}), example({"x": 1.0}), b"\x0a\x05junk!"]
+    gap = tmp_path / "gap.rec"
+    write_tfrecord(gap, [*records, example({"jpg": jpeg(small_images[1])})])
+    items = list(TFRecordSource(gap, image_key="jpg", label_key=None))
+    assert [i.error is None for i in items] == [True, False, False, True]
+    assert items[1].error == (
+        "no bytes feature 'jpg'; the record has the features ['x' (float)]: name the image's with "
+        "--image-key (image_key=)"
+    )
+    assert items[2].error.startswith("not a tf.train.Example: ") and " record 2 (byte " in items[2].origin
+    fast = {"workers": 0, "order": "source", "progress": False, "log": None}
     with pytest.raises(
-        SourceError, match=r"record 1 .*no bytes feature 'jpg'; the record has the features \['x' \(float\)\]"
+        ConversionError, match=r"gap.rec record 1 \(byte .*\): no bytes feature 'jpg'.*on-error"
     ):
-        list(TFRecordSource(tmp_path / "gap.rec", image_key="jpg"))
+        convert(TFRecordSource(gap, image_key="jpg", label_key=None), tmp_path / "g.bzna", **fast)
+    summary = convert(TFRecordSource(gap, image_key="jpg", label_key=None), tmp_path / "g.bzna",
+                      on_error="skip", **fast)  # fmt: skip
+    assert summary.images == 2 and [why[:24] for _, why in summary.skipped] == [
+        "no bytes feature 'jpg'; ",
+        "not a tf.train.Example: ",
+    ]
     with pytest.raises(SourceError, match="no TFRecord file matches"):
         TFRecordSource(str(tmp_path / "nothing-*"))
 

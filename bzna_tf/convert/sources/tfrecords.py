@@ -243,17 +243,19 @@ class TFRecordSource(Source):
 
     def _item(self, path, index, offset, data, keys):
         origin = f"{path} record {index} (byte {offset})"
+        name = f"{os.path.basename(path)}-{index:06d}"
+        # A record that cannot be read is a bad record (on_error: stop naming it, or skip it).
         try:
             features = parse_example(data, keys)
         except ValueError as e:
-            raise SourceError(f"{origin}: not a tf.train.Example: {e}") from e
+            return Item(name, None, data=b"", origin=origin, error=f"not a tf.train.Example: {e}")
         images = features.get(self.image_key)
         if not images or not isinstance(images[0], bytes):
             everything = parse_example(data)
-            raise SourceError(
-                f"{origin}: no bytes feature {self.image_key!r}; the record has the features "
+            return Item(name, None, data=b"", origin=origin, error=(
+                f"no bytes feature {self.image_key!r}; the record has the features "
                 f"{_describe_features(everything)}: name the image's with --image-key (image_key=)"
-            )
+            ))  # fmt: skip
         target, unlabelled = None, None
         labels = features.get(self.label_key) if self.label_key else None
         if not self.label_key:
