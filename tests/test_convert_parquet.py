@@ -275,3 +275,27 @@ def test_every_file_is_checked_as_the_first_one_labels_names_and_image_columns(t
     assert src.class_names == ["cat", "dog"]
     no_names = write_parquet(tmp_path / "b-none.parquet", pics[2:], [1, 0], 2)
     assert ParquetSource([first, no_names]).class_names == ["cat", "dog"]  # nothing contradicts them
+
+
+def test_negative_labels_are_unlabelled_and_put_last_in_a_shuffled_order(tmp_path):
+    # Hugging Face datasets mark a missing label with -1. The source reads its label column up front, so
+    # a shuffled conversion with negative_labels="unlabelled" puts those rows last (it used to stop:
+    # "a labelled image after unlabelled ones").
+    pics = images(10)
+    labels = [0, 1, -1, 0, 1, -1, 0, 1, 0, 1]
+    path = write_parquet(tmp_path / "neg.parquet", pics, labels, 4, hf_names=["a", "b"])
+    src = ParquetSource(path)
+    assert src.negative_labels().tolist() == [v < 0 for v in labels]
+    out = tmp_path / "neg.bzna"
+    summary = convert(src, out, negative_labels="unlabelled", **FAST)
+    assert summary.labelled == 8
+    stored = pictures_by_name([out])
+    with BznaFile(out) as f:
+        assert f.num_labelled == 8
+        tail = {f.filename(i) for i in range(8, 10)}
+    assert tail == {f"img_{i:05d}.ppm" for i in (2, 5)}
+    assert {name: target for name, (_, target) in stored.items()} == {
+        f"img_{i:05d}.ppm": label if label >= 0 else None for i, label in enumerate(labels)
+    }
+    with pytest.raises(ConversionError, match=r"neg.parquet row [25] \(row group [01]\): label -1 is"):
+        convert(src, tmp_path / "raise.bzna", **FAST)

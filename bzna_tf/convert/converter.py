@@ -838,6 +838,11 @@ def convert(
             positions = None
             if total is not None:
                 labelled = source.labelled() if hasattr(source, "labelled") else None
+                negatives_too = negative_labels == "unlabelled" and hasattr(source, "negative_labels")
+                if labelled is not None and negatives_too:
+                    negative = source.negative_labels()  # unlabelled too, so after the labelled ones
+                    if negative is not None:
+                        labelled = labelled & ~negative
                 positions = conversion_order(total, order, seed, labelled)
             labels = _Labels(names, negative_labels, on_error)
             writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log, settings)

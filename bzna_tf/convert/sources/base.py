@@ -231,6 +231,16 @@ class Source:
         """
         return None
 
+    def negative_labels(self):
+        """A bool array, True where the image's label is negative, when known without reading the images;
+        else None.
+
+        With ``convert(negative_labels="unlabelled")`` those images are
+        unlabelled: a shuffled conversion then keeps them after the labelled
+        ones too (Hugging Face datasets mark a missing label with -1).
+        """
+        return None
+
     def missing_labels(self):
         """The indices of the images whose label is missing, when known without reading the images; else None.
 

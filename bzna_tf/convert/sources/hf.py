@@ -38,6 +38,7 @@ from bzna_tf.convert.sources.parquet import (
     AUTO,
     RowGroups,
     TableColumns,
+    _negative,
     hf_features,
     pyarrow_or_error,
 )
@@ -333,6 +334,17 @@ class HFSource(LabelledSource):
             for batch in self._batches(k)
         ]
         return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
+
+    def negative_labels(self):
+        if self.label_column is None:
+            return None
+        self._groups()
+        out = [
+            _negative(batch.column(self.label_column))
+            for k in range(len(self.files))
+            for batch in self._batches(k)
+        ]
+        return np.concatenate(out) if out else np.zeros(0, bool)
 
     def _describe(self):
         return {

@@ -230,6 +230,13 @@ class TableColumns:
             )
 
 
+def _negative(labels) -> np.ndarray:
+    """True where an Arrow integer column's value is negative (False for nulls)."""
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.fill_null(pc.less(labels, 0), False), bool)
+
+
 def _nth(names, i):
     return repr(names[i]) if i < len(names) else f"none ({len(names)} names)"
 
@@ -482,16 +489,24 @@ class ParquetSource(LabelledSource):
     def _reads_labels(self):
         return self.label_column is not None
 
-    def _has_label(self):
-        """True where a row's label is not null, from the label column alone."""
+    def _label_columns(self):
+        """Each file's label column (the column alone: ParquetFile, without pyarrow.dataset's machinery)."""
         import pyarrow.parquet as pq
 
-        out = []
-        for path in self.paths:  # the label column alone (ParquetFile: without pyarrow.dataset's machinery)
+        for path in self.paths:
             with pq.ParquetFile(path) as f:
-                labels = f.read(columns=[self.label_column], use_threads=False).column(0)
-            out.append(np.asarray(labels.is_valid()))
+                yield f.read(columns=[self.label_column], use_threads=False).column(0)
+
+    def _has_label(self):
+        """True where a row's label is not null, from the label column alone."""
+        out = [np.asarray(labels.is_valid()) for labels in self._label_columns()]
         return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
+
+    def negative_labels(self):
+        if self.label_column is None:
+            return None
+        out = [_negative(labels) for labels in self._label_columns()]
+        return np.concatenate(out) if out else np.zeros(0, bool)
 
     def _describe(self):
         return {
