@@ -106,6 +106,22 @@ def test_alpha_cmyk_and_16_bits_are_reported_and_alpha_composited_when_asked():
     assert np.array_equal(decode_image(rgba_png(), alpha_background=(0, 0, 0))[:, :10], np.zeros((20, 10, 3)))
 
 
+def test_a_gifs_transparent_pixels_are_black_as_tensorflow_decodes_them():
+    import tensorflow as tf
+
+    # Entry 1 (blue) is transparent: the top half. FFmpeg's GIF decoder painted it white by default.
+    gif = Image.new("P", (10, 10), 0)
+    gif.putpalette([200, 30, 30, 30, 30, 200] + [0, 0, 0] * 254)
+    gif.paste(1, (0, 0, 10, 5))
+    data = encoded(gif, "GIF", transparency=1)
+    rgb, facts = decode_picture(data)
+    assert facts == {"alpha": True}
+    assert np.array_equal(rgb, tf.io.decode_image(data, expand_animations=False).numpy())
+    assert (rgb[:5] == 0).all() and (rgb[5:] == (200, 30, 30)).all()
+    over, _ = decode_picture(data, alpha_background="white")
+    assert (over[:5] == 255).all() and (over[5:] == (200, 30, 30)).all()
+
+
 def test_encode_options_check_and_normalise_the_picture_options():
     assert EncodeOptions(alpha_background="#FF8000").alpha_background == (255, 128, 0)
     assert EncodeOptions(alpha_background="10, 20,30").alpha_background == (10, 20, 30)

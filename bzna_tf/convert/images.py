@@ -463,7 +463,10 @@ def decode_picture(
         else:
             with av.open(io.BytesIO(data), options=limit) as container:
                 stream = container.streams.video[0]
-                stream.codec_context.options = limit
+                # FFmpeg's GIF decoder paints transparent pixels white by default; black is what
+                # TensorFlow's (and so Keras') decoder gives them.
+                gif = {"trans_color": "0"} if stream.codec_context.name == "gif" else {}
+                stream.codec_context.options = {**limit, **gif}
                 frames = [next(container.decode(stream), None)]
         frame = next((f for f in frames if f is not None), None)
         if frame is None:
