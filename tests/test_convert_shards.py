@@ -259,6 +259,14 @@ def test_tfds_and_classic_records_are_recognised_with_class_names(tmp_path):
     assert src.layout == "classic"
     convert(src, tmp_path / "classic.bzna", workers=0, order="source", **FAST)
     assert BznaFile(tmp_path / "classic.bzna").class_names == ["c0", None, "c2", None, "c4"]
+    # In shards, each names the targets it holds; the summary names those of every shard.
+    s = convert(src, tmp_path / "classic", workers=0, order="source", num_shards=3, **FAST)
+    assert [BznaFile(p).class_names for p in s.written] == [
+        ["c0"],
+        [None, None, "c2"],
+        [None, None, None, None, "c4"],
+    ]
+    assert s.class_names == ["c0", None, "c2", None, "c4"]
     # Explicit names win, and a record without the named feature lists what it has.
     convert(TFRecordSource(classic), tmp_path / "named.bzna", workers=0, class_names=list("abcdef"), **FAST)
     assert BznaFile(tmp_path / "named.bzna").class_names == list("abcdef")

@@ -1215,7 +1215,12 @@ class _ShardWriter:
         writer.metadata["conversion"] = facts
         if any(n is not None for n in self.names):
             writer.metadata["class_names"] = self.names
-            self.stored_names = self.names
+            # The summary's names are those of every shard written (a shard names the targets it holds).
+            merged = list(self.stored_names or ())
+            merged += [None] * (len(self.names) - len(merged))
+            for target, name in enumerate(self.names):
+                merged[target] = merged[target] if merged[target] is not None else name
+            self.stored_names = merged
         writer.close()
         self.summary.written.append(spec.path)
         self.summary.bytes += os.path.getsize(spec.path)
