@@ -247,6 +247,31 @@ def _check(f: BznaFile, i: int, tracks, decode) -> tuple[list[Damage], int, int]
     return damage, len(sums), decoded
 
 
+def _lost_checksums(said, table) -> str | None:
+    """Why the checksum table is not the one the metadata says was written, or None.
+
+    A file written with a table records its version and algorithm in its metadata: without the
+    table (the file cut short at its last box) or with another version or algorithm (a damaged
+    box), its pictures would be read unchecked. A table of a format newer than this reader's, as
+    the metadata says too, is not damage (it is ignored, the file verified by decoding).
+    """
+    if not isinstance(said, dict):
+        return None  # written without one, or before the metadata said so
+    wanted = (said.get("version"), said.get("algorithm"))
+    if table is None:
+        return (
+            f"no checksum table, though the file's metadata says it was written with one (version "
+            f"{wanted[0]}): the file was cut short, or its last box damaged"
+        )
+    found = (table.version, table.algorithm.decode("latin-1"))
+    if found != wanted:
+        return (
+            f"the checksum table says version {found[0]}, algorithm {found[1]!r}, where the file's metadata "
+            f"says version {wanted[0]}, algorithm {wanted[1]!r}: the table is damaged"
+        )
+    return None
+
+
 def _method(table, tracks, decode) -> str:
     if table is not None and table.tracks:
         checked = [t for t in tracks if t in table.tracks]
@@ -314,6 +339,9 @@ def verify(
                 r.checksums = None if table is None else table.describe()
                 r.method = _method(table, tracks, decode)
                 r.damage.extend(Damage(None, None, "index", m) for m in f.check_index())
+                lost = _lost_checksums(f.metadata.get("checksums"), table)
+                if lost:
+                    r.damage.append(Damage(None, None, "index", lost))
                 if len(f):  # the lazily converted tables, before threads share them
                     f.sample_location(0)
                     if THUMB in f.tracks:

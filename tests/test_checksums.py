@@ -19,6 +19,7 @@ from bzna_tf.cli import main
 from bzna_tf.format import BznaFile, BznaFormatError, BznaWriter
 from bzna_tf.format.boxes import box, parse_boxes
 from bzna_tf.format.checksums import CHECKSUMS_UUID, build_checksum_box, crc32c
+from bzna_tf.format.metadata import METADATA_UUID
 from bzna_tf.format.samplelist import SampleList
 from bzna_tf.ops import BznaDataset, read_samples, verify_checksums
 from bzna_tf.verify import verify
@@ -153,8 +154,12 @@ def damaged(written, tmp_path_factory):
 @pytest.mark.every_original
 def test_box_layout_and_what_each_checksum_covers(original, original_path, written, tmp_path):
     orig, ours = original_path.read_bytes(), written.read_bytes()
-    assert ours[: len(orig)] == orig  # the original tools' layout, then one box they skip
-    (tail,) = parse_boxes(ours, len(orig), len(ours))
+    assert ours[: len(orig)] == orig  # the original tools' layout, then two boxes they skip:
+    said, tail = parse_boxes(ours, len(orig), len(ours))
+    # the metadata, which says a checksum table follows (so that one lost is damage, not absence),
+    assert bytes(said.payload()[:16]) == METADATA_UUID
+    assert json.loads(bytes(said.payload()[16:])) == {"checksums": {"version": 1, "algorithm": "c32c"}}
+    # and the table.
     payload = bytes(tail.payload())
     assert tail.type == "uuid" and payload[:16] == CHECKSUMS_UUID
     head = payload[16:]
@@ -351,6 +356,34 @@ def test_tables_of_another_version_or_algorithm_are_ignored(damaged, tmp_path, v
     assert _op_read(path, "thumb") == list(range(12))
     report = verify(path, decode=False)
     assert "checksum table ignored" in report.files[0].method
+    # The file's metadata says it was written with version 1 of c32c: the other table is damage.
+    (index,) = [d for d in report.files[0].damage if d.kind == "index"]
+    assert index.message == (
+        f"the checksum table says version {version}, algorithm {algorithm.decode()!r}, where the file's "
+        "metadata says version 1, algorithm 'c32c': the table is damaged"
+    )
+
+
+def test_a_lost_checksum_table_is_damage_where_the_metadata_says_there_was_one(damaged, tmp_path, capsys):
+    # A file cut short at its last box read as one written without checksums: its damaged pictures
+    # (two flipped bytes that FFmpeg decodes without a word) then passed `bzna-tf verify`.
+    data = damaged.read_bytes()
+    last = parse_boxes(data, 0, len(data))[-1]
+    cut = tmp_path / "cut.bzna"
+    cut.write_bytes(data[: last.offset])
+    with BznaFile(cut) as f:
+        assert f.checksums is None and f.metadata["checksums"] == {"version": 1, "algorithm": "c32c"}
+    report = verify(cut)
+    assert not report.ok
+    assert [d.message for d in report.files[0].damage if d.kind == "index"] == [
+        "no checksum table, though the file's metadata says it was written with one (version 1): the file "
+        "was cut short, or its last box damaged"
+    ]
+    assert main(["verify", str(cut), "--progress", "none"]) == 1
+    # Written without checksums: no table, none said, nothing to report.
+    with BznaFile(damaged) as f:
+        plain = _copy_original(f, tmp_path / "plain.bzna", checksums=False)
+    assert verify(plain).ok
 
 
 def test_columns_of_unknown_tracks_are_ignored(written, damaged, tmp_path):

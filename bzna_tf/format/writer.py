@@ -19,7 +19,7 @@ import numpy as np
 
 from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.boxes import box
-from bzna_tf.format.checksums import build_checksum_box, crc32c, picture_checksums
+from bzna_tf.format.checksums import ALGORITHM, VERSION, build_checksum_box, crc32c, picture_checksums
 from bzna_tf.format.metadata import build_metadata_box
 from bzna_tf.format.sample import (
     FNAME,
@@ -246,8 +246,13 @@ class BznaWriter:
                 force_co64=self.force_co64,
             )
             f.write(moov)
-            if self.metadata:
-                f.write(build_metadata_box(self.metadata))
+            # The metadata (before the checksum box) says the file has one: a reader then knows a
+            # table cut off or damaged from a file written without one (bzna-tf verify).
+            metadata = {k: v for k, v in self.metadata.items() if k != "checksums"}
+            if self.checksums:
+                metadata["checksums"] = {"version": VERSION, "algorithm": ALGORITHM.decode()}
+            if metadata:
+                f.write(build_metadata_box(metadata))
             if self.checksums:
                 f.write(
                     build_checksum_box(
