@@ -203,8 +203,9 @@ def test_hvcc_from_parameter_sets_matches_the_muxer(f):
 def test_rewriting_the_original_gives_identical_bytes(f, original_path, tmp_path):
     """Our writer, fed the original per-image mp4s, reproduces the whole file byte for byte.
 
-    By default it then adds its checksum box (a uuid box the original tools
-    skip); without it the files are identical.
+    By default it then adds its metadata box, which says a checksum table
+    follows, and its checksum box (uuid boxes the original tools skip);
+    without them the files are identical.
     """
     orig = original_path.read_bytes()
     for checksums in (False, True):
@@ -215,7 +216,7 @@ def test_rewriting_the_original_gives_identical_bytes(f, original_path, tmp_path
                 w.append_mp4(f.sample_bytes(i), target=None if t < 0 else t, filename=f.filename(i))
         data = out.read_bytes()
         assert data[: len(orig)] == orig
-        assert [b.type for b in parse_boxes(data, len(orig), len(data))] == (["uuid"] if checksums else [])
+        assert [b.type for b in parse_boxes(data, len(orig), len(data))] == (["uuid", "uuid"] if checksums else [])
 
 
 def test_rebuilding_per_image_mp4s_from_pictures(f, original_path, tmp_path):

@@ -47,7 +47,8 @@ def test_round_trip(pictures, tmp_path):
     with BznaFile(path) as f:
         _check(f, pictures, targets, names)
         assert not any(t.uses_co64 for t in f.tracks.values())
-        assert [b[0] for b in f.top_level] == ["ftyp", "mdat", "moov", "uuid"]  # uuid: the checksums
+        # uuid: the metadata (saying a checksum table follows), then the checksums
+        assert [b[0] for b in f.top_level] == ["ftyp", "mdat", "moov", "uuid", "uuid"]
         assert f.top_level[1][1:3] == (24, 16)
         assert f.tracks["bzna_input"].offset(0) == 40
     # Pictures carry the parameter sets of the encoder; the file gives them back for decoding.
