@@ -652,7 +652,8 @@ def _add_samplelist(sub):
         "--base",
         type=_path,
         default=None,
-        help="the base directory on line 3 (default: the files' common one)",
+        help="the base directory on line 3 (default: the files' common one); a relative one is taken from "
+        "the current directory and written absolute",
     )
     c.add_argument("--no-ranges", action="store_true", help="write every index, no 'a ... b' ranges")
     c.add_argument(

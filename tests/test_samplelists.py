@@ -180,6 +180,21 @@ def test_a_relative_base_is_relative_to_the_list(flat_shards):
     assert listed(ClassificationDataset(flat_shards), lst_path) == [(1, 2)]
 
 
+def test_a_relative_base_given_to_the_writer_is_the_current_folder(flat_shards, tmp_path, monkeypatch):
+    # `bzna-tf samplelist --base . -o lists/x.list` wrote "." on line 3, which a reader takes from the
+    # list's folder: lists/part-1.bzna, another file (or none).
+    shards_dir = os.path.dirname(flat_shards[0])
+    monkeypatch.chdir(shards_dir)
+    d = ClassificationDataset(flat_shards)
+    lst = d.select([7, 8]).to_sample_list(base=".")
+    assert lst.base == shards_dir
+    os.makedirs(tmp_path / "lists")
+    lst.write(tmp_path / "lists" / "x.list")
+    assert listed(d, str(tmp_path / "lists" / "x.list")) == [(1, 0), (1, 1)]
+    assert cli(["samplelist", *flat_shards, "--base", ".", "-o", str(tmp_path / "lists" / "y.list")]) == 0
+    assert open(tmp_path / "lists" / "y.list").read().splitlines()[2] == shards_dir
+
+
 def test_a_list_narrows_a_split_and_opens_its_own_files(flat_shards, tmp_path):
     lst = write(
         tmp_path,

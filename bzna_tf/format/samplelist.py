@@ -480,7 +480,9 @@ class SampleList:
             with spaces, or not unique in its file).
           filenames_of: ``k -> file k's filenames``, needed for ids="names".
           base: the base directory written on line 3; default: the files'
-            common directory.
+            common directory. A relative one is taken from the current
+            directory and written absolute: a reader takes a relative line 3
+            from the list file's folder, which may be another.
         """
         if kind not in LIST_TYPES:
             raise ValueError(f"Expected the list type to be one of {list(LIST_TYPES)}. Received: {kind!r}")
@@ -490,6 +492,10 @@ class SampleList:
         starts = np.asarray(starts, np.int64)
         if base is None:
             base = _common_dir(paths)
+        elif not is_url(base):
+            # "--base ." means this directory: written as it is, a reader would take it from the list's
+            # folder and read another file of the same name (or none).
+            base = os.path.abspath(os.path.expanduser(os.fspath(base)))
         rel = [_relative(p, base) for p in paths]
         file_of = file_numbers(starts, indices)
 
