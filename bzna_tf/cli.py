@@ -11,6 +11,7 @@ bzna-tf --version"""
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -44,7 +45,7 @@ def describe(f: BznaFile) -> dict:
         "first": None,
     }
     if len(f):
-        s = f.sample(0)
+        s = f.sample(0, verify=False)  # the index is described; a damaged picture is verify's to find
         out["first"] = {
             "filename": f.filename(0),
             "target": f.target(0),
@@ -117,7 +118,9 @@ def _info(args) -> int:
             print(f"bzna-tf info: {error_text(e)}", file=sys.stderr)
             status = 1
     if args.json:
-        if len(results) == 1 and len(args.files) == 1 and status == 0:
+        # One file named as such: its object. A pattern or a folder: the list, however many match.
+        one = len(args.files) == 1 and not glob.has_magic(args.files[0]) and not os.path.isdir(args.files[0])
+        if len(results) == 1 and one and status == 0:
             print(json.dumps(results[0]))
         else:
             print(
@@ -671,6 +674,8 @@ def _warp(args):
             raise ValueError(
                 "--warp center takes only --crop (use similarity for flips, rotation, translation)"
             )
+        if not 0 < args.crop < float("inf"):  # also NaN
+            raise ValueError(f"--crop takes the crop's side fraction, a number > 0. Received: {args.crop}")
         return CenterResizedCrop(args.crop)
     if args.warp == "random-resized-crop":
         return RandomResizedCrop(
@@ -871,16 +876,34 @@ def _add_verify(sub):
     c.set_defaults(run=_verify)
 
 
+def _port(text: str) -> int:
+    """A TCP port for argparse: 0 (a free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 (a free one) to 65535, got {text!r}")
+    return port
+
+
 def _service(args) -> int:
     from bzna_tf import service
 
+    try:
+        if args.role == "dispatcher":
+            server = service.dispatcher(
+                args.port, work_dir=args.work_dir, fault_tolerant_mode=args.fault_tolerant
+            )
+        else:
+            server = service.worker(args.dispatcher, args.port, worker_address=args.address)
+    except RuntimeError as e:  # TensorFlow's "Could not start gRPC server": the port is in use, mostly
+        raise ValueError(
+            f"cannot start the {args.role} on port {args.port} (in use by another process?): {e}"
+        ) from None
     if args.role == "dispatcher":
-        server = service.dispatcher(
-            args.port, work_dir=args.work_dir, fault_tolerant_mode=args.fault_tolerant
-        )
         print(f"bzna-tf service: dispatcher at {server.target}", flush=True)
     else:
-        server = service.worker(args.dispatcher, args.port, worker_address=args.address)
         print(
             f"bzna-tf service: worker for {args.dispatcher}, port {args.port or 'chosen by TensorFlow'}",
             flush=True,
@@ -910,7 +933,7 @@ def _add_service(sub):
             "bzna-tf service dispatcher --port 5050 --fault-tolerant --work-dir /scratch/tfdata-journal",
         ),
     )
-    d.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one, printed)")
+    d.add_argument("--port", type=_port, default=0, help="port to listen on (default: a free one, printed)")
     d.add_argument("--work-dir", default=None, help="journal folder (for --fault-tolerant)")
     d.add_argument("--fault-tolerant", action="store_true", help="journal state so a restart resumes jobs")
     w = roles.add_parser(
@@ -922,7 +945,7 @@ def _add_service(sub):
         ),
     )
     w.add_argument("--dispatcher", required=True, help="the dispatcher's HOST:PORT")
-    w.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    w.add_argument("--port", type=_port, default=0, help="port to listen on (default: a free one)")
     w.add_argument(
         "--address",
         default=None,

@@ -45,9 +45,16 @@ def dispatcher(port: int = 0, *, work_dir: str | None = None, fault_tolerant_mod
 
     Returns:
       The started ``tf.data.experimental.service.DispatchServer``.
+
+    Raises:
+      ValueError: ``fault_tolerant_mode`` without ``work_dir``, or a port outside 0 to 65535.
     """
     import tensorflow as tf
 
+    if fault_tolerant_mode and not work_dir:  # TensorFlow's own error leaves a half-made server behind
+        raise ValueError("fault_tolerant_mode needs a work_dir for its journal (--work-dir)")
+    if not 0 <= int(port) <= 65535:
+        raise ValueError(f"Expected a port from 0 (a free one) to 65535. Received: port={port!r}")
     load_ops()
     config = tf.data.experimental.service.DispatcherConfig(
         port=int(port), work_dir=work_dir, fault_tolerant_mode=fault_tolerant_mode
@@ -66,9 +73,14 @@ def worker(dispatcher_address: str, port: int = 0, *, worker_address: str | None
 
     Returns:
       The started ``tf.data.experimental.service.WorkerServer``.
+
+    Raises:
+      ValueError: a port outside 0 to 65535.
     """
     import tensorflow as tf
 
+    if not 0 <= int(port) <= 65535:
+        raise ValueError(f"Expected a port from 0 (a free one) to 65535. Received: port={port!r}")
     load_ops()
     address = dispatcher_address.split("://", 1)[-1]
     kwargs = {"worker_address": worker_address} if worker_address else {}

@@ -260,3 +260,6 @@ def test_cli_preview_writes_the_png(flat_shards, tmp_path, capsys):
     assert "2 samples (11, 8)" in capsys.readouterr().out  # global indices 7 + 4 and 7 + 1, in list order
     assert cli(["preview", pattern, "-o", str(out), "--warp", "center", "--flip-h", "1"]) == 1
     assert "--warp center takes only --crop" in capsys.readouterr().err
+    for crop in ("0", "-1", "nan"):
+        assert cli(["preview", pattern, "-o", str(out), "--warp", "center", "--crop", crop]) == 1
+        assert "--crop takes the crop's side fraction, a number > 0" in capsys.readouterr().err

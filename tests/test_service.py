@@ -96,6 +96,24 @@ def test_service_cli_errors(capsys):
     with pytest.raises(SystemExit):
         main(["service", "worker"])  # --dispatcher is required
     assert "--dispatcher" in capsys.readouterr().err
+    for port in ("99999", "-1", "x"):  # TensorFlow took 99999 modulo 65536, and a traceback for -1
+        with pytest.raises(SystemExit):
+            main(["service", "dispatcher", "--port", port])
+        assert f"expected a port from 0 (a free one) to 65535, got '{port}'" in capsys.readouterr().err
+    assert main(["service", "dispatcher", "--fault-tolerant"]) == 1
+    assert capsys.readouterr().err == (
+        "bzna-tf service: fault_tolerant_mode needs a work_dir for its journal (--work-dir)\n"
+    )
+    import socket
+
+    with socket.socket() as taken:  # a port in use: one line, not a traceback
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["service", "dispatcher", "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bzna-tf service: cannot start the dispatcher on port {port} (in use by another")
+    assert "Traceback" not in err
 
 
 # ---------------------------------------------------------------- as_dataset under the service

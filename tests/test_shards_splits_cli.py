@@ -118,6 +118,33 @@ def test_info_several_files(shards, capsys):
     assert d["samples"] == 5 and d["labelled"] == 4 and len(d["files"]) == 3
     assert d["files"][1]["first"]["input_size"] == [200, 620]
     assert d["files"][1]["first"]["thumb_size"] == [165, 512]
+    # A pattern or a folder that matches one file: still the list (its shape does not depend on how
+    # many match); one file named as such: its object.
+    for arg in (str(shards / "part-0*.bzna"), str(shards / "part-0.bzna")):
+        assert main(["info", arg, "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert ("files" in d) == ("*" in arg) and (len(d["files"]) == 1 if "*" in arg else d["samples"] > 0)
+
+
+def test_info_describes_a_file_whose_first_picture_is_damaged(original_path, tmp_path, capsys):
+    # The index is intact: info describes it (the damage is verify's to report), where it printed the
+    # checksum error alone.
+    from bzna_tf.format import BznaFile, BznaWriter
+
+    copy = tmp_path / "copy.bzna"
+    with BznaFile(original_path) as f, BznaWriter(copy) as w:
+        for i in range(len(f)):
+            t = f.target(i)
+            w.append_mp4(f.sample_bytes(i), target=None if t < 0 else t, filename=f.filename(i))
+        s = f.sample(0, verify=False)
+    data = bytearray(copy.read_bytes())
+    with BznaFile(copy) as f:
+        at = f.sample(0, verify=False).input.sample_offset + len(s.input.sample) // 2
+    data[at] ^= 0x10
+    copy.write_bytes(bytes(data))
+    assert main(["info", str(copy)]) == 0
+    assert "12 (9 labelled, 3 unlabelled)" in capsys.readouterr().out
+    assert main(["verify", str(copy), "--progress", "none"]) == 1
 
 
 def test_info_bad_file(tmp_path, capsys):
