@@ -1,5 +1,6 @@
 """Write -> read round trips with real libx265 pictures, and the writer's guarantees."""
 
+import os
 import struct
 
 import numpy as np
@@ -213,6 +214,56 @@ def test_a_partial_file_another_process_writes_is_left_alone(tmp_path):
         with pytest.raises(FileExistsError, match="another live process"):
             BznaWriter(tmp_path / "x.bzna", partial=tmp)
         assert tmp.read_bytes() == b"theirs"
+
+
+def test_a_partial_file_renamed_away_while_it_is_claimed_is_not_truncated(pictures, tmp_path, monkeypatch):
+    # Another writer of the same shard finishes (renames its partial file to the final name) between
+    # this one's open of the partial name and its lock: the file locked is then the finished shard,
+    # which a truncate would empty under its final name.
+    fcntl = pytest.importorskip("fcntl")
+    from bzna_tf.format import writer
+
+    final, tmp = tmp_path / "x.bzna", tmp_path / ".x.bzna.partial"
+    tmp.write_bytes(b"finished by the other process")
+    real = fcntl.flock
+
+    def the_other_finishes_first(fd, op, done=[]):  # noqa: B006 (once)
+        if not done:
+            done.append(os.replace(tmp, final))
+        return real(fd, op)
+
+    monkeypatch.setattr(writer.fcntl, "flock", the_other_finishes_first)
+    w = BznaWriter(final, partial=tmp)
+    monkeypatch.undo()
+    assert final.read_bytes() == b"finished by the other process"
+    w.append(pictures[0][0], target=1, filename="a")
+    w.close()  # its own partial file, then the final name (the same bytes a real rerun would write)
+    with BznaFile(final) as f:
+        assert len(f) == 1 and not tmp.exists()
+
+
+def test_a_finished_writer_keeps_its_lock_until_the_rename(pictures, tmp_path, monkeypatch):
+    fcntl = pytest.importorskip("fcntl")
+    from bzna_tf.format import writer
+
+    tmp = tmp_path / ".x.bzna.partial"
+    w = BznaWriter(tmp_path / "x.bzna", partial=tmp)
+    w.append(pictures[0][0], target=1, filename="a")
+    real = os.replace
+    locked = []
+
+    def replace(src, dst):
+        with open(src, "rb") as probe:  # another process's claim, at the moment of the rename
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked.append(False)
+            except BlockingIOError:
+                locked.append(True)
+        return real(src, dst)
+
+    monkeypatch.setattr(writer.os, "replace", replace)
+    w.close()
+    assert locked == [True]
 
 
 def test_existing_file_survives_a_failed_rewrite(pictures, tmp_path):

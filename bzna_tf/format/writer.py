@@ -266,8 +266,11 @@ class BznaWriter:
             f.write(struct.pack(">Q", end - len(FTYP)))
             f.flush()
             os.fsync(f.fileno())
-            f.close()
+            # Renamed while still open, so still locked: closed first, the lock would go with it, and
+            # another process claiming the partial name (_claim_partial) could truncate the finished
+            # file just before this rename put it under the final name.
             os.replace(self._tmp, self.path)
+            f.close()
         except OSError as e:
             raise self._failed(e) from e
         except BaseException:
@@ -307,45 +310,62 @@ def _claim_partial(tmp):
     The lock (``flock``) dies with its process, however it dies, so the
     partial file of a killed conversion is simply taken over.
     """
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | _CLOEXEC, 0o666)
-    except OSError as e:
-        raise file_error(e, tmp, "cannot create it") from e
-    locked = False
-    try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise FileExistsError(
-                    f"{tmp} is being written by another live process (a second conversion of the same "
-                    "shard?); stop it first"
-                ) from None
-        locked = True
-        os.ftruncate(fd, 0)
-    except BaseException:
-        # Ours once locked (a Ctrl-C just then leaves no partial file); else another process's: kept.
-        if locked:
-            _discard(fd, tmp)
-        else:
-            os.close(fd)
-        raise
-    return fd
+    for _ in range(100):
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | _CLOEXEC, 0o666)
+        except OSError as e:
+            raise file_error(e, tmp, "cannot create it") from e
+        locked = False
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise FileExistsError(
+                        f"{tmp} is being written by another live process (a second conversion of the same "
+                        "shard?); stop it first"
+                    ) from None
+                # The lock is on the file opened; the name may have moved on meanwhile (its writer
+                # finished and renamed it, or gave up and removed it): then that file is not ours to
+                # truncate. Open the name again.
+                try:
+                    named = os.stat(tmp)
+                except FileNotFoundError:
+                    named = None
+                mine = os.fstat(fd)
+                if named is None or (named.st_dev, named.st_ino) != (mine.st_dev, mine.st_ino):
+                    os.close(fd)
+                    continue
+            locked = True
+            os.ftruncate(fd, 0)
+        except BaseException:
+            # Ours once locked (a Ctrl-C just then leaves no partial file); else another process's: kept.
+            if locked:
+                _discard(fd, tmp)
+            else:
+                os.close(fd)
+            raise
+        return fd
+    raise FileExistsError(f"{tmp}: other processes keep replacing this partial file; stop them first")
 
 
 def _discard(f, tmp):
-    """Closes ``f`` (a file object or a descriptor) and removes ``tmp``."""
+    """Removes ``tmp`` and closes ``f`` (a file object or a descriptor), in that order.
+
+    Removed while still open, so still locked: closed first, another process could claim the name's
+    file between the close and the removal, and write on into a file without a name.
+    """
     try:
-        if isinstance(f, int):
-            os.close(f)
-        else:
-            f.close()
-    except OSError:  # the buffered bytes cannot be written (a full disk): they are discarded with the file
+        os.unlink(tmp)
+    except FileNotFoundError:
         pass
     finally:
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
+            if isinstance(f, int):
+                os.close(f)
+            else:
+                f.close()
+        except OSError:  # the buffered bytes cannot be written (a full disk): discarded with the file
             pass
 
 
