@@ -176,6 +176,31 @@ def test_array_workers_and_shard_lists_make_the_same_files(tmp_path, folder):
             convert(ImageFolderSource(folder), parts / "t.bzna", num_shards=3, workers=0, **kwargs, **FAST)
 
 
+def test_an_array_task_that_runs_another_conversion_than_its_siblings_is_refused(tmp_path, folder):
+    # Each task checked only its own shards: a task with another seed (or sources changed between
+    # tasks) made a set with images missing and others stored twice, which every reader took.
+    out = tmp_path / "out" / "t.bzna"
+    task = {"num_shards": 3, "num_workers": 2, "workers": 0, **FAST}
+    convert(ImageFolderSource(folder), out, worker_index=0, **task)
+    seed = r"t-00000-of-00003.bzna: written by a conversion with other seed \(seed 0, now 1\)"
+    with pytest.raises(ConversionError, match=seed + ".*every task of an array job must run the same"):
+        convert(ImageFolderSource(folder), out, worker_index=1, seed=1, **task)
+    assert sorted(os.listdir(out.parent)) == ["t-00000-of-00003.bzna", "t-00002-of-00003.bzna"]
+    # A source changed between the tasks: its fingerprint differs.
+    extra = folder / "ant" / "zz_new.ppm"
+    extra.write_bytes(ppm(gradient(24, 32, seed=99)))
+    with pytest.raises(ConversionError, match="written by a conversion with other sources or options"):
+        convert(ImageFolderSource(folder), out, worker_index=1, **task)
+    os.remove(extra)
+    # The same command: it completes the set. With --overwrite, a note instead of the refusal.
+    convert(ImageFolderSource(folder), out, worker_index=1, **task)
+    assert sorted(ClassificationDataset(str(out.parent / "t-*.bzna")).filenames) == sorted(
+        f"{c}/{c}_{i}.ppm" for c in ("ant", "zebra") for i in range(4)
+    )
+    s = convert(ImageFolderSource(folder), out, worker_index=1, seed=1, overwrite=True, **task)
+    assert any("2 other shards of this set were written by another conversion" in n for n in s.notes)
+
+
 def test_shard_size_is_estimated_the_same_way_every_time(tmp_path, folder):
     small = convert(ImageFolderSource(folder), tmp_path / "s.bzna", shard_size=1, workers=0, **FAST)
     assert small.num_shards == 8  # 1 byte per shard: one image each (at most one shard per image)

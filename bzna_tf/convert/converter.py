@@ -830,6 +830,7 @@ def convert(
             fp = fingerprint(source, encoding, missing_label=missing_label, negative_labels=negative_labels,
                              total=total, num_shards=len(plan), order=order, seed=summary.seed,
                              class_names=class_names)  # fmt: skip
+            _check_siblings(plan, mine, fp, order, seed, overwrite, summary)
             todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
                            settings["max_pixels"], settings["max_image_bytes"])  # fmt: skip
             if not todo:
@@ -1016,6 +1017,41 @@ def _items(source, positions, spec):
     if spec.stop < 0:
         return map(_printable, iter(source))
     return _items_at(source, positions[spec.start : spec.stop])
+
+
+def _check_siblings(plan, mine, fp, order, seed, overwrite, summary):
+    """Refuses to add shards to a set whose other shards (another task's) another conversion wrote.
+
+    Each task of an array job writes its own shards; one that ran with other sources (changed in
+    between), options, order or seed would make a set in which images are missing and others stored
+    twice, which no reader can tell. With ``overwrite``, a note instead (the other tasks are to be
+    rerun with it too).
+    """
+    ours = {spec.index for spec in mine}
+    others = []
+    for spec in plan:
+        if spec.index in ours or spec.stop < 0 or not os.path.exists(spec.path):
+            continue
+        done, why, facts = finished(spec, fp, order, seed)
+        if not done and facts is not None:  # a shard of another conversion (else: a file refused below)
+            others.append(f"{spec.path}: {why}")
+    if not others:
+        return
+    more = f" (and {len(others) - 2} more)" if len(others) > 2 else ""
+    if overwrite:
+        was = "was" if len(others) == 1 else "were"
+        summary.notes.append(
+            f"warning: {count(len(others), 'other shard')} of this set {was} written by another conversion "
+            f"({'; '.join(others[:2])}{more}): rerun their tasks with --overwrite too, or the set mixes two "
+            "conversions"
+        )
+        return
+    raise ConversionError(
+        f"the other shards of this set were written by another conversion ({'; '.join(others[:2])}{more}): "
+        "every task of an array job must run the same command on the same sources (a changed source, "
+        "seed, order or option would leave images missing and others stored twice). Run this task as "
+        "the others ran, or convert the whole set again (--overwrite in every task)"
+    )
 
 
 def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise",
