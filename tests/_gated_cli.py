@@ -6,6 +6,7 @@ A conversion asks its source for images one by one, in its order. Before handing
 (counting from 0), the source creates the file MARKER and waits, for good: a test that waits for MARKER
 then interrupts the conversion in a known state, whatever the machine's load (every image before the
 gate handed out, none after; tests/test_convert_interrupt.py says which shards that finishes).
+With $GATED_CLI_RELEASE naming a file, the source goes on once that file exists.
 """
 
 import os
@@ -25,8 +26,9 @@ def _gated(items):
             if handed_out == gate:
                 with open(marker, "w"):
                     pass
-                while True:  # until a signal (Ctrl-C: KeyboardInterrupt) ends it
-                    time.sleep(3600)
+                release = os.environ.get("GATED_CLI_RELEASE")
+                while not (release and os.path.exists(release)):  # or until a signal ends it
+                    time.sleep(0.05 if release else 3600)
             handed_out += 1
             yield item
 

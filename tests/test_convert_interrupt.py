@@ -85,6 +85,36 @@ def test_ctrl_c_keeps_the_finished_shards_says_so_in_one_line_and_the_same_comma
             assert a.read() == b.read(), mine
 
 
+def test_a_killed_worker_stops_the_conversion_in_one_line(tmp_path):
+    # A worker killed (the kernel's out-of-memory killer, say) broke the process pool: a traceback
+    # ending in BrokenProcessPool, saying nothing of what was kept.
+    src = make_folder(tmp_path / "src", {"a": 8, "b": 8}, size=(48, 64))
+    out = tmp_path / "out" / "x.bzna"
+    gate, release = tmp_path / "gate", tmp_path / "release"
+    args = ["convert", "folder", str(src), str(out), "--num-shards", "4", *FLAGS]
+    job = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_gated_cli.py"), "12", str(gate), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "GATED_CLI_RELEASE": str(release)},
+    )
+    deadline = time.monotonic() + 600
+    while not gate.exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = [w for w in children(job.pid) if "spawn_main" in _cmdline(w) or "fork" in _cmdline(w)]
+    assert gate.exists() and workers, job.communicate()[1][-3000:] if job.poll() is not None else workers
+    os.kill(workers[0], signal.SIGKILL)
+    release.touch()
+    _, stderr = job.communicate(timeout=300)
+    assert job.returncode == 1, stderr
+    assert "Traceback" not in stderr and "BrokenProcessPool" not in stderr, stderr
+    (line,) = [line for line in stderr.splitlines() if line.strip()]
+    assert line.startswith("bzna-tf convert: a worker process died (killed, or out of memory?"), line
+    assert "shards are finished and kept: run the same command again (they are skipped)" in line
+    assert not [n for n in os.listdir(out.parent) if n.endswith(".partial")]
+
+
 def test_ctrl_c_in_python_is_a_keyboard_interrupt_carrying_the_summary(tmp_path):
     from bzna_tf.convert import ConversionInterrupted, Item
 

@@ -29,6 +29,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 from bzna_tf.convert.encode import (
@@ -860,6 +861,12 @@ def convert(
         remaining = sum(spec.path not in done for spec in todo)
         removed = writer.removed if writer is not None else None
         raise ConversionInterrupted(summary, removed, remaining) from None
+    except BrokenProcessPool:  # a worker killed (by the kernel's out-of-memory killer, say)
+        again = _what_is_kept(summary).replace(" once it can be written", "")
+        raise ConversionError(
+            "a worker process died (killed, or out of memory? fewer --processes take less memory); the "
+            f"shard it worked on is not written{again}"
+        ) from None
     except OSError as e:
         if e.errno is None or e.filename not in {spec.partial for spec in todo}:
             raise
