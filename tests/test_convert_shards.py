@@ -333,7 +333,7 @@ def test_cli_shards_rerun_overwrite_and_info(tmp_path, folder, capsys):
     argv += ["--chroma", "average", "--num-shards", "2", "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "wrote 2 of 2 shards (c-00000-of-00002.bzna .. c-00001-of-00002.bzna): 8 images" in printed
+    assert "wrote 2 of 2 shards (c-00000-of-00002.bzna, c-00001-of-00002.bzna): 8 images" in printed
     assert "class names stored (2): 0 ant, 1 zebra" in printed
     assert main(argv) == 0
     assert "skipped 2 files that were already converted" in capsys.readouterr().out

@@ -333,11 +333,12 @@ class ConversionSummary:
             what = (
                 self.written[0]
                 if len(self.written) == 1
-                else (
-                    f"{len(self.written)} of {self.num_shards} shards "
-                    f"({os.path.basename(self.written[0])} .. "
-                    f"{os.path.basename(self.written[-1])})"
-                )
+                # Named one by one (an array task's shards are not a range): the first two and the last.
+                else f"{len(self.written)} of {self.num_shards} shards ("
+                + ", ".join(os.path.basename(p) for p in self.written[:2])
+                + (", ..." if len(self.written) > 3 else "")
+                + (f", {os.path.basename(self.written[-1])}" if len(self.written) > 2 else "")
+                + ")"
             )
             lines.append(
                 f"wrote {what}: {self.images} images, {self.bytes / 1e6:.1f} MB "
