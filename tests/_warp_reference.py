@@ -71,19 +71,31 @@ def _column(dx, dy):
     return dx, dy, usable, length > MIN_REDUCTION
 
 
+def _lengthen_chroma(dx, dy):
+    """A chroma column of length c lengthened to sqrt(c^2 + 1) (warp.h, LengthenChromaColumn)."""
+    length = np.sqrt(dx * dx + dy * dy)
+    usable = (length > 0) & (length <= MAX_FLOAT)
+    target = np.sqrt(length * length + F(1))
+    return np.where(usable, dx * target / length, dx), np.where(usable, dy * target / length, dy)
+
+
 def ref_footprint(m, out_h, out_w, x, y, scale, keep):
-    """Footprint columns (ux, uy, vx, vy) per pixel in a plane `scale` times M's, and where it is a point."""
+    """Footprint columns (ux, uy, vx, vy) per pixel in a plane `scale` times M's, and where it is a point.
+
+    Chroma's (scale 0.5) are lengthened to sqrt(c^2 + 1) texels first (the luma's triangle over
+    upsampled chroma, as one triangle over the chroma texels).
+    """
     m = np.asarray(m, F)
     yy, xx = np.mgrid[0:out_h, 0:out_w].astype(F)
     scale = F(scale)
     with np.errstate(all="ignore"):
         wp = (m[2, 0] * xx + m[2, 1] * yy) + m[2, 2]
-        ux, uy, u_ok, u_reduces = _column(
-            (m[0, 0] - x * m[2, 0]) / wp * scale, (m[1, 0] - y * m[2, 0]) / wp * scale
-        )
-        vx, vy, v_ok, v_reduces = _column(
-            (m[0, 1] - x * m[2, 1]) / wp * scale, (m[1, 1] - y * m[2, 1]) / wp * scale
-        )
+        u = (m[0, 0] - x * m[2, 0]) / wp * scale, (m[1, 0] - y * m[2, 0]) / wp * scale
+        v = (m[0, 1] - x * m[2, 1]) / wp * scale, (m[1, 1] - y * m[2, 1]) / wp * scale
+        if scale < 1:
+            u, v = _lengthen_chroma(*u), _lengthen_chroma(*v)
+        ux, uy, u_ok, u_reduces = _column(*u)
+        vx, vy, v_ok, v_reduces = _column(*v)
     point = ~keep | ~(u_ok & v_ok) | ~(u_reduces | v_reduces)
     return ux, uy, vx, vy, point
 
@@ -227,8 +239,12 @@ def ref_yuv420(
         xs, ys = np.where(oob, F(0), x_src), np.where(oob, F(0), y_src)
         xc, yc = xs / F(2) - F(0.25), ys / F(2) - F(0.25)  # step 4
         if antialias:
-            (lum,) = ref_filtered([y[i]], ref_footprint(mats[i], *out_hw, xs, ys, 1, ~oob), xs, ys)
-            chroma = ref_footprint(mats[i], *out_hw, xs, ys, 0.5, ~oob)
+            luma = ref_footprint(mats[i], *out_hw, xs, ys, 1, ~oob)
+            (lum,) = ref_filtered([y[i]], luma, xs, ys)
+            # Chroma is a point wherever the luma is (its lengthened columns alone would filter an
+            # upscale's chroma), as in warp.h.
+            *columns, chroma_point = ref_footprint(mats[i], *out_hw, xs, ys, 0.5, ~oob)
+            chroma = (*columns, chroma_point | luma[4])
             cbv, crv = ref_filtered([cb[i], cr[i]], chroma, xc, yc)
             cbv, crv = cbv - F(128), crv - F(128)
         else:

@@ -365,11 +365,12 @@ def test_antialias_degenerate_and_extreme_matrices():
 
 def test_antialias_filters_chroma_by_its_own_reduction():
     # Grey chroma, luma of alternating columns: a 2x reduction averages luma to mid-grey where the
-    # point sample keeps the stripes; chroma at 2x is 1:1 (a point), at 4x a 2x footprint.
+    # point sample keeps the stripes; chroma is filtered at 2x too (its columns lengthened to
+    # sqrt(c^2 + 1) texels: the luma's triangle over upsampled chroma), and at 4x.
     rng = np.random.default_rng(14)
     y = np.tile(np.uint8([0, 200]), (1, 24, 16))
     cb, cr = random_yuv(rng, 1, 24, 32)[1:]
-    for factor, chroma_filtered in ((2, False), (4, True)):
+    for factor, chroma_filtered in ((2, True), (4, True)):
         m = resize_matrix((24, 32), (24 // factor, 32 // factor))
         got = warp_yuv420(y, cb, cr, m, (24 // factor, 32 // factor), antialias=True).numpy()
         want = ref_yuv420(y, cb, cr, m, (24 // factor, 32 // factor), antialias=True)
@@ -379,6 +380,25 @@ def test_antialias_filters_chroma_by_its_own_reduction():
         chroma_point = ref_yuv420(np.full_like(y, 100), cb, cr, m, got.shape[1:3])
         chroma_aa = ref_yuv420(np.full_like(y, 100), cb, cr, m, got.shape[1:3], antialias=True)
         assert np.array_equal(chroma_point, chroma_aa) != chroma_filtered
+
+
+def test_antialiased_chroma_is_filtered_as_a_resize_of_the_rgb_picture_filters_it():
+    # Colour stripes a chroma texel wide (red, blue, ... over grey luma): a resize of the RGB picture
+    # (warp_rgb's filter is tf.image.resize's) averages them. Chroma filtered with half the luma's
+    # footprint was a point sample at 2x: stripes of full red and full blue, 11 dB from the resize.
+    h, w = 32, 48
+    y = np.full((1, h, w), 110, np.uint8)
+    cb = np.tile(np.uint8([60, 200]), (1, h // 2, w // 4))
+    cr = np.tile(np.uint8([200, 60]), (1, h // 2, w // 4))
+    rgb = ref_yuv420(y, cb, cr, np.eye(3, dtype=F), (h, w))[0]  # the picture a decoder shows (float RGB)
+    for factor in (1.5, 2, 2.5, 3):
+        out_hw = (round(h / factor), round(w / factor))
+        m = resize_matrix((h, w), out_hw)
+        got = warp_yuv420(y, cb, cr, m, out_hw, antialias=True).numpy()[0]
+        want = warp_rgb(rgb[None], m, out_hw, antialias=True).numpy()[0]
+        inner = (slice(2, -2), slice(2, -2))
+        psnr = 10 * np.log10(255**2 / np.mean((got[inner] - want[inner]) ** 2))
+        assert psnr > 32, f"{factor}x: {psnr:.1f} dB from the resize of the RGB picture"
 
 
 def test_decode_warp_antialias_equals_decode_then_warp(original_path):
