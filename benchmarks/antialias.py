@@ -8,8 +8,9 @@ Three measurements, in one run:
   against Pillow's antialiased resize (``Image.resize(size, Image.BILINEAR,
   reducing_gap=None)``: the triangle filter torchvision's ``antialias=True``
   and ``tf.image.resize(antialias=True)`` also use). Ours through ``warp_rgb``
-  (the RGB op) and through the loader's own path (RGB -> 4:2:0 with averaged
-  chroma, as ``convert`` writes it, -> ``warp_yuv420``), antialias off
+  (the RGB op) and through the loader's own path (RGB -> 4:2:0 with
+  least-squares chroma, as ``convert`` writes it, or averaged chroma with
+  ``--chroma average``, -> ``warp_yuv420``), antialias off
   (Benzina's point sampling) and on; ``tf.image.resize(antialias=True)``,
   rounded, as the ceiling (its only difference from Pillow is Pillow's 8-bit
   rounding between its two passes). PSNR in dB, mean (min) over the photos.
@@ -77,17 +78,17 @@ def photos(fixture: Path):
     return out
 
 
-def yuv_planes(rgb):
+def yuv_planes(rgb, chroma="lsq"):
     from bzna_tf.convert.encode import rgb_to_yuv420
 
     h, w = rgb.shape[:2]
-    frame = rgb_to_yuv420(rgb, (w, h))
+    frame = rgb_to_yuv420(rgb, (w, h), chroma=chroma)
     cb = frame[h : h + h // 4].reshape(h // 2, w // 2)
     cr = frame[h + h // 4 :].reshape(h // 2, w // 2)
     return frame[:h], cb, cr
 
 
-def measure_psnr(fixture: Path) -> dict:
+def measure_psnr(fixture: Path, chroma: str = "lsq") -> dict:
     import tensorflow as tf
     from PIL import Image
 
@@ -101,7 +102,7 @@ def measure_psnr(fixture: Path) -> dict:
             out_hw = (h // k, w // k)
             m = resize_matrix((h, w), out_hw)
             pillow = np.asarray(Image.fromarray(rgb).resize(out_hw[::-1], Image.BILINEAR, reducing_gap=None))
-            y, cb, cr = yuv_planes(rgb)
+            y, cb, cr = yuv_planes(rgb, chroma)
             for aa in (False, True):
                 tag = "on" if aa else "off"
                 figures[f"rgb_{tag}"].append(psnr(warp_rgb(rgb, m, out_hw, antialias=aa).numpy(), pillow))
@@ -257,6 +258,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fixture", type=Path, default=FIXTURE, help="the original-tools fixture folder")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--chroma",
+        choices=("lsq", "average"),
+        default="lsq",
+        help="the loader path's 4:2:0 chroma: lsq (default, as every named quality converts) or average",
+    )
     p.add_argument("--plot", metavar="FILE.png", help="draw the quality figures (matplotlib)")
     a = p.parse_args(argv)
     if not (a.fixture / "sources").is_dir():
@@ -269,7 +276,8 @@ def main(argv=None) -> int:
 
     load_library()  # build outside the timings
     out = {
-        "psnr": measure_psnr(a.fixture),
+        "psnr": measure_psnr(a.fixture, a.chroma),
+        "chroma": a.chroma,
         "zone_plate": measure_zone_plate(),
         "warp_ms": measure_cost(),
         "tensorflow": tf.__version__,
