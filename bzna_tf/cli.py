@@ -407,8 +407,9 @@ def _convert_options() -> dict:
             _option("--filename-key", default=None,
                     help="tfrecord: the file name feature (default: image/filename, or TFDS's file_name); "
                     "'' for none"),
-            _option("--label-offset", type=int, default=0,
-                    help="tfrecord: added to labels; -1 for the classic ImageNet 1..1000"),
+            _option("--label-offset", type=int, default=None,
+                    help="tfrecord: added to labels; -1 for the classic ImageNet 1..1000 (required for "
+                    "records in the classic layout: their labels may start at 1 or at 0)"),
             _option("--compression", choices=("GZIP", "ZLIB"), default=None,
                     help="tfrecord: the files' compression"),
             _option("--allow-unlabelled", action="store_true",

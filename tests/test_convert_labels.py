@@ -15,6 +15,8 @@ from bzna_tf.cli import main
 from bzna_tf.format import BznaFile
 
 FAST = ["--processes", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
+# These records' labels start at 0 (classic-layout TFRecords must say which).
+ZERO = ["--label-offset", "0"]
 
 
 def records(path, labels):
@@ -60,7 +62,7 @@ def test_a_label_past_the_given_class_names_is_an_error_naming_the_record(tmp_pa
     rec = records(tmp_path / "r-0", [[0], [2], [1]])
     (tmp_path / "two.txt").write_text("zero\none\n")
     out = tmp_path / "x.bzna"
-    argv = ["convert", "tfrecord", str(rec), str(out), *FAST]
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST, *ZERO]
     assert main([*argv, "--class-names", str(tmp_path / "two.txt")]) == 1
     err = capsys.readouterr().err
     assert (
@@ -73,13 +75,13 @@ def test_a_label_past_the_given_class_names_is_an_error_naming_the_record(tmp_pa
 def test_negative_labels_are_an_error_or_unlabelled_by_flag(tmp_path, capsys):
     rec = records(tmp_path / "r-0", [[3], [-1], [0]])
     out = tmp_path / "x.bzna"
-    argv = ["convert", "tfrecord", str(rec), str(out), *FAST]
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST, *ZERO]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert f"{rec} record 1 (byte " in err and "label -1 is negative" in err and "--negative-labels" in err
     assert not out.exists()
     # --label-offset -1 makes the classic 1-based labels 0-based, and a 0 label negative
-    assert main(["convert", "tfrecord", str(records(tmp_path / "s-0", [[1], [0]])), str(out), *FAST,
+    assert main(["convert", "tfrecord", str(records(tmp_path / "s-0", [[1], [0]])), str(out), *FAST, *ZERO,
                  "--label-offset", "-1"]) == 1  # fmt: skip
     assert "label -1 is negative" in capsys.readouterr().err
     assert main([*argv, "--negative-labels", "unlabelled", "--order", "source", "--missing-label", "-1"]) == 0
@@ -90,7 +92,10 @@ def test_negative_labels_are_an_error_or_unlabelled_by_flag(tmp_path, capsys):
     assert main([*argv, "--negative-labels", "unlabelled", "--order", "source"]) == 1
     assert "a labelled image after unlabelled ones" in capsys.readouterr().err
     only = records(tmp_path / "t-0", [[-1], [-1]])  # TFDS's test splits: every label -1
-    assert main(["convert", "tfrecord", str(only), str(out), *FAST, "--negative-labels", "unlabelled"]) == 0
+    assert (
+        main(["convert", "tfrecord", str(only), str(out), *FAST, *ZERO, "--negative-labels", "unlabelled"])
+        == 0
+    )
     with BznaFile(out) as f:
         assert f.num_labelled == 0 and len(f) == 2
 
@@ -98,7 +103,7 @@ def test_negative_labels_are_an_error_or_unlabelled_by_flag(tmp_path, capsys):
 def test_multi_value_labels_are_an_error_naming_the_record(tmp_path, capsys):
     rec = records(tmp_path / "r-0", [[1], [1, 5, 7], [2]])
     out = tmp_path / "x.bzna"
-    assert main(["convert", "tfrecord", str(rec), str(out), *FAST]) == 1
+    assert main(["convert", "tfrecord", str(rec), str(out), *FAST, *ZERO]) == 1
     err = capsys.readouterr().err
     assert f"{rec} record 1 (byte " in err and "'image/class/label' holds 3 labels [1, 5, 7]" in err
     assert "one target per image" in err and not out.exists()
@@ -148,7 +153,7 @@ def test_a_file_named_twice_is_refused_naming_both_arguments(tmp_path, capsys):
     out = tmp_path / "x.bzna"
     # Overlapping patterns, or one file under two spellings: its images would be stored twice.
     for names in ([str(tmp_path / "r-*"), str(rec)], [str(rec), os.path.join(tmp_path, ".", "r-0")]):
-        assert main(["convert", "tfrecord", *names, str(out), *FAST]) == 1
+        assert main(["convert", "tfrecord", *names, str(out), *FAST, *ZERO]) == 1
         err = capsys.readouterr().err
         assert f"the TFRecord file is named by {names[0]!r} and by {names[1]!r}" in err, err
         assert "would be stored twice" in err and not out.exists()
@@ -177,3 +182,75 @@ def test_a_label_past_int64_is_a_bad_record_naming_it(tmp_path, capsys):
     assert main(["convert", "webdataset", str(tar), str(out), *FAST, "--on-error", "skip"]) == 0
     with BznaFile(out) as f:
         assert len(f) == 2 and sorted(f.targets) == [0, 1]
+
+
+def test_classic_records_need_their_label_offset(tmp_path, capsys):
+    # build_imagenet_data.py's labels are 1..1000, other tools' 0-based: without --label-offset, targets
+    # were stored 1-based (every class shifted by one) and ImageNet() read them.
+    rec = records(tmp_path / "train-00000-of-00001", [[1], [2]])
+    out = tmp_path / "x.bzna"
+    assert main(["convert", "tfrecord", str(rec), str(out), *FAST]) == 1
+    err = capsys.readouterr().err
+    assert "classic ImageNet TFRecords ('image/class/label' labels): give --label-offset" in err
+    assert "-1 for ImageNet's labels 1..1000" in err and not out.exists()
+    assert main(["convert", "tfrecord", str(rec), str(out), *FAST, "--label-offset", "-1"]) == 0
+    with BznaFile(out) as f:
+        assert sorted(f.targets) == [0, 1]
+    # A file made 1-based (labels 1..1000 kept) is refused by ImageNet, whose classes are 0..999.
+    from bzna_tf import ImageNet
+
+    top = records(tmp_path / "t-00000-of-00001", [[1], [1000]])
+    assert main(["convert", "tfrecord", str(top), str(tmp_path / "d" / "train.bzna"), *FAST, *ZERO]) == 0
+    with pytest.raises(ValueError, match=r"targets reach 1000, past ImageNet's 0..999: .*--label-offset -1"):
+        ImageNet(tmp_path / "d", split="train")
+    # The offset named in the message when it made a label negative.
+    zero = records(tmp_path / "z-00000-of-00001", [[0]])
+    assert (
+        main(["convert", "tfrecord", str(zero), str(tmp_path / "z.bzna"), *FAST, "--label-offset", "-1"]) == 1
+    )
+    assert "label -1 is negative: the record's 0 plus --label-offset -1. Check --label-offset" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_pattern_over_an_incomplete_set_or_two_sets_of_shards_is_refused(tmp_path, capsys):
+    from bzna_tf.convert import SourceError, TFRecordSource
+
+    for k in (0, 1, 3):  # shard 2 of 4 missing: a download cut short
+        records(tmp_path / f"train-0000{k}-of-00004", [[1]])
+    records(tmp_path / "validation-00000-of-00001", [[1]])
+    with pytest.raises(SourceError, match=r"1 of the 4 shards of train-\*-of-00004 in .* is missing "
+                       r"\(train-00002-of-00004\)"):  # fmt: skip
+        TFRecordSource(str(tmp_path / "train-*"), label_offset=-1)
+    with pytest.raises(
+        SourceError, match=r"matches 2 sets of shards \(train-\*-of-00004, validation-\*-of-00001\)"
+    ):
+        TFRecordSource(str(tmp_path / "*-of-*"), label_offset=-1)
+    # Shards picked on purpose, and the two sets as two patterns: taken.
+    assert len(TFRecordSource(str(tmp_path / "train-0000[01]-of-00004"), label_offset=-1)) == 2
+    both = TFRecordSource(
+        [str(tmp_path / "train-0000[013]-*"), str(tmp_path / "validation-*")], label_offset=-1
+    )
+    assert len(both) == 4
+
+
+def test_tfds_class_names_follow_a_label_offset(tmp_path):
+    from bzna_tf.convert import TFRecordSource
+
+    rec = records(tmp_path / "d.tfrecord-00000-of-00001", [[1]])
+    (tmp_path / "label.labels.txt").write_text("zero\none\ntwo\n")
+    assert TFRecordSource(str(rec), label_key="image/class/label", label_offset=0).class_names == [
+        "zero",
+        "one",
+        "two",
+    ]
+    assert TFRecordSource(str(rec), label_key="image/class/label", label_offset=-1).class_names == [
+        "one",
+        "two",
+    ]
+    assert TFRecordSource(str(rec), label_key="image/class/label", label_offset=1).class_names == [
+        None,
+        "zero",
+        "one",
+        "two",
+    ]

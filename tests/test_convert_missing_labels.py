@@ -156,9 +156,23 @@ def test_a_tfrecord_without_its_label_feature_stops_or_is_stored_unlabelled(tmp_
     with pytest.raises(
         ConversionError, match=r"record 2 \(byte \d+\): no label: no 'image/class/label' feature"
     ):
-        convert(TFRecordSource(str(path)), tmp_path / "x.bzna", workers=0, order="source", **FAST)
-    assert TFRecordSource(str(path)).missing_labels() is None  # known only by reading the records
-    argv = ["convert", "tfrecord", str(path), str(tmp_path / "t.bzna"), *CLI, "--order", "source"]
+        convert(
+            TFRecordSource(str(path), label_offset=0), tmp_path / "x.bzna", workers=0, order="source", **FAST
+        )
+    assert (
+        TFRecordSource(str(path), label_offset=0).missing_labels() is None
+    )  # known only by reading the records
+    argv = [
+        "convert",
+        "tfrecord",
+        str(path),
+        str(tmp_path / "t.bzna"),
+        *CLI,
+        "--order",
+        "source",
+        "--label-offset",
+        "0",
+    ]
     assert main([*argv, "--allow-unlabelled", "--missing-label", "-1"]) == 0
     printed = capsys.readouterr().out
     assert "labels: 3 labelled, 1 unlabelled\n" in printed
@@ -255,7 +269,7 @@ def test_gulp_videos_without_a_label_and_folders_count_their_unlabelled_images(t
 
 def test_negative_labels_made_unlabelled_are_counted_with_their_reason(tmp_path):
     path = tfrecords(tmp_path / "n.rec", [0, 1, -1])
-    s = convert(TFRecordSource(str(path)), tmp_path / "n.bzna", workers=0, order="source",
+    s = convert(TFRecordSource(str(path), label_offset=0), tmp_path / "n.bzna", workers=0, order="source",
                 negative_labels="unlabelled", **FAST)  # fmt: skip
     first = f"{path} record 2 (byte {_offset(path, 2)})"
     assert s.labelled == 2 and s.unlabelled == {

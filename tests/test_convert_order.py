@@ -89,7 +89,7 @@ def test_the_order_is_the_documented_permutation_for_every_source(tmp_path, clas
     write_gulp_chunk(tmp_path / "g", 0, {str(v): (v, [gradient(8, 8, seed=v)] * 2) for v in range(4)})
     sources = {
         "folder": ImageFolderSource(classes),
-        "tfrecord": TFRecordSource(str(tmp_path / "r-*")),
+        "tfrecord": TFRecordSource(str(tmp_path / "r-*"), label_offset=0),
         "gulp": GulpSource(tmp_path / "g"),
     }
     for kind, src in sources.items():
@@ -161,7 +161,17 @@ def test_compressed_tfrecords_cannot_be_shuffled_and_say_so(tmp_path, capsys):
             features = tf.train.Features(feature={"image/encoded": image, "image/class/label": label})
             w.write(tf.train.Example(features=features).SerializeToString())
     out = tmp_path / "z.bzna"
-    argv = ["convert", "tfrecord", str(tmp_path / "z-*"), str(out), *FAST, "--compression", "GZIP"]
+    argv = [
+        "convert",
+        "tfrecord",
+        str(tmp_path / "z-*"),
+        str(out),
+        *FAST,
+        "--compression",
+        "GZIP",
+        "--label-offset",
+        "0",
+    ]
     assert main(argv) == 1 and not out.exists()
     err = capsys.readouterr().err
     assert "Expected order='source' (--order source): GZIP-compressed TFRecord files can only be read" in err

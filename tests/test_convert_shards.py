@@ -293,7 +293,13 @@ def test_tfds_and_classic_records_are_recognised_with_class_names(tmp_path):
     ]
     assert s.class_names == ["c0", None, "c2", None, "c4"]
     # Explicit names win, and a record without the named feature lists what it has.
-    convert(TFRecordSource(classic), tmp_path / "named.bzna", workers=0, class_names=list("abcdef"), **FAST)
+    convert(
+        TFRecordSource(classic, label_offset=-1),
+        tmp_path / "named.bzna",
+        workers=0,
+        class_names=list("abcdef"),
+        **FAST,
+    )
     assert BznaFile(tmp_path / "named.bzna").class_names == list("abcdef")
     item = TFRecordSource(classic, image_key="img").item(0)
     assert item.error.startswith("no bytes feature 'img'; the record has the features ['image/class")
@@ -303,7 +309,7 @@ def test_items_are_read_by_index_in_any_order(tmp_path, folder):
     records = [{"image/encoded": ppm(gradient(8, 8, seed=i)), "image/class/label": i} for i in range(7)]
     tfrecord(tmp_path / "a-0", records[:4])
     tfrecord(tmp_path / "a-1", records[4:])
-    src = TFRecordSource(str(tmp_path / "a-*"))
+    src = TFRecordSource(str(tmp_path / "a-*"), label_offset=0)
     everything = [i.target for i in src]
     assert everything == list(range(7))
     for indices in [range(0, 7), range(2, 5), [3], [6, 0, 4, 1], [5, 5, 2], []]:

@@ -847,7 +847,7 @@ def convert(
                     if negative is not None:
                         labelled = labelled & ~negative
                 positions = conversion_order(total, order, seed, labelled)
-            labels = _Labels(names, negative_labels, on_error)
+            labels = _Labels(names, negative_labels, on_error, int(getattr(source, "label_offset", 0) or 0))
             writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log, settings)
             pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
             with _progress_bar(progress, todo, total, log) as writer.bar:
@@ -979,8 +979,9 @@ def _printable(item):
 class _Labels:
     """Checks each item's label before it is encoded: negative ones, and ones past the class names."""
 
-    def __init__(self, names, negative_labels, on_error="raise"):
+    def __init__(self, names, negative_labels, on_error="raise", offset=0):
         self.names, self.negative, self.on_error = names, negative_labels, on_error
+        self.offset = offset  # the source's label offset (TFRecords' --label-offset), for the messages
 
     def check(self, item):
         if getattr(item, "error", None) is not None:
@@ -999,6 +1000,13 @@ class _Labels:
             if self.negative == "unlabelled":
                 return dataclasses.replace(
                     item, target=None, unlabelled="with a negative label (--negative-labels unlabelled)"
+                )
+            if self.offset:  # the offset made it negative: that is the likelier mistake
+                raise ConversionError(
+                    f"{item.origin or item.filename}: label {t} is negative: the record's {t - self.offset} "
+                    f"plus --label-offset {self.offset}. Check --label-offset (TFDS's labels start at 0: "
+                    "they need none); if negative labels mark images without a label, pass "
+                    "--negative-labels unlabelled (negative_labels='unlabelled')"
                 )
             raise ConversionError(
                 f"{item.origin or item.filename}: label {t} is negative. If negative labels mark images "

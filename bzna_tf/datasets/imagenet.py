@@ -72,6 +72,13 @@ class ImageNet(ClassificationDataset):
     def __init__(self, root, split: str | None = None, track: str = "bzna_thumb"):
         paths, self._groups = _imagenet_layout(root)
         super().__init__(paths, track=track, split=split)
+        top = int(self._index.targets.max(initial=-1))
+        if top >= self.num_classes:  # 1-based labels (a model's 1000-way output would be off by one)
+            raise ValueError(
+                f"{root}: targets reach {top}, past ImageNet's 0..999: converted from the classic "
+                "TFRecords' labels 1..1000 without --label-offset -1? Convert them again with it (or read "
+                "the files with ClassificationDataset)"
+            )
 
     @classmethod
     @keywords(renamed={"input_label": "track"})

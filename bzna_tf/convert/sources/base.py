@@ -25,6 +25,7 @@ processes, so an :class:`Item` carries the encoded image (or the path of one).
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import re
@@ -339,12 +340,56 @@ def expand_patterns(patterns, what: str) -> list[str]:
         for m in matches:
             if not os.path.exists(m):
                 raise SourceError(f"{m}: no such {what}")
+        if glob.has_magic(p):
+            _check_shard_sets(p, matches, what)
         paths.extend(matches)
         named_by.extend([p] * len(matches))
     if not paths:
         raise SourceError(f"Expected at least one {what}. Received: none")
     refuse_repeats(paths, named_by, what)
     return paths
+
+
+# NAME-00003-of-00016[.ext]: a file of a set of shards (TFRecords, TFDS, Parquet, tar shards).
+_SHARD = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5,})-of-(?P<count>\d{5,})(?P<ext>(\.[A-Za-z0-9]+)*)$")
+
+
+def _check_shard_sets(pattern, matches, what):
+    """Refuses a pattern that matches two sets of shards, or a set with shards missing that it covers.
+
+    ``train-*`` over a folder holding ``train-*-of-00004`` and ``validation-*-of-00002`` would
+    mix two splits; a set of ``-of-00004`` shards missing one (a download cut short) would convert
+    as a smaller dataset without a word, where reading refuses such a set of .bzna files. A pattern
+    that picks some shards on purpose (``train-0000[0-3]-of-01024``) is not refused.
+    """
+    sets = {}
+    for m in matches:
+        folder, name = os.path.split(m)
+        s = _SHARD.match(name)
+        if s:
+            key = (folder, s["stem"], s["count"], s["ext"])
+            sets.setdefault(key, set()).add(int(s["index"]))
+    if len(sets) > 1:
+        shown = ", ".join(f"{stem}-*-of-{n}{ext}" for _, stem, n, ext in sorted(sets)[:4])
+        raise SourceError(
+            f"{pattern!r} matches {len(sets)} sets of shards ({shown}{', ...' if len(sets) > 4 else ''}): "
+            f"one pattern, one set (two would mix, say, a training and a validation split). Give a pattern "
+            "per set to convert them together"
+        )
+    for (folder, stem, n, ext), have in sets.items():
+        base = os.path.basename(pattern)
+        width = len(n)
+        covered = [i for i in range(int(n)) if fnmatch.fnmatchcase(f"{stem}-{i:0{width}d}-of-{n}{ext}", base)]
+        missing = [i for i in covered if i not in have]
+        if missing:
+            names = ", ".join(f"{stem}-{i:0{width}d}-of-{n}{ext}" for i in missing[:3])
+            raise SourceError(
+                f"{pattern!r}: {len(missing)} of the {int(n)} shards of {stem}-*-of-{n}{ext} in "
+                f"{folder or '.'} {'is' if len(missing) == 1 else 'are'} missing ({names}"
+                f"{', ...' if len(missing) > 3 else ''}): a download or copy cut short? Fetch "
+                f"{'it' if len(missing) == 1 else 'them'}, or name the {what}s to convert without a "
+                "pattern that covers the whole set"
+            )
 
 
 def refuse_repeats(paths, named_by, what: str):

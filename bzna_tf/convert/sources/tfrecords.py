@@ -62,6 +62,10 @@ class TFRecordSource(Source):
         (``"auto"``: ``image/class/text`` in the classic layout), or None.
       label_offset: added to every label. The classic ImageNet TFRecords store
         labels 1..1000 with 0 for "background": pass -1 to get Benzina's 0..999 targets.
+        None (default): 0, except for records recognised as the classic layout
+        with its label key, where it must be given: the same keys hold 1-based
+        labels (ImageNet's build_imagenet_data.py) and 0-based ones (other
+        tools), and a wrong guess shifts every class by one without a word.
       compression: None, "GZIP" or "ZLIB", as the files were written.
       class_names: the class names, indexed by target (after ``label_offset``);
         default: a ``label.labels.txt`` beside the first file, if any.
@@ -94,14 +98,14 @@ class TFRecordSource(Source):
         label_key=AUTO,
         filename_key=AUTO,
         class_text_key=AUTO,
-        label_offset=0,
+        label_offset=None,
         compression=None,
         class_names=None,
         allow_unlabelled=False,
     ):
         self.paths = expand_patterns(patterns, "TFRecord file")
         self.allow_unlabelled = bool(allow_unlabelled)
-        self.label_offset = int(label_offset)
+        self.label_offset = 0 if label_offset is None else int(label_offset)
         self.compression = compression
         self.random_access = compression is None
         self.why_sequential = (
@@ -127,10 +131,21 @@ class TFRecordSource(Source):
                 "no label: the records are in neither the classic ImageNet nor the TFDS layout, so no label "
                 "feature is known; stored unlabelled (--label-key names it)",
             )
+        if label_offset is None and layout == "classic" and self.label_key == CLASSIC_KEYS[1]:
+            raise SourceError(
+                f"{self.paths[0]}: classic ImageNet TFRecords ({CLASSIC_KEYS[1]!r} labels): give "
+                "--label-offset (label_offset=): -1 for ImageNet's labels 1..1000 (build_imagenet_data.py "
+                "keeps 0 for 'background'), which become targets 0..999; 0 for labels that start at 0. A "
+                "wrong guess would shift every class by one without a word"
+            )
         self.filename_key = defaults[2] if filename_key == AUTO else filename_key
         self.class_text_key = defaults[3] if class_text_key == AUTO else class_text_key
         if class_names is None:
             class_names = labels_txt(os.path.dirname(os.path.abspath(self.paths[0])))
+            if class_names is not None and self.label_offset:
+                # label.labels.txt names the records' labels; class_names are indexed by target.
+                off = self.label_offset
+                class_names = [None] * off + list(class_names) if off > 0 else list(class_names)[-off:]
         self.class_names = list(class_names) if class_names is not None else None
 
     def __getstate__(self):
@@ -297,7 +312,7 @@ class TFRecordSource(Source):
         )
 
     @classmethod
-    def from_cli(cls, paths, *, image_key=None, label_key=None, filename_key=None, label_offset=0,
+    def from_cli(cls, paths, *, image_key=None, label_key=None, filename_key=None, label_offset=None,
                  compression=None, allow_unlabelled=False):  # fmt: skip
         return cls(
             paths,
