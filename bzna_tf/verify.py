@@ -263,8 +263,10 @@ def _lost_checksums(said, table) -> str | None:
             f"no checksum table, though the file's metadata says it was written with one (version "
             f"{wanted[0]}): the file was cut short, or its last box damaged"
         )
+    if not table.supported and table.version == wanted[0]:
+        return None  # a newer format, as the metadata says: ignored (its algorithm was not read)
     found = (table.version, table.algorithm.decode("latin-1"))
-    if found != wanted:
+    if table.version != wanted[0] or (table.supported and found != wanted):
         return (
             f"the checksum table says version {found[0]}, algorithm {found[1]!r}, where the file's metadata "
             f"says version {wanted[0]}, algorithm {wanted[1]!r}: the table is damaged"

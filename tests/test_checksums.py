@@ -364,6 +364,17 @@ def test_tables_of_another_version_or_algorithm_are_ignored(damaged, tmp_path, v
     )
 
 
+def test_a_table_of_a_newer_format_that_the_metadata_announces_is_not_damage():
+    from bzna_tf.format.checksums import ChecksumTable
+    from bzna_tf.verify import _lost_checksums
+
+    newer = ChecksumTable(0, 2, reason="version 2, this reader knows 1")  # its algorithm not read
+    assert _lost_checksums({"version": 2, "algorithm": "xxh3"}, newer) is None
+    assert "says version 2" in _lost_checksums({"version": 1, "algorithm": "c32c"}, newer)
+    assert _lost_checksums({"version": 1, "algorithm": "c32c"}, ChecksumTable(0, 1)) is None
+    assert _lost_checksums(None, None) is None
+
+
 def test_a_lost_checksum_table_is_damage_where_the_metadata_says_there_was_one(damaged, tmp_path, capsys):
     # A file cut short at its last box read as one written without checksums: its damaged pictures
     # (two flipped bytes that FFmpeg decodes without a word) then passed `bzna-tf verify`.

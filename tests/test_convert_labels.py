@@ -193,6 +193,16 @@ def test_classic_records_need_their_label_offset(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "classic ImageNet TFRecords ('image/class/label' labels): give --label-offset" in err
     assert "-1 for ImageNet's labels 1..1000" in err and not out.exists()
+    # Records of images alone (no label feature) have no labels to shift: no offset asked for.
+    from bzna_tf.convert import TFRecordSource
+
+    plain = records(tmp_path / "p-00000-of-00001", [None, None])
+    assert [
+        i.unlabelled is not None for i in TFRecordSource(str(plain), allow_unlabelled=True).items([0, 1])
+    ] == [
+        True,
+        True,
+    ]
     assert main(["convert", "tfrecord", str(rec), str(out), *FAST, "--label-offset", "-1"]) == 0
     with BznaFile(out) as f:
         assert sorted(f.targets) == [0, 1]

@@ -275,6 +275,13 @@ def test_every_file_is_checked_as_the_first_one_labels_names_and_image_columns(t
     assert src.class_names == ["cat", "dog"]
     no_names = write_parquet(tmp_path / "b-none.parquet", pics[2:], [1, 0], 2)
     assert ParquetSource([first, no_names]).class_names == ["cat", "dog"]  # nothing contradicts them
+    # A file whose labels are all missing (pyarrow and pandas type such a column null): taken.
+    nulls = tmp_path / "b-nulls.parquet"
+    pq.write_table(
+        pa.table({"image": pa.array(pics[2:], pa.binary()), "label": pa.array([None, None])}), nulls
+    )
+    src = ParquetSource([first, nulls], allow_unlabelled=True)
+    assert [it.target for it in src.items(range(4))] == [0, 1, None, None]
 
 
 def test_negative_labels_are_unlabelled_and_put_last_in_a_shuffled_order(tmp_path):

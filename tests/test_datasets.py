@@ -341,12 +341,18 @@ def test_argument_errors(flat_file):
         (dict(batch_size=2, shape=8, shard=(30, 29)), "empty"),
         (dict(batch_size=2, shape=8, shard=(2.9, 1.7)), r"\(count, index\) as integers"),  # not (2, 1)
         (dict(batch_size=2, shape=8, shard=(2, True)), "as integers"),
+        (dict(batch_size=2, shape=8, shard=("2", "x")), "as integers"),
     ]
     for kwargs, match in cases:
         with pytest.raises(ValueError, match=match):
             d.as_dataset(**kwargs)
     with pytest.raises(TypeError, match="warp"):
         d.as_dataset(batch_size=2, shape=8, warp=lambda x: x)
+    # Integral values of other types are the integers they are (an eager tensor: a replica's id).
+    for shard in [("2", "1"), (2.0, 1.0), (tf.constant(2), np.int64(1))]:
+        assert d.as_dataset(batch_size=2, shape=8, shard=shard).bzna_epochs.per_epoch == len(
+            range(1, len(d), 2)
+        )
     ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1)
     with pytest.raises(ValueError, match="not both"):
         d.as_dataset(batch_size=2, shape=8, shard=(2, 1), input_context=ctx)

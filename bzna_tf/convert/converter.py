@@ -76,6 +76,7 @@ from bzna_tf.convert.sources.base import (
     escaped_name,
     few,
 )
+from bzna_tf.format import BznaFile, BznaFormatError
 from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.progress import PlainProgress, progress_mode
 from bzna_tf.format.sample import build_image_mp4
@@ -832,7 +833,12 @@ def convert(
             fp = fingerprint(source, encoding, missing_label=missing_label, negative_labels=negative_labels,
                              total=total, num_shards=len(plan), order=order, seed=summary.seed,
                              class_names=class_names)  # fmt: skip
-            _check_siblings(plan, mine, fp, order, seed, overwrite, summary)
+            # The order and seed are compared as such (_check_siblings says which differs).
+            sibling_fp = fingerprint(source, encoding, mtimes=False, missing_label=missing_label,
+                                     negative_labels=negative_labels, total=total, num_shards=len(plan),
+                                     class_names=class_names)  # fmt: skip
+            settings["sibling_fingerprint"] = sibling_fp
+            _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary)
             todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
                            settings["max_pixels"], settings["max_image_bytes"])  # fmt: skip
             if not todo:
@@ -1035,22 +1041,39 @@ def _items(source, positions, spec):
     return _items_at(source, positions[spec.start : spec.stop])
 
 
-def _check_siblings(plan, mine, fp, order, seed, overwrite, summary):
+def _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary):
     """Refuses to add shards to a set whose other shards (another task's) another conversion wrote.
 
     Each task of an array job writes its own shards; one that ran with other sources (changed in
     between), options, order or seed would make a set in which images are missing and others stored
-    twice, which no reader can tell. With ``overwrite``, a note instead (the other tasks are to be
-    rerun with it too).
+    twice, which no reader can tell. The sources are compared by ``sibling_fp``, the fingerprint
+    without the files' mtimes (tasks often read their own copy of the data, made without ``-p``);
+    shards written before it was recorded are compared by plan, order and seed only. With
+    ``overwrite``, a note instead (the other tasks are to be rerun with it too).
     """
     ours = {spec.index for spec in mine}
     others = []
     for spec in plan:
         if spec.index in ours or spec.stop < 0 or not os.path.exists(spec.path):
             continue
-        done, why, facts = finished(spec, fp, order, seed)
-        if not done and facts is not None:  # a shard of another conversion (else: a file refused below)
-            others.append(f"{spec.path}: {why}")
+        try:
+            with BznaFile(spec.path) as f:
+                facts = f.metadata.get("conversion")
+        except (BznaFormatError, OSError):
+            continue  # not a finished shard: its own task converts it again
+        if not isinstance(facts, dict):
+            continue  # not a conversion's: refused when its task runs
+        want = conversion_facts(spec, None, order, seed)
+        differs = [
+            f"{key} {facts.get(key)!r}, now {want[key]!r}"
+            for key in ("order", "seed", "num_shards", "start", "stop")
+            if facts.get(key) != want[key]
+        ]
+        theirs = facts.get("sibling_fingerprint")
+        if sibling_fp is not None and theirs is not None and theirs != sibling_fp:
+            differs.append("other sources (names or sizes) or options")
+        if differs:
+            others.append(f"{spec.path}: written by a conversion with {', '.join(differs)}")
     if not others:
         return
     more = f" (and {len(others) - 2} more)" if len(others) > 2 else ""
@@ -1254,6 +1277,8 @@ class _ShardWriter:
             )
         facts = conversion_facts(spec, self.fp, self.order, self.seed)
         facts["skipped"] = self.shard_skipped
+        if self.settings.get("sibling_fingerprint") is not None:  # what array tasks compare (_check_siblings)
+            facts["sibling_fingerprint"] = self.settings["sibling_fingerprint"]
         facts["lenient"] = self.settings["lenient"]
         if self.shard_too_large:  # only then: a rerun with a larger limit converts this shard again
             facts["max_image_bytes"] = self.settings["max_image_bytes"]

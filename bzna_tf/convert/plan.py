@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bzna_tf.convert.sources.base import without_mtimes
 from bzna_tf.format.atomic import partial_path
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.reader import BznaFile
@@ -172,13 +173,14 @@ def conversion_order(
     return perm
 
 
-def fingerprint(source, options, **extra) -> str | None:
+def fingerprint(source, options, *, mtimes: bool = True, **extra) -> str | None:
     """A hash of everything that decides a conversion's output, or None if the source cannot describe itself.
 
     ``options`` is the :class:`~bzna_tf.convert.converter.EncodeOptions`
     (its resolved fields; the ``quality`` name only chooses them); ``extra``
     holds the other output-deciding arguments (``missing_label``, the order
-    and seed, the plan, the class names).
+    and seed, the plan, the class names). ``mtimes=False`` leaves the source
+    files' mtimes out (what array tasks compare: each may read its own copy).
     """
     describe = getattr(source, "describe", None)
     if describe is None:
@@ -197,7 +199,8 @@ def fingerprint(source, options, **extra) -> str | None:
     for later, default in (("exif_transpose", False), ("alpha_background", None), ("x265_params", "")):
         if fields.get(later, default) == default:
             fields.pop(later, None)
-    text = json.dumps({"source": describe(), "options": fields, **extra}, sort_keys=True, default=str)
+    description = describe() if mtimes else without_mtimes(describe())
+    text = json.dumps({"source": description, "options": fields, **extra}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

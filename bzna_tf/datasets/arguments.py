@@ -194,6 +194,22 @@ def nonnegative_int(value, arg: str) -> int:
     return int(value)
 
 
+def _integral(value):
+    """``value`` as an int where it is one (an int, an integral float, "4", an eager tensor), else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if hasattr(value, "numpy") and callable(value.numpy):  # an eager tensor (replica_id_in_sync_group, ...)
+        try:
+            value = value.numpy()
+        except Exception:  # a symbolic tensor: not known here
+            return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number.is_integer() else None
+
+
 def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -387,9 +403,9 @@ def _shard(shard, input_context):
         count, index = shard
     except (TypeError, ValueError) as e:
         raise ValueError(f"Expected `shard` = (count, index). Received: shard={shard!r}") from e
-    if not (_is_int(count) and _is_int(index)):  # int() would take shard (2.9, 1.7) as (2, 1)
+    count, index = _integral(count), _integral(index)
+    if count is None or index is None:  # int() would take shard (2.9, 1.7) as (2, 1)
         raise ValueError(f"Expected `shard` = (count, index) as integers. Received: shard={shard!r}")
-    count, index = int(count), int(index)
     if count < 1 or not 0 <= index < count:
         raise ValueError(
             f"Expected `shard` = (count, index) with 0 <= index < count. Received: shard={shard!r}"

@@ -447,6 +447,11 @@ def open_inside(path, root):
     return f
 
 
+class FileFacts(list):
+    """[name, size, mtime, ...] of a file (:func:`file_facts`): a list that :func:`without_mtimes` knows
+    (its third item is the mtime)."""
+
+
 def file_facts(path, root=None) -> list:
     """[name, size, mtime] of a file for a source's fingerprint.
 
@@ -455,7 +460,18 @@ def file_facts(path, root=None) -> list:
     """
     st = os.stat(path)
     name = os.path.relpath(path, root) if root is not None else os.path.basename(path)
-    return [name.replace(os.sep, "/"), st.st_size, int(st.st_mtime)]
+    return FileFacts([name.replace(os.sep, "/"), st.st_size, int(st.st_mtime)])
+
+
+def without_mtimes(description):
+    """A source's description with its files' mtimes left out: one that a copy of the files matches."""
+    if isinstance(description, FileFacts):
+        return [*description[:2], *description[3:]]
+    if isinstance(description, dict):
+        return {k: without_mtimes(v) for k, v in description.items()}
+    if isinstance(description, (list, tuple)):
+        return [without_mtimes(v) for v in description]
+    return description
 
 
 def escaped_name(name: str) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 from bzna_tf.convert.sources.base import (
     IMAGE_EXTENSIONS,
     NAME_NOT_UTF8,
+    FileFacts,
     Item,
     Source,
     SourceError,
@@ -272,7 +273,10 @@ class ImageFolderSource(Source):
     def _describe(self):
         return {
             "extensions": list(self.extensions),
-            "files": [[*file_facts(os.path.join(self.root, rel), self.root), t] for t, rel in self._files],
+            # FileFacts: without_mtimes knows where the mtime is.
+            "files": [
+                FileFacts([*file_facts(os.path.join(self.root, rel), self.root), t]) for t, rel in self._files
+            ],
         }
 
     def item(self, index):

@@ -212,7 +212,9 @@ class TableColumns:
                 f"{where}: column {self.image!r} is {image}, where the first file's is {self.image_type}: "
                 "not bytes nor a struct with a bytes field (the datasets Image feature)"
             )
-        if self.label is not None and not pa.types.is_integer(first[self.label]):
+        label = first.get(self.label)
+        # A column of nulls only (pyarrow and pandas type it null): every row without a label.
+        if self.label is not None and not (pa.types.is_integer(label) or pa.types.is_null(label)):
             raise SourceError(
                 f"{where}: column {self.label!r} is {first[self.label]}, not integers as in the first file "
                 f"({self.label_type}): a .bzna file stores one integer target per image, and a label is "

@@ -131,7 +131,12 @@ class TFRecordSource(Source):
                 "no label: the records are in neither the classic ImageNet nor the TFDS layout, so no label "
                 "feature is known; stored unlabelled (--label-key names it)",
             )
-        if label_offset is None and layout == "classic" and self.label_key == CLASSIC_KEYS[1]:
+        if (
+            label_offset is None
+            and layout == "classic"
+            and self.label_key == CLASSIC_KEYS[1]
+            and CLASSIC_KEYS[1] in self._first_features()[1]  # records with labels, not images alone
+        ):
             raise SourceError(
                 f"{self.paths[0]}: classic ImageNet TFRecords ({CLASSIC_KEYS[1]!r} labels): give "
                 "--label-offset (label_offset=): -1 for ImageNet's labels 1..1000 (build_imagenet_data.py "
