@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from bzna_tf.format.checksums import TRACKS, mismatch_reason
+from bzna_tf.format.checksums import VERSION as CHECKSUM_VERSION
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.progress import PlainProgress, progress_mode
 from bzna_tf.format.reader import BznaFile
@@ -263,10 +264,15 @@ def _lost_checksums(said, table) -> str | None:
             f"no checksum table, though the file's metadata says it was written with one (version "
             f"{wanted[0]}): the file was cut short, or its last box damaged"
         )
-    if not table.supported and table.version == wanted[0]:
-        return None  # a newer format, as the metadata says: ignored (its algorithm was not read)
+    if table.version != CHECKSUM_VERSION:  # a version this reader does not parse: its algorithm not read
+        if table.version == wanted[0]:
+            return None  # a newer format, as the metadata says: ignored, not damage
+        return (
+            f"the checksum table says version {table.version}, where the file's metadata says version "
+            f"{wanted[0]}: the table is damaged"
+        )
     found = (table.version, table.algorithm.decode("latin-1"))
-    if table.version != wanted[0] or (table.supported and found != wanted):
+    if found != wanted:
         return (
             f"the checksum table says version {found[0]}, algorithm {found[1]!r}, where the file's metadata "
             f"says version {wanted[0]}, algorithm {wanted[1]!r}: the table is damaged"
