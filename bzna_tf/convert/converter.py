@@ -65,6 +65,7 @@ from bzna_tf.convert.plan import (
     fingerprint,
     finished,
     plan_shards,
+    shard_facts,
     shard_paths,
     shards_for_size,
 )
@@ -76,7 +77,7 @@ from bzna_tf.convert.sources.base import (
     escaped_name,
     few,
 )
-from bzna_tf.format import BznaFile, BznaFormatError
+from bzna_tf.format import BznaFormatError
 from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.progress import PlainProgress, progress_mode
 from bzna_tf.format.sample import build_image_mp4
@@ -837,7 +838,6 @@ def convert(
             sibling_fp = fingerprint(source, encoding, mtimes=False, missing_label=missing_label,
                                      negative_labels=negative_labels, total=total, num_shards=len(plan),
                                      class_names=class_names)  # fmt: skip
-            settings["sibling_fingerprint"] = sibling_fp
             _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary)
             todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
                            settings["max_pixels"], settings["max_image_bytes"])  # fmt: skip
@@ -854,7 +854,8 @@ def convert(
                         labelled = labelled & ~negative
                 positions = conversion_order(total, order, seed, labelled)
             labels = _Labels(names, negative_labels, on_error, int(getattr(source, "label_offset", 0) or 0))
-            writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log, settings)
+            writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log, settings,
+                                  sibling_fp)  # fmt: skip
             pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
             with _progress_bar(progress, todo, total, log) as writer.bar:
                 try:
@@ -869,10 +870,9 @@ def convert(
         removed = writer.removed if writer is not None else None
         raise ConversionInterrupted(summary, removed, remaining) from None
     except BrokenProcessPool:  # a worker killed (by the kernel's out-of-memory killer, say)
-        again = _what_is_kept(summary).replace(" once it can be written", "")
         raise ConversionError(
             "a worker process died (killed, or out of memory? fewer --processes take less memory); the "
-            f"shard it worked on is not written{again}"
+            f"shard it worked on is not written{_what_is_kept(summary, 'run the same command again')}"
         ) from None
     except OSError as e:
         if e.errno is None or e.filename not in {spec.partial for spec in todo}:
@@ -884,9 +884,9 @@ def convert(
     return summary
 
 
-def _what_is_kept(summary) -> str:
-    """After an output that could not be written: the shards kept, and how to go on."""
-    again = "run the same command again once it can be written"
+def _what_is_kept(summary, again="run the same command again once it can be written") -> str:
+    """After a conversion that stopped (by default: an output that could not be written): the shards
+    kept, and how to go on (``again``)."""
     if summary.num_shards <= 1:
         return f"; {again}"
     kept = len(summary.written) + len(summary.finished)
@@ -1041,6 +1041,21 @@ def _items(source, positions, spec):
     return _items_at(source, positions[spec.start : spec.stop])
 
 
+# A process's reads of other shards' facts, by file identity: a Beam worker converts many shards of
+# one set, one call each, and would otherwise read every other shard again for each.
+_SIBLING_FACTS: dict = {}
+
+
+def _sibling_facts(path):
+    """:func:`shard_facts`'s facts of ``path``, read once per process while the file stays the same."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    known = _SIBLING_FACTS.get(path)
+    if known is None or known[0] != key:
+        known = _SIBLING_FACTS[path] = (key, shard_facts(path)[0])
+    return known[1]
+
+
 def _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary):
     """Refuses to add shards to a set whose other shards (another task's) another conversion wrote.
 
@@ -1054,13 +1069,12 @@ def _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary):
     ours = {spec.index for spec in mine}
     others = []
     for spec in plan:
-        if spec.index in ours or spec.stop < 0 or not os.path.exists(spec.path):
+        if spec.index in ours or spec.stop < 0:
             continue
         try:
-            with BznaFile(spec.path) as f:
-                facts = f.metadata.get("conversion")
+            facts = _sibling_facts(spec.path)
         except (BznaFormatError, OSError):
-            continue  # not a finished shard: its own task converts it again
+            continue  # missing, or not a finished shard: its own task converts it again
         if not isinstance(facts, dict):
             continue  # not a conversion's: refused when its task runs
         want = conversion_facts(spec, None, order, seed)
@@ -1184,8 +1198,10 @@ def _max_pixels_change(recorded, max_pixels) -> str:
 class _ShardWriter:
     """Receives encoded images in input order and writes them to their shards, one file at a time."""
 
-    def __init__(self, summary, fp, order, seed, base_names, missing_label, on_error, log, settings):
+    def __init__(self, summary, fp, order, seed, base_names, missing_label, on_error, log, settings,
+                 sibling_fp=None):  # fmt: skip
         self.summary, self.fp, self.missing_label, self.on_error = summary, fp, missing_label, on_error
+        self.sibling_fp = sibling_fp  # what the other tasks of an array job compare (_check_siblings)
         self.settings = settings
         self.order, self.seed = order, seed
         self.base_names = list(base_names) if base_names is not None else None
@@ -1277,8 +1293,8 @@ class _ShardWriter:
             )
         facts = conversion_facts(spec, self.fp, self.order, self.seed)
         facts["skipped"] = self.shard_skipped
-        if self.settings.get("sibling_fingerprint") is not None:  # what array tasks compare (_check_siblings)
-            facts["sibling_fingerprint"] = self.settings["sibling_fingerprint"]
+        if self.sibling_fp is not None:
+            facts["sibling_fingerprint"] = self.sibling_fp
         facts["lenient"] = self.settings["lenient"]
         if self.shard_too_large:  # only then: a rerun with a larger limit converts this shard again
             facts["max_image_bytes"] = self.settings["max_image_bytes"]

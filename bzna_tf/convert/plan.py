@@ -220,6 +220,16 @@ def conversion_facts(spec: ShardSpec, fp: str | None, order: str = "shuffle", se
     }
 
 
+def shard_facts(path):
+    """(the conversion facts a .bzna file records, or None; its sample count).
+
+    Raises:
+      BznaFormatError, OSError: not a readable .bzna file.
+    """
+    with BznaFile(path) as f:
+        return f.metadata.get("conversion"), len(f)
+
+
 def finished(spec: ShardSpec, fp: str | None, order: str = "shuffle", seed=DEFAULT_SEED):
     """Whether ``spec.path`` is this very shard, complete: (yes, why not, its conversion facts) as a tuple.
 
@@ -230,9 +240,7 @@ def finished(spec: ShardSpec, fp: str | None, order: str = "shuffle", seed=DEFAU
     if not os.path.exists(spec.path):
         return False, "missing", None
     try:
-        with BznaFile(spec.path) as f:
-            facts = f.metadata.get("conversion")
-            samples = len(f)
+        facts, samples = shard_facts(spec.path)
     except (BznaFormatError, OSError) as e:
         return False, f"not a complete .bzna ({e})", None
     if not isinstance(facts, dict):
