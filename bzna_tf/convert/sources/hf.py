@@ -22,11 +22,8 @@ import json
 import os
 import re
 
-import numpy as np
-
 from bzna_tf.convert.sources.base import (
     ALLOW_OUTSIDE_PATHS_HINT,
-    LabelledSource,
     SourceError,
     allow_outside_paths_fact,
     allow_unlabelled_fact,
@@ -36,9 +33,9 @@ from bzna_tf.convert.sources.base import (
 )
 from bzna_tf.convert.sources.parquet import (
     AUTO,
+    ArrowLabelled,
     RowGroups,
     TableColumns,
-    _negative,
     hf_features,
     pyarrow_or_error,
 )
@@ -210,7 +207,7 @@ def _saved(folder, split, allow_outside_paths=False):
     return files, features
 
 
-class HFSource(LabelledSource):
+class HFSource(ArrowLabelled):
     """A Hugging Face ``datasets`` dataset on this machine: a ``save_to_disk`` folder or a cached NAME.
 
     Rows are converted in the dataset's order (its data files, then their
@@ -325,26 +322,12 @@ class HFSource(LabelledSource):
     def _reads_labels(self):
         return self.label_column is not None
 
-    def _has_label(self):
-        """True where a row's label is not null, from the label column alone."""
+    def _label_columns(self):
+        """The label column of each record batch, in order (as the Parquet source's, per file)."""
         self._groups()
-        out = [
-            np.asarray(batch.column(self.label_column).is_valid())
-            for k in range(len(self.files))
-            for batch in self._batches(k)
-        ]
-        return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
-
-    def negative_labels(self):
-        if self.label_column is None:
-            return None
-        self._groups()
-        out = [
-            _negative(batch.column(self.label_column))
-            for k in range(len(self.files))
-            for batch in self._batches(k)
-        ]
-        return np.concatenate(out) if out else np.zeros(0, bool)
+        for k in range(len(self.files)):
+            for batch in self._batches(k):
+                yield batch.column(self.label_column)
 
     def _describe(self):
         return {

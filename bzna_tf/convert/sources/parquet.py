@@ -369,7 +369,25 @@ class RowGroups:
         return Item(name, None, data=b"", origin=origin, error=f"null image (column {self.columns.image!r})")
 
 
-class ParquetSource(LabelledSource):
+class ArrowLabelled(LabelledSource):
+    """A source whose labels are an Arrow column read on its own: which rows have one, which are negative.
+
+    Subclasses give ``label_column`` and ``_label_columns()``, that column's arrays in row order.
+    """
+
+    def _has_label(self):
+        """True where a row's label is not null, from the label column alone."""
+        out = [np.asarray(labels.is_valid()) for labels in self._label_columns()]
+        return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
+
+    def negative_labels(self):
+        if self.label_column is None:
+            return None
+        out = [_negative(labels) for labels in self._label_columns()]
+        return np.concatenate(out) if out else np.zeros(0, bool)
+
+
+class ParquetSource(ArrowLabelled):
     """Images from Parquet files: an image column (bytes, or ``datasets``' Image struct) and a label column.
 
     Rows are converted in file order (files sorted by name within each
@@ -498,17 +516,6 @@ class ParquetSource(LabelledSource):
         for path in self.paths:
             with pq.ParquetFile(path) as f:
                 yield f.read(columns=[self.label_column], use_threads=False).column(0)
-
-    def _has_label(self):
-        """True where a row's label is not null, from the label column alone."""
-        out = [np.asarray(labels.is_valid()) for labels in self._label_columns()]
-        return np.concatenate(out).astype(bool) if out else np.zeros(0, bool)
-
-    def negative_labels(self):
-        if self.label_column is None:
-            return None
-        out = [_negative(labels) for labels in self._label_columns()]
-        return np.concatenate(out) if out else np.zeros(0, bool)
 
     def _describe(self):
         return {
