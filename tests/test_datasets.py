@@ -72,6 +72,15 @@ def test_len_targets_filenames(flat_file):
     assert Dataset(flat_file, split="all[-3:]+[0]").indices.tolist() == [20, 21, 22, 0]
 
 
+def test_select_repeats_positions_on_purpose(flat_file):
+    # Oversampling: a position given twice is read twice an epoch, shuffled or not.
+    d = ClassificationDataset(flat_file).select([1, 2, 2, 5, 5, 5])
+    assert d.indices.tolist() == [1, 2, 2, 5, 5, 5] and len(d) == 6
+    for shuffle in (False, True):
+        ds = d.as_dataset(batch_size=4, shape=8, shuffle=shuffle, seed=3, with_filenames=True, **ALL)
+        assert sorted(names(ds)) == [1, 2, 2, 5, 5, 5]
+
+
 def test_opening_errors(flat_file, tmp_path):
     with pytest.raises(ValueError, match="track"):
         Dataset(flat_file, track="bzna_target")
@@ -128,6 +137,22 @@ def test_imagenet_splits_and_slicing(imagenet_index):
         ImageNet(path, split="dev")
     with pytest.raises(FileNotFoundError, match="ilsvrc2012.bzna or ilsvrc2012.mp4"):
         ImageNet(imagenet_index / "..")
+
+
+def test_a_sum_of_overlapping_splits_is_refused(imagenet_index):
+    path = imagenet_index / "ilsvrc2012.bzna"
+    # Typos in a bound that put held-out samples in training, or read samples twice per epoch.
+    for spec, shared in [
+        ("train[:60%]+train[50%:]", "128,116 samples twice"),
+        ("train+all", "1,281,167 samples twice"),
+        ("val[:1000]+val[999]", "1 sample twice"),
+    ]:
+        with pytest.raises(ValueError, match=shared) as e:
+            ImageNet(path, split=spec)
+        assert "overlap" in str(e.value) and "Dataset.select" in str(e.value)
+    # Adjacent and disjoint parts are a sum.
+    assert len(ImageNet(path, split="train[:50%]+train[50%:]")) == 1_281_167
+    assert len(ImageNet(path, split="val[5]+val[7]+test")) == 100_002
 
 
 def test_imagenet_needs_room_for_val_and_test(flat_file):

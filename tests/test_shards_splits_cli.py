@@ -219,7 +219,9 @@ def test_split_specs_slice_like_tfds():
     ]
     assert sel("val[:-49998]").tolist() == [1_281_167, 1_281_168]
     assert len(sel("val[0.5%:1.5%]")) == 500 and len(sel("val[:200000]")) == 50_000  # bounds clip
-    assert sel("val[:1]+val[:1]").tolist() == [1_281_167] * 2  # parts concatenate as given
+    assert sel("val[1:2]+val[:1]").tolist() == [1_281_168, 1_281_167]  # parts concatenate as given
+    with pytest.raises(ValueError, match="selects 1 sample twice: its parts 'val\\[:1\\]' and 'val\\[:1\\]'"):
+        sel("val[:1]+val[:1]")  # unlike TFDS, parts that share samples are refused
     # Nameless parts refer to the default split.
     assert select_split("[:50%]", {"all": range(23)}, default="all").tolist() == list(range(12))
 

@@ -135,7 +135,8 @@ class Dataset:
 
         ``positions`` index this dataset (0 .. len - 1), or are a boolean mask
         of ``len(self)`` entries, or a :class:`bzna_tf.SampleList` (see
-        :meth:`sample_list_positions`).
+        :meth:`sample_list_positions`). Positions may repeat: a position
+        given k times is read k times an epoch (oversampling).
 
         Example: a random 10% held out for validation::
 

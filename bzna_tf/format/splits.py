@@ -120,7 +120,9 @@ def select_split(
       The selected indices, int64, in the order the parts give them.
 
     Raises:
-      ValueError: a malformed spec, an unknown name, or a selection that is empty.
+      ValueError: a malformed spec, an unknown name, a selection that is
+        empty, or a sum whose parts share samples (unlike TFDS, which
+        repeats them).
     """
     if not isinstance(spec, str):
         raise TypeError(f"Expected the split as a string. Received: split={spec!r}")
@@ -163,4 +165,30 @@ def select_split(
     if out.size == 0:
         sizes = ", ".join(f"{k} {count(len(r), 'sample')}" for k, r in splits.items())
         raise ValueError(f"The split {spec!r} selects no samples (the splits: {sizes})")
+    if len(parts) > 1:
+        _refuse_overlap(spec, spec.split("+"), parts)
     return out
+
+
+def _refuse_overlap(spec: str, texts: list[str], parts: list[np.ndarray]) -> None:
+    """Refuses a sum whose parts share samples ("train+all", "train[:60%]+train[50%:]").
+
+    Such a sum reads those samples twice per epoch, and a held-out part
+    that overlaps a training part mixes them: almost always a typo in a
+    bound, so it is refused; ``Dataset.select`` repeats samples on purpose.
+    """
+    owner = np.concatenate([np.full(p.size, j) for j, p in enumerate(parts)])
+    allv = np.concatenate(parts)
+    order = np.argsort(allv, kind="stable")
+    sv = allv[order]
+    dup = np.flatnonzero(sv[1:] == sv[:-1])
+    if dup.size == 0:
+        return
+    first, second = int(owner[order[dup[0]]]), int(owner[order[dup[0] + 1]])
+    shared = np.unique(sv[dup]).size
+    raise ValueError(
+        f"The split {spec!r} selects {count(shared, 'sample')} twice: its parts {texts[first]!r} and "
+        f"{texts[second]!r} overlap (sample {int(sv[dup[0]])} is in both). A sum of splits must not "
+        "repeat samples (a held-out part overlapping a training part mixes them); check the bounds, "
+        "or repeat samples on purpose with Dataset.select"
+    )
