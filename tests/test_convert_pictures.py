@@ -70,8 +70,12 @@ def test_every_exif_orientation_is_reported_and_turned_upright_as_pillow_does(fm
     for orientation in range(1, 9):
         data = with_orientation(fmt, orientation)
         rgb, facts = decode_picture(data)
-        assert rgb.shape == (20, 30, 3)  # by default: as decoded, not turned
-        assert facts == ({} if orientation == 1 else {"exif_orientation": orientation})
+        if fmt == "TIFF":  # the tag is part of a TIFF's raster: Pillow (torchvision) opens it upright
+            assert facts == ({} if orientation == 1 else {"tiff_orientation": orientation})
+            assert np.array_equal(rgb, np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
+        else:
+            assert rgb.shape == (20, 30, 3)  # by default: as decoded, not turned
+            assert facts == ({} if orientation == 1 else {"exif_orientation": orientation})
         upright, _ = decode_picture(data, exif_transpose=True)
         pillow = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
         want = np.asarray(pillow) if fmt in ("PNG", "TIFF") else None
@@ -101,9 +105,86 @@ def test_alpha_cmyk_and_16_bits_are_reported_and_alpha_composited_when_asked():
     rgb, facts = decode_picture(cmyk)
     assert facts == {"cmyk": True} and np.abs(rgb.astype(int) - RGB).mean() < 4
     rgb, facts = decode_picture(png16())
-    assert facts == {"high_bit_depth": 16} and np.abs(rgb.astype(int) - RGB).max() <= 1  # FFmpeg's rounding
+    assert facts == {"high_bit_depth": 16} and np.array_equal(rgb, RGB)  # v * 257 >> 8 == v
     assert decode_picture(encoded(Image.fromarray(RGB), "PNG"))[1] == {}
     assert np.array_equal(decode_image(rgba_png(), alpha_background=(0, 0, 0))[:, :10], np.zeros((20, 10, 3)))
+
+
+def test_16_bit_pictures_keep_the_high_byte_in_grey_and_colour_as_tensorflow_does():
+    import av
+    import tensorflow as tf
+
+    # Values off the multiples of 257: FFmpeg's own reduction dithered them, grey and colour differently.
+    deep = (np.arange(20 * 30 * 3, dtype=np.uint32).reshape(20, 30, 3) * 2731 % 65536).astype(np.uint16)
+    ctx = av.CodecContext.create("png", "w")
+    ctx.width, ctx.height, ctx.pix_fmt = 30, 20, "rgb48be"
+    colour = bytes(ctx.encode(av.VideoFrame.from_ndarray(deep, format="rgb48le"))[0])
+    grey = encoded(Image.fromarray(deep[..., 0]), "PNG")  # Pillow writes I;16 as a 16-bit grey PNG
+    for data, want in ((colour, deep), (grey, np.repeat(deep[..., :1], 3, axis=2))):
+        rgb, facts = decode_picture(data)
+        assert facts == {"high_bit_depth": 16}
+        assert np.array_equal(rgb, (want >> 8).astype(np.uint8))
+        reference = tf.image.convert_image_dtype(tf.io.decode_png(data, dtype=tf.uint16), tf.uint8).numpy()
+        assert np.array_equal(rgb, np.broadcast_to(reference, rgb.shape))
+
+
+def raw_profile_png(orientation, chunk=b"zTXt"):
+    """A PNG whose EXIF is in ImageMagick's "Raw profile type exif" text chunk (FFmpeg refused such files)."""
+    import struct
+    import zlib
+
+    im = Image.fromarray(RGB)
+    exif = im.getexif()
+    exif[0x0112] = orientation
+    body = b"Exif\0\0" + exif.tobytes()
+    hexed = body.hex()
+    text = f"\nexif\n{len(body):8d}\n" + "\n".join(hexed[i : i + 72] for i in range(0, len(hexed), 72)) + "\n"
+    payload = text.encode()
+    data = b"Raw profile type exif\0" + (b"\0" + zlib.compress(payload) if chunk == b"zTXt" else payload)
+    png = encoded(im, "PNG")
+    crc = zlib.crc32(chunk + data)
+    return png[:33] + struct.pack(">I", len(data)) + chunk + data + struct.pack(">I", crc) + png[33:]
+
+
+@pytest.mark.parametrize("chunk", [b"zTXt", b"tEXt"])
+def test_a_png_with_exif_in_a_text_chunk_decodes_and_its_orientation_is_read_as_pillow_does(chunk):
+    data = raw_profile_png(6, chunk)
+    assert Image.open(io.BytesIO(data)).getexif()[0x0112] == 6
+    rgb, facts = decode_picture(data)
+    assert facts == {"exif_orientation": 6} and np.array_equal(rgb, RGB)
+    upright, _ = decode_picture(data, exif_transpose=True)
+    assert np.array_equal(upright, np.asarray(ImageOps.exif_transpose(Image.open(io.BytesIO(data)))))
+
+
+def test_lenient_decoding_says_which_pictures_were_repaired(tmp_path, capsys):
+    whole = encoded(Image.fromarray(np.tile(RGB, (4, 4, 1))), "JPEG", quality=90)
+    cut = whole[: len(whole) * 2 // 3]
+    assert decode_picture(whole, lenient=True)[1] == {}  # an undamaged picture is not "repaired"
+    rgb, facts = decode_picture(cut, lenient=True)
+    assert facts == {"repaired": True} and rgb.shape == (80, 120, 3)
+    root = tmp_path / "pics" / "any"
+    root.mkdir(parents=True)
+    (root / "cut.jpg").write_bytes(cut)
+    (root / "whole.jpg").write_bytes(whole)
+    out = tmp_path / "l.bzna"
+    assert main(["convert", "folder", str(tmp_path / "pics"), str(out), *CLI, "--lenient"]) == 0
+    assert (
+        "pictures: 1 image with decoding errors stored as the decoder concealed them (--lenient), "
+        f"{root / 'cut.jpg'}"
+    ) in capsys.readouterr().out
+    with BznaFile(out) as f:
+        assert f.metadata["conversion"]["pictures"]["repaired"] == 1
+
+
+def test_an_animated_webp_is_refused_saying_what_to_do():
+    frames = [Image.fromarray(np.full((20, 30, 3), v, np.uint8)) for v in (10, 200)]
+    data = encoded(frames[0], "WEBP", save_all=True, append_images=frames[1:], duration=100, lossless=True)
+    item = Item(data=data, target=0, filename="anim.webp", origin="anim.webp")
+    with pytest.raises(ConversionError) as e:
+        convert([item], "/nonexistent-dir/x.bzna", encoding=EncodeOptions(**FAST), progress=False)
+    said = str(e.value)
+    assert "anim.webp" in said and "animated WebP is not read: save its first frame" in said
+    assert "--lenient" not in said  # lenient decoding would not help
 
 
 def test_a_gifs_transparent_pixels_are_black_as_tensorflow_decodes_them():
@@ -166,12 +247,19 @@ def test_each_case_is_counted_in_the_summary_and_the_files_facts(tmp_path, folde
     ) in printed
     assert f"pictures: 1 CMYK image converted to RGB, {folder / 'any' / 'c_cmyk.jpg'}" in printed
     assert (
-        f"pictures: 1 image with more than 8 bits per channel reduced to 8, {folder / 'any' / 'd_deep.png'}"
-        in printed
+        "pictures: 1 image with more than 8 bits per channel reduced to 8 (the high byte), "
+        f"{folder / 'any' / 'd_deep.png'}" in printed
     )
     with BznaFile(out) as f:
         facts = f.metadata["conversion"]
-        assert facts["pictures"] == {"exif_orientation": 1, "alpha": 1, "cmyk": 1, "high_bit_depth": 1}
+        assert facts["pictures"] == {
+            "exif_orientation": 1,
+            "tiff_orientation": 0,
+            "alpha": 1,
+            "cmyk": 1,
+            "high_bit_depth": 1,
+            "repaired": 0,
+        }
         assert facts["exif_transpose"] is False and facts["alpha_background"] is None
         assert f.sample(0).input.size == (30, 20)  # stored as decoded: 30 wide, 20 high
     assert main(["info", str(out)]) == 0

@@ -55,6 +55,7 @@ from bzna_tf.convert.images import (
     check_max_pixels,
     decode_picture,
     image_size,
+    unsupported_hint,
 )
 from bzna_tf.convert.plan import (
     DEFAULT_SEED,
@@ -187,8 +188,10 @@ class EncodeOptions:
       layout: "benzina" (the original tools' frames and boxes, default) or "compact".
       thumbnails_only: store only the <= 512x512 thumbnails (a much smaller file).
       encoder: "x265" (CPU, default) or "nvenc" (NVIDIA GPU through PyNvVideoCodec).
-      lenient: keep pictures the image decoder had to repair (a truncated JPEG
-        with a grey bottom) instead of skipping them as undecodable.
+      lenient: keep pictures the image decoder had to repair, as it concealed
+        the damage (a truncated JPEG with a green bottom, FFmpeg's zeroed
+        YCbCr), instead of skipping them as undecodable; each is counted as
+        ``"repaired"`` in the summary's and the file's pictures.
       exif_transpose: turn pictures with an EXIF orientation upright (rotated or
         mirrored as it says). By default they are stored as the file's pixels
         are, as TensorFlow, Keras and torchvision decode them.
@@ -420,9 +423,14 @@ def picture_fact_words(fact, k, exif_transpose=False, alpha_background=None) -> 
             f"{images} with transparent pixels stored without their alpha, the colour under them kept (as "
             "TensorFlow, Keras and torchvision decode them; --alpha-background COLOR composites them)"
         )
+    if fact == "tiff_orientation":
+        tiffs = count(k, "TIFF image")
+        return f"{tiffs} turned upright by their orientation tag (as Pillow and torchvision open them)"
     if fact == "cmyk":
         return f"{count(k, 'CMYK image')} converted to RGB"
-    return f"{images} with more than 8 bits per channel reduced to 8"
+    if fact == "repaired":
+        return f"{images} with decoding errors stored as the decoder concealed them (--lenient)"
+    return f"{images} with more than 8 bits per channel reduced to 8 (the high byte)"
 
 
 def default_workers() -> int:
@@ -489,7 +497,11 @@ def encode_item(item: Item, settings: dict):
     except ImageTooLargeError as e:
         return ("skip", f"{e} (--max-pixels)", _MAX_PIXELS_HINT, "max_pixels")
     except ImageDecodeError as e:
-        return ("skip", str(e), _SKIP_HINT if settings["lenient"] else _SKIP_HINT + _LENIENT_HINT)
+        hint = unsupported_hint(data)
+        if hint is not None:
+            return ("skip", f"{e}; {hint}", _SKIP_HINT)
+        repairable = not settings["lenient"] and data[:2] in (b"\xff\xd8", b"\x89P")  # JPEG, PNG
+        return ("skip", str(e), _SKIP_HINT + _LENIENT_HINT if repairable else _SKIP_HINT)
     size = (rgb.shape[1], rgb.shape[0])
     why = _unencodable(size, settings)
     if why is not None:

@@ -4,11 +4,14 @@ The pixels stored are the ones the file holds, as TensorFlow's ``decode_image``,
 Keras' ``load_img`` and torchvision's ``decode_image`` give them: an EXIF
 orientation is not applied, an alpha channel is dropped (the colour under a
 transparent pixel is kept), CMYK is converted to RGB and more than 8 bits per
-channel are reduced to 8. The chroma of a 4:2:0 or 4:2:2 JPEG is upsampled as
-libjpeg does it (:func:`jpeg_ycbcr_to_rgb`), so that its RGB is the one those
-libraries decode. :func:`decode_picture` says which of these happened
-to a picture, and can turn it upright (``exif_transpose``) or composite it
-over a colour (``alpha_background``) instead.
+channel are reduced to 8 (the high byte, as TensorFlow's ``convert_image_dtype``
+and Pillow keep it). A TIFF is turned upright as its orientation tag says, as
+Pillow (torchvision's decoder; TensorFlow and Keras read no TIFF) opens it.
+The chroma of a 4:2:0 or 4:2:2 JPEG is upsampled as libjpeg does it
+(:func:`jpeg_ycbcr_to_rgb`), so that its RGB is the one those libraries decode.
+:func:`decode_picture` says which of these happened to a picture, and can turn
+it upright (``exif_transpose``) or composite it over a colour
+(``alpha_background``) instead.
 
 A picture's size is read from its file's header before anything is decoded,
 and one over ``max_pixels`` (default :data:`DEFAULT_MAX_PIXELS`) is refused
@@ -38,14 +41,18 @@ __all__ = [
 _JPEG_MAGIC = b"\xff\xd8"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _TIFF_MAGICS = (b"II*\0", b"MM\0*")
-PICTURE_FACTS = ("exif_orientation", "alpha", "cmyk", "high_bit_depth")
+PICTURE_FACTS = ("exif_orientation", "tiff_orientation", "alpha", "cmyk", "high_bit_depth", "repaired")
 """What :func:`decode_picture` reports, when it applies to a picture:
 
-- ``"exif_orientation"``: the EXIF orientation (2 .. 8: rotated or mirrored; 1 and none are not reported);
+- ``"exif_orientation"``: the EXIF orientation (2 .. 8: rotated or mirrored; 1 and none are not reported)
+  of a JPEG, PNG or WebP;
+- ``"tiff_orientation"``: a TIFF's orientation tag (2 .. 8), which the picture was turned upright by;
 - ``"alpha"``: True when the picture has transparent pixels (an alpha channel or a palette's
   transparency below full opacity somewhere);
 - ``"cmyk"``: True for a CMYK (or YCCK) JPEG or TIFF, converted to RGB;
-- ``"high_bit_depth"``: the bits per channel when more than 8 (16-bit PNG or TIFF), reduced to 8.
+- ``"high_bit_depth"``: the bits per channel when more than 8 (16-bit PNG or TIFF), reduced to 8;
+- ``"repaired"``: True for a picture the decoder reported errors in and concealed them
+  (``lenient=True`` only; otherwise such a picture is an error).
 """
 DEFAULT_MAX_PIXELS = 89_478_485
 """The largest picture decoded by default, in pixels (width x height): Pillow's own limit
@@ -104,7 +111,79 @@ def _what(data: bytes) -> str:
     if data.startswith(_PNG_MAGIC):
         end = "ends with an" if b"IEND" in data[-16:] else "has no"
         return f"PNG data of {len(data)} bytes that {end} IEND chunk"
+    kind = _format_name(data)
+    if kind is not None:
+        return f"{kind} data of {len(data)} bytes"
     return f"{len(data)} bytes starting {data[:16]!r} (neither JPEG nor PNG)"
+
+
+def _format_name(data: bytes) -> str | None:
+    """The name of a (non-JPEG, non-PNG) image format by its magic, or None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        animated = data[12:16] == b"VP8X" and len(data) > 20 and data[20] & 0x02
+        return "animated WebP" if animated else "WebP"
+    if data[:4] in _TIFF_MAGICS:
+        return "TIFF"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "GIF"
+    if data[:2] == b"BM":
+        return "BMP"
+    return None
+
+
+def unsupported_hint(data: bytes) -> str | None:
+    """What to do with an image FFmpeg cannot decode whose format has features it lacks, or None."""
+    kind = _format_name(data)
+    if kind == "animated WebP":
+        return "animated WebP is not read: save its first frame as a still image (PNG or WebP) first"
+    if kind == "TIFF":
+        return (
+            "FFmpeg's TIFF decoder reads 8- and 16-bit integer samples (not floating point or "
+            "uncommon compressions): save it as PNG first"
+        )
+    return None
+
+
+def _without_text_chunks(data: bytes) -> bytes:
+    """A PNG without its text chunks (tEXt, zTXt, iTXt): they hold no pixels, and FFmpeg's decoder
+    refuses some that Pillow and TensorFlow read (ImageMagick's "Raw profile type exif")."""
+    out, i = [data[:8]], 8
+    while i + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[i : i + 4])
+        kind = data[i + 4 : i + 8]
+        end = i + 12 + length
+        if end > len(data):
+            break
+        if kind not in (b"tEXt", b"zTXt", b"iTXt"):
+            out.append(data[i:end])
+        if kind == b"IEND":
+            return b"".join(out)
+        i = end
+    out.append(data[i:])  # damaged or cut short: as it is, for the decoder to report
+    return b"".join(out)
+
+
+_RAW_EXIF_KEY = b"Raw profile type exif"
+
+
+def _raw_profile_exif(kind: bytes, body: bytes) -> bytes | None:
+    """The EXIF of an ImageMagick "Raw profile type exif" text chunk (as Pillow reads it), or None."""
+    import zlib
+
+    if not body.startswith(_RAW_EXIF_KEY + b"\0"):
+        return None
+    text = body[len(_RAW_EXIF_KEY) + 1 :]
+    try:
+        if kind == b"zTXt":
+            text = zlib.decompressobj().decompress(text[1:], 1 << 20)
+        elif kind == b"iTXt":
+            flag, rest = text[0], text[2:]
+            rest = rest.split(b"\0", 2)[-1]  # past the language tag and the translated keyword
+            text = zlib.decompressobj().decompress(rest, 1 << 20) if flag else rest
+        exif = bytes.fromhex("".join(text.decode("latin-1").split("\n")[3:]))
+    except (zlib.error, ValueError, IndexError):
+        return None
+    return exif[6:] if exif.startswith(b"Exif\0\0") else exif
 
 
 def alpha_background_color(value) -> tuple[int, int, int] | None:
@@ -276,16 +355,20 @@ def _header_facts(data: bytes) -> tuple:
                 elif marker in _SOF and len(segment) > 5:
                     cmyk = segment[5] == 4  # four components: CMYK, or YCCK (Adobe)
         elif data.startswith(_PNG_MAGIC):
-            i = 8
+            i, raw = 8, None
             while i + 8 <= len(data):
                 (length,) = struct.unpack(">I", data[i : i + 4])
                 kind = data[i + 4 : i + 8]
                 if kind == b"eXIf":
                     orientation = _exif_orientation(data[i + 8 : i + 8 + length])
                     break
+                if kind in (b"tEXt", b"zTXt", b"iTXt") and raw is None:
+                    raw = _raw_profile_exif(kind, data[i + 8 : i + 8 + length])
                 if kind == b"IEND":
                     break
                 i += 12 + length
+            if orientation is None and raw:  # Pillow reads ImageMagick's text chunk when there is no eXIf
+                orientation = _exif_orientation(raw)
         elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
             i = 12
             while i + 8 <= len(data):
@@ -374,9 +457,13 @@ def jpeg_ycbcr_to_rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarr
     return out
 
 
-def _frame_rgb(frame, jpeg: bool) -> np.ndarray:
-    """A decoded frame as (H, W, 3) uint8: a subsampled JPEG's through :func:`jpeg_ycbcr_to_rgb`."""
+def _frame_rgb(frame, jpeg: bool, bits: int) -> np.ndarray:
+    """A decoded frame as (H, W, 3) uint8: a subsampled JPEG's through :func:`jpeg_ycbcr_to_rgb`, more
+    than 8 bits per channel by their high byte (FFmpeg's own reduction dithers, and differs from grey
+    to colour)."""
     name = frame.format.name
+    if bits > 8:
+        return (frame.to_ndarray(format="rgb48le") >> 8).astype(np.uint8)
     if not (jpeg and name in _JPEG_SUBSAMPLED):
         return frame.to_ndarray(format="rgb24")
     h, w = frame.height, frame.width
@@ -415,13 +502,16 @@ def decode_picture(
     CMYK, 16-bit and alpha images come out as plain RGB. By default the
     stored pixels are the file's, as TensorFlow, Keras and torchvision decode
     them: an EXIF orientation is not applied and the alpha channel is dropped
-    (the colour under a transparent pixel is kept).
+    (the colour under a transparent pixel is kept). A TIFF is turned upright
+    by its orientation tag, as Pillow (torchvision) opens it.
 
     Args:
       data: the file's bytes.
-      lenient: accept pictures the decoder had to conceal errors in (a truncated
-        JPEG decodes to a grey bottom). By default any decoding error is raised,
-        so a damaged image is reported instead of stored damaged.
+      lenient: accept pictures the decoder had to conceal errors in, as it
+        concealed them (the rows a truncated JPEG lacks come out as FFmpeg
+        leaves them: green, its zeroed YCbCr), reported as ``"repaired"``. By
+        default any decoding error is raised, so a damaged image is reported
+        instead of stored damaged.
       exif_transpose: turn a picture with an EXIF orientation upright (rotated
         or mirrored as the orientation says), as Pillow's ``exif_transpose``.
       alpha_background: composite a picture with transparent pixels over this
@@ -454,12 +544,25 @@ def decode_picture(
     # FFmpeg refuses larger frames before allocating them: the formats whose size is not read above
     # (and headers FFmpeg reads otherwise) are bounded too. Its probe of a container decodes a frame.
     limit = {} if max_pixels is None else {"max_pixels": str(int(max_pixels) + _FFMPEG_ROW_SLACK)}
+    facts = {}
     try:
         if data.startswith(_JPEG_MAGIC) or data.startswith(_PNG_MAGIC):
-            ctx = av.CodecContext.create("mjpeg" if data.startswith(_JPEG_MAGIC) else "png", "r")
-            ctx.thread_count = 1
-            ctx.options = limit if lenient else {**limit, "err_detect": "explode"}
-            frames = ctx.decode(av.Packet(data)) + ctx.decode(None)
+            codec = "mjpeg" if data.startswith(_JPEG_MAGIC) else "png"
+            packet = data if codec == "mjpeg" else _without_text_chunks(data)
+
+            def decode(options):
+                ctx = av.CodecContext.create(codec, "r")
+                ctx.thread_count = 1
+                ctx.options = options
+                return ctx.decode(av.Packet(packet)) + ctx.decode(None)
+
+            try:
+                frames = decode({**limit, "err_detect": "explode"})
+            except av.FFmpegError:
+                if not lenient:
+                    raise
+                frames = decode(limit)  # concealed: a picture, with the damage the decoder made up
+                facts["repaired"] = True
         else:
             with av.open(io.BytesIO(data), options=limit) as container:
                 stream = container.streams.video[0]
@@ -473,9 +576,8 @@ def decode_picture(
             raise ImageDecodeError("the decoder returned no picture")
         if max_pixels is not None and frame.width * frame.height > max_pixels:
             raise ImageTooLargeError((frame.width, frame.height), max_pixels)
-        rgb = _frame_rgb(frame, data.startswith(_JPEG_MAGIC))
-        facts = {}
         bits = max(c.bits for c in frame.format.components)
+        rgb = _frame_rgb(frame, data.startswith(_JPEG_MAGIC), bits)
         if bits > 8:
             facts["high_bit_depth"] = bits
         if frame.format.has_palette or any(c.is_alpha for c in frame.format.components):
@@ -502,8 +604,9 @@ def decode_picture(
     if cmyk:
         facts["cmyk"] = True
     if orientation is not None:
-        facts["exif_orientation"] = orientation
-        if exif_transpose:
+        tiff = data[:4] in _TIFF_MAGICS  # part of the raster's definition, applied by Pillow's TIFF reader
+        facts["tiff_orientation" if tiff else "exif_orientation"] = orientation
+        if exif_transpose or tiff:
             rgb = exif_transposed(rgb, orientation)
     return rgb, facts
 
