@@ -347,6 +347,13 @@ def verify(
                 r.checksums = None if table is None else table.describe()
                 r.method = _method(table, tracks, decode)
                 r.damage.extend(Damage(None, None, "index", m) for m in f.check_index())
+                # Without checksums (the original tools' files) the targets and names are checked by
+                # reading them, as every reader does: a 0-byte target or a name that is not UTF-8.
+                for read in (lambda: f.targets, f.filenames):
+                    try:
+                        read()
+                    except BznaFormatError as e:
+                        r.damage.append(Damage(None, None, "index", str(e)))
                 lost = _lost_checksums(f.metadata.get("checksums"), table)
                 if lost:
                     r.damage.append(Damage(None, None, "index", lost))

@@ -546,6 +546,18 @@ def test_verify_original_tools_file_by_decoding_only(original, original_path, tm
     assert "no picture came out" in d.message
 
 
+def test_verify_reads_the_targets_and_names_of_a_file_without_checksums(original, original_path, tmp_path):
+    # The original tools' files have no checksum of the index: a name every reader refuses was passed.
+    name = original.filenames()[2].encode()
+    path = tmp_path / "bad-name.bzna"
+    path.write_bytes(original_path.read_bytes().replace(name, b"\xff" + name[1:]))
+    (r,) = verify(path, decode=False).files
+    assert not r.ok
+    (d,) = [d for d in r.damage if d.kind == "index"]  # the outer name track (the nested one: "format")
+    assert "sample 2" in d.message and "filename is not valid UTF-8" in d.message
+    assert main(["verify", str(path), "--no-progress"]) == 1
+
+
 def test_cli_verify(written, damaged, tmp_path, capsys):
     listed = tmp_path / "exclude.list"
     assert main(["verify", str(written), str(damaged), "--exclusion-list", str(listed), "--no-progress"]) == 1

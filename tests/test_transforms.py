@@ -24,6 +24,7 @@ from bzna_tf.transforms import (
     compute_affine_matrix_tf,
 )
 from bzna_tf.transforms._backend import NumpyOps, TensorFlowOps, sample_keys, uniform
+from bzna_tf.transforms.constant import per_channel
 
 N = 10_000
 
@@ -474,6 +475,29 @@ def test_constant_transforms_and_bias_norm():
         bias_norm(std=(1, 0, 1))
     with pytest.raises(ValueError, match="3 values"):
         ConstantBiasTransform([1, 2])
+
+
+def test_benzinas_none_is_the_neutral_value_and_nan_is_refused():
+    # Benzina's Constant*Transform(None) and warp(oob=None) mean the default; np.asarray(None, float)
+    # made them NaN, and every pixel of the warp NaN.
+    from bzna_tf.ops import warp_yuv420
+
+    np.testing.assert_array_equal(ConstantBiasTransform(None).bias, [0, 0, 0])
+    np.testing.assert_array_equal(ConstantNormTransform(None).norm, [1, 1, 1])
+    np.testing.assert_array_equal(ConstantWarpTransform(None).matrix, np.eye(3))
+    y, c = np.full((1, 8, 8), 128, np.uint8), np.full((1, 4, 4), 128, np.uint8)
+    shift = np.array([[1, 0, 100], [0, 1, 0], [0, 0, 1]], np.float32)  # every point out of bounds
+    for bias, norm in ((ConstantBiasTransform(None), ConstantNormTransform(None)), (None, None)):
+        out = warp_yuv420(y, c, c, np.eye(3, dtype=np.float32), (4, 4), bias=bias, norm=norm).numpy()
+        np.testing.assert_array_equal(out, np.full((1, 4, 4, 3), 128.0))
+    np.testing.assert_array_equal(warp_yuv420(y, c, c, shift, (4, 4), oob_color=None).numpy(), 0.0)
+    for bad in ([None, 0, 0], float("nan"), (0, float("inf"), 0)):
+        with pytest.raises(ValueError, match="finite"):
+            ConstantBiasTransform(bad)
+        with pytest.raises(ValueError, match="finite"):
+            warp_yuv420(y, c, c, shift, (4, 4), oob_color=bad)
+    with pytest.raises(TypeError, match="fill_value=None"):
+        per_channel(None, "fill_value")
 
 
 # --------------------------------------------------------------------------- Benzina's log sampler

@@ -115,7 +115,7 @@ def _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_forma
             f"(matrices.shape={m.shape})"
         )
     bias, norm = bias_norm(bias, norm, mean, std)
-    oob = tf.cast(per_channel(oob_color, "oob_color"), tf.float32)
+    oob = tf.cast(per_channel(oob_color, "oob_color", default=0.0), tf.float32)  # None: black, as Benzina
     return m, _output_shape(output_shape), bias, norm, oob
 
 
@@ -182,7 +182,8 @@ def warp_yuv420(
     plane; full-range BT.601 converts to RGB, rounded half away from zero and
     clamped to [0, 255]; and channel c becomes ``(rgb[c] - bias[c]) * norm[c]``.
     With ``antialias=True`` luma and chroma are filtered where the matrix
-    shrinks them (chroma by half the luma's footprint: its planes are half-size).
+    shrinks them (chroma's footprint columns are half the luma's, c texels of its half-size planes,
+    lengthened to sqrt(c^2 + 1): the spread of the luma's filter over upsampled chroma).
 
     Normalise with ``mean``/``std``, torchvision style, in [0, 1] units: they
     become ``bias = 255 * mean`` and ``norm = 1 / (255 * std)``. Benzina's docs
@@ -200,7 +201,7 @@ def warp_yuv420(
       norm: multiplies each channel after the bias; a scalar or 3 values. Default 1.
       mean: per-channel mean in [0, 1] units (e.g. ImageNet's (0.485, 0.456, 0.406)); excludes bias/norm.
       std: per-channel standard deviation in [0, 1] units (e.g. (0.229, 0.224, 0.225)).
-      oob_color: the raw value of out-of-bounds pixels; a scalar or 3 values.
+      oob_color: the raw value of out-of-bounds pixels; a scalar or 3 values (None: 0, as in Benzina).
       data_format: ``"NHWC"`` (default) or ``"NCHW"``, the layout of the result.
       antialias: where the matrix shrinks the image (a column of the output->source map's Jacobian
         longer than one pixel), make each output pixel the mean of its footprint, weighted by
@@ -291,7 +292,7 @@ def warp_rgb(
       norm: multiplies each channel after the bias; a scalar or 3 values. Default 1.
       mean: per-channel mean in [0, 1] units; excludes bias/norm.
       std: per-channel standard deviation in [0, 1] units.
-      oob_color: the raw value of out-of-bounds pixels; a scalar or 3 values.
+      oob_color: the raw value of out-of-bounds pixels; a scalar or 3 values (None: 0, as in Benzina).
       data_format: ``"NHWC"`` (default) or ``"NCHW"``, the layout of the result.
       antialias: as for :func:`warp_yuv420` (chroma aside).
       name: name scope of the op.

@@ -22,8 +22,16 @@ from bzna_tf.transforms.similarity import WarpTransform
 __all__ = ["ConstantBiasTransform", "ConstantNormTransform", "ConstantWarpTransform", "bias_norm"]
 
 
-def per_channel(value, arg):
-    """A scalar or 3 values, as a float64 NumPy array (3,) or a float32 tensor (3,)."""
+def per_channel(value, arg, default=None):
+    """A scalar or 3 values, as a float64 NumPy array (3,) or a float32 tensor (3,).
+
+    ``None`` is ``default`` where one is given (Benzina's None: the neutral value), else an error;
+    NaN and infinite values are refused (they would make every pixel NaN).
+    """
+    if value is None:
+        if default is None:
+            raise TypeError(f"Expected `{arg}` to be a number or 3 numbers. Received: {arg}=None")
+        value = default
     if isinstance(value, (tf.Tensor, tf.Variable)):
         t = tf.cast(value, tf.float32)
         if t.shape.rank == 0:
@@ -37,6 +45,8 @@ def per_channel(value, arg):
         a = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as e:
         raise TypeError(f"Expected `{arg}` to be a number or 3 numbers. Received: {arg}={value!r}") from e
+    if not np.all(np.isfinite(a)):  # None inside a list is NaN here
+        raise ValueError(f"Expected `{arg}` as finite numbers. Received: {arg}={value!r}")
     if a.ndim == 0:
         return np.full(3, a, dtype=np.float64)
     if a.shape != (3,):
@@ -48,11 +58,11 @@ class ConstantBiasTransform:
     """The same bias for every sample, subtracted from RGB in [0, 255] units (Benzina's name).
 
     Args:
-      bias: a scalar or 3 values (R, G, B), e.g. ``255 * mean``.
+      bias: a scalar or 3 values (R, G, B), e.g. ``255 * mean``; None is 0, as in Benzina.
     """
 
-    def __init__(self, bias):
-        self.bias = per_channel(bias, "bias")
+    def __init__(self, bias=None):
+        self.bias = per_channel(bias, "bias", default=0.0)
 
     def __repr__(self):
         return f"ConstantBiasTransform({np.asarray(self.bias).tolist()})"
@@ -66,11 +76,11 @@ class ConstantNormTransform:
     ``mean``/``std`` where they are accepted.
 
     Args:
-      norm: a scalar or 3 values (R, G, B).
+      norm: a scalar or 3 values (R, G, B); None is 1, as in Benzina.
     """
 
-    def __init__(self, norm):
-        self.norm = per_channel(norm, "norm")
+    def __init__(self, norm=None):
+        self.norm = per_channel(norm, "norm", default=1.0)
 
     def __repr__(self):
         return f"ConstantNormTransform({np.asarray(self.norm).tolist()})"
@@ -144,10 +154,13 @@ class ConstantWarpTransform(WarpTransform):
 
     Args:
       matrix: 9 values (row-major 3x3) or a (3, 3) array, mapping OUTPUT pixel indices (x, y, 1) to
-        SOURCE pixel indices; default the identity (a top-left crop of the output's size).
+        SOURCE pixel indices; default (and None, as in Benzina) the identity (a top-left crop of the
+        output's size).
     """
 
     def __init__(self, matrix=(1, 0, 0, 0, 1, 0, 0, 0, 1)):
+        if matrix is None:
+            matrix = (1, 0, 0, 0, 1, 0, 0, 0, 1)
         try:
             m = np.asarray(matrix, dtype=np.float64)
         except (TypeError, ValueError) as e:
