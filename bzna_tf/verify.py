@@ -349,9 +349,10 @@ def verify(
                 r.damage.extend(Damage(None, None, "index", m) for m in f.check_index())
                 # Without checksums (the original tools' files) the targets and names are checked by
                 # reading them, as every reader does: a 0-byte target or a name that is not UTF-8.
-                for read in (lambda: f.targets, f.filenames):
+                for name in ("targets", "filenames"):
                     try:
-                        read()
+                        value = getattr(f, name)
+                        value() if callable(value) else None
                     except BznaFormatError as e:
                         r.damage.append(Damage(None, None, "index", str(e)))
                 lost = _lost_checksums(f.metadata.get("checksums"), table)

@@ -186,6 +186,45 @@ def test_element_spec_and_exact_labels(flat_file):
     assert [y.shape[0] for _, y in ds] == [5, 5, 5, 5]
 
 
+def test_data_format_follows_keras_unless_given_and_a_conflicting_warp_layer_is_refused(flat_file):
+    import keras
+
+    d = ClassificationDataset(flat_file)
+    before = keras.config.image_data_format()
+    try:
+        keras.config.set_image_data_format("channels_first")  # as image_dataset_from_directory follows it
+        assert d.as_dataset(batch_size=5, shape=8, **ALL).element_spec[0].shape.as_list() == [None, 3, 8, 8]
+        given = d.as_dataset(batch_size=5, shape=8, data_format="channels_last", **ALL)
+        assert given.element_spec[0].shape.as_list() == [None, 8, 8, 3]
+        first = bzna_tf.layers.CenterResizedCrop(8, 8)  # made under channels_first: its data_format says so
+        keras.config.set_image_data_format("channels_last")
+        assert first.data_format == "channels_first"
+        with pytest.raises(ValueError, match="warp layer's data_format is 'channels_first' and Keras'"):
+            d.as_dataset(batch_size=5, warp=first, **ALL)
+        chosen = d.as_dataset(batch_size=5, warp=first, data_format="channels_last", **ALL)
+        assert chosen.element_spec[0].shape.as_list() == [None, 8, 8, 3]
+    finally:
+        keras.config.set_image_data_format(before)
+
+
+def test_a_drawn_seed_follows_tensorflows_global_seed_as_tf_data_does(flat_file):
+    d = ClassificationDataset(flat_file)
+
+    def order():
+        ds = d.as_dataset(batch_size=N, shape=8, shuffle=True, with_filenames=True, **ALL)
+        return names(ds)
+
+    try:
+        tf.random.set_seed(5)  # as keras.utils.set_random_seed does
+        a, b = order(), order()
+        tf.random.set_seed(5)
+        assert order() == a and order() == b  # the same program, the same pipelines
+        assert a != b  # each pipeline another seed, as shuffle(seed=None) ops get
+        assert sorted(a) == list(range(N))
+    finally:
+        tf.random.set_seed(None)
+
+
 def test_unlabelled_dataset_yields_images_only(flat_file):
     ds = Dataset(flat_file, track="bzna_thumb").as_dataset(batch_size=10, shape=(16, 16))
     assert ds.element_spec == tf.TensorSpec([None, 16, 16, 3], tf.float32)

@@ -102,7 +102,7 @@ class Options:
     # order
     shuffle: bool
     seed: int
-    seed_drawn: bool  # no seed was given: as_dataset drew this one
+    seed_drawn: bool  # no seed was given nor TensorFlow's global one set: as_dataset drew this one at random
     epochs: int | None  # per iteration; None: endless
     initial_epoch: int | None
     # augmentation
@@ -145,13 +145,17 @@ def check(
     layer, transform = _warp(warp)
     hw = _shape(shape, layer)
     _check_batch_bytes(batch_size, hw, shape)
-    data_format = _data_format(data_format)
+    given_format = data_format
+    data_format = _data_format(data_format, layer)
     if device not in DEVICES:
         raise ValueError(f"Expected `device` in {DEVICES}. Received: device={device!r}")
+    # A layout given for images as_dataset does not make (device="model") is a mistake; Keras' default is not.
+    given_format = None if given_format is None or data_format == "channels_last" else data_format
     payloads = _payload_mode(device, normalize=normalize, fill_value=fill_value, antialias=antialias,
-                             data_format=None if data_format == "channels_last" else data_format)  # fmt: skip
+                             data_format=given_format)  # fmt: skip
     check_on_error(on_error)
     bias, norm = normalization(normalize)
+    seed_value, drawn = _seed(seed)
     return Options(
         batch_size=batch_size,
         shape=hw,
@@ -162,8 +166,8 @@ def check(
         device="cpu" if device == "auto" else device,
         on_error=on_error,
         shuffle=shuffle,
-        seed=_seed(seed),
-        seed_drawn=seed is None,
+        seed=seed_value,
+        seed_drawn=drawn,
         epochs=_epochs(repeat),
         initial_epoch=None if initial_epoch is None else nonnegative_int(initial_epoch, "initial_epoch"),
         transform=transform,
@@ -267,9 +271,22 @@ def _shape(shape, layer):
     return hw
 
 
-def _data_format(data_format) -> str:
+def _data_format(data_format, layer=None) -> str:
     """Keras' name of the layout, from Keras' name (``"channels_last"``, ``"channels_first"``) or the ops'
-    (``"NHWC"``, ``"NCHW"``)."""
+    (``"NHWC"``, ``"NCHW"``); None is Keras' ``image_data_format()``, unless the warp layer says otherwise
+    (then the choice is the caller's)."""
+    if data_format is None:
+        import keras
+
+        chosen = keras.config.image_data_format()
+        theirs = getattr(layer, "data_format", None)
+        if theirs is not None and theirs != chosen:
+            raise ValueError(
+                f"The warp layer's data_format is {theirs!r} and Keras' image_data_format() is {chosen!r}: "
+                "pass data_format='channels_last' or 'channels_first' to as_dataset to choose the layout "
+                "of its images"
+            )
+        return chosen
     if isinstance(data_format, str) and data_format in DATA_FORMATS:
         return data_format
     if isinstance(data_format, str) and data_format in _OP_DATA_FORMATS:
@@ -327,13 +344,24 @@ def _epochs(repeat):
     )
 
 
-def _seed(seed) -> int:
-    """The seed, reduced to [0, 2**63); None draws one."""
+def _seed(seed) -> tuple[int, bool]:
+    """(the seed, reduced to [0, 2**63), whether it was drawn at random); None draws one.
+
+    As tf.data's ``shuffle(seed=None)`` does, a drawn seed follows TensorFlow's global seed
+    (``tf.random.set_seed``, ``keras.utils.set_random_seed``) when one is set: the same for every run
+    of the same program, another for each pipeline built; else it is random.
+    """
     if seed is None:
-        return random.SystemRandom().randrange(SEED_MOD)
+        from tensorflow.python.framework import random_seed
+
+        global_seed, op_seed = random_seed.get_seed(None)
+        if global_seed is None:
+            return random.SystemRandom().randrange(SEED_MOD), True
+        words = np.random.SeedSequence([int(global_seed), int(op_seed)]).generate_state(2, np.uint64)
+        return (int(words[0]) << 64 | int(words[1])) % SEED_MOD, False
     if not _is_int(seed):
         raise TypeError(f"Expected `seed` as an integer or None. Received: seed={seed!r}")
-    return int(seed) % SEED_MOD
+    return int(seed) % SEED_MOD, False
 
 
 # ------------------------------------------------------------------ augmentation and normalisation

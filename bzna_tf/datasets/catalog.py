@@ -267,7 +267,7 @@ class Dataset:
         # normalisation
         normalize=None,
         # output
-        data_format: str = "channels_last",
+        data_format: str | None = None,
         drop_remainder: bool = False,
         with_filenames: bool = False,
         device: str = "auto",
@@ -311,8 +311,11 @@ class Dataset:
           shuffle: permute the samples each epoch; each iteration of the
             dataset (each Keras epoch) gets a new permutation.
           seed: an integer for the permutations and the random warps. None
-            draws one (then runs differ). Sharded shuffling needs one (every
-            worker must draw the same permutation).
+            draws one, as tf.data's ``shuffle(seed=None)`` does: from
+            TensorFlow's global seed when one is set
+            (``keras.utils.set_random_seed``), else at random (then runs
+            differ). Sharded shuffling needs one (every worker must draw the
+            same permutation).
           repeat: False (one epoch per iteration), True (endless: pass
             ``steps_per_epoch`` to ``model.fit``), or a number of epochs per
             iteration. Batches run across epoch boundaries.
@@ -347,12 +350,12 @@ class Dataset:
             layer's ``data_format`` is not used: as_dataset's is). It is fused
             into the decode-warp op. A mean or std above 1 looks like [0, 255]
             units: a ``UserWarning`` says so.
-          data_format: ``"channels_last"`` (default: (N, height, width, 3)) or
+          data_format: ``"channels_last"`` ((N, height, width, 3)) or
             ``"channels_first"`` ((N, 3, height, width)), Keras' names; the
-            ops' ``"NHWC"`` and ``"NCHW"`` mean the same. The default is
-            fixed, not Keras' ``image_data_format()``: what the dataset yields
-            does not depend on a global setting (pass
-            ``data_format=keras.config.image_data_format()`` to follow it).
+            ops' ``"NHWC"`` and ``"NCHW"`` mean the same. None (default):
+            Keras' ``image_data_format()``, as ``image_dataset_from_directory``
+            follows it; a warp layer whose ``data_format`` differs from it is
+            refused until one is given.
             Formerly ``layout``, which still works until the next release,
             with a ``FutureWarning``.
           drop_remainder: drop the last batch of an epoch when it is short, so

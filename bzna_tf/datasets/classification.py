@@ -102,7 +102,7 @@ class ClassificationDataset(Dataset):
         # normalisation
         normalize=None,
         # output
-        data_format: str = "channels_last",
+        data_format: str | None = None,
         drop_remainder: bool = False,
         with_filenames: bool = False,
         device: str = "auto",
