@@ -122,8 +122,8 @@ def compute_affine_matrix(
       crop: (offset_y, offset_x, height, width), shape (..., 4): the crop's centre relative to the
         image centre, and its size, in source pixels. Default: the whole image.
       degrees: the rotation angle in degrees, shape (...).
-      translate: (ty, tx), shape (..., 2): a shift of the output centre, in source pixels before
-        the scaling (output pixels without ``resize``).
+      translate: (ty, tx), shape (..., 2): a shift of the output centre, in output pixels, with or
+        without ``resize``.
       flip_h: whether to mirror left-right, shape (...).
       flip_v: whether to mirror top-bottom, shape (...).
       resize: whether to scale the crop onto the output; without it, a centre crop of the output's size.
