@@ -423,6 +423,27 @@ def test_a_saved_model_loads_in_a_process_that_loaded_the_ops(images, tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), want)
 
 
+def test_an_export_with_training_false_serves_the_inference_graph(images, tmp_path):
+    """layers.md: model.export would serve random crops (Keras calls the model without `training`, and the
+    random layers default to True, like Keras' RandomFlip); an ExportArchive endpoint with training=False
+    serves what predict gives."""
+    inputs = keras.Input((None, None, 3), dtype="uint8")
+    model = keras.Model(inputs, RandomResizedCrop(12, 10, flip_h=0.5, seed=3)(inputs))
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(
+        name="serve",
+        fn=lambda x: model(x, training=False),
+        input_signature=[keras.InputSpec(shape=(None, None, None, 3), dtype="uint8")],
+    )
+    archive.write_out(str(tmp_path / "served"))
+    serve = tf.saved_model.load(str(tmp_path / "served")).serve
+    want = model.predict(np.asarray(images), verbose=0)
+    for _ in range(2):
+        np.testing.assert_array_equal(serve(tf.constant(images)).numpy(), want)
+    assert not np.array_equal(model(images, training=True).numpy(), want)  # the training graph crops
+
+
 @pytest.mark.parametrize(
     ("make", "fragment"),
     [

@@ -182,7 +182,7 @@ class EncodeOptions:
         constant QP with NVENC (None there: the quality's ``NVENC_QP``). None: the quality's.
       preset: x265 preset, one of ``X265_PRESETS`` ("ultrafast" ... "placebo").
         None: the quality's. Not with NVENC, which has its own.
-      chroma: how 4:2:0 chroma is made, "average" (of each 2x2 block, Benzina's)
+      chroma: how 4:2:0 chroma is made, "average" (of each 2x2 block, close to Benzina's)
         or "lsq" (least squares against the loader's upsampling). None: the
         quality's. Not with NVENC.
       layout: "benzina" (the original tools' frames and boxes, default) or "compact".

@@ -69,7 +69,7 @@ DEFAULT_PRESET = "medium"
 """Benzina's x265 preset: what :func:`encode_image` and :func:`encode_picture` use unless told."""
 # How 4:2:0 chroma is made from the full-resolution Cb/Cr (see rgb_to_yuv420).
 CHROMA_MODES = ("average", "lsq")
-"""How 4:2:0 chroma is made: ``"average"`` (of each 2x2 block, Benzina's) or ``"lsq"`` (least squares)."""
+"""How 4:2:0 chroma is made: ``"average"`` (of each 2x2 block, close to Benzina's) or ``"lsq"`` (least squares)."""
 X265_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
                 "veryslow", "placebo")  # fmt: skip
 """libx265's presets, fastest to slowest (``x265 --help``); ``encode_picture`` refuses anything else."""
@@ -394,7 +394,7 @@ def encode_picture(
         :func:`layout_coded_size` of the image in ``layout``.
       crf: x265 constant rate factor, 0 (lossless-ish) to 51 (Benzina's tools use 10).
       preset: x265 preset, one of ``X265_PRESETS`` ('ultrafast' ... 'placebo'; Benzina uses 'medium').
-      chroma: 4:2:0 downsampling, "average" (Benzina's) or "lsq" (least
+      chroma: 4:2:0 downsampling, "average" (close to Benzina's) or "lsq" (least
         squares against the loader's upsampling): see :func:`rgb_to_yuv420`.
       threads: x265 worker threads; default x265's own choice (all cores).
         Parallel converters give each process one.
