@@ -69,7 +69,8 @@ DEFAULT_PRESET = "medium"
 """Benzina's x265 preset: what :func:`encode_image` and :func:`encode_picture` use unless told."""
 # How 4:2:0 chroma is made from the full-resolution Cb/Cr (see rgb_to_yuv420).
 CHROMA_MODES = ("average", "lsq")
-"""How 4:2:0 chroma is made: ``"average"`` (of each 2x2 block, close to Benzina's) or ``"lsq"`` (least squares)."""
+"""How 4:2:0 chroma is made: ``"average"`` (of each 2x2 block, close to Benzina's) or ``"lsq"``
+(least squares)."""
 X265_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
                 "veryslow", "placebo")  # fmt: skip
 """libx265's presets, fastest to slowest (``x265 --help``); ``encode_picture`` refuses anything else."""
