@@ -24,6 +24,19 @@ __all__ = ["SyncEpochs"]
 _log = logging.getLogger(__name__)
 
 
+def _pipelines(datasets):
+    """The datasets, with a tf.distribute dataset made by distribute_datasets_from_function replaced by
+    the pipelines its function returned (one per input pipeline of this process)."""
+    import tensorflow as tf
+
+    for ds in datasets:
+        inner = getattr(ds, "_datasets", None) if isinstance(ds, tf.distribute.DistributedDataset) else None
+        if inner and all(hasattr(d, "bzna_epochs") for d in inner):
+            yield from inner
+        else:
+            yield ds
+
+
 class SyncEpochs(keras.callbacks.Callback):
     """Starts each Keras epoch on the data an uninterrupted ``fit`` gives it.
 
@@ -57,7 +70,9 @@ class SyncEpochs(keras.callbacks.Callback):
 
     Args:
       *datasets: pipelines returned by ``as_dataset`` (with the default
-        ``initial_epoch=None``), e.g. the training and validation ones.
+        ``initial_epoch=None``), e.g. the training and validation ones, or
+        the dataset ``strategy.distribute_datasets_from_function`` made of
+        them (its function returning ``as_dataset``'s pipeline as it is).
     """
 
     def __init__(self, *datasets):
@@ -65,13 +80,21 @@ class SyncEpochs(keras.callbacks.Callback):
         if not datasets:
             raise ValueError("Expected at least one dataset returned by as_dataset")
         self._states = []
-        for ds in datasets:
+        for ds in _pipelines(datasets):
             state = getattr(ds, "bzna_epochs", None)
+            if state is None and getattr(ds, "bzna_initial_epoch", None) is not None:
+                raise ValueError(
+                    f"SyncEpochs: this pipeline was built with initial_epoch={ds.bzna_initial_epoch}, so "
+                    "every iteration yields the same data epochs and there is nothing to set: build it with "
+                    "initial_epoch=None (the default) to have Keras epoch e read data epoch e"
+                )
             if state is None:
                 raise ValueError(
                     "SyncEpochs takes the tf.data.Dataset that as_dataset(...) returned, with "
                     "initial_epoch=None (a transformed copy, e.g. ds.map(...), loses its epoch state: "
-                    f"pass the original). Received: {ds!r}"
+                    "pass the original; under tf.distribute, keep the pipelines your dataset function "
+                    "builds, made.append(ds), and pass SyncEpochs(*made)). "
+                    f"Received: {ds!r}"
                 )
             if not getattr(state, "reproducible", True):
                 warnings.warn(

@@ -460,7 +460,17 @@ def test_model_fit_under_mirrored_strategy(flat_file):
             model = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Conv2D(4, 3),
                                       keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4)])
             model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        history = model.fit(data, epochs=2, steps_per_epoch=3, verbose=0)
+        sync = bzna_tf.callbacks.SyncEpochs(data)  # the pipeline dataset_fn returned, found inside
+        assert len(sync._states) == 1
+        mapped = strategy.distribute_datasets_from_function(
+            lambda ctx: dataset_fn(ctx).map(lambda x, y: (x, y))
+        )
+        try:
+            bzna_tf.callbacks.SyncEpochs(mapped)
+            raise AssertionError("a mapped pipeline has no epoch state")
+        except ValueError as e:
+            assert "SyncEpochs(*made)" in str(e), e
+        history = model.fit(data, epochs=2, steps_per_epoch=3, verbose=0, callbacks=[sync])
         assert strategy.num_replicas_in_sync == 2
         losses = history.history["loss"]
         assert len(losses) == 2 and all(np.isfinite(losses)), losses
@@ -569,7 +579,7 @@ def test_sync_epochs_takes_as_dataset_pipelines(flat_file):
     ds = d.as_dataset(batch_size=5, shape=8)
     with pytest.raises(ValueError, match="as_dataset"):
         bzna_tf.callbacks.SyncEpochs(ds.map(lambda x, y: (x, y)))
-    with pytest.raises(ValueError, match="as_dataset"):
+    with pytest.raises(ValueError, match="built with initial_epoch=0, so every iteration yields the same"):
         bzna_tf.callbacks.SyncEpochs(d.as_dataset(batch_size=5, shape=8, initial_epoch=0))
     sync = bzna_tf.callbacks.SyncEpochs(ds)
     sync.set_params({"steps": ds.cardinality().numpy()})

@@ -112,6 +112,8 @@ def _build(source: Source, options) -> tf.data.Dataset:
         ds = ds.with_options(tf_options)
     if state is not None:
         ds.bzna_epochs = state
+    else:
+        ds.bzna_initial_epoch = options.initial_epoch  # SyncEpochs says why it has nothing to set
     if options.skip:
         ds.bzna_skipped = SkippedSamples(counter)
     return ds
