@@ -14,6 +14,8 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_bad_input import (  # noqa: F401 (fixture)
+    Layout,
+    _overwrite_u32,
     _patch,
     box_offsets,
     read_everything,
@@ -21,7 +23,7 @@ from test_bad_input import (  # noqa: F401 (fixture)
 )
 
 from bzna_tf.format import BznaFile, BznaFormatError
-from bzna_tf.format.sample import FNAME
+from bzna_tf.format.sample import FNAME, INPUT
 from bzna_tf.ops import BznaDataset
 
 FUZZ = settings(
@@ -165,6 +167,25 @@ def test_per_image_mp4_must_start_with_ftyp(small_file, fuzz_dir):  # noqa: F811
     assert want in str(e.value)
     assert want in _op_error(fuzz_dir, bytes(b))
     _check(fuzz_dir, bytes(b))  # what test_flipped_bytes draws as flips=[(off + 4, 0)]
+
+
+def test_zero_byte_input_sample_is_named_so(small_file, fuzz_dir):  # noqa: F811
+    """Both readers say the outer index gives the per-image mp4 0 bytes (not that it has no 'moov')."""
+    layout = Layout(small_file)
+    data = _overwrite_u32(small_file, layout.stbl[INPUT]["stsz"].payload_offset + 12 + 4 * 1, 0)
+    off = layout.tracks[INPUT][0][1]
+    want = (
+        f"sample 1, box trak[{INPUT}], byte offset {off}: input sample is 0 bytes, expected a per-image mp4"
+    )
+    with pytest.raises(BznaFormatError) as e:
+        read_everything(data)
+    assert want in str(e.value)
+    path = fuzz_dir / f"case{next(_names)}.bzna"
+    path.write_bytes(data)
+    for track in ("thumb", "input"):
+        with pytest.raises(tf.errors.DataLossError) as e:
+            list(BznaDataset(str(path), track=track))
+        assert f"{path}, {want}" in e.value.message
 
 
 # Sample 1's stored name is b"b.jpg\0": its five bytes replaced (the NUL is

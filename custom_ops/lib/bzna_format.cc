@@ -871,6 +871,10 @@ absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t 
                          Picture* out) {
   const uint64_t base = index.input.offsets[i];
   const uint64_t size = index.input.sizes[i];
+  if (size == 0) {
+    return FormatError(index.name, i, absl::StrCat("trak[", kInput, "]"), static_cast<int64_t>(base),
+                       "input sample is 0 bytes, expected a per-image mp4");
+  }
   const bool thumb = track == PictureTrack::kThumb;
   // Where the thumbnail picture starts in the per-image mp4, if the outer
   // index says so (size if not).
