@@ -451,6 +451,19 @@ def test_a_name_that_is_not_utf8_is_refused_naming_its_sample(layout):
     refused(data, sample=1, reason="filename is not valid UTF-8", offset=off + 7)
 
 
+def test_a_zero_byte_input_sample_is_refused_as_such(layout):
+    """Named as 0 bytes by the outer index, not as a per-image mp4 with no 'moov' (the op says the same)."""
+    data = _overwrite_u32(layout.data, layout.stbl[INPUT]["stsz"].payload_offset + 12 + 4 * 1, 0)
+    off = layout.tracks[INPUT][0][1]
+    err = refused(data, sample=1, reason="input sample is 0 bytes, expected a per-image mp4", offset=off)
+    assert err.box == f"trak[{INPUT}]"
+    with BznaFile(io.BytesIO(data), name=NAME) as f:
+        for read in (f.sample_bytes, f.sample):
+            with pytest.raises(BznaFormatError, match="input sample is 0 bytes"):
+                read(1)
+        assert f.sample(2).input.size == (20, 30)  # the other samples read as before
+
+
 # Exact messages for the common cases.
 
 

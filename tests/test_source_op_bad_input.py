@@ -13,9 +13,17 @@ import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_bad_input import _patch, box_offsets, read_everything, small_file  # noqa: F401 (fixture)
+from test_bad_input import (  # noqa: F401 (fixture)
+    Layout,
+    _overwrite_u32,
+    _patch,
+    box_offsets,
+    read_everything,
+    small_file,
+)
 
 from bzna_tf.format import BznaFile, BznaFormatError
+from bzna_tf.format.sample import FNAME, INPUT
 from bzna_tf.ops import BznaDataset
 
 FUZZ = settings(
@@ -159,3 +167,72 @@ def test_per_image_mp4_must_start_with_ftyp(small_file, fuzz_dir):  # noqa: F811
     assert want in str(e.value)
     assert want in _op_error(fuzz_dir, bytes(b))
     _check(fuzz_dir, bytes(b))  # what test_flipped_bytes draws as flips=[(off + 4, 0)]
+
+
+def test_zero_byte_input_sample_is_named_so(small_file, fuzz_dir):  # noqa: F811
+    """Both readers say the outer index gives the per-image mp4 0 bytes (not that it has no 'moov')."""
+    layout = Layout(small_file)
+    data = _overwrite_u32(small_file, layout.stbl[INPUT]["stsz"].payload_offset + 12 + 4 * 1, 0)
+    off = layout.tracks[INPUT][0][1]
+    want = (
+        f"sample 1, box trak[{INPUT}], byte offset {off}: input sample is 0 bytes, expected a per-image mp4"
+    )
+    with pytest.raises(BznaFormatError) as e:
+        read_everything(data)
+    assert want in str(e.value)
+    path = fuzz_dir / f"case{next(_names)}.bzna"
+    path.write_bytes(data)
+    for track in ("thumb", "input"):
+        with pytest.raises(tf.errors.DataLossError) as e:
+            list(BznaDataset(str(path), track=track))
+        assert f"{path}, {want}" in e.value.message
+
+
+# Sample 1's stored name is b"b.jpg\0": its five bytes replaced (the NUL is
+# stripped by both readers, so a sequence at the end is cut short by it).
+NAMES = {
+    "continuation byte first": b"b\xaejpg",
+    "overlong 2 bytes": b"\xc0\xafjpg",
+    "overlong 3 bytes": b"\xe0\x80\xafpg",
+    "overlong 4 bytes": b"\xf0\x8f\xbf\xbfg",
+    "surrogate": b"\xed\xa0\x80pg",
+    "past U+10FFFF": b"\xf4\x90\x80\x80g",
+    "F5 lead": b"\xf5\x80\x80\x80g",
+    "FF": b"b.jp\xff",
+    "cut short inside": b"\xe2\x82jpg",
+    "cut short at the end": b"b.j\xe2\x82",
+    "lead at the end": b"b.jp\xf0",
+    "2 bytes": b"\xc3\xa9jpg",
+    "3 bytes": b"\xe2\x82\xacpg",
+    "U+FFFF": b"\xef\xbf\xbfpg",
+    "4 bytes": b"\xf0\x9f\x98\x80g",
+    "U+10FFFF": b"\xf4\x8f\xbf\xbfg",
+    "NUL inside": b"b\x00jpg",
+}
+
+
+@pytest.mark.parametrize("raw", NAMES.values(), ids=NAMES.keys())
+def test_names_are_utf8_as_the_python_reader_decodes_them(small_file, fuzz_dir, raw):  # noqa: F811
+    """The op reads a name the Python reader reads, and refuses one it refuses, in the same words."""
+    with BznaFile(io.BytesIO(small_file)) as f:
+        off = int(f.tracks[FNAME].offsets[1])
+    assert small_file[off : off + 6] == b"b.jpg\0"
+    data = small_file[:off] + raw + small_file[off + 5 :]
+    path = fuzz_dir / f"case{next(_names)}.bzna"
+    path.write_bytes(data)
+    try:
+        name = raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        want = (
+            f"sample 1, box mdat, byte offset {off + bad.start}: filename is not valid UTF-8 ({bad.reason})"
+        )
+        with pytest.raises(BznaFormatError) as e:
+            read_everything(data)
+        assert want in str(e.value)
+        with pytest.raises(tf.errors.DataLossError) as e:
+            list(BznaDataset(str(path), with_filenames=True))
+        assert f"{path}, {want}" in e.value.message
+        return
+    assert read_everything(data).names == ("a.jpg", name, "c.jpg")
+    got = [e["filename"].numpy() for e in BznaDataset(str(path), with_filenames=True)]
+    assert got == [b"a.jpg", raw, b"c.jpg"]

@@ -651,9 +651,23 @@ class BznaFile:
         return t.offset(i), t.size(i)
 
     def sample_bytes(self, i: int) -> bytes:
-        """The whole per-image mp4 of sample i."""
+        """The whole per-image mp4 of sample i.
+
+        Raises:
+          BznaFormatError: the outer index gives it 0 bytes (named so, not as
+            a per-image mp4 with no boxes).
+        """
         i = self._index(i)
-        return self._read_track(self.tracks[INPUT], i)
+        t = self.tracks[INPUT]
+        if not t.size(i):
+            raise BznaFormatError(
+                "input sample is 0 bytes, expected a per-image mp4",
+                path=self.name,
+                offset=t.offset(i),
+                box=f"trak[{INPUT}]",
+                sample=i,
+            )
+        return self._read_track(t, i)
 
     def sample(self, i: int, *, verify: bool = True) -> ImageMp4:
         """Sample i's per-image mp4, parsed (sizes, hvcC, clap, H.265 samples).

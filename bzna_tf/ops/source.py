@@ -62,7 +62,10 @@ class BznaDataset(dataset_ops.DatasetSource):
       144 in the compact one): the image is ``frame[:height, :width]``.
     - ``"index"``: tf.int64, the global sample index.
     - ``"target"``: tf.int64, the class, or -1 for an unlabelled sample.
-    - ``"filename"``: tf.string, only with ``with_filenames=True``.
+    - ``"filename"``: tf.string, the stored basename as UTF-8 bytes, only
+      with ``with_filenames=True``. A name that is not UTF-8 raises
+      ``tf.errors.DataLossError``, as
+      :meth:`bzna_tf.format.BznaFile.filenames` raises ``BznaFormatError``.
 
     Several files are concatenated: the first sample of the second file has
     global index ``len(first file)``. The files are read with TensorFlow's

@@ -664,6 +664,45 @@ std::string NotBznaReason(const std::string& head) {
   return absl::StrCat("not a .bzna file: it looks like ", what, " (expected an 'ftyp' box first, ", start, ")");
 }
 
+// Where `s` stops being UTF-8 as Python's strict decoder reads it, and why,
+// in that decoder's words (so both readers name a bad filename alike);
+// nullptr when all of it is. *at is the first byte of the offending sequence.
+// Overlong forms, surrogates (U+D800..U+DFFF) and code points past U+10FFFF
+// are refused: their lead byte, or their second byte, is out of range.
+const char* Utf8Error(const std::string& s, size_t* at) {
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const uint8_t c = static_cast<uint8_t>(s[i]);
+    *at = i;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t more;
+    uint8_t lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      more = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      more = 2;
+      if (c == 0xE0) lo = 0xA0;  // overlong below U+0800
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      more = 3;
+      if (c == 0xF0) lo = 0x90;  // overlong below U+10000
+      if (c == 0xF4) hi = 0x8F;  // past U+10FFFF
+    } else {
+      return "invalid start byte";  // a continuation byte, C0/C1 (overlong) or F5..FF
+    }
+    for (size_t k = 1; k <= more; ++k) {
+      if (i + k == n) return "unexpected end of data";
+      const uint8_t b = static_cast<uint8_t>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return "invalid continuation byte";
+    }
+    i += more + 1;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 bool ChecksumVerification() {
@@ -832,6 +871,10 @@ absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t 
                          Picture* out) {
   const uint64_t base = index.input.offsets[i];
   const uint64_t size = index.input.sizes[i];
+  if (size == 0) {
+    return FormatError(index.name, i, absl::StrCat("trak[", kInput, "]"), static_cast<int64_t>(base),
+                       "input sample is 0 bytes, expected a per-image mp4");
+  }
   const bool thumb = track == PictureTrack::kThumb;
   // Where the thumbnail picture starts in the per-image mp4, if the outer
   // index says so (size if not).
@@ -1017,6 +1060,12 @@ absl::Status ReadFilename(const ByteSource& src, const BznaIndex& index, int64_t
   }
   BZNA_RETURN_IF_ERROR(src.Read(index.fname.offsets[i], index.fname.sizes[i], out));
   if (!out->empty() && out->back() == '\0') out->pop_back();
+  size_t at = 0;
+  if (const char* why = Utf8Error(*out, &at)) {
+    out->clear();
+    return FormatError(index.name, i, "mdat", static_cast<int64_t>(index.fname.offsets[i] + at),
+                       absl::StrCat("filename is not valid UTF-8 (", why, ")"));
+  }
   return absl::OkStatus();
 }
 

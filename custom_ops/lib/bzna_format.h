@@ -118,7 +118,9 @@ struct Picture {
 absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t i,
                          PictureTrack track, Picture* out);
 
-// The stored basename of sample `i` (one trailing NUL stripped).
+// The stored basename of sample `i` (one trailing NUL stripped), which must be
+// UTF-8: a DataLossError "<file>, sample <i>, box mdat, byte offset <o>:
+// filename is not valid UTF-8 (<why>)" otherwise, as the Python reader says.
 absl::Status ReadFilename(const ByteSource& src, const BznaIndex& index, int64_t i,
                           std::string* out);
 

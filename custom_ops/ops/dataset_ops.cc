@@ -36,8 +36,9 @@ the dict the Python wrapper shows):
 
   data:     string, the picture as H.265 Annex-B (start code + VPS, SPS, PPS
             from the sample's own hvcC, then every NAL unit of the sample).
-  filename: string, the stored basename (only with with_filename=true; empty
-            if the file has no bzna_fname track).
+  filename: string, the stored basename, UTF-8 (only with with_filename=true;
+            empty if the file has no bzna_fname track; a name that is not
+            UTF-8 is a DataLossError, as in the Python reader).
   height:   int32, the picture's height from its track's tkhd.
   index:    int64, the global sample index (the element of `indices`).
   target:   int64, the target, or -1 for an unlabelled sample.
