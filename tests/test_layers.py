@@ -423,6 +423,26 @@ def test_a_saved_model_loads_in_a_process_that_loaded_the_ops(images, tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), want)
 
 
+def test_warp_layers_take_keras_dict_input_and_pass_labels_through(images):
+    # Keras 3's image preprocessing layers take {"images": x, "labels": y} and return the dict.
+    labels = tf.range(images.shape[0])
+    for layer in (RandomResizedCrop(8, 6, seed=2), CenterResizedCrop(8, 6)):
+        out = layer({"images": images, "labels": labels}, training=False)
+        assert sorted(out) == ["images", "labels"] and out["labels"] is labels
+        np.testing.assert_array_equal(out["images"].numpy(), layer(images, training=False).numpy())
+        shapes = layer.compute_output_shape({"images": (None, 20, 30, 3), "labels": (None,)})
+        assert shapes == {"images": (None, 8, 6, 3), "labels": (None,)}
+    ds = tf.data.Dataset.from_tensor_slices({"images": images, "labels": labels}).batch(2)
+    crop = RandomResizedCrop(8, 6, seed=1)
+    batch = next(iter(ds.map(lambda d: crop(d))))
+    assert batch["images"].shape == (2, 8, 6, 3) and batch["labels"].numpy().tolist() == [0, 1]
+    boxes = {"boxes": tf.zeros((images.shape[0], 1, 4)), "labels": tf.zeros((images.shape[0], 1))}
+    with pytest.raises(ValueError, match=r"do not warp \['bounding_boxes'\]"):
+        CenterResizedCrop(8, 6)({"images": images, "bounding_boxes": boxes})  # not passed unchanged
+    with pytest.raises(ValueError, match="Expected a dict with 'images'"):
+        CenterResizedCrop(8, 6)({"labels": labels})
+
+
 def test_an_export_with_training_false_serves_the_inference_graph(images, tmp_path):
     """layers.md: model.export would serve random crops (Keras calls the model without `training`, and the
     random layers default to True, like Keras' RandomFlip); an ExportArchive endpoint with training=False

@@ -48,6 +48,20 @@ def _number(value, arg):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _image_dict(data: dict) -> dict:
+    """Keras 3's dict input of image preprocessing layers, checked: "images", and "labels" passed through.
+
+    Bounding boxes and segmentation masks would need the warp too: they are refused, not passed unchanged.
+    """
+    other = sorted(set(data) - {"images", "labels"})
+    if "images" not in data or other:
+        raise ValueError(
+            "Expected a dict with 'images' and optionally 'labels' (passed through unchanged); bzna_tf's "
+            f"warp layers do not warp {other or 'anything without images'}. Received: keys {sorted(data)}"
+        )
+    return data
+
+
 class WarpLayer(TensorFlowLayer):
     """Warps a batch of images through a :class:`bzna_tf.transforms.WarpTransform`.
 
@@ -218,10 +232,17 @@ class WarpLayer(TensorFlowLayer):
         return out if self.compute_dtype == "float32" else tf.cast(out, self.compute_dtype)
 
     def call(self, images, training=True):
+        if isinstance(images, dict):  # Keras 3's {"images": ..., "labels": ...}: labels pass unchanged
+            data = _image_dict(images)
+            transformation = self.get_random_transformation(data, training=training)
+            warped = self.transform_images(data["images"], transformation, training=training)
+            return {**data, "images": warped}
         transformation = self.get_random_transformation(images, training=training)
         return self.transform_images(images, transformation, training=training)
 
     def compute_output_shape(self, input_shape):
+        if isinstance(input_shape, dict):
+            return {**_image_dict(input_shape), "images": self.compute_output_shape(input_shape["images"])}
         shape = list(input_shape)
         if len(shape) not in (3, 4):
             raise ValueError(f"Expected a rank-3 or rank-4 input shape. Received: input_shape={input_shape}")
