@@ -108,7 +108,7 @@ def _table(d: dict) -> str:
 
 
 def _info(args) -> int:
-    results = []
+    results, errors = [], []
     status = 0
     for path in expand_paths(args.files, every_file=True):
         try:
@@ -116,12 +116,13 @@ def _info(args) -> int:
                 results.append(describe(f))
         except (BznaFormatError, OSError) as e:
             print(f"bzna-tf info: {error_text(e)}", file=sys.stderr)
+            errors.append({"file": str(path), "error": error_text(e)})
             status = 1
     if args.json:
         # One file named as such: its object. A pattern or a folder: the list, however many match.
         one = len(args.files) == 1 and not glob.has_magic(args.files[0]) and not os.path.isdir(args.files[0])
-        if len(results) == 1 and one and status == 0:
-            print(json.dumps(results[0]))
+        if one and len(results) + len(errors) == 1:
+            print(json.dumps(results[0] if results else errors[0]))
         else:
             print(
                 json.dumps(
@@ -129,6 +130,7 @@ def _info(args) -> int:
                         "files": results,
                         "samples": sum(r["samples"] for r in results),
                         "labelled": sum(r["labelled"] for r in results),
+                        "errors": errors,
                     }
                 )
             )

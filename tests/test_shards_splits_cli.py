@@ -153,6 +153,13 @@ def test_info_bad_file(tmp_path, capsys):
     assert main(["info", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "bad.bzna" in err and "byte offset 0" in err and "runs past the end of the file" in err
+    # --json: one named file gives its object, {"file", "error"}; several give the list with "errors".
+    assert main(["info", str(bad), "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["file"] == str(bad) and "runs past the end of the file" in d["error"]
+    assert main(["info", str(tmp_path / "*.bzna"), "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["files"] == [] and d["samples"] == 0 and [e["file"] for e in d["errors"]] == [str(bad)]
 
 
 def test_console_script_runs(original_path):
