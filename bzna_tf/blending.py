@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from bzna_tf.datasets.arguments import positive_int
+from bzna_tf.datasets.arguments import _seed, positive_int
 
 __all__ = ["blend", "MIXES"]
 
@@ -52,22 +50,32 @@ def blend(
       the share of each source follows the weights.
     - ``mix="sample"`` (Energon's ``MixBatchDataset``): the blend is drawn per
       sample: the sources are unbatched, blended, and batched again with
-      ``batch_size`` (default: the sources' static batch size), so every batch
-      mixes the sources in proportion.
+      ``batch_size`` (default: the sources' static batch size), so batches
+      mix the sources in proportion on average (each sample is drawn on its
+      own: a batch's counts vary at random around the weights).
 
     The draws come from ``seed``: reproducible, and new on each iteration of
-    the returned dataset. Give each worker of a multi-worker job its own seed
+    the returned dataset. Without one, the seed is drawn as ``as_dataset``
+    draws its own: from TensorFlow's global seed when one is set
+    (``keras.utils.set_random_seed``), else at random. Give each worker of a multi-worker job its own seed
     (``seed + input_context.input_pipeline_id``) so that ``mix="batch"`` steps
     differ across workers and one global batch holds the sources in
     proportion. For training, make the sources endless
     (``as_dataset(repeat=True)``) and pass ``steps_per_epoch`` to
-    ``model.fit``: the blend is then endless too.
+    ``model.fit``: the blend is then endless too. A finite blend ends an
+    iteration in the middle of its sources' epochs, and a source not drawn
+    in an iteration keeps its epoch for the next.
+
+    ``bzna_tf.callbacks.SyncEpochs`` cannot resume a blend: each source's
+    position depends on the random draws, not on the Keras epoch alone. It
+    refuses the blend and its sources; checkpoint the blend's iterator
+    (``tf.train.Checkpoint(iterator=...)``) to resume one exactly.
 
     Args:
       datasets: the batched datasets (for example from ``as_dataset``), all
         with the same element structure and dtypes.
       weights: one non-negative weight per dataset (normalised); default equal.
-      seed: an integer, or None for a random one.
+      seed: an integer, or None (drawn: see above).
       mix: ``"batch"`` or ``"sample"``.
       batch_size: ``mix="sample"``: the output batch size.
       stop_on_empty: end the blend when any source ends (default), so that
@@ -82,7 +90,7 @@ def blend(
     """
     import tensorflow as tf
 
-    datasets = list(datasets)
+    datasets = sources = list(datasets)
     if not datasets or not all(isinstance(d, tf.data.Dataset) for d in datasets):
         raise ValueError(f"Expected a list of tf.data.Datasets. Received: {datasets!r}")
     if mix not in MIXES:
@@ -101,7 +109,7 @@ def blend(
             if a.dtype != b.dtype or not a.shape[1:].is_compatible_with(b.shape[1:]):
                 raise ValueError(f"dataset {i}'s elements {spec} differ from dataset 0's {first}")
     if seed is None:
-        seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
+        seed = _seed(None)[0]
     if mix == "sample":
         if batch_size is None:
             batch_size = _batch_size(first)
@@ -120,4 +128,9 @@ def blend(
     if mix == "sample":
         endless = all(tf.get_static_value(d.cardinality()) == tf.data.INFINITE_CARDINALITY for d in datasets)
         out = out.batch(batch_size, drop_remainder=bool(endless))
-    return out.prefetch(tf.data.AUTOTUNE)
+    for d in sources:
+        if hasattr(d, "bzna_epochs"):
+            d.bzna_blended = True  # SyncEpochs refuses it: its position depends on the draws
+    out = out.prefetch(tf.data.AUTOTUNE)
+    out.bzna_blend = True
+    return out

@@ -81,6 +81,14 @@ class SyncEpochs(keras.callbacks.Callback):
             raise ValueError("Expected at least one dataset returned by as_dataset")
         self._states = []
         for ds in _pipelines(datasets):
+            if getattr(ds, "bzna_blend", False) or getattr(ds, "bzna_blended", False):
+                raise ValueError(
+                    "SyncEpochs cannot resume a bzna_tf.blend (given "
+                    f"{'a blend' if getattr(ds, 'bzna_blend', False) else 'a source of one'}): how far each "
+                    "source has gone depends on the blend's random draws, not on the Keras epoch alone, so "
+                    "a resumed fit would read other data. Checkpoint the blend's iterator instead "
+                    "(tf.train.Checkpoint(iterator=...)), or train on the sources without SyncEpochs"
+                )
             state = getattr(ds, "bzna_epochs", None)
             if state is None and getattr(ds, "bzna_initial_epoch", None) is not None:
                 raise ValueError(

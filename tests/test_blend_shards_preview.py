@@ -142,6 +142,30 @@ def test_blend_is_reproducible_and_new_each_iteration(flat_shards):
     assert run(bzna_tf.blend(sources(flat_shards), seed=12)) != first
 
 
+def test_blend_without_a_seed_follows_tensorflows_global_seed(flat_shards):
+    def run():
+        return [y.numpy()[0] for _, y in bzna_tf.blend(sources(flat_shards)).take(40)]
+
+    try:
+        tf.random.set_seed(
+            3
+        )  # as keras.utils.set_random_seed does: tf.data's sample_from_datasets follows it
+        first = run()
+        tf.random.set_seed(3)
+        assert run() == first
+    finally:
+        tf.random.set_seed(None)
+
+
+def test_sync_epochs_refuses_a_blend_and_its_sources(flat_shards):
+    # SyncEpochs set each source as if it had read every step: after a resume, batches went unread.
+    a, b = sources(flat_shards)
+    blended = bzna_tf.blend([a, b], [0.5, 0.5], seed=0)
+    for given, what in ((blended, "given a blend"), (a, "given a source of one")):
+        with pytest.raises(ValueError, match=f"SyncEpochs cannot resume a bzna_tf.blend \\({what}\\)"):
+            bzna_tf.callbacks.SyncEpochs(given)
+
+
 def test_blend_stops_when_a_finite_source_ends_and_carries_on_without_stop_on_empty(flat_shards):
     # Source 0 ends after its 7 batches; source 1 never ends. Two finite sources would not do: a
     # draw that empties one and then takes the other's rest before returning to it yields every

@@ -172,6 +172,43 @@ def test_a_list_written_elsewhere_finds_its_files_by_their_trailing_path(flat_sh
     assert listed(d, single) == [(0, 2)]
 
 
+def test_a_file_of_this_machine_or_two_of_the_lists_files_never_stand_for_another_data_file(
+    flat_shards, tmp_path
+):
+    # A list made for val/part-1.bzna (a file here) on a dataset of shards/part-1.bzna read the latter's
+    # samples: training data where validation data was meant.
+    import shutil
+
+    d = ClassificationDataset(flat_shards)
+    (tmp_path / "val").mkdir()
+    shutil.copy(flat_shards[1], tmp_path / "val" / "part-1.bzna")
+    here = write(tmp_path, f"MULTI-SAMPLE_INCLUSION_V2\n1 1\n{tmp_path / 'val'}\npart-1.bzna 1 2\n")
+    with pytest.raises(SampleListError, match=r"line 4: part-1.bzna \(.*val/part-1.bzna\) is not one of the"):
+        listed(d, here)
+    # From another machine: two of the list's files cannot both be one data file.
+    two = write(
+        tmp_path, "MULTI-SAMPLE_INCLUSION_V2\n2 2\n/p/vast1\nval/part-1.bzna 1 0\ntrain/part-1.bzna 1 1\n"
+    )
+    with pytest.warns(UserWarning, match="by its file name alone"):
+        with pytest.raises(
+            SampleListError, match="line 5: .*train/part-1.bzna and .*val/part-1.bzna both fit"
+        ):
+            listed(d, two)
+    # A match by the file name alone is taken, and said.
+    alone = write(tmp_path, "MULTI-SAMPLE_INCLUSION_V2\n1 1\n/p/vast1/val\npart-1.bzna 1 3\n")
+    with pytest.warns(UserWarning, match=r"/p/vast1/val/part-1.bzna is not a file here; .* file name alone"):
+        assert listed(d, alone) == [(1, 3)]
+
+
+def test_a_list_keeps_the_repeats_of_an_oversampled_selection(flat_shards, tmp_path):
+    d = ClassificationDataset(flat_shards).select([2, 0, 2, 1, 2, 0])
+    lst = write(
+        tmp_path, f"MULTI-SAMPLE_INCLUSION_V2\n2 1\n{os.path.dirname(flat_shards[0])}\npart-0.bzna 2 2 0\n"
+    )
+    assert d.indices[d.sample_list_positions(lst)].tolist() == [2, 2, 2, 0, 0]  # list order, each repeat
+    assert sorted(listed(d, lst)) == [(0, 0), (0, 0), (0, 2), (0, 2), (0, 2)]
+
+
 def test_a_relative_base_is_relative_to_the_list(flat_shards):
     shards_dir = os.path.dirname(flat_shards[0])
     lst_path = os.path.join(os.path.dirname(shards_dir), "rel.list")

@@ -186,15 +186,20 @@ class Dataset:
         wanted = lst.global_indices(self.paths, self._index.starts, lambda k: files[k].filenames())
         sel = self._indices
         order = np.argsort(sel, kind="stable")
-        at = np.searchsorted(sel[order], wanted).clip(max=max(len(sel) - 1, 0))
-        found = sel[order][at] == wanted
-        if not found.any():
+        ordered = sel[order]
+        # Every position of each listed sample: a selection that repeats a sample (oversampling) keeps
+        # its repeats, in selection order.
+        left = np.searchsorted(ordered, wanted, "left")
+        counts = np.searchsorted(ordered, wanted, "right") - left
+        if not counts.any():
             raise SampleListError(
                 f"none of the listed samples ({wording.count(len(wanted), 'sample')}) is in this dataset "
                 f"({self!r})",
                 path=lst.path,
             )
-        return order[at[found]]
+        starts = np.repeat(left, counts)
+        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        return order[starts + within]
 
     def to_sample_list(self, type: str = "CONDUIT_HDF5_INCLUSION", *, ids: str = "indices", base=None):
         """This dataset's samples (its split or selection) as a :class:`bzna_tf.SampleList`.

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -38,7 +39,7 @@ import numpy as np
 
 from bzna_tf.format.atomic import write_atomic
 from bzna_tf.format.shards import file_numbers, is_url
-from bzna_tf.format.wording import count
+from bzna_tf.format.wording import count, user_stacklevel
 
 __all__ = ["LIST_TYPES", "SampleList", "SampleListError", "FileEntry"]
 
@@ -706,8 +707,9 @@ def _relative(p: str, base: str) -> str:
 
 class _FileMatcher:
     """Finds a list's file among the data files: by full path, or, for a list
-    written elsewhere, by the longest common tail of path components (at
-    least the file name), when that is unique."""
+    written elsewhere (its path is no file here), by the longest common tail
+    of path components (at least the file name), when that is unique. Two
+    of the list's files never match one data file."""
 
     def __init__(self, paths):
         self.paths = list(paths)
@@ -716,12 +718,33 @@ class _FileMatcher:
         self.by_name = defaultdict(list)
         for k, n in enumerate(self.norm):
             self.by_name[n.rsplit("/", 1)[-1]].append(k)
+        self.claimed: dict[int, str] = {}  # data file -> the list's path that matched it
 
     def find(self, full: str) -> int | None:
-        """The data file's number, or None; LookupError when several fit equally well."""
+        """The data file's number, or None; LookupError when several fit equally well, or when
+        another of the list's files matched it already."""
+        k = self._match(full)
+        if k is not None:
+            n = _norm(full)
+            other = self.claimed.setdefault(k, n)
+            if other != n:
+                raise LookupError(
+                    f"{full} and {other} both fit the data file {self.paths[k]}: the list names two "
+                    "files, and the dataset holds one of them (open the dataset on every file the "
+                    "list names, or write the list again for these files)"
+                )
+        return k
+
+    def _match(self, full: str) -> int | None:
         n = _norm(full)
         if n in self.exact:
             return self.exact[n]
+        if not is_url(n) and os.path.exists(n):
+            # A file of this machine, and not one of the data files (another file of that name,
+            # say the validation copy of train/data.bzna): matching it by its tail would read
+            # another file's samples.
+            same = [k for k, p in enumerate(self.paths) if not is_url(p) and _same_file(n, p)]
+            return same[0] if same else None
         parts = n.split("/")
         cands = self.by_name.get(parts[-1], [])
         if not cands:
@@ -733,7 +756,22 @@ class _FileMatcher:
             raise LookupError(
                 f"{full} fits several data files equally: {_few(self.paths[k] for k in winners)}"
             )
+        if best == 1 and winners[0] not in self.claimed:  # the file name alone: say so, once per file
+            warnings.warn(
+                f"Sample list: {full} is not a file here; it is matched to the data file "
+                f"{self.paths[winners[0]]} by its file name alone (their folders differ). Check that "
+                "the list was made for this file (a list made for val/data.bzna also fits train/data.bzna)",
+                UserWarning,
+                stacklevel=user_stacklevel(),
+            )
         return winners[0]
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _common_tail(a, b) -> int:
