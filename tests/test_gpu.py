@@ -415,11 +415,19 @@ def test_gpu_dataset_skips_as_the_cpu_path(original_path):
     assert ahead.bzna_skipped.count == 0
 
 
+# TensorFlow's SerializeIterator and DeserializeIterator have CPU kernels only, and eager places them
+# with the iterator's resource: saving a GPU-placed iterator fails ("Cannot assign a device for operation
+# SerializeIterator ... no supported kernel for GPU devices"). Open upstream; the test follows it.
+TF_GPU_ITERATOR_SAVE_ISSUE = "https://github.com/tensorflow/tensorflow/issues/62959"
+
+
 @pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
 def test_gpu_dataset_iterator_checkpoints_restore_the_continuation(original_path, tmp_path, symbolic):
     # A GPU-placed iterator saved with batches decoding ahead (explicit: their inputs are saved and
     # decoded again; symbolic: the inputs' positions only), restored into the same pipeline after its
-    # epoch counter moved on: the rest of the saved iteration, as an uninterrupted run yields it.
+    # epoch counter moved on: the rest of the saved iteration, as an uninterrupted run yields it. Where
+    # TensorFlow cannot save a GPU iterator at all (the issue above), the failure must be that one: an
+    # expected failure, not a pass; any other error fails the test.
     _need_gpu()
     d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
     ds = d.as_dataset(batch_size=2, shape=24, shuffle=True, seed=4, repeat=2, prefetch=3, device="gpu")
@@ -430,7 +438,15 @@ def test_gpu_dataset_iterator_checkpoints_restore_the_continuation(original_path
     it = iter(ds)
     next(it)
     next(it)
-    path = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "it"))
+    try:
+        path = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "it"))
+    except tf.errors.OpError as e:
+        if not re.search(r"SerializeIterator|kernel for GPU|GPU device", e.message):
+            raise
+        pytest.xfail(
+            f"TensorFlow cannot save a GPU-placed iterator ({TF_GPU_ITERATOR_SAVE_ISSUE}): "
+            f"{type(e).__name__}: {e.message.splitlines()[0][:300]}"
+        )
     rest = [(x.numpy(), y.numpy()) for x, y in it]
     again = iter(ds)
     tf.train.Checkpoint(iterator=again).read(path).assert_consumed()
