@@ -327,6 +327,34 @@ def test_gpu_decode_warp_picture_sizes_errors_name_and_skip_the_sample(original_
     np.testing.assert_array_equal(gpu_out.numpy()[5], np.broadcast_to(np.float32([-1, -2, -3]), (32, 48, 3)))
 
 
+def test_gpu_decode_warp_skips_pictures_nvdec_refuses_named_as_on_the_cpu(original_path):
+    # Damaged H.265 data (its slices cut short, or overwritten past the parameter sets): whatever NVDEC's
+    # parser, decoder or decode status says of it is the picture's error, InvalidArgument, so "skip"
+    # skips it; an internal error (a driver failure) would fail the op. Each reason is named by the
+    # picture's name alone (no "sample 0 of the batch" from the one-picture retry).
+    _need_gpu()
+    data, m, _ = _payloads(original_path)
+    data[1] = data[1][: len(data[1]) // 2]
+    tail = len(data[4]) // 3
+    data[4] = data[4][:tail] + bytes(np.random.default_rng(0).integers(0, 256, len(data[4]) - tail, np.uint8))
+    names = [f"f.bzna, sample {i}" for i in range(len(data))]
+    kwargs = dict(names=names, oob_color=(-1, -2, -3))
+    with tf.device("/GPU:0"):
+        out, errors = bzna_tf.ops.decode_warp(data, m, (32, 48), on_error="skip", **kwargs)
+    errors = [e.decode() for e in errors.numpy()]
+    bad = [i for i, e in enumerate(errors) if e]
+    assert set(bad) <= {1, 4}, errors
+    for i in bad:
+        assert errors[i].startswith(f"f.bzna, sample {i}: ") and "of the batch" not in errors[i], errors[i]
+        np.testing.assert_array_equal(out.numpy()[i], np.broadcast_to(np.float32([-1, -2, -3]), (32, 48, 3)))
+    if bad:
+        with (
+            tf.device("/GPU:0"),
+            pytest.raises(tf.errors.InvalidArgumentError, match=f"f\\.bzna, sample {bad[0]}: "),
+        ):
+            bzna_tf.ops.decode_warp(data, m, (32, 48), **kwargs)
+
+
 @pytest.mark.parametrize("antialias", [False, True])
 def test_gpu_warps_match_the_cpu_ops(antialias):
     _need_gpu()
