@@ -327,6 +327,34 @@ def test_gpu_decode_warp_picture_sizes_errors_name_and_skip_the_sample(original_
     np.testing.assert_array_equal(gpu_out.numpy()[5], np.broadcast_to(np.float32([-1, -2, -3]), (32, 48, 3)))
 
 
+def test_gpu_decode_warp_skips_pictures_nvdec_refuses_named_as_on_the_cpu(original_path):
+    # Damaged H.265 data (its slices cut short, or overwritten past the parameter sets): whatever NVDEC's
+    # parser, decoder or decode status says of it is the picture's error, InvalidArgument, so "skip"
+    # skips it; an internal error (a driver failure) would fail the op. Each reason is named by the
+    # picture's name alone (no "sample 0 of the batch" from the one-picture retry).
+    _need_gpu()
+    data, m, _ = _payloads(original_path)
+    data[1] = data[1][: len(data[1]) // 2]
+    tail = len(data[4]) // 3
+    data[4] = data[4][:tail] + bytes(np.random.default_rng(0).integers(0, 256, len(data[4]) - tail, np.uint8))
+    names = [f"f.bzna, sample {i}" for i in range(len(data))]
+    kwargs = dict(names=names, oob_color=(-1, -2, -3))
+    with tf.device("/GPU:0"):
+        out, errors = bzna_tf.ops.decode_warp(data, m, (32, 48), on_error="skip", **kwargs)
+    errors = [e.decode() for e in errors.numpy()]
+    bad = [i for i, e in enumerate(errors) if e]
+    assert set(bad) <= {1, 4}, errors
+    for i in bad:
+        assert errors[i].startswith(f"f.bzna, sample {i}: ") and "of the batch" not in errors[i], errors[i]
+        np.testing.assert_array_equal(out.numpy()[i], np.broadcast_to(np.float32([-1, -2, -3]), (32, 48, 3)))
+    if bad:
+        with (
+            tf.device("/GPU:0"),
+            pytest.raises(tf.errors.InvalidArgumentError, match=f"f\\.bzna, sample {bad[0]}: "),
+        ):
+            bzna_tf.ops.decode_warp(data, m, (32, 48), **kwargs)
+
+
 @pytest.mark.parametrize("antialias", [False, True])
 def test_gpu_warps_match_the_cpu_ops(antialias):
     _need_gpu()
@@ -415,11 +443,19 @@ def test_gpu_dataset_skips_as_the_cpu_path(original_path):
     assert ahead.bzna_skipped.count == 0
 
 
+# TensorFlow's SerializeIterator and DeserializeIterator have CPU kernels only, and eager places them
+# with the iterator's resource: saving a GPU-placed iterator fails ("Cannot assign a device for operation
+# SerializeIterator ... no supported kernel for GPU devices"). Open upstream; the test follows it.
+TF_GPU_ITERATOR_SAVE_ISSUE = "https://github.com/tensorflow/tensorflow/issues/62959"
+
+
 @pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
 def test_gpu_dataset_iterator_checkpoints_restore_the_continuation(original_path, tmp_path, symbolic):
     # A GPU-placed iterator saved with batches decoding ahead (explicit: their inputs are saved and
     # decoded again; symbolic: the inputs' positions only), restored into the same pipeline after its
-    # epoch counter moved on: the rest of the saved iteration, as an uninterrupted run yields it.
+    # epoch counter moved on: the rest of the saved iteration, as an uninterrupted run yields it. Where
+    # TensorFlow cannot save a GPU iterator at all (the issue above), the failure must be that one: an
+    # expected failure, not a pass; any other error fails the test.
     _need_gpu()
     d = bzna_tf.ClassificationDataset(original_path).select(np.arange(9))
     ds = d.as_dataset(batch_size=2, shape=24, shuffle=True, seed=4, repeat=2, prefetch=3, device="gpu")
@@ -430,7 +466,15 @@ def test_gpu_dataset_iterator_checkpoints_restore_the_continuation(original_path
     it = iter(ds)
     next(it)
     next(it)
-    path = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "it"))
+    try:
+        path = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "it"))
+    except tf.errors.OpError as e:
+        if not re.search(r"SerializeIterator|kernel for GPU|GPU device", e.message):
+            raise
+        pytest.xfail(
+            f"TensorFlow cannot save a GPU-placed iterator ({TF_GPU_ITERATOR_SAVE_ISSUE}): "
+            f"{type(e).__name__}: {e.message.splitlines()[0][:300]}"
+        )
     rest = [(x.numpy(), y.numpy()) for x, y in it]
     again = iter(ds)
     tf.train.Checkpoint(iterator=again).read(path).assert_consumed()

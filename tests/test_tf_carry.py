@@ -12,6 +12,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -254,8 +256,8 @@ def test_the_checks_need_the_gpu_path_and_the_rate():
     def results(skips, tf_rate):
         tests = {"ran": True, "passed": 20, "failed": 0, "errors": 0, "skipped_reasons": skips}
         r = {"environment": {"logical_gpus": ["/device:GPU:0"]}, "tests": tests, "fit": {"passed": True}}
-        core = [{"decode_warp": {"images_per_s": 9000.0}}, {"decode_warp": {"images_per_s": 9200.0}}]
-        device_run.summarise(r, *core, {"decode_warp": {"images_per_s": tf_rate}})
+        core = {"decode_warp": {"images_per_s": 9200.0}}  # the core's one run
+        device_run.summarise(r, core, {"decode_warp": {"images_per_s": tf_rate}})
         return r
 
     good = results(
@@ -263,15 +265,186 @@ def test_the_checks_need_the_gpu_path_and_the_rate():
     )
     assert good["core_images_per_s"] == 9200.0 and good["tf_to_core"] == 0.913
     assert all(good["checks"].values()), good["checks"]
-    slow = results({}, 8000.0)  # 0.87 of the faster core run
+    slow = results({}, 8000.0)  # 0.87 of the core's rate
     assert not slow["checks"]["tf_rate_at_least_0.9_of_core"]
     skipped = results(
         {"test_gpu::test_model_fit_decodes_on_the_gpu": "no GPU visible to TensorFlow (...)"}, 9000.0
     )
     assert not skipped["checks"]["gpu_tests_ran"] and skipped["checks"]["tests_passed"]
     none = {"environment": {}, "tests": {"ran": False}, "fit": {}}
-    device_run.summarise(none, {"available": False}, {"available": False}, {"available": False})
+    device_run.summarise(none, {"available": False}, {"available": False})
     assert none["tf_to_core"] is None and not any(none["checks"].values())
+
+
+def _full_plan(carry):
+    """small_carry's plan.json with what run_checks records of a real one."""
+    plan = json.loads((carry / "plan.json").read_text())
+    plan.update(commit="abc", dirty=False, cudart={}, stubs={}, removed={}, excluded={})
+    (carry / "plan.json").write_text(json.dumps(plan))
+
+
+def test_the_checks_run_the_tests_after_the_environment_and_the_core_once(small_carry, tmp_path, monkeypatch):
+    """The stages' order: the tests straight after the environment, before any benchmark; the core's
+    benchmark once. The results JSON is written with each stage's result."""
+    _full_plan(small_carry)
+    monkeypatch.setattr(device_run, "CARRY", small_carry)
+    monkeypatch.setattr(device_run, "STATE", small_carry / "state")
+    monkeypatch.setattr(device_run, "OUT", tmp_path / "out")
+    ran = []
+
+    def stage(name, deadline, logfile):
+        ran.append(name)
+        return {"ran": True, "decode_warp": {"images_per_s": 100.0}} if "bench" in name else {"ran": True}
+
+    def tests(deadline, logfile):
+        ran.append("tests")
+        return {"ran": True, "passed": 1, "failed": 0, "errors": 0, "skipped_reasons": {}}
+
+    monkeypatch.setattr(device_run, "run_stage", stage)
+    monkeypatch.setattr(device_run, "run_tests", tests)
+    monkeypatch.setattr(device_run, "write_overlap", lambda stage, results: {"passed": False})
+    device_run.run_checks()
+    assert ran == ["environment", "tests", "core_bench", "fit", "overlap", "tf_bench", "stubbed"]
+    (written,) = (tmp_path / "out").glob("*-tensorflow-gpu.json")
+    results = json.loads(written.read_text())
+    assert results["core_bench"]["ran"] and results["core_images_per_s"] == 100.0
+    assert results["tf_to_core"] == 1.0 and results["commit"] == "abc"
+
+
+def test_the_deadline_comes_from_the_environment_and_skips_stages_cleanly(tmp_path):
+    code = f"import sys; sys.path.insert(0, {str(TOOL)!r}); import device_run; print(device_run.DEADLINE_S)"
+    for value, expected in (("123", "123.0"), ("", "540.0")):
+        env = dict(os.environ, TF_CARRY_DEADLINE=value)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+        assert r.stdout.strip() == expected, r.stderr
+    # Past the deadline, a stage does not start: recorded as not run, with how much time was left.
+    with open(tmp_path / "log", "a") as logfile:
+        soon = device_run.time.perf_counter() + 5
+        skipped = device_run.run_stage("fit", soon, logfile)
+        assert skipped["ran"] is False and re.fullmatch(
+            r"not run: [45] s left before the deadline", skipped["error"]
+        )
+        assert device_run.run_tests(soon, logfile)["ran"] is False
+    # PLAN.txt's final command sets the deadline from its timeout (a deadline already set is kept).
+    command = cb.final_command(560)
+    assert command == "TF_CARRY_DEADLINE=${TF_CARRY_DEADLINE:-540} bash tools/tf_carry/device.sh final"
+    probe = command.replace("bash tools/tf_carry/device.sh final", "printenv TF_CARRY_DEADLINE")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CARRY_DEADLINE"}
+    assert subprocess.run(["bash", "-c", probe], capture_output=True, text=True, env=env).stdout == "540\n"
+    env["TF_CARRY_DEADLINE"] = "1500"
+    assert subprocess.run(["bash", "-c", probe], capture_output=True, text=True, env=env).stdout == "1500\n"
+    plan = {
+        "tensorflow": "2.21.0",
+        "python": "3.12",
+        "checkout_bytes": MiB,
+        "calls": [
+            {"carry": ["plan.json"], "bytes": MiB, "total_bytes": 2 * MiB, "command": "x", "timeout_s": 120},
+            {
+                "carry": ["parts/a"],
+                "bytes": MiB,
+                "total_bytes": 2 * MiB,
+                "command": command,
+                "timeout_s": 560,
+            },
+        ],
+    }
+    text = cb.plan_text(plan)
+    assert f"  command: {command}" in text and "timeout_s=560" in text
+    assert "Order: environment, tests, core_bench, fit, overlap, tf_bench, stubbed." in text
+
+
+def test_the_tests_stage_logs_each_outcome_for_a_run_stopped_without_junit(tmp_path, monkeypatch):
+    """pytest runs with -v -rA; when it writes no JUnit XML (stopped at the deadline), the outcomes it
+    logged are the record."""
+    seen = {}
+
+    def fake_run(cmd, stdout, **kwargs):
+        seen["cmd"] = cmd
+        stdout.write(
+            "tests/test_gpu.py::test_a PASSED [ 33%]\n"
+            "tests/test_gpu.py::test_b[explicit] XFAIL (TensorFlow cannot save) [ 66%]\n"
+            "tests/test_gpu_dataset.py::test_c FAILED [100%]\n"
+        )
+        stdout.flush()
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+
+    monkeypatch.setattr(device_run, "OUT", tmp_path)
+    monkeypatch.setattr(device_run.subprocess, "run", fake_run)
+    with open(tmp_path / "tf_gpu.log", "a") as logfile:
+        logfile.write("earlier stage: tests/test_x.py::test_old PASSED\n")
+        out = device_run.run_tests(device_run.time.perf_counter() + 600, logfile)
+    assert "-v" in seen["cmd"] and "-rA" in seen["cmd"] and "-q" not in seen["cmd"]
+    assert out["exit_code"] == "timeout" and "no junit XML" in out["error"]
+    assert out["logged_outcomes"] == {
+        "tests/test_gpu.py::test_a": "PASSED",
+        "tests/test_gpu.py::test_b[explicit]": "XFAIL",
+        "tests/test_gpu_dataset.py::test_c": "FAILED",
+    }
+
+
+def test_final_writes_a_record_when_install_or_receive_fails(small_carry, tmp_path):
+    _full_plan(small_carry)
+    (small_carry / "parts" / "site.tar.xz.03").unlink()
+    out = tmp_path / "out"
+    r = _device(small_carry, "final", OUT=str(out), TF_CARRY_VENV=str(tmp_path / "venv"))
+    assert r.returncode == 3 and "parts missing: site.tar.xz.03" in r.stderr
+    (written,) = out.glob("*-tensorflow-gpu.json")
+    record = json.loads(written.read_text())
+    assert record["passed"] is False and record["failed_step"] == "install"
+    assert record["error"] == "parts missing: site.tar.xz.03 (see PLAN.txt)"
+    assert record["commit"] == "abc" and record["device"] and record["date"] in written.name
+    plan = json.loads((small_carry / "plan.json").read_text())
+    plan["python"] = "2.7"
+    (small_carry / "plan.json").write_text(json.dumps(plan))
+    shutil.rmtree(small_carry / "state")
+    written.unlink()
+    r = _device(small_carry, "final", OUT=str(out), TF_CARRY_VENV=str(tmp_path / "venv"))
+    assert r.returncode == 2
+    record = json.loads(next(out.glob("*-tensorflow-gpu.json")).read_text())
+    assert record["failed_step"] == "receive" and "the carry is for CPython 2.7" in record["error"]
+
+
+def _git(repo, *args):
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def test_check_fails_when_the_library_sources_changed_since_the_carry(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    for folder in ("custom_ops", "bzna_tf/ops", "docs"):
+        (repo / folder).mkdir(parents=True)
+        (repo / folder / "a.txt").write_text("1")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "one")
+    built = _git(repo, "rev-parse", "HEAD")
+    assert cb.stale_libraries(built, repo) is None
+    (repo / "docs" / "a.txt").write_text("2")  # elsewhere: still the carry's libraries
+    _git(repo, "commit", "-qam", "docs")
+    assert cb.stale_libraries(built, repo) is None
+    (repo / "bzna_tf" / "ops" / "a.txt").write_text("2")
+    _git(repo, "commit", "-qam", "ops")
+    assert "changed since the carry's commit" in cb.stale_libraries(built, repo)
+    assert "cannot compare" in cb.stale_libraries("0" * 40, repo)
+    assert "no commit" in cb.stale_libraries("unknown", repo)
+    # --check: the problem, what to do, exit 1.
+    carry = tmp_path / ".tf_carry"
+    carry.mkdir()
+    (carry / "PLAN.txt").write_text("the plan\n")
+    (carry / "plan.json").write_text(json.dumps({"parts": [], "calls": [], "commit": built}))
+    stale = cb.stale_libraries
+    monkeypatch.setattr(cb, "stale_libraries", lambda commit: stale(commit, repo))
+    assert cb.main(["--check", "--out", str(carry)]) == 1
+    assert [p for p in cb.check_plan(carry, log=io.StringIO()) if "stale" in p] == [
+        f"custom_ops/ and bzna_tf/ops/ changed since the carry's commit {built[:12]}: its libraries are "
+        "stale: rebuild the carry (python tools/tf_carry --force)"
+    ]
+    monkeypatch.setattr(cb, "stale_libraries", lambda commit: stale(_git(repo, "rev-parse", "HEAD"), repo))
+    assert cb.main(["--check", "--out", str(carry)]) == 0
 
 
 # ------------------------------------------------------------------------------------------ the real carry

@@ -379,7 +379,9 @@ class Dataset:
             Apply no transformation after it (its elements are in GPU
             memory). Where no GPU decoder is usable (no GPU, bzna_tf's GPU
             kernels not loadable, no NVDEC) it is the ``"cpu"`` pipeline,
-            and a ``RuntimeWarning`` says why, once. ``"model"``: in the
+            and a ``RuntimeWarning`` says why, once. TensorFlow cannot save
+            an iterator placed on a GPU (tensorflow/tensorflow#62959): resume
+            at epoch boundaries with ``SyncEpochs``. ``"model"``: in the
             model, whose first layer is :class:`bzna_tf.layers.DecodeWarp`
             (NVDEC + the CUDA warp when the model runs on a GPU); elements
             are ``{"data", "matrices", "picture_sizes"}`` (pictures, each

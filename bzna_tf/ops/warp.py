@@ -462,7 +462,11 @@ def decode_warp_dataset(
     ``tf.device("/gpu:0")`` for NVDEC and the CUDA warp (elements in that GPU's
     memory; needs bzna_tf's GPU kernels, see :func:`bzna_tf.ops.gpu_error`), or on
     the CPU for FFmpeg's decoder and the CPU warp. ``batches`` runs on the CPU
-    of the same task either way. Iterators checkpoint with the batches in flight.
+    of the same task either way. On the CPU kernel, iterators checkpoint with the
+    batches in flight; an iterator placed on a GPU cannot be saved by TensorFlow
+    (``SerializeIterator`` has CPU kernels only, tensorflow/tensorflow#62959):
+    resume at epoch boundaries with :class:`bzna_tf.callbacks.SyncEpochs`
+    instead, which needs no iterator state.
 
     Args:
       batches: a ``tf.data.Dataset`` of such tuples.

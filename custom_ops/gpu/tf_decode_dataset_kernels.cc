@@ -114,10 +114,11 @@ class GpuBackend : public DecodeBackend {
     return absl::OkStatus();
   }
 
-  // GPU kernels' outputs live in GPU memory, but strings and int32 in host
-  // memory (TensorFlow's convention for GPU devices).
+  // Every output but strings lives in GPU memory, int32 included: TF's GPU
+  // IteratorGetNext declares no HostMemory outputs, so its int32 outputs are
+  // device memory (memory_types.cc); only DT_STRING is always on the host.
   absl::Status Output(IteratorContext*, const Tensor& host, Tensor* out) override {
-    if (host.dtype() == tensorflow::DT_STRING || host.dtype() == tensorflow::DT_INT32) {
+    if (host.dtype() == tensorflow::DT_STRING) {
       *out = host;
       return absl::OkStatus();
     }

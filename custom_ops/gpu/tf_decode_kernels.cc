@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "gpu/core/bzna_gpu.h"
 #include "gpu/tf_common.h"
 #include "kernels/warp_common.h"
@@ -19,6 +22,15 @@ namespace bzna_tf {
 namespace {
 
 using ::tensorflow::DEVICE_GPU;
+
+// A single-picture decode's error without the "sample 0 of the batch: " the
+// core puts before it (DecodeErrors names the picture), as the queue's
+// Reason() does: the op and the dataset then say the same.
+absl::Status WithoutSamplePrefix(const absl::Status& s) {
+  constexpr absl::string_view kPrefix = "sample 0 of the batch: ";
+  if (!absl::StartsWith(s.message(), kPrefix)) return s;
+  return absl::Status(s.code(), s.message().substr(kPrefix.size()));
+}
 
 class DecodeWarpGpuOp : public DecodeWarpOpBase {
  public:
@@ -59,7 +71,7 @@ class DecodeWarpGpuOp : public DecodeWarpOpBase {
       absl::Status s = CoreStatus(
           bzna_gpu_decode_warp(-1, stream, &pictures[n], &sizes[n], 1, m, 1, size, &p, out + n * per_sample));
       if (s.ok()) continue;
-      OP_REQUIRES_OK(ctx, errors->Fail(n, s));
+      OP_REQUIRES_OK(ctx, errors->Fail(n, WithoutSamplePrefix(s)));
       OP_REQUIRES_OK(ctx, CoreStatus(bzna_gpu_fill_oob(-1, stream, 1, &p, out + n * per_sample)));
     }
   }

@@ -42,8 +42,12 @@ output element is the batch's images (float32 [N, height, width, 3], or
 then the pass-through components. The iterator keeps `depth` input batches
 decoding in the background (on the device its kernel runs on: FFmpeg on the
 CPU, NVDEC and the CUDA warp on a GPU) while earlier ones are used; the input
-pipeline runs on the CPU of the iterator's task. Its checkpoints hold the
-batches in flight, so a restored iterator yields the same sequence.
+pipeline runs on the CPU of the iterator's task. On the CPU kernel its
+checkpoints hold the batches in flight, so a restored iterator yields the same
+sequence; an iterator placed on a GPU cannot be saved by TensorFlow
+(SerializeIterator has CPU kernels only, tensorflow/tensorflow#62959): resume
+at epoch boundaries with bzna_tf.callbacks.SyncEpochs instead, which needs no
+iterator state.
 
 on_error: "raise": a sample that fails (reading's error, else decoding's)
   fails the batch, named. "skip": such samples are dropped from their batch,

@@ -121,6 +121,11 @@ REPO = HERE.parent.parent
 DEVICE_SCRIPT = "tools/tf_carry/device.sh"
 RECEIVE_TIMEOUT_S = 120
 FINAL_TIMEOUT_S = 560
+# The final command's deadline is its call's timeout less this: its checks stop starting stages at the
+# deadline and write their results, rather than the run tool killing the command mid-stage.
+DEADLINE_MARGIN_S = 20
+# What the carried libraries are built from: a carry older than a change there carries stale libraries.
+LIBRARY_SOURCES = ("custom_ops", "bzna_tf/ops")
 
 
 class CarryError(RuntimeError):
@@ -618,6 +623,31 @@ def _git_commit() -> dict:
     return {"commit": head, "dirty": dirty}
 
 
+def final_command(timeout_s: int) -> str:
+    """The last call's command: ``final`` with $TF_CARRY_DEADLINE the call's timeout less the margin
+    (a deadline already in the environment, the rehearsal's, is kept)."""
+    deadline = timeout_s - DEADLINE_MARGIN_S
+    return f"TF_CARRY_DEADLINE=${{TF_CARRY_DEADLINE:-{deadline}}} bash {DEVICE_SCRIPT} final"
+
+
+def stale_libraries(commit: str | None, repo: Path = REPO) -> str | None:
+    """Why the libraries built at ``commit`` may not be the checkout's (its HEAD differs there in
+    ``LIBRARY_SOURCES``, or git cannot tell), or None."""
+    if not commit or commit == "unknown":
+        return "plan.json records no commit: the carried libraries cannot be checked against HEAD"
+    r = subprocess.run(
+        ["git", "-C", str(repo), "diff", "--quiet", commit, "HEAD", "--", *LIBRARY_SOURCES],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode == 0:
+        return None
+    paths = " and ".join(f"{p}/" for p in LIBRARY_SOURCES)
+    if r.returncode == 1:
+        return f"{paths} changed since the carry's commit {commit[:12]}: its libraries are stale"
+    return f"git cannot compare the carry's commit {commit[:12]} with HEAD ({r.stderr.strip()[-300:]})"
+
+
 def _ignored(path: Path) -> bool:
     """Whether git ignores ``path`` in the checkout (an ignored path travels only when a call carries it)."""
     r = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", str(path)], capture_output=True)
@@ -646,8 +676,11 @@ def plan_text(plan: dict) -> str:
         "",
         "After each call: its reply's lease.held_s minus the last one's is what the call cost. The receive "
         "step prints the parts held so far and how long since the previous call ended.",
+        f"The final call's command sets $TF_CARRY_DEADLINE to its timeout_s less {DEADLINE_MARGIN_S} s: "
+        "stages that would start past it are recorded as not run, so the command ends before the tool "
+        "kills it. Order: environment, tests, core_bench, fit, overlap, tf_bench, stubbed.",
         "The final call writes $OUT/<date>-<gpu>-tensorflow-gpu.json (for benchmarks/results/), tests.xml "
-        "and tf_gpu.log.",
+        "and tf_gpu.log; when receive or install fails there, the JSON names the step and its error.",
     ]
     return "\n".join(out) + "\n"
 
@@ -743,7 +776,7 @@ def build_carry(
                 {
                     "carry": [p for p, _ in call],
                     "bytes": 0,  # filled below from the files
-                    "command": f"bash {DEVICE_SCRIPT} {'final' if last else 'receive'}",
+                    "command": final_command(FINAL_TIMEOUT_S) if last else f"bash {DEVICE_SCRIPT} receive",
                     "timeout_s": FINAL_TIMEOUT_S if last else RECEIVE_TIMEOUT_S,
                 }
             )
@@ -770,8 +803,9 @@ def build_carry(
 def check_plan(out: Path, log=sys.stderr) -> list[str]:
     """Problems with the carry in ``out`` as the checkout is now (empty: the calls fit).
 
-    Checks that every carried file is there with the size plan.json records and that each call, with
-    the checkout as it is now, fits the call limit. Fast: no hashing.
+    Checks that every carried file is there with the size plan.json records, that each call, with
+    the checkout as it is now, fits the call limit, and that HEAD's library sources are the ones the
+    carried libraries were built from (``stale_libraries``). Fast: no hashing.
     """
     out = Path(out)
     try:
@@ -793,6 +827,9 @@ def check_plan(out: Path, log=sys.stderr) -> list[str]:
                 f"{carried / MiB:.2f} MiB carried), over {CALL_LIMIT / MiB:.0f} MiB: rebuild the carry "
                 "(python tools/tf_carry --force; the packed archive is cached)"
             )
+    stale = stale_libraries(plan.get("commit"))
+    if stale:
+        problems.append(f"{stale}: rebuild the carry (python tools/tf_carry --force)")
     _log(
         log,
         f"checkout {checkout / MiB:.2f} MiB; {len(plan['calls'])} calls; "

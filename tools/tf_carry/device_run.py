@@ -8,17 +8,22 @@ line of ``.tf_carry/PLAN.txt`` (written by ``python tools/tf_carry``):
   this call's files, the tool's overhead and the wait between calls), says what is still missing and
   which call comes next. The first call also records the machine (Python, nvidia-smi, tools, disk) and
   stops at once (exit 2) if its Python is not the one the carry was built for.
-- ``final`` (the last call): ``receive``, ``install``, then ``run``.
+- ``final`` (the last call): ``receive``, ``install``, then ``run``. When ``receive`` or ``install``
+  fails, it still writes a results JSON (the machine, the date, the commit, the failed step and its
+  error) before it exits non-zero.
 - ``install``: joins the parts, checks the archive's SHA-256 while unpacking it (xz, else Python's
   lzma) into a fresh venv (``python -m venv --without-pip``) that sees none of the machine's packages.
-- ``run``: each check in its own process, with a deadline, partial results written after each:
-  the environment (TensorFlow's GPU, the CUDA libraries it opened), the GPU core's rate through the
-  kit's benchmark (no TensorFlow), the tests that need a GPU, ``model.fit`` with ``DecodeWarp``
-  (decoded batches against the CPU path), the guide's Conv2D + Dense model (which needs the stubbed
-  libraries: its error is recorded), the overlap (``as_dataset(device="gpu")``'s elements on the GPU
-  and equal to the CPU path's; a training step alone, fed by that dataset, and fed by
-  ``device="model"`` + DecodeWarp), ``decode_warp`` through TensorFlow at batch 256, and the core's
-  rate again.
+- ``run``: each check in its own process, with a deadline ($TF_CARRY_DEADLINE seconds from the
+  command's start, which PLAN.txt's final command sets from the call's timeout less a margin: a stage
+  that would start too late is recorded as not run rather than the command killed), partial results
+  written after each: the environment (TensorFlow's GPU, the CUDA libraries it opened), the tests
+  that need a GPU (``pytest -v -rA``: each test's outcome is in the log as it runs, even if the
+  stage is stopped before its JUnit XML is written), the GPU core's rate through the kit's
+  benchmark (no TensorFlow), ``model.fit`` with ``DecodeWarp`` (decoded batches against the CPU
+  path), the overlap (``as_dataset(device="gpu")``'s elements on the GPU and equal to the CPU
+  path's; a training step alone, fed by that dataset, and fed by ``device="model"`` + DecodeWarp),
+  ``decode_warp`` through TensorFlow at batch 256, and the guide's Conv2D + Dense model (which needs
+  the stubbed libraries: its error is recorded).
   Writes ``$OUT/<date>-<gpu>-tensorflow-gpu.json`` and ``$OUT/<date>-<gpu>-overlap.json`` (for
   ``benchmarks/results/``), ``tests.xml`` and ``tf_gpu.log``.
 
@@ -51,9 +56,10 @@ MiB = 1024 * 1024
 BATCH = 256
 REPEATS = 20
 START = time.perf_counter()
-# The final call's command must end within the run tool's limit (timeout_s of PLAN.txt): the checks
-# share what is left after receiving and installing, each with its own ceiling.
-DEADLINE_S = float(os.environ.get("TF_CARRY_DEADLINE", "540"))
+# The final call's command must end within the run tool's limit (timeout_s of PLAN.txt, whose command
+# sets $TF_CARRY_DEADLINE to that less a margin): the checks share what is left after receiving and
+# installing, each with its own ceiling, and one that would start too late is skipped, not killed.
+DEADLINE_S = float(os.environ.get("TF_CARRY_DEADLINE") or "540")
 STAGE_LIMITS = {
     "environment": 180,
     "core_bench": 120,
@@ -85,6 +91,16 @@ NO_GPU = ("no GPU visible to TensorFlow", "GPU kernels are unavailable")
 
 def log(message: str) -> None:
     print(f"[tf_carry {time.perf_counter() - START:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+# The last STOP message (final's failure record quotes it).
+_stopped: list[str] = []
+
+
+def stop(message: str) -> None:
+    """Prints ``tf_carry: STOP: message`` to stderr and keeps it for the failure record."""
+    _stopped.append(message)
+    print(f"tf_carry: STOP: {message}", file=sys.stderr, flush=True)
 
 
 def _plan() -> dict:
@@ -193,18 +209,15 @@ def receive() -> int:
             f"/tmp {info['tmp_free_gib']} GiB free, tools {info['tools']}"
         )
         if not info["python"].startswith(plan["python"] + "."):
-            print(
-                f"tf_carry: STOP: this machine's python3 is {info['python']}, the carry is for CPython "
+            stop(
+                f"this machine's python3 is {info['python']}, the carry is for CPython "
                 f"{plan['python']}: give the machine back and build the carry with --python "
-                f"{'.'.join(info['python'].split('.')[:2])}",
-                file=sys.stderr,
+                f"{'.'.join(info['python'].split('.')[:2])}"
             )
             return 2
         for folder in ("base", "bench"):
             if not (CARRY / folder).is_dir():
-                print(
-                    f"tf_carry: STOP: {CARRY / folder} has not arrived (call 1 carries it)", file=sys.stderr
-                )
+                stop(f"{CARRY / folder} has not arrived (call 1 carries it)")
                 return 2
     gap = round(started - calls[-1]["end"], 1) if calls else None
     done, held, missing, hashing = verify_parts(plan)
@@ -316,7 +329,7 @@ def install() -> int:
     plan = _plan()
     _, held, missing, _ = verify_parts(plan)
     if missing:
-        print(f"tf_carry: STOP: parts missing: {', '.join(missing)} (see PLAN.txt)", file=sys.stderr)
+        stop(f"parts missing: {', '.join(missing)} (see PLAN.txt)")
         return 3
     done = _read_json(STATE / "installed.json", {})
     if done.get("sha256") == plan["archive"]["sha256"] and (VENV / "bin" / "python").exists():
@@ -328,7 +341,7 @@ def install() -> int:
     python = os.environ.get("TF_CARRY_PYTHON") or sys.executable
     r = subprocess.run([python, "-m", "venv", "--without-pip", str(VENV)], capture_output=True, text=True)
     if r.returncode:
-        print(f"tf_carry: STOP: python -m venv failed: {r.stderr.strip()[-2000:]}", file=sys.stderr)
+        stop(f"python -m venv failed: {r.stderr.strip()[-2000:]}")
         return 3
     site = Path(
         _command(
@@ -351,7 +364,7 @@ def install() -> int:
             proc.wait()
         digest = feeder.sha256.hexdigest()
         if proc.returncode or feeder.error:
-            print(f"tf_carry: STOP: xz exited with {proc.returncode} ({feeder.error})", file=sys.stderr)
+            stop(f"xz exited with {proc.returncode} ({feeder.error})")
             return 3
     else:
         import lzma
@@ -362,7 +375,7 @@ def install() -> int:
         digest = joined.sha256.hexdigest()
     unpack_s = time.perf_counter() - t
     if digest != plan["archive"]["sha256"]:
-        print("tf_carry: STOP: the joined archive's SHA-256 differs from plan.json's", file=sys.stderr)
+        stop("the joined archive's SHA-256 differs from plan.json's")
         return 3
     info = {
         "sha256": digest,
@@ -473,8 +486,10 @@ def run_tests(deadline: float, logfile) -> dict:
         "pytest",
         "-p",
         "no:cacheprovider",
-        "-q",
-        "-rs",
+        # Each test's name and outcome in the log as it ends, and all of them again at the end: a
+        # pytest stopped at the deadline writes no JUnit XML, and the log is then the record.
+        "-v",
+        "-rA",
         f"--junitxml={xml}",
         *(f"--deselect={t}" for t in DESELECTED),
         *TESTS,
@@ -483,12 +498,14 @@ def run_tests(deadline: float, logfile) -> dict:
     logfile.write("\n===== tests =====\n")
     logfile.flush()
     t = time.perf_counter()
+    start = logfile.tell()
     try:
         code = subprocess.run(
             cmd, stdout=logfile, stderr=subprocess.STDOUT, env=stage_env(), cwd=REPO, timeout=limit
         ).returncode
     except subprocess.TimeoutExpired:
         code = "timeout"
+    logfile.flush()
     out = {
         "ran": True,
         "files": list(TESTS),
@@ -497,6 +514,10 @@ def run_tests(deadline: float, logfile) -> dict:
         "seconds": round(time.perf_counter() - t, 1),
     }
     out.update(_junit(xml))
+    if "error" in out:  # no JUnit XML (stopped at the deadline): the outcomes pytest -v logged
+        with open(logfile.name, "rb") as f:
+            f.seek(start)
+            out["logged_outcomes"] = logged_outcomes(f.read().decode("utf-8", "replace"))
     log(
         f"tests: {out.get('passed')} passed, {out.get('failed')} failed, {out.get('errors')} errors, "
         f"{out.get('skipped')} skipped"
@@ -504,15 +525,22 @@ def run_tests(deadline: float, logfile) -> dict:
     return out
 
 
+_OUTCOME = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", re.MULTILINE)
+
+
+def logged_outcomes(text: str) -> dict:
+    """{test id: outcome} from ``pytest -v``'s lines (``tests/x.py::name PASSED [ 50%]``), in order."""
+    return {m.group(1): m.group(2) for m in _OUTCOME.finditer(text)}
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
 
 
-def summarise(results: dict, first: dict, second: dict, bench: dict) -> None:
-    """The rates and the checks, from the stages' results (the core's rate: the faster of its two runs)."""
-    rates = [b.get("decode_warp", {}).get("images_per_s") for b in (first, second)]
-    rates = [r for r in rates if isinstance(r, (int, float))]
-    core = max(rates) if rates else None
+def summarise(results: dict, core_bench: dict, bench: dict) -> None:
+    """The rates and the checks, from the stages' results (the core's rate: its one run)."""
+    rate = core_bench.get("decode_warp", {}).get("images_per_s")
+    core = rate if isinstance(rate, (int, float)) else None
     tf_rate = bench.get("decode_warp", {}).get("images_per_s")
     results["core_images_per_s"] = core
     results["tf_decode_warp_images_per_s"] = tf_rate
@@ -673,24 +701,23 @@ def run_checks() -> int:
         _write_json(path, results)
 
     save()
+    # The tests first after the environment: they are the checks that matter most, and a deadline
+    # reached later costs a benchmark, not them. The core's rate is measured once.
     with open(OUT / "tf_gpu.log", "a") as logfile:
         results["environment"] = run_stage("environment", deadline, logfile)
         save()
-        first = run_stage("core_bench", deadline, logfile)
-        save()
         results["tests"] = run_tests(deadline, logfile)
+        save()
+        results["core_bench"] = core = run_stage("core_bench", deadline, logfile)
         save()
         results["fit"] = run_stage("fit", deadline, logfile)
         save()
         results["overlap"] = write_overlap(run_stage("overlap", deadline, logfile), results)
         save()
-        bench = run_stage("tf_bench", deadline, logfile)
-        second = run_stage("core_bench", deadline, logfile)
-        results["core_bench"] = [first, second]
-        results["tf_bench"] = bench
+        results["tf_bench"] = bench = run_stage("tf_bench", deadline, logfile)
         save()
         results["stubbed_model"] = run_stage("stubbed", deadline, logfile)
-    summarise(results, first, second, bench)
+    summarise(results, core, bench)
     results["passed"] = all(results["checks"].values())
     results["seconds"] = round(time.perf_counter() - START, 1)
     save()
@@ -1401,13 +1428,49 @@ def main(argv=None) -> int:
         return install()
     if args.command == "run":
         return run_checks()
-    code = receive()
-    if code:
-        return code
-    code = install()
-    if code:
-        return code
+    for name, step in (("receive", receive), ("install", install)):
+        try:
+            code = step()
+        except SystemExit as e:  # _plan's STOP: printed as Python would have
+            print(e.code, file=sys.stderr, flush=True)
+            code = 2
+            _stopped.append(str(e.code).removeprefix("tf_carry: STOP: "))
+        except Exception as e:  # recorded, then raised: the traceback is in the log
+            write_failure(name, f"{type(e).__name__}: {e}")
+            raise
+        if code:
+            write_failure(name, _stopped[-1] if _stopped else f"exited with {code}")
+            return code
     return run_checks()
+
+
+def write_failure(step: str, error: str) -> Path:
+    """final's record when receiving or installing failed: what a run of the checks would have named
+    (the machine, the date, the commit), the step and its error. No check ran."""
+    info = _read_json(STATE / "machine.json", {}) or machine()
+    plan = _read_json(CARRY / "plan.json", {})
+    smi = (info.get("nvidia_smi") or "").split(",")
+    device = smi[0].strip() if smi and smi[0].strip() else "unknown"
+    record = {
+        "kind": "tensorflow-gpu",
+        "date": time.strftime("%Y-%m-%d"),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "commit": plan.get("commit"),
+        "commit_dirty": plan.get("dirty"),
+        "device": device,
+        "driver": smi[1].strip() if len(smi) > 1 else None,
+        "tensorflow": plan.get("tensorflow"),
+        "python": info.get("python"),
+        "passed": False,
+        "failed_step": step,
+        "error": error,
+        "calls_log": _read_json(STATE / "calls.json", []),
+        "seconds": round(time.perf_counter() - START, 1),
+    }
+    path = OUT / f"{record['date']}-{_slug(device)}-tensorflow-gpu.json"
+    _write_json(path, record)
+    print(f"tf_carry: {step} failed: the record is {path}", file=sys.stderr)
+    return path
 
 
 if __name__ == "__main__":

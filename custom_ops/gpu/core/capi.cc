@@ -266,16 +266,21 @@ Status FillOob(const Gpu& g, CUstream stream, int64_t count, const bzna_gpu_warp
       for (int c = 0; c < 3; ++c) sample[warp::OutputIndex(layout, 0, y, x, c)] = p.oob[c];
     }
   }
+  const size_t bytes = static_cast<size_t>(per_sample) * sizeof(float);
+  for (int64_t k = 0; k < count; ++k) {
+    const auto dst = reinterpret_cast<CUdeviceptr>(out + k * per_sample);
+    // On the caller's stream: TF's streams are non-blocking, so they would not wait for a copy on the
+    // legacy default stream (cuMemcpyHtoD from pageable memory may return before its DMA lands).
+    BZNA_GPU_RETURN_IF_ERROR(
+        stream != nullptr
+            ? Check(*g.d, g.d->cu->cuMemcpyHtoDAsync(dst, sample.data(), bytes, stream),
+                    "copying to the GPU (cuMemcpyHtoDAsync)")
+            : Check(*g.d, g.d->cu->cuMemcpyHtoD(dst, sample.data(), bytes), "copying to the GPU (cuMemcpyHtoD)"));
+  }
+  // `sample` is pageable and local: the copies must have read it before it goes.
   if (stream != nullptr) {
     BZNA_GPU_RETURN_IF_ERROR(
         Check(*g.d, g.d->cu->cuStreamSynchronize(stream), "waiting for the stream (cuStreamSynchronize)"));
-  }
-  for (int64_t k = 0; k < count; ++k) {
-    BZNA_GPU_RETURN_IF_ERROR(Check(
-        *g.d,
-        g.d->cu->cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(out + k * per_sample), sample.data(),
-                              static_cast<size_t>(per_sample) * sizeof(float)),
-        "copying to the GPU (cuMemcpyHtoD)"));
   }
   return Status();
 }

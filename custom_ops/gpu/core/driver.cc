@@ -19,6 +19,45 @@ namespace {
 // CUDA_ERROR_OUT_OF_MEMORY (ffnvcodec does not name it).
 constexpr int kCudaErrorOutOfMemory = 2;
 
+// The CUresult values (cuda.h's, which ffnvcodec does not name) that say the
+// driver, context or device failed rather than the data: an NVDEC call on one
+// picture that returns one of them is not that picture's fault.
+bool DriverFailure(CUresult result) {
+  switch (static_cast<int>(result)) {
+    case 2:    // CUDA_ERROR_OUT_OF_MEMORY
+    case 3:    // CUDA_ERROR_NOT_INITIALIZED
+    case 4:    // CUDA_ERROR_DEINITIALIZED
+    case 34:   // CUDA_ERROR_STUB_LIBRARY
+    case 46:   // CUDA_ERROR_DEVICE_UNAVAILABLE
+    case 100:  // CUDA_ERROR_NO_DEVICE
+    case 101:  // CUDA_ERROR_INVALID_DEVICE
+    case 201:  // CUDA_ERROR_INVALID_CONTEXT
+    case 202:  // CUDA_ERROR_CONTEXT_ALREADY_CURRENT
+    case 214:  // CUDA_ERROR_ECC_UNCORRECTABLE
+    case 216:  // CUDA_ERROR_CONTEXT_ALREADY_IN_USE
+    case 400:  // CUDA_ERROR_INVALID_HANDLE
+    case 401:  // CUDA_ERROR_ILLEGAL_STATE
+    case 700:  // CUDA_ERROR_ILLEGAL_ADDRESS
+    case 701:  // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+    case 702:  // CUDA_ERROR_LAUNCH_TIMEOUT
+    case 709:  // CUDA_ERROR_CONTEXT_IS_DESTROYED
+    case 710:  // CUDA_ERROR_ASSERT
+    case 714:  // CUDA_ERROR_HARDWARE_STACK_ERROR
+    case 715:  // CUDA_ERROR_ILLEGAL_INSTRUCTION
+    case 716:  // CUDA_ERROR_MISALIGNED_ADDRESS
+    case 717:  // CUDA_ERROR_INVALID_ADDRESS_SPACE
+    case 718:  // CUDA_ERROR_INVALID_PC
+    case 719:  // CUDA_ERROR_LAUNCH_FAILED
+    case 800:  // CUDA_ERROR_NOT_PERMITTED
+    case 801:  // CUDA_ERROR_NOT_SUPPORTED
+    case 802:  // CUDA_ERROR_SYSTEM_NOT_READY
+    case 803:  // CUDA_ERROR_SYSTEM_DRIVER_MISMATCH
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The grid's z dimension (one sample each) holds at most 65535 blocks.
 constexpr int64_t kMaxGridZ = 65535;
 
@@ -75,6 +114,14 @@ Status Check(const Driver& d, CUresult result, const char* what) {
   const int code = static_cast<int>(result) == kCudaErrorOutOfMemory ? BZNA_GPU_OUT_OF_MEMORY : BZNA_GPU_INTERNAL;
   return Status(code, Cat(what, " failed: ", ErrorName(d, result), " (", static_cast<int>(result),
                           "): ", text ? text : ""));
+}
+
+Status CheckPicture(const Driver& d, CUresult result, const char* what) {
+  if (result == CUDA_SUCCESS || DriverFailure(result)) return Check(d, result, what);
+  const char* text = nullptr;
+  d.cu->cuGetErrorString(result, &text);
+  return InvalidArgument("NVDEC could not decode the picture (corrupt H.265 data? ", what, ": ",
+                         ErrorName(d, result), " (", static_cast<int>(result), "): ", text ? text : "", ")");
 }
 
 ScopedContext::ScopedContext(const Driver& d, CUcontext context) : d_(d) {

@@ -48,6 +48,13 @@ StatusOr<const Driver*> GetDriver();
 // BZNA_GPU_OUT_OF_MEMORY; otherwise BZNA_GPU_INTERNAL).
 Status Check(const Driver& d, CUresult result, const char* what);
 
+// Check for NVDEC's calls on one picture's data (cuvidParseVideoData,
+// cuvidDecodePicture): a failure is the picture's, BZNA_GPU_INVALID_ARGUMENT
+// (so on_error="skip" can skip it), unless the driver, context or device is
+// the cause (out of memory, a lost context, a faulted GPU...): those are
+// Check's errors.
+Status CheckPicture(const Driver& d, CUresult result, const char* what);
+
 // Makes a context current on this thread for the scope.
 class ScopedContext {
  public:

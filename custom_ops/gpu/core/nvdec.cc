@@ -173,7 +173,7 @@ class NvdecSession {
     packet.flags = CUVID_PKT_ENDOFPICTURE;
     const CUresult parsed = v_.cuvidParseVideoData(parser_, &packet);
     if (!error_.ok()) return false;
-    const Status s = Check(d_, parsed, "NVDEC's parser (cuvidParseVideoData)");
+    const Status s = CheckPicture(d_, parsed, "NVDEC's parser (cuvidParseVideoData)");
     if (!s.ok()) {
       Fail(n, s);
     } else if (immediate_ && late_ < 0 && !awaiting_.empty() && awaiting_.back() == n) {
@@ -350,7 +350,7 @@ class NvdecSession {
       if (!mapped) return Internal("NVDEC's parser reused decode surface ", i, " before displaying it");
       while (surfaces_[i].busy) BZNA_GPU_RETURN_IF_ERROR(ReleaseOldest());
     }
-    const Status s = Check(d_, v_.cuvidDecodePicture(current_->handle, picture), "cuvidDecodePicture");
+    const Status s = CheckPicture(d_, v_.cuvidDecodePicture(current_->handle, picture), "cuvidDecodePicture");
     if (!s.ok()) {
       current_->broken = true;
       return s;
