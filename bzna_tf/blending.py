@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 
 from bzna_tf.datasets.arguments import _seed, positive_int
 
@@ -68,7 +69,7 @@ def blend(
 
     ``bzna_tf.callbacks.SyncEpochs`` cannot resume a blend: each source's
     position depends on the random draws, not on the Keras epoch alone. It
-    refuses the blend and its sources; checkpoint the blend's iterator
+    refuses the blend and, while the blend exists, its sources; checkpoint the blend's iterator
     (``tf.train.Checkpoint(iterator=...)``) to resume one exactly.
 
     Args:
@@ -128,9 +129,10 @@ def blend(
     if mix == "sample":
         endless = all(tf.get_static_value(d.cardinality()) == tf.data.INFINITE_CARDINALITY for d in datasets)
         out = out.batch(batch_size, drop_remainder=bool(endless))
-    for d in sources:
-        if hasattr(d, "bzna_epochs"):
-            d.bzna_blended = True  # SyncEpochs refuses it: its position depends on the draws
     out = out.prefetch(tf.data.AUTOTUNE)
     out.bzna_blend = True
+    for d in sources:
+        if hasattr(d, "bzna_epochs"):
+            # SyncEpochs refuses it while the blend lives: its position depends on the draws.
+            d.bzna_blended = weakref.ref(out)
     return out

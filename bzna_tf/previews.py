@@ -191,6 +191,7 @@ def preview(
             training=training,
             prefetch=0,
             antialias=antialias,
+            data_format="channels_last",  # tiles are (height, width, 3) whatever Keras' setting
         )
         batch = next(iter(dataset))
         images = batch[0] if isinstance(batch, tuple) else batch

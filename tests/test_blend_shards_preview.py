@@ -164,6 +164,11 @@ def test_sync_epochs_refuses_a_blend_and_its_sources(flat_shards):
     for given, what in ((blended, "given a blend"), (a, "given a source of one")):
         with pytest.raises(ValueError, match=f"SyncEpochs cannot resume a bzna_tf.blend \\({what}\\)"):
             bzna_tf.callbacks.SyncEpochs(given)
+    del blended  # a source used alone once its blend is gone is a pipeline like any other
+    import gc
+
+    gc.collect()
+    assert len(bzna_tf.callbacks.SyncEpochs(a)._states) == 1
 
 
 def test_blend_stops_when_a_finite_source_ends_and_carries_on_without_stop_on_empty(flat_shards):

@@ -126,6 +126,15 @@ def test_16_bit_pictures_keep_the_high_byte_in_grey_and_colour_as_tensorflow_doe
         assert np.array_equal(rgb, (want >> 8).astype(np.uint8))
         reference = tf.image.convert_image_dtype(tf.io.decode_png(data, dtype=tf.uint16), tf.uint8).numpy()
         assert np.array_equal(rgb, np.broadcast_to(reference, rgb.shape))
+    # Composited over a colour, an opaque pixel keeps the same high byte.
+    alpha = np.full((20, 30, 1), 65535, np.uint16)
+    alpha[0, 0] = 0
+    ctx = av.CodecContext.create("png", "w")
+    ctx.width, ctx.height, ctx.pix_fmt = 30, 20, "rgba64be"
+    rgba = bytes(ctx.encode(av.VideoFrame.from_ndarray(np.dstack([deep, alpha]), format="rgba64le"))[0])
+    over, facts = decode_picture(rgba, alpha_background="black")
+    assert facts == {"high_bit_depth": 16, "alpha": True}
+    assert np.array_equal(over[1:], (deep[1:] >> 8).astype(np.uint8)) and (over[0, 0] == 0).all()
 
 
 def raw_profile_png(orientation, chunk=b"zTXt"):
@@ -367,3 +376,21 @@ def test_jpeg_chroma_upsampling_is_the_loaders_bilinear_upsampling():
         cb, cr = rng.integers(0, 256, (2, (h + 1) // 2, (w + 1) // 2), dtype=np.uint8)
         expected = ref_yuv420(*(p[None].astype(np.float32) for p in (y, cb, cr)), np.eye(3), (h, w))[0]
         np.testing.assert_array_equal(jpeg_ycbcr_to_rgb(y, cb, cr), expected)
+
+
+def test_shards_an_earlier_version_decoded_otherwise_are_converted_again():
+    from bzna_tf.convert.converter import _decoding_change
+
+    today = {"exif_orientation": 1, "tiff_orientation": 0, "alpha": 0, "cmyk": 0, "high_bit_depth": 2}
+    assert _decoding_change(today, []) == ""  # written by this version: its pictures decode the same
+    earlier = {"exif_orientation": 0, "alpha": 3, "cmyk": 1, "high_bit_depth": 0}
+    assert _decoding_change(earlier, [["a.png", "FFmpeg cannot decode it (...): JPEG data of 9 bytes"]]) == ""
+    assert _decoding_change(None, []) == ""  # no facts (not ours): the fingerprint decides
+    why = _decoding_change(
+        {**earlier, "high_bit_depth": 2}, [["b.png", "...: PNG data of 90 bytes that ..."]]
+    )
+    assert why == (
+        "an earlier bzna_tf converted it, and may have decoded its 2 pictures of more than 8 bits per "
+        "channel (now reduced by their high byte) and 1 picture of PNG data it could not decode (some now "
+        "decode) otherwise"
+    )

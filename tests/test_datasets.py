@@ -221,6 +221,12 @@ def test_a_drawn_seed_follows_tensorflows_global_seed_as_tf_data_does(flat_file)
         assert order() == a and order() == b  # the same program, the same pipelines
         assert a != b  # each pipeline another seed, as shuffle(seed=None) ops get
         assert sorted(a) == list(range(N))
+        # A pipeline that draws nothing takes no seed: the program's other random ops stay as they were.
+        tf.random.set_seed(5)
+        alone = tf.random.uniform([]).numpy()
+        tf.random.set_seed(5)
+        d.as_dataset(batch_size=4, shape=8, **ALL)  # no shuffle, the default (fixed) warp
+        assert tf.random.uniform([]).numpy() == alone
     finally:
         tf.random.set_seed(None)
 

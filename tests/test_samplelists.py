@@ -181,10 +181,28 @@ def test_a_file_of_this_machine_or_two_of_the_lists_files_never_stand_for_anothe
 
     d = ClassificationDataset(flat_shards)
     (tmp_path / "val").mkdir()
-    shutil.copy(flat_shards[1], tmp_path / "val" / "part-1.bzna")
+    shutil.copy(flat_shards[0], tmp_path / "val" / "part-1.bzna")  # another file of that name
     here = write(tmp_path, f"MULTI-SAMPLE_INCLUSION_V2\n1 1\n{tmp_path / 'val'}\npart-1.bzna 1 2\n")
-    with pytest.raises(SampleListError, match=r"line 4: part-1.bzna \(.*val/part-1.bzna\) is not one of the"):
+    with pytest.raises(
+        SampleListError, match=r"line 4: .*val/part-1.bzna is a file here, and not the data file"
+    ):
         listed(d, here)
+    # A copy of the data file (data staged to local disk, the list naming the original) is that file.
+    (tmp_path / "staged").mkdir()
+    shutil.copy(flat_shards[1], tmp_path / "staged" / "part-1.bzna")
+    staged = write(
+        tmp_path, f"MULTI-SAMPLE_INCLUSION_V2\n1 1\n{tmp_path / 'staged'}\npart-1.bzna 1 2\n", "s.list"
+    )
+    with pytest.warns(UserWarning, match="file name alone"):
+        assert listed(d, staged) == [(1, 2)]
+    # The same file by another path (a symlinked folder), on two lines: one file, not two.
+    os.symlink(os.path.dirname(flat_shards[0]), tmp_path / "link")
+    both = write(
+        tmp_path,
+        f"MULTI-SAMPLE_INCLUSION_V2\n2 2\n{tmp_path}\nlink/part-1.bzna 1 0\n{flat_shards[1]} 1 3\n",
+        "both.list",
+    )
+    assert listed(d, both) == [(1, 0), (1, 3)]
     # From another machine: two of the list's files cannot both be one data file.
     two = write(
         tmp_path, "MULTI-SAMPLE_INCLUSION_V2\n2 2\n/p/vast1\nval/part-1.bzna 1 0\ntrain/part-1.bzna 1 1\n"

@@ -491,13 +491,23 @@ def test_benzinas_none_is_the_neutral_value_and_nan_is_refused():
         out = warp_yuv420(y, c, c, np.eye(3, dtype=np.float32), (4, 4), bias=bias, norm=norm).numpy()
         np.testing.assert_array_equal(out, np.full((1, 4, 4, 3), 128.0))
     np.testing.assert_array_equal(warp_yuv420(y, c, c, shift, (4, 4), oob_color=None).numpy(), 0.0)
-    for bad in ([None, 0, 0], float("nan"), (0, float("inf"), 0)):
+    for bad in (float("nan"), (0, float("inf"), 0)):
         with pytest.raises(ValueError, match="finite"):
             ConstantBiasTransform(bad)
-        with pytest.raises(ValueError, match="finite"):
-            warp_yuv420(y, c, c, shift, (4, 4), oob_color=bad)
+    for given in (
+        ConstantBiasTransform,
+        ConstantNormTransform,
+        lambda v: warp_yuv420(y, c, c, shift, (4, 4), oob_color=v),
+    ):
+        with pytest.raises(TypeError, match=r"Received: .*=\[None, 0, 0\]"):
+            given([None, 0, 0])  # not NaN
     with pytest.raises(TypeError, match="fill_value=None"):
         per_channel(None, "fill_value")
+    # A NaN fill colour is a mask of the pixels outside the picture, on purpose: taken.
+    masked = warp_yuv420(
+        y, c, c, np.array([[1, 0, 6], [0, 1, 0], [0, 0, 1]], np.float32), (4, 4), oob_color=np.nan
+    )
+    assert np.isnan(masked.numpy()[0, :, 2:]).all() and (masked.numpy()[0, :, :2] == 128).all()
 
 
 # --------------------------------------------------------------------------- Benzina's log sampler

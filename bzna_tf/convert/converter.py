@@ -1149,7 +1149,9 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
                 "--lenient may keep"
             )
             summary.notes.append(f"converting {os.path.basename(spec.path)} again: {why}")
-        elif why := _max_pixels_change(facts.get("max_pixels"), max_pixels):
+        elif (why := _max_pixels_change(facts.get("max_pixels"), max_pixels)) or (
+            why := _decoding_change(facts.get("pictures"), skipped)
+        ):
             todo.append(spec)
             summary.notes.append(f"converting {os.path.basename(spec.path)} again: {why}")
         elif facts.get("max_image_bytes", max_image_bytes) < max_image_bytes:
@@ -1185,6 +1187,36 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
             "decoded (bzna-tf info FILE lists them)"
         )
     return todo
+
+
+def _decoding_change(pictures, skipped) -> str:
+    """Why a finished shard written before TIFF orientation tags were applied (its ``pictures`` facts
+    lack ``tiff_orientation``) must be converted again; "" when its pictures decode the same today.
+
+    That version stored TIFFs with an orientation tag as their raster lies, reduced 16-bit pictures by
+    FFmpeg's dithering and refused PNGs with some text chunks: shards of both kinds in one set would
+    hold pictures decoded two ways.
+    """
+    if not isinstance(pictures, dict) or "tiff_orientation" in pictures:
+        return ""
+    changed = [
+        f"{count(k, 'picture')} {what}"
+        for what, k in (
+            ("with an orientation (a TIFF's is now applied)", pictures.get("exif_orientation", 0)),
+            (
+                "of more than 8 bits per channel (now reduced by their high byte)",
+                pictures.get("high_bit_depth", 0),
+            ),
+            (
+                "of PNG data it could not decode (some now decode)",
+                sum("PNG data of" in r for _, r in skipped),
+            ),
+        )
+        if k
+    ]
+    if not changed:
+        return ""
+    return f"an earlier bzna_tf converted it, and may have decoded its {' and '.join(changed)} otherwise"
 
 
 def _max_pixels_change(recorded, max_pixels) -> str:

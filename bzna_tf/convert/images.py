@@ -138,8 +138,8 @@ def unsupported_hint(data: bytes) -> str | None:
         return "animated WebP is not read: save its first frame as a still image (PNG or WebP) first"
     if kind == "TIFF":
         return (
-            "FFmpeg's TIFF decoder reads 8- and 16-bit integer samples (not floating point or "
-            "uncommon compressions): save it as PNG first"
+            "if the file is whole, FFmpeg's TIFF decoder may lack its sample format (it reads 8- and "
+            "16-bit integers, not floating point) or compression: save it as PNG first"
         )
     return None
 
@@ -587,9 +587,8 @@ def decode_picture(
                 facts["alpha"] = True
                 if background is not None:
                     a = rgba[..., 3:].astype(np.float32) / top
-                    over = rgba[..., :3].astype(np.float32) * (255 / top) * a + np.float32(background) * (
-                        1 - a
-                    )
+                    colour = (rgba[..., :3] >> 8 if bits > 8 else rgba[..., :3]).astype(np.float32)
+                    over = colour * a + np.float32(background) * (1 - a)  # 16 bits: the high byte, as above
                     rgb = np.clip(np.rint(over), 0, 255).astype(np.uint8)
     except ImageDecodeError:
         raise

@@ -127,10 +127,15 @@ class Options:
     @property
     def reproducible(self) -> bool:
         """Whether a rebuilt pipeline yields the same data: a seed was given, or nothing is drawn."""
-        from bzna_tf.transforms import CenterResizedCrop, ConstantWarpTransform
-
-        fixed = not self.training or isinstance(self.transform, (CenterResizedCrop, ConstantWarpTransform))
+        fixed = not self.training or _fixed_warp(self.transform)
         return not self.seed_drawn or (fixed and not self.shuffle)
+
+
+def _fixed_warp(transform) -> bool:
+    """Whether a warp draws nothing (the same matrix for a picture in every epoch)."""
+    from bzna_tf.transforms import CenterResizedCrop, ConstantWarpTransform
+
+    return isinstance(transform, (CenterResizedCrop, ConstantWarpTransform))
 
 
 def check(
@@ -155,7 +160,7 @@ def check(
                              data_format=given_format)  # fmt: skip
     check_on_error(on_error)
     bias, norm = normalization(normalize)
-    seed_value, drawn = _seed(seed)
+    seed_value, drawn = _seed(seed, draws=bool(shuffle) or (bool(training) and not _fixed_warp(transform)))
     return Options(
         batch_size=batch_size,
         shape=hw,
@@ -344,13 +349,17 @@ def _epochs(repeat):
     )
 
 
-def _seed(seed) -> tuple[int, bool]:
-    """(the seed, reduced to [0, 2**63), whether it was drawn at random); None draws one.
+def _seed(seed, draws: bool = True) -> tuple[int, bool]:
+    """(the seed, reduced to [0, 2**63), whether it was drawn at random); None draws one where the
+    pipeline ``draws`` anything (shuffles, or warps at random), else is 0: a pipeline that draws
+    nothing takes no seed from TensorFlow (its other random ops' seeds stay as they were).
 
     As tf.data's ``shuffle(seed=None)`` does, a drawn seed follows TensorFlow's global seed
     (``tf.random.set_seed``, ``keras.utils.set_random_seed``) when one is set: the same for every run
     of the same program, another for each pipeline built; else it is random.
     """
+    if seed is None and not draws:
+        return 0, False
     if seed is None:
         from tensorflow.python.framework import random_seed
 
@@ -372,7 +381,7 @@ def _fill_value(fill_value, layer):
 
     if fill_value is None:
         fill_value = getattr(layer, "fill_value", 0.0)
-    return per_channel(fill_value, "fill_value")
+    return per_channel(fill_value, "fill_value", finite=False)
 
 
 def normalization(normalize):

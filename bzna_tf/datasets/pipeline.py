@@ -306,7 +306,7 @@ def _decode_ahead(ds, source: Source, options, device: str) -> tf.data.Dataset:
             counter=counter.counter if counter is not None else "",
             depth=depth,
         )
-    for name in ("bzna_epochs", "bzna_skipped"):
+    for name in ("bzna_epochs", "bzna_skipped", "bzna_initial_epoch"):
         if hasattr(ds, name):
             setattr(out, name, getattr(ds, name))
     return out

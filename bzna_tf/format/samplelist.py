@@ -706,10 +706,12 @@ def _relative(p: str, base: str) -> str:
 
 
 class _FileMatcher:
-    """Finds a list's file among the data files: by full path, or, for a list
-    written elsewhere (its path is no file here), by the longest common tail
-    of path components (at least the file name), when that is unique. Two
-    of the list's files never match one data file."""
+    """Finds a list's file among the data files: by full path (or the same
+    file by another path), or, for a list written elsewhere, by the longest
+    common tail of path components (at least the file name), when that is
+    unique. A path that is a file here matches by its tail only a copy of it
+    (same size and index: a staged copy), never another file of that name.
+    Two of the list's files never match one data file."""
 
     def __init__(self, paths):
         self.paths = list(paths)
@@ -719,6 +721,7 @@ class _FileMatcher:
         for k, n in enumerate(self.norm):
             self.by_name[n.rsplit("/", 1)[-1]].append(k)
         self.claimed: dict[int, str] = {}  # data file -> the list's path that matched it
+        self._identities = None  # (st_dev, st_ino) -> data file, made on first need
 
     def find(self, full: str) -> int | None:
         """The data file's number, or None; LookupError when several fit equally well, or when
@@ -727,7 +730,7 @@ class _FileMatcher:
         if k is not None:
             n = _norm(full)
             other = self.claimed.setdefault(k, n)
-            if other != n:
+            if other != n and not _same_file(other, n):  # two spellings of one file are one file
                 raise LookupError(
                     f"{full} and {other} both fit the data file {self.paths[k]}: the list names two "
                     "files, and the dataset holds one of them (open the dataset on every file the "
@@ -739,12 +742,32 @@ class _FileMatcher:
         n = _norm(full)
         if n in self.exact:
             return self.exact[n]
-        if not is_url(n) and os.path.exists(n):
-            # A file of this machine, and not one of the data files (another file of that name,
-            # say the validation copy of train/data.bzna): matching it by its tail would read
-            # another file's samples.
-            same = [k for k, p in enumerate(self.paths) if not is_url(p) and _same_file(n, p)]
-            return same[0] if same else None
+        here = not is_url(n) and os.path.isfile(n)
+        if here:
+            k = self._identity().get(_identity(n))
+            if k is not None:  # the same file by another path (a symlink, a bind mount)
+                return k
+        k = self._by_tail(full, n)
+        if k is not None and here and not _same_content(n, self.paths[k]):
+            # Another file of that name here (say val/data.bzna for train/data.bzna): its tail fits,
+            # but its samples are not these.
+            raise LookupError(
+                f"{full} is a file here, and not the data file {self.paths[k]} (nor a copy of it), "
+                "whose path ends the same: open the dataset on the list's file, or write the list "
+                "again for this one"
+            )
+        return k
+
+    def _identity(self) -> dict:
+        if self._identities is None:
+            self._identities = {}
+            for k, p in enumerate(self.paths):
+                ident = None if is_url(p) else _identity(p)
+                if ident is not None:
+                    self._identities.setdefault(ident, k)
+        return self._identities
+
+    def _by_tail(self, full: str, n: str) -> int | None:
         parts = n.split("/")
         cands = self.by_name.get(parts[-1], [])
         if not cands:
@@ -772,6 +795,40 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def _identity(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+_TAIL_BYTES = 1 << 20  # a .bzna file's index (moov) is at its end
+
+
+def _same_content(a: str, b: str) -> bool:
+    """Whether ``b`` (a data file, maybe a URL) is a copy of the local file ``a``: the same size and
+    the same last MiB, which holds the index (every sample's offset, size, target and name)."""
+    from bzna_tf.format.errors import BznaFormatError
+    from bzna_tf.format.reader import Source
+
+    other = None
+    try:
+        with open(a, "rb") as fa:
+            other = Source(b)
+            size = os.fstat(fa.fileno()).st_size
+            if other.size != size:
+                return False
+            n = min(size, _TAIL_BYTES)
+            fa.seek(size - n)
+            return fa.read(n) == other.read(size - n, n)
+    except (OSError, ValueError, BznaFormatError):
+        return False
+    finally:
+        if other is not None:
+            other.close()
 
 
 def _common_tail(a, b) -> int:

@@ -109,7 +109,7 @@ class DecodeWarp(TensorFlowLayer):
                     f"Expected `fill_value` as a number or 3. Received: fill_value={fill_value!r}"
                 ) from None
         self.fill_value = fill_value
-        self._fill = per_channel(fill_value, "fill_value")
+        self._fill = per_channel(fill_value, "fill_value", finite=False)
         if not isinstance(antialias, bool):
             raise ValueError(f"Expected `antialias` as a bool. Received: antialias={antialias!r}")
         self.antialias = antialias

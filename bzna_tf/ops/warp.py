@@ -115,7 +115,8 @@ def _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_forma
             f"(matrices.shape={m.shape})"
         )
     bias, norm = bias_norm(bias, norm, mean, std)
-    oob = tf.cast(per_channel(oob_color, "oob_color", default=0.0), tf.float32)  # None: black, as Benzina
+    # None: black, as in Benzina; NaN marks the pixels outside the picture.
+    oob = tf.cast(per_channel(oob_color, "oob_color", default=0.0, finite=False), tf.float32)
     return m, _output_shape(output_shape), bias, norm, oob
 
 

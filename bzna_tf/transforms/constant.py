@@ -22,16 +22,20 @@ from bzna_tf.transforms.similarity import WarpTransform
 __all__ = ["ConstantBiasTransform", "ConstantNormTransform", "ConstantWarpTransform", "bias_norm"]
 
 
-def per_channel(value, arg, default=None):
+def per_channel(value, arg, default=None, finite=True):
     """A scalar or 3 values, as a float64 NumPy array (3,) or a float32 tensor (3,).
 
-    ``None`` is ``default`` where one is given (Benzina's None: the neutral value), else an error;
-    NaN and infinite values are refused (they would make every pixel NaN).
+    ``None`` is ``default`` where one is given (Benzina's None: the neutral value), else an error; a
+    None among 3 values is an error. With ``finite``, NaN and infinite values are refused (a NaN bias
+    or norm makes every pixel NaN); a fill colour may be NaN on purpose (it marks the pixels outside
+    the picture).
     """
     if value is None:
         if default is None:
             raise TypeError(f"Expected `{arg}` to be a number or 3 numbers. Received: {arg}=None")
         value = default
+    if isinstance(value, (list, tuple)) and any(v is None for v in value):
+        raise TypeError(f"Expected `{arg}` to be a number or 3 numbers. Received: {arg}={value!r}")
     if isinstance(value, (tf.Tensor, tf.Variable)):
         t = tf.cast(value, tf.float32)
         if t.shape.rank == 0:
@@ -45,7 +49,7 @@ def per_channel(value, arg, default=None):
         a = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as e:
         raise TypeError(f"Expected `{arg}` to be a number or 3 numbers. Received: {arg}={value!r}") from e
-    if not np.all(np.isfinite(a)):  # None inside a list is NaN here
+    if finite and not np.all(np.isfinite(a)):
         raise ValueError(f"Expected `{arg}` as finite numbers. Received: {arg}={value!r}")
     if a.ndim == 0:
         return np.full(3, a, dtype=np.float64)
