@@ -133,6 +133,8 @@ def blend(
     out.bzna_blend = True
     for d in sources:
         if hasattr(d, "bzna_epochs"):
-            # SyncEpochs refuses it while the blend lives: its position depends on the draws.
-            d.bzna_blended = weakref.ref(out)
+            # SyncEpochs refuses it while a blend of it lives: its position depends on the draws.
+            if not isinstance(getattr(d, "bzna_blended", None), weakref.WeakSet):
+                d.bzna_blended = weakref.WeakSet()
+            d.bzna_blended.add(out)
     return out

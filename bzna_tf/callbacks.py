@@ -81,8 +81,7 @@ class SyncEpochs(keras.callbacks.Callback):
             raise ValueError("Expected at least one dataset returned by as_dataset")
         self._states = []
         for ds in _pipelines(datasets):
-            blended = getattr(ds, "bzna_blended", None)
-            if getattr(ds, "bzna_blend", False) or (blended is not None and blended() is not None):
+            if getattr(ds, "bzna_blend", False) or len(getattr(ds, "bzna_blended", ())):
                 raise ValueError(
                     "SyncEpochs cannot resume a bzna_tf.blend (given "
                     f"{'a blend' if getattr(ds, 'bzna_blend', False) else 'a source of one'}): how far each "

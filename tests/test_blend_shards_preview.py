@@ -164,9 +164,13 @@ def test_sync_epochs_refuses_a_blend_and_its_sources(flat_shards):
     for given, what in ((blended, "given a blend"), (a, "given a source of one")):
         with pytest.raises(ValueError, match=f"SyncEpochs cannot resume a bzna_tf.blend \\({what}\\)"):
             bzna_tf.callbacks.SyncEpochs(given)
-    del blended  # a source used alone once its blend is gone is a pipeline like any other
     import gc
 
+    bzna_tf.blend([a, b], seed=1)  # another blend of `a`, dropped at once: the first still holds it
+    gc.collect()
+    with pytest.raises(ValueError, match="given a source of one"):
+        bzna_tf.callbacks.SyncEpochs(a)
+    del blended  # a source used alone once its blends are gone is a pipeline like any other
     gc.collect()
     assert len(bzna_tf.callbacks.SyncEpochs(a)._states) == 1
 

@@ -185,12 +185,12 @@ def test_lenient_decoding_says_which_pictures_were_repaired(tmp_path, capsys):
         assert f.metadata["conversion"]["pictures"]["repaired"] == 1
 
 
-def test_an_animated_webp_is_refused_saying_what_to_do():
+def test_an_animated_webp_is_refused_saying_what_to_do(tmp_path):
     frames = [Image.fromarray(np.full((20, 30, 3), v, np.uint8)) for v in (10, 200)]
     data = encoded(frames[0], "WEBP", save_all=True, append_images=frames[1:], duration=100, lossless=True)
     item = Item(data=data, target=0, filename="anim.webp", origin="anim.webp")
     with pytest.raises(ConversionError) as e:
-        convert([item], "/nonexistent-dir/x.bzna", encoding=EncodeOptions(**FAST), progress=False)
+        convert([item], tmp_path / "x.bzna", encoding=EncodeOptions(**FAST), progress=False)
     said = str(e.value)
     assert "anim.webp" in said and "animated WebP is not read: save its first frame" in said
     assert "--lenient" not in said  # lenient decoding would not help

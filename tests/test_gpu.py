@@ -344,15 +344,16 @@ def test_gpu_decode_warp_skips_pictures_nvdec_refuses_named_as_on_the_cpu(origin
     errors = [e.decode() for e in errors.numpy()]
     bad = [i for i, e in enumerate(errors) if e]
     assert set(bad) <= {1, 4}, errors
+    if not bad:
+        pytest.skip("NVDEC decoded both damaged pictures without an error: nothing to skip was tested")
     for i in bad:
         assert errors[i].startswith(f"f.bzna, sample {i}: ") and "of the batch" not in errors[i], errors[i]
         np.testing.assert_array_equal(out.numpy()[i], np.broadcast_to(np.float32([-1, -2, -3]), (32, 48, 3)))
-    if bad:
-        with (
-            tf.device("/GPU:0"),
-            pytest.raises(tf.errors.InvalidArgumentError, match=f"f\\.bzna, sample {bad[0]}: "),
-        ):
-            bzna_tf.ops.decode_warp(data, m, (32, 48), **kwargs)
+    with (
+        tf.device("/GPU:0"),
+        pytest.raises(tf.errors.InvalidArgumentError, match=f"f\\.bzna, sample {bad[0]}: "),
+    ):
+        bzna_tf.ops.decode_warp(data, m, (32, 48), **kwargs)
 
 
 @pytest.mark.parametrize("antialias", [False, True])
@@ -469,7 +470,15 @@ def test_gpu_dataset_iterator_checkpoints_restore_the_continuation(original_path
     try:
         path = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "it"))
     except tf.errors.OpError as e:
-        if not re.search(r"SerializeIterator|kernel for GPU|GPU device", e.message):
+        # TensorFlow names the op in every error it raises (a stateful input's too): the refusal is
+        # the one that finds no GPU kernel for it, or the iterator on another device.
+        limitation = isinstance(e, (tf.errors.InvalidArgumentError, tf.errors.NotFoundError)) and re.search(
+            r"no supported kernel for GPU devices|Could not find device for node|"
+            r"All kernels registered for op (Serialize|Deserialize)Iterator|"
+            r"located in device .*GPU.* from device .*CPU",
+            e.message,
+        )
+        if not (limitation and re.search(r"(Serialize|Deserialize)Iterator", e.message)):
             raise
         pytest.xfail(
             f"TensorFlow cannot save a GPU-placed iterator ({TF_GPU_ITERATOR_SAVE_ISSUE}): "

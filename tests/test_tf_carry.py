@@ -418,15 +418,21 @@ def test_check_fails_when_the_library_sources_changed_since_the_carry(tmp_path, 
     for folder in ("custom_ops", "bzna_tf/ops", "docs"):
         (repo / folder).mkdir(parents=True)
         (repo / folder / "a.txt").write_text("1")
+    (repo / "bzna_tf" / "ops" / "_build.py").write_text("1")
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "one")
     built = _git(repo, "rev-parse", "HEAD")
     assert cb.stale_libraries(built, repo) is None
     (repo / "docs" / "a.txt").write_text("2")  # elsewhere: still the carry's libraries
+    (repo / "bzna_tf" / "ops" / "a.txt").write_text("2")  # the Python beside them travels on each call
     _git(repo, "commit", "-qam", "docs")
     assert cb.stale_libraries(built, repo) is None
-    (repo / "bzna_tf" / "ops" / "a.txt").write_text("2")
+    (repo / "custom_ops" / "new.cc").write_text("2")  # not committed, not even added: carried all the same
+    assert "hold files the carry's commit" in cb.stale_libraries(built, repo)
+    (repo / "custom_ops" / "new.cc").unlink()
+    (repo / "bzna_tf" / "ops" / "_build.py").write_text("2")  # uncommitted
+    assert "changed since the carry's commit" in cb.stale_libraries(built, repo)
     _git(repo, "commit", "-qam", "ops")
     assert "changed since the carry's commit" in cb.stale_libraries(built, repo)
     assert "cannot compare" in cb.stale_libraries("0" * 40, repo)
@@ -440,8 +446,8 @@ def test_check_fails_when_the_library_sources_changed_since_the_carry(tmp_path, 
     monkeypatch.setattr(cb, "stale_libraries", lambda commit: stale(commit, repo))
     assert cb.main(["--check", "--out", str(carry)]) == 1
     assert [p for p in cb.check_plan(carry, log=io.StringIO()) if "stale" in p] == [
-        f"custom_ops/ and bzna_tf/ops/ changed since the carry's commit {built[:12]}: its libraries are "
-        "stale: rebuild the carry (python tools/tf_carry --force)"
+        f"custom_ops and bzna_tf/ops/_build.py changed since the carry's commit {built[:12]}: its libraries "
+        "are stale: rebuild the carry (python tools/tf_carry --force)"
     ]
     monkeypatch.setattr(cb, "stale_libraries", lambda commit: stale(_git(repo, "rev-parse", "HEAD"), repo))
     assert cb.main(["--check", "--out", str(carry)]) == 0

@@ -722,6 +722,7 @@ class _FileMatcher:
             self.by_name[n.rsplit("/", 1)[-1]].append(k)
         self.claimed: dict[int, str] = {}  # data file -> the list's path that matched it
         self._identities = None  # (st_dev, st_ino) -> data file, made on first need
+        self._matched: dict[str, int | None | LookupError] = {}  # each path once: a list names a file often
 
     def find(self, full: str) -> int | None:
         """The data file's number, or None; LookupError when several fit equally well, or when
@@ -742,6 +743,17 @@ class _FileMatcher:
         n = _norm(full)
         if n in self.exact:
             return self.exact[n]
+        if n not in self._matched:
+            try:
+                self._matched[n] = self._match_elsewhere(full, n)
+            except LookupError as e:
+                self._matched[n] = e
+        found = self._matched[n]
+        if isinstance(found, LookupError):
+            raise found
+        return found
+
+    def _match_elsewhere(self, full: str, n: str) -> int | None:
         here = not is_url(n) and os.path.isfile(n)
         if here:
             k = self._identity().get(_identity(n))
@@ -826,6 +838,10 @@ def _same_content(a: str, b: str) -> bool:
             return fa.read(n) == other.read(size - n, n)
     except (OSError, ValueError, BznaFormatError):
         return False
+    except Exception as e:  # a TensorFlow filesystem's error (gs://...): not the same file, as any other
+        if type(e).__module__.startswith("tensorflow"):
+            return False
+        raise
     finally:
         if other is not None:
             other.close()

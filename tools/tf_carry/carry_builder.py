@@ -125,7 +125,9 @@ FINAL_TIMEOUT_S = 560
 # deadline and write their results, rather than the run tool killing the command mid-stage.
 DEADLINE_MARGIN_S = 20
 # What the carried libraries are built from: a carry older than a change there carries stale libraries.
-LIBRARY_SOURCES = ("custom_ops", "bzna_tf/ops")
+# What the carried libraries are built from (the C++ and CUDA sources and the build's flags); the
+# Python around them travels with the checkout on every call.
+LIBRARY_SOURCES = ("custom_ops", "bzna_tf/ops/_build.py")
 
 
 class CarryError(RuntimeError):
@@ -631,21 +633,30 @@ def final_command(timeout_s: int) -> str:
 
 
 def stale_libraries(commit: str | None, repo: Path = REPO) -> str | None:
-    """Why the libraries built at ``commit`` may not be the checkout's (its HEAD differs there in
-    ``LIBRARY_SOURCES``, or git cannot tell), or None."""
+    """Why the libraries built at ``commit`` may not be the checkout's (its working tree, which the
+    device calls carry, differs there in ``LIBRARY_SOURCES``, committed or not, or git cannot tell),
+    or None."""
     if not commit or commit == "unknown":
-        return "plan.json records no commit: the carried libraries cannot be checked against HEAD"
+        return "plan.json records no commit: the carried libraries cannot be checked against the checkout"
     r = subprocess.run(
-        ["git", "-C", str(repo), "diff", "--quiet", commit, "HEAD", "--", *LIBRARY_SOURCES],
+        ["git", "-C", str(repo), "diff", "--quiet", commit, "--", *LIBRARY_SOURCES],
         capture_output=True,
         text=True,
     )
-    if r.returncode == 0:
-        return None
-    paths = " and ".join(f"{p}/" for p in LIBRARY_SOURCES)
+    paths = " and ".join(LIBRARY_SOURCES)
+    if r.returncode not in (0, 1):
+        why = r.stderr.strip()[-300:]
+        return f"git cannot compare the carry's commit {commit[:12]} with the checkout ({why})"
     if r.returncode == 1:
         return f"{paths} changed since the carry's commit {commit[:12]}: its libraries are stale"
-    return f"git cannot compare the carry's commit {commit[:12]} with HEAD ({r.stderr.strip()[-300:]})"
+    new = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all", "--", *LIBRARY_SOURCES],
+        capture_output=True,
+        text=True,
+    ).stdout
+    if any(line.startswith("??") for line in new.splitlines()):
+        return f"{paths} hold files the carry's commit {commit[:12]} lacks: its libraries are stale"
+    return None
 
 
 def _ignored(path: Path) -> bool:
@@ -678,7 +689,9 @@ def plan_text(plan: dict) -> str:
         "step prints the parts held so far and how long since the previous call ended.",
         f"The final call's command sets $TF_CARRY_DEADLINE to its timeout_s less {DEADLINE_MARGIN_S} s: "
         "stages that would start past it are recorded as not run, so the command ends before the tool "
-        "kills it. Order: environment, tests, core_bench, fit, overlap, tf_bench, stubbed.",
+        "kills it. Order: environment, tests, core_bench, fit, overlap, tf_bench, stubbed. If status's "
+        "budget_left_s is below that timeout, the tool runs the call for less: give it "
+        "timeout_s = budget_left_s - 10 and prefix the command with TF_CARRY_DEADLINE=<that less 20>.",
         "The final call writes $OUT/<date>-<gpu>-tensorflow-gpu.json (for benchmarks/results/), tests.xml "
         "and tf_gpu.log; when receive or install fails there, the JSON names the step and its error.",
     ]

@@ -19,39 +19,16 @@ namespace {
 // CUDA_ERROR_OUT_OF_MEMORY (ffnvcodec does not name it).
 constexpr int kCudaErrorOutOfMemory = 2;
 
-// The CUresult values (cuda.h's, which ffnvcodec does not name) that say the
-// driver, context or device failed rather than the data: an NVDEC call on one
-// picture that returns one of them is not that picture's fault.
-bool DriverFailure(CUresult result) {
+// The CUresult values that an NVDEC call on one picture returns for bad data:
+// CUDA_ERROR_INVALID_VALUE (corrupt H.265 from cuvidDecodePicture,
+// NVIDIA/VideoProcessingFramework#125) and CUDA_ERROR_UNKNOWN (the parser on
+// bad data, rigaya/NVEnc#373). Any other failure is the driver's, the
+// context's or the device's, and stays internal: never skipped as one
+// picture's, since every picture would then be skipped.
+bool PictureFailure(CUresult result) {
   switch (static_cast<int>(result)) {
-    case 2:    // CUDA_ERROR_OUT_OF_MEMORY
-    case 3:    // CUDA_ERROR_NOT_INITIALIZED
-    case 4:    // CUDA_ERROR_DEINITIALIZED
-    case 34:   // CUDA_ERROR_STUB_LIBRARY
-    case 46:   // CUDA_ERROR_DEVICE_UNAVAILABLE
-    case 100:  // CUDA_ERROR_NO_DEVICE
-    case 101:  // CUDA_ERROR_INVALID_DEVICE
-    case 201:  // CUDA_ERROR_INVALID_CONTEXT
-    case 202:  // CUDA_ERROR_CONTEXT_ALREADY_CURRENT
-    case 214:  // CUDA_ERROR_ECC_UNCORRECTABLE
-    case 216:  // CUDA_ERROR_CONTEXT_ALREADY_IN_USE
-    case 400:  // CUDA_ERROR_INVALID_HANDLE
-    case 401:  // CUDA_ERROR_ILLEGAL_STATE
-    case 700:  // CUDA_ERROR_ILLEGAL_ADDRESS
-    case 701:  // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
-    case 702:  // CUDA_ERROR_LAUNCH_TIMEOUT
-    case 709:  // CUDA_ERROR_CONTEXT_IS_DESTROYED
-    case 710:  // CUDA_ERROR_ASSERT
-    case 714:  // CUDA_ERROR_HARDWARE_STACK_ERROR
-    case 715:  // CUDA_ERROR_ILLEGAL_INSTRUCTION
-    case 716:  // CUDA_ERROR_MISALIGNED_ADDRESS
-    case 717:  // CUDA_ERROR_INVALID_ADDRESS_SPACE
-    case 718:  // CUDA_ERROR_INVALID_PC
-    case 719:  // CUDA_ERROR_LAUNCH_FAILED
-    case 800:  // CUDA_ERROR_NOT_PERMITTED
-    case 801:  // CUDA_ERROR_NOT_SUPPORTED
-    case 802:  // CUDA_ERROR_SYSTEM_NOT_READY
-    case 803:  // CUDA_ERROR_SYSTEM_DRIVER_MISMATCH
+    case 1:    // CUDA_ERROR_INVALID_VALUE
+    case 999:  // CUDA_ERROR_UNKNOWN
       return true;
     default:
       return false;
@@ -117,7 +94,7 @@ Status Check(const Driver& d, CUresult result, const char* what) {
 }
 
 Status CheckPicture(const Driver& d, CUresult result, const char* what) {
-  if (result == CUDA_SUCCESS || DriverFailure(result)) return Check(d, result, what);
+  if (result == CUDA_SUCCESS || !PictureFailure(result)) return Check(d, result, what);
   const char* text = nullptr;
   d.cu->cuGetErrorString(result, &text);
   return InvalidArgument("NVDEC could not decode the picture (corrupt H.265 data? ", what, ": ",

@@ -49,10 +49,10 @@ StatusOr<const Driver*> GetDriver();
 Status Check(const Driver& d, CUresult result, const char* what);
 
 // Check for NVDEC's calls on one picture's data (cuvidParseVideoData,
-// cuvidDecodePicture): a failure is the picture's, BZNA_GPU_INVALID_ARGUMENT
-// (so on_error="skip" can skip it), unless the driver, context or device is
-// the cause (out of memory, a lost context, a faulted GPU...): those are
-// Check's errors.
+// cuvidDecodePicture): the codes NVDEC gives bad data (CUDA_ERROR_INVALID_VALUE,
+// CUDA_ERROR_UNKNOWN) are the picture's, BZNA_GPU_INVALID_ARGUMENT (so
+// on_error="skip" can skip it); any other failure is Check's error (the
+// driver, context or device: out of memory, a lost context, a faulted GPU).
 Status CheckPicture(const Driver& d, CUresult result, const char* what);
 
 // Makes a context current on this thread for the scope.
