@@ -664,23 +664,29 @@ def write_overlap(stage: dict, results: dict) -> dict:
     return {"file": name, **{k: record[k] for k in keep}, "reasons": record["reasons"]}
 
 
-def run_checks() -> int:
-    plan = _plan()
-    deadline = START + DEADLINE_S
-    OUT.mkdir(parents=True, exist_ok=True)
-    info = _read_json(STATE / "machine.json", {}) or machine()
+def _record_head(info: dict, plan: dict) -> dict:
+    """What every results file starts with: its kind, when, the commit, the device and its driver."""
     smi = (info.get("nvidia_smi") or "").split(",")
-    device = smi[0].strip() if smi and smi[0].strip() else "unknown"
-    results = {
+    return {
         "kind": "tensorflow-gpu",
         "date": time.strftime("%Y-%m-%d"),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "commit": plan.get("commit"),
         "commit_dirty": plan.get("dirty"),
-        "device": device,
+        "device": smi[0].strip() if smi and smi[0].strip() else "unknown",
         "driver": smi[1].strip() if len(smi) > 1 else None,
-        "tensorflow": plan["tensorflow"],
         "python": info.get("python"),
+    }
+
+
+def run_checks() -> int:
+    plan = _plan()
+    deadline = START + DEADLINE_S
+    OUT.mkdir(parents=True, exist_ok=True)
+    info = _read_json(STATE / "machine.json", {}) or machine()
+    results = {
+        **_record_head(info, plan),
+        "tensorflow": plan["tensorflow"],
         "host": {k: info.get(k) for k in ("cpus", "platform", "libnvcuvid")},
         "carry": {
             "calls": len(plan["calls"]),
@@ -694,7 +700,7 @@ def run_checks() -> int:
             "excluded": plan["excluded"],
         },
     }
-    name = f"{results['date']}-{_slug(device)}-tensorflow-gpu.json"
+    name = f"{results['date']}-{_slug(results['device'])}-tensorflow-gpu.json"
     path = OUT / name
 
     def save():
@@ -1449,25 +1455,16 @@ def write_failure(step: str, error: str) -> Path:
     (the machine, the date, the commit), the step and its error. No check ran."""
     info = _read_json(STATE / "machine.json", {}) or machine()
     plan = _read_json(CARRY / "plan.json", {})
-    smi = (info.get("nvidia_smi") or "").split(",")
-    device = smi[0].strip() if smi and smi[0].strip() else "unknown"
     record = {
-        "kind": "tensorflow-gpu",
-        "date": time.strftime("%Y-%m-%d"),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "commit": plan.get("commit"),
-        "commit_dirty": plan.get("dirty"),
-        "device": device,
-        "driver": smi[1].strip() if len(smi) > 1 else None,
+        **_record_head(info, plan),
         "tensorflow": plan.get("tensorflow"),
-        "python": info.get("python"),
         "passed": False,
         "failed_step": step,
         "error": error,
         "calls_log": _read_json(STATE / "calls.json", []),
         "seconds": round(time.perf_counter() - START, 1),
     }
-    path = OUT / f"{record['date']}-{_slug(device)}-tensorflow-gpu.json"
+    path = OUT / f"{record['date']}-{_slug(record['device'])}-tensorflow-gpu.json"
     _write_json(path, record)
     print(f"tf_carry: {step} failed: the record is {path}", file=sys.stderr)
     return path
