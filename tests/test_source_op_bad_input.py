@@ -7,6 +7,7 @@ same bytes.
 
 import io
 import itertools
+import pathlib
 import struct
 
 import pytest
@@ -30,6 +31,7 @@ FUZZ = settings(
     max_examples=120, deadline=5000, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
 _names = itertools.count()
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +184,25 @@ def test_zero_byte_input_sample_is_named_so(small_file, fuzz_dir):  # noqa: F811
     assert want in str(e.value)
     path = fuzz_dir / f"case{next(_names)}.bzna"
     path.write_bytes(data)
+    for track in ("thumb", "input"):
+        with pytest.raises(tf.errors.DataLossError) as e:
+            list(BznaDataset(str(path), track=track))
+        assert f"{path}, {want}" in e.value.message
+
+
+def test_an_empty_picture_sample_is_refused_by_both_readers_alike(fuzz_dir):
+    """A per-image mp4 whose picture sample is 0 bytes: the op gave a picture of nothing (a fuzz finding,
+    fuzz/regressions/fuzz_sample/empty-picture-sample, whose mp4 follows the harness's 15 bytes)."""
+    from bzna_tf.format import BznaWriter
+
+    regression = ROOT / "fuzz" / "regressions" / "fuzz_sample" / "empty-picture-sample"
+    path = fuzz_dir / f"case{next(_names)}.bzna"
+    with BznaWriter(path) as w:
+        w.append_mp4(regression.read_bytes()[15:], target=None, filename="x.jpg")
+    with pytest.raises(BznaFormatError) as e:
+        read_everything(path.read_bytes())
+    want = str(e.value).split(", ", 1)[1]  # after the file's name
+    assert want == "sample 0, box mdat, byte offset 68: empty H.265 sample", want
     for track in ("thumb", "input"):
         with pytest.raises(tf.errors.DataLossError) as e:
             list(BznaDataset(str(path), track=track))

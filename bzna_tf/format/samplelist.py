@@ -805,14 +805,14 @@ class _FileMatcher:
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path read from a list
         return False
 
 
 def _identity(path: str):
     try:
         st = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):
         return None
     return st.st_dev, st.st_ino
 

@@ -503,6 +503,8 @@ std::atomic<int> g_verify_checksums{-1};  // -1: not yet read from the environme
 
 absl::Status AppendNals(const uint8_t* p, size_t n, int length_size, const Where& w, uint64_t at,
                         std::string* out) {
+  // A 0-byte picture sample: no picture (the Python reader's words).
+  if (n == 0) return Err(w, "mdat", at, "empty H.265 sample");
   size_t pos = 0;
   while (pos < n) {
     if (n - pos < static_cast<size_t>(length_size)) {
