@@ -318,3 +318,17 @@ def test_append_mp4_copies_samples(pictures, tmp_path):
         assert g.filenames() == ["b", "a", "c"]
         assert [g.sample_bytes(i) for i in range(3)] == originals
         _check(g, [pictures[i] for i in order], [2, 1, None], ["b", "a", "c"])
+
+
+def test_sample_offsets_with_chunks_that_hold_no_sample():
+    # stsc may give a chunk no sample (a fuzz finding: the reader raised IndexError where the C++ reader
+    # reads the file).
+    from bzna_tf.format.tracks import _sample_offsets
+
+    def offsets(chunks, spc, sizes):
+        return _sample_offsets(np.array(chunks), np.array(spc), np.array(sizes, np.int64)).tolist()
+
+    assert offsets([100, 200, 300], [2, 0, 1], [5, 7, 9]) == [100, 105, 300]
+    assert offsets([100, 200], [0, 2], [5, 7]) == [200, 205]
+    assert offsets([100, 200], [2, 0], [5, 7]) == [100, 105]
+    assert offsets([100], [0], []) == []

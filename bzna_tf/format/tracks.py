@@ -251,9 +251,7 @@ def parse_trak(trak: Box, *, limit: int) -> Trak:
         sizes = (
             sizes_be.astype(np.int64) if sizes_be is not None else np.full(count, const_size, dtype=np.int64)
         )
-        first = np.cumsum(spc) - spc
-        before = np.cumsum(sizes) - sizes
-        offsets_be = np.repeat(chunk_offsets.astype(np.int64), spc) + before - np.repeat(before[first], spc)
+        offsets_be = _sample_offsets(chunk_offsets, spc, sizes)
 
     return Trak(
         box=trak,
@@ -272,6 +270,16 @@ def parse_trak(trak: Box, *, limit: int) -> Trak:
         chunk_box=chunk,
         limit=limit,
     )
+
+
+def _sample_offsets(chunk_offsets: np.ndarray, spc: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Each sample's offset: its chunk's, plus the sizes of the samples before it in that chunk.
+
+    A chunk may hold no sample (``spc`` 0): only the chunks that hold one are indexed.
+    """
+    first = np.repeat(np.cumsum(spc) - spc, spc)  # each sample's chunk's first sample
+    before = np.cumsum(sizes) - sizes
+    return np.repeat(chunk_offsets.astype(np.int64), spc) + before - before[first]
 
 
 def _samples_per_chunk(stsc: Box, table: np.ndarray, n_chunks: int) -> np.ndarray:
