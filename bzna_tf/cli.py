@@ -880,14 +880,15 @@ def _add_verify(sub):
 
 
 def _port(text: str) -> int:
-    """A TCP port for argparse: 0 (a free one) to 65535."""
+    """A TCP port for argparse: 0 (a free one) to 65535, as the service checks it."""
+    from bzna_tf.service import _check_port
+
     try:
-        port = int(text)
+        return _check_port(text)
     except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 (a free one) to 65535, got {text!r}")
-    return port
+        raise argparse.ArgumentTypeError(
+            f"expected a port from 0 (a free one) to 65535, got {text!r}"
+        ) from None
 
 
 def _service(args) -> int:

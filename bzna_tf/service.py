@@ -35,6 +35,17 @@ def load_ops() -> None:
     load_library()
 
 
+def _check_port(port) -> int:
+    """``port`` as an int from 0 (a free one) to 65535; ValueError otherwise."""
+    try:
+        value = int(port)
+    except (TypeError, ValueError):
+        value = -1
+    if not 0 <= value <= 65535:
+        raise ValueError(f"Expected a port from 0 (a free one) to 65535. Received: port={port!r}")
+    return value
+
+
 def dispatcher(port: int = 0, *, work_dir: str | None = None, fault_tolerant_mode: bool = False):
     """Loads bzna_tf's ops, then starts a tf.data service dispatcher in this process.
 
@@ -53,11 +64,10 @@ def dispatcher(port: int = 0, *, work_dir: str | None = None, fault_tolerant_mod
 
     if fault_tolerant_mode and not work_dir:  # TensorFlow's own error leaves a half-made server behind
         raise ValueError("fault_tolerant_mode needs a work_dir for its journal (--work-dir)")
-    if not 0 <= int(port) <= 65535:
-        raise ValueError(f"Expected a port from 0 (a free one) to 65535. Received: port={port!r}")
+    port = _check_port(port)
     load_ops()
     config = tf.data.experimental.service.DispatcherConfig(
-        port=int(port), work_dir=work_dir, fault_tolerant_mode=fault_tolerant_mode
+        port=port, work_dir=work_dir, fault_tolerant_mode=fault_tolerant_mode
     )
     return tf.data.experimental.service.DispatchServer(config)
 
@@ -79,10 +89,9 @@ def worker(dispatcher_address: str, port: int = 0, *, worker_address: str | None
     """
     import tensorflow as tf
 
-    if not 0 <= int(port) <= 65535:
-        raise ValueError(f"Expected a port from 0 (a free one) to 65535. Received: port={port!r}")
+    port = _check_port(port)
     load_ops()
     address = dispatcher_address.split("://", 1)[-1]
     kwargs = {"worker_address": worker_address} if worker_address else {}
-    config = tf.data.experimental.service.WorkerConfig(dispatcher_address=address, port=int(port), **kwargs)
+    config = tf.data.experimental.service.WorkerConfig(dispatcher_address=address, port=port, **kwargs)
     return tf.data.experimental.service.WorkerServer(config)

@@ -248,6 +248,18 @@ def _check(f: BznaFile, i: int, tracks, decode) -> tuple[list[Damage], int, int]
     return damage, len(sums), decoded
 
 
+def _unreadable_index(f) -> list[str]:
+    """Why every reader refuses ``f``'s targets or names (a 0-byte target, a name that is not UTF-8):
+    read as they read them, for files whose index no checksum covers (the original tools')."""
+    problems = []
+    for read in (lambda: f.targets, f.filenames):
+        try:
+            read()
+        except BznaFormatError as e:
+            problems.append(str(e))
+    return problems
+
+
 def _lost_checksums(said, table) -> str | None:
     """Why the checksum table is not the one the metadata says was written, or None.
 
@@ -347,14 +359,7 @@ def verify(
                 r.checksums = None if table is None else table.describe()
                 r.method = _method(table, tracks, decode)
                 r.damage.extend(Damage(None, None, "index", m) for m in f.check_index())
-                # Without checksums (the original tools' files) the targets and names are checked by
-                # reading them, as every reader does: a 0-byte target or a name that is not UTF-8.
-                for name in ("targets", "filenames"):
-                    try:
-                        value = getattr(f, name)
-                        value() if callable(value) else None
-                    except BznaFormatError as e:
-                        r.damage.append(Damage(None, None, "index", str(e)))
+                r.damage.extend(Damage(None, None, "index", m) for m in _unreadable_index(f))
                 lost = _lost_checksums(f.metadata.get("checksums"), table)
                 if lost:
                     r.damage.append(Damage(None, None, "index", lost))

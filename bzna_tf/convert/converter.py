@@ -55,6 +55,7 @@ from bzna_tf.convert.images import (
     check_max_pixels,
     decode_picture,
     image_size,
+    is_jpeg_or_png,
     unsupported_hint,
 )
 from bzna_tf.convert.plan import (
@@ -500,7 +501,7 @@ def encode_item(item: Item, settings: dict):
         hint = unsupported_hint(data)
         if hint is not None:
             return ("skip", f"{e}; {hint}", _SKIP_HINT)
-        repairable = not settings["lenient"] and data[:2] in (b"\xff\xd8", b"\x89P")  # JPEG, PNG
+        repairable = not settings["lenient"] and is_jpeg_or_png(data)
         return ("skip", str(e), _SKIP_HINT + _LENIENT_HINT if repairable else _SKIP_HINT)
     size = (rgb.shape[1], rgb.shape[0])
     why = _unencodable(size, settings)

@@ -131,6 +131,12 @@ def _format_name(data: bytes) -> str | None:
     return None
 
 
+def is_jpeg_or_png(data: bytes) -> bool:
+    """Whether the bytes are JPEG or PNG: decoded by FFmpeg's decoder directly (and ``lenient`` can
+    keep such a picture it repaired)."""
+    return data.startswith(_JPEG_MAGIC) or data.startswith(_PNG_MAGIC)
+
+
 def unsupported_hint(data: bytes) -> str | None:
     """What to do with an image FFmpeg cannot decode whose format has features it lacks, or None."""
     kind = _format_name(data)
@@ -546,7 +552,7 @@ def decode_picture(
     limit = {} if max_pixels is None else {"max_pixels": str(int(max_pixels) + _FFMPEG_ROW_SLACK)}
     facts = {}
     try:
-        if data.startswith(_JPEG_MAGIC) or data.startswith(_PNG_MAGIC):
+        if is_jpeg_or_png(data):
             codec = "mjpeg" if data.startswith(_JPEG_MAGIC) else "png"
             packet = data if codec == "mjpeg" else _without_text_chunks(data)
 

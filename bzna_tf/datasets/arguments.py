@@ -150,21 +150,20 @@ def check(
     layer, transform = _warp(warp)
     hw = _shape(shape, layer)
     _check_batch_bytes(batch_size, hw, shape)
-    given_format = data_format
-    data_format = _data_format(data_format, layer)
+    layout = _data_format(data_format, layer)
     if device not in DEVICES:
         raise ValueError(f"Expected `device` in {DEVICES}. Received: device={device!r}")
     # A layout given for images as_dataset does not make (device="model") is a mistake; Keras' default is not.
-    given_format = None if given_format is None or data_format == "channels_last" else data_format
+    given = None if data_format is None or layout == "channels_last" else layout
     payloads = _payload_mode(device, normalize=normalize, fill_value=fill_value, antialias=antialias,
-                             data_format=given_format)  # fmt: skip
+                             data_format=given)  # fmt: skip
     check_on_error(on_error)
     bias, norm = normalization(normalize)
     seed_value, drawn = _seed(seed, draws=bool(shuffle) or (bool(training) and not _fixed_warp(transform)))
     return Options(
         batch_size=batch_size,
         shape=hw,
-        data_format=data_format,
+        data_format=layout,
         drop_remainder=drop_remainder,
         with_filenames=with_filenames,
         payloads=payloads,

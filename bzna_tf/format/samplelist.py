@@ -756,7 +756,7 @@ class _FileMatcher:
     def _match_elsewhere(self, full: str, n: str) -> int | None:
         here = not is_url(n) and os.path.isfile(n)
         if here:
-            k = self._identity().get(_identity(n))
+            k = self._by_identity().get(_identity(n))
             if k is not None:  # the same file by another path (a symlink, a bind mount)
                 return k
         k = self._by_tail(full, n)
@@ -770,7 +770,8 @@ class _FileMatcher:
             )
         return k
 
-    def _identity(self) -> dict:
+    def _by_identity(self) -> dict:
+        """(st_dev, st_ino) -> the data file: each local data file stat'ed once."""
         if self._identities is None:
             self._identities = {}
             for k, p in enumerate(self.paths):
@@ -803,16 +804,14 @@ class _FileMatcher:
 
 
 def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):  # ValueError: a NUL in a path read from a list
-        return False
+    ident = _identity(a)
+    return ident is not None and ident == _identity(b)
 
 
 def _identity(path: str):
     try:
         st = os.stat(path)
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # ValueError: a NUL in a path read from a list
         return None
     return st.st_dev, st.st_ino
 
@@ -826,6 +825,11 @@ def _same_content(a: str, b: str) -> bool:
     from bzna_tf.format.errors import BznaFormatError
     from bzna_tf.format.reader import Source
 
+    unreadable = (OSError, ValueError, BznaFormatError)
+    if is_url(b):  # read through tf.io.gfile, whose errors are TensorFlow's
+        import tensorflow as tf
+
+        unreadable += (tf.errors.OpError,)
     other = None
     try:
         with open(a, "rb") as fa:
@@ -836,12 +840,8 @@ def _same_content(a: str, b: str) -> bool:
             n = min(size, _TAIL_BYTES)
             fa.seek(size - n)
             return fa.read(n) == other.read(size - n, n)
-    except (OSError, ValueError, BznaFormatError):
+    except unreadable:  # not a copy of it, as far as can be told
         return False
-    except Exception as e:  # a TensorFlow filesystem's error (gs://...): not the same file, as any other
-        if type(e).__module__.startswith("tensorflow"):
-            return False
-        raise
     finally:
         if other is not None:
             other.close()

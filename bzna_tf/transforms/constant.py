@@ -150,6 +150,9 @@ def _warn_255_units(mean, std) -> None:
         )
 
 
+_IDENTITY = (1, 0, 0, 0, 1, 0, 0, 0, 1)
+
+
 class ConstantWarpTransform(WarpTransform):
     """The same output->source matrix for every sample (Benzina's ConstantWarpTransform).
 
@@ -162,9 +165,9 @@ class ConstantWarpTransform(WarpTransform):
         output's size).
     """
 
-    def __init__(self, matrix=(1, 0, 0, 0, 1, 0, 0, 0, 1)):
+    def __init__(self, matrix=_IDENTITY):
         if matrix is None:
-            matrix = (1, 0, 0, 0, 1, 0, 0, 0, 1)
+            matrix = _IDENTITY
         try:
             m = np.asarray(matrix, dtype=np.float64)
         except (TypeError, ValueError) as e:
