@@ -110,6 +110,36 @@ def test_alpha_cmyk_and_16_bits_are_reported_and_alpha_composited_when_asked():
     assert np.array_equal(decode_image(rgba_png(), alpha_background=(0, 0, 0))[:, :10], np.zeros((20, 10, 3)))
 
 
+def _adobe_transform_set(jpeg: bytes, transform: int) -> bytes:
+    """``jpeg`` with its Adobe marker's colour transform byte set (Pillow writes 0, CMYK)."""
+    at = jpeg.index(b"\xff\xee") + 4 + 11
+    assert jpeg[at - 11 : at - 6] == b"Adobe"
+    return jpeg[:at] + bytes([transform]) + jpeg[at + 1 :]
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+def test_ycck_jpegs_named_c_m_y_k_keep_their_colours_as_libjpeg_decodes_them(progressive):
+    # YCCK (Adobe transform 2) is what Photoshop writes for CMYK. libjpeg (Pillow, TensorFlow) goes by the
+    # transform; FFmpeg takes components named C, M, Y, K for CMYK whatever the marker says, so a YCCK file
+    # with those names (Pillow's CMYK writer names them so) came out in wrong colours.
+    cmyk = np.asarray(Image.fromarray(RGB).convert("CMYK")).astype(np.float64)
+    r, g, b = (255 - cmyk[..., k] for k in range(3))
+    ycc = [0.299 * r + 0.587 * g + 0.114 * b,
+           -0.168736 * r - 0.331264 * g + 0.5 * b + 128,
+           0.5 * r - 0.418688 * g - 0.081312 * b + 128]  # fmt: skip
+    ycck = np.clip(np.rint(np.dstack([*ycc, cmyk[..., 3]])), 0, 255).astype(np.uint8)
+    plain = encoded(Image.fromarray(ycck, "CMYK"), "JPEG", quality=95, progressive=progressive)
+    assert plain.count(b"\xff\xda") > (1 if progressive else 0)  # every scan header is renamed
+    data = _adobe_transform_set(plain, 2)
+    pillow = np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).astype(int)
+    assert np.abs(pillow - RGB).mean() < 3  # the file is the picture, as libjpeg reads it
+    rgb, facts = decode_picture(data)
+    assert facts == {"cmyk": True}
+    assert np.abs(rgb.astype(int) - pillow).mean() < 2, np.abs(rgb.astype(int) - pillow).mean()
+    # The same bytes read as CMYK (transform 0) are another picture, and stay so.
+    assert np.abs(decode_picture(plain)[0].astype(int) - RGB).mean() > 20
+
+
 def test_16_bit_pictures_keep_the_high_byte_in_grey_and_colour_as_tensorflow_does():
     import av
     import tensorflow as tf
@@ -379,11 +409,11 @@ def test_jpeg_chroma_upsampling_is_the_loaders_bilinear_upsampling():
 
 
 def test_shards_an_earlier_version_decoded_otherwise_are_converted_again():
-    from bzna_tf.convert.converter import _decoding_change
+    from bzna_tf.convert.converter import DECODER_REVISION, _decoding_change
 
     today = {"exif_orientation": 1, "tiff_orientation": 0, "alpha": 0, "cmyk": 0, "high_bit_depth": 2}
     assert _decoding_change(today, []) == ""  # written by this version: its pictures decode the same
-    earlier = {"exif_orientation": 0, "alpha": 3, "cmyk": 1, "high_bit_depth": 0}
+    earlier = {"exif_orientation": 0, "alpha": 3, "cmyk": 0, "high_bit_depth": 0}
     assert _decoding_change(earlier, [["a.png", "FFmpeg cannot decode it (...): JPEG data of 9 bytes"]]) == ""
     assert _decoding_change(None, []) == ""  # no facts (not ours): the fingerprint decides
     why = _decoding_change(
@@ -394,3 +424,35 @@ def test_shards_an_earlier_version_decoded_otherwise_are_converted_again():
         "channel (now reduced by their high byte) and 1 picture of PNG data it could not decode (some now "
         "decode) otherwise"
     )
+    # Revision 1 (recorded, or told by its tiff_orientation fact) kept YCCK JPEGs named C, M, Y, K as CMYK.
+    cmyk = {**today, "cmyk": 2}
+    for revision in (None, 1):
+        assert _decoding_change(cmyk, [], revision) == (
+            "an earlier bzna_tf converted it, and may have decoded its 2 pictures in CMYK (a YCCK JPEG's "
+            "colours are now kept) otherwise"
+        )
+    assert _decoding_change(cmyk, [], DECODER_REVISION) == ""
+    assert _decoding_change({**today, "high_bit_depth": 3}, [], 1) == ""  # changed before revision 1
+
+
+def test_a_shard_of_an_earlier_decoder_revision_with_cmyk_pictures_is_converted_again(tmp_path, monkeypatch):
+    from bzna_tf.convert import converter
+
+    for folder, names in (("plain", ["plain.jpg"]), ("mixed", ["plain.jpg", "print.jpg"])):
+        (tmp_path / folder / "any").mkdir(parents=True)
+        for name in names:
+            picture = Image.fromarray(RGB).convert("CMYK" if name == "print.jpg" else "RGB")
+            (tmp_path / folder / "any" / name).write_bytes(encoded(picture, "JPEG", quality=95))
+
+    def convert(folder):
+        out = tmp_path / f"{folder}.bzna"
+        assert main(["convert", "folder", str(tmp_path / folder), str(out), "--quality", "quick"]) == 0
+        with BznaFile(str(out)) as f:
+            return f.metadata["conversion"]["decoder"]
+
+    today = converter.DECODER_REVISION
+    monkeypatch.setattr(converter, "DECODER_REVISION", today - 1)  # as the revision before wrote them
+    assert convert("plain") == convert("mixed") == today - 1
+    monkeypatch.setattr(converter, "DECODER_REVISION", today)
+    assert convert("plain") == today - 1  # no CMYK picture: it decodes the same, and is kept
+    assert convert("mixed") == today  # converted again

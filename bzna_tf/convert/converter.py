@@ -1151,7 +1151,7 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
             )
             summary.notes.append(f"converting {os.path.basename(spec.path)} again: {why}")
         elif (why := _max_pixels_change(facts.get("max_pixels"), max_pixels)) or (
-            why := _decoding_change(facts.get("pictures"), skipped)
+            why := _decoding_change(facts.get("pictures"), skipped, facts.get("decoder"))
         ):
             todo.append(spec)
             summary.notes.append(f"converting {os.path.basename(spec.path)} again: {why}")
@@ -1190,31 +1190,36 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
     return todo
 
 
-def _decoding_change(pictures, skipped) -> str:
-    """Why a finished shard written before TIFF orientation tags were applied (its ``pictures`` facts
-    lack ``tiff_orientation``) must be converted again; "" when its pictures decode the same today.
+# The revision of how pictures are decoded, in each shard's conversion facts ("decoder"). A shard written
+# by an earlier one is converted again when it holds pictures that the changes since decode otherwise.
+DECODER_REVISION = 2
 
-    That version stored TIFFs with an orientation tag as their raster lies, reduced 16-bit pictures by
-    FFmpeg's dithering and refused PNGs with some text chunks: shards of both kinds in one set would
-    hold pictures decoded two ways.
+
+def _decoding_change(pictures, skipped, decoder=None) -> str:
+    """Why a finished shard written by an earlier decoder revision must be converted again; "" when its
+    pictures decode the same today.
+
+    ``decoder``: the revision in its facts. Before revisions were recorded, the first version is told
+    from the second by its ``pictures`` facts (they lack ``tiff_orientation``). Revision 0 stored TIFFs
+    with an orientation tag as their raster lies, reduced 16-bit pictures by FFmpeg's dithering and
+    refused PNGs with some text chunks; revisions 0 and 1 stored YCCK JPEGs whose components are named
+    C, M, Y, K as CMYK (wrong colours). Shards of two revisions in one set would hold pictures decoded
+    two ways.
     """
-    if not isinstance(pictures, dict) or "tiff_orientation" in pictures:
+    if not isinstance(pictures, dict):
         return ""
-    changed = [
-        f"{count(k, 'picture')} {what}"
-        for what, k in (
-            ("with an orientation (a TIFF's is now applied)", pictures.get("exif_orientation", 0)),
-            (
-                "of more than 8 bits per channel (now reduced by their high byte)",
-                pictures.get("high_bit_depth", 0),
-            ),
-            (
-                "of PNG data it could not decode (some now decode)",
-                sum("PNG data of" in r for _, r in skipped),
-            ),
-        )
-        if k
+    if decoder is None:
+        decoder = 1 if "tiff_orientation" in pictures else 0
+    if not isinstance(decoder, int) or decoder >= DECODER_REVISION:
+        return ""
+    changes = [  # (the last revision that decoded them otherwise, what, how many)
+        (0, "with an orientation (a TIFF's is now applied)", pictures.get("exif_orientation", 0)),
+        (0, "of more than 8 bits per channel (now reduced by their high byte)",
+         pictures.get("high_bit_depth", 0)),
+        (0, "of PNG data it could not decode (some now decode)", sum("PNG data of" in r for _, r in skipped)),
+        (1, "in CMYK (a YCCK JPEG's colours are now kept)", pictures.get("cmyk", 0)),
     ]
+    changed = [f"{count(k, 'picture')} {what}" for since, what, k in changes if since >= decoder and k]
     if not changed:
         return ""
     return f"an earlier bzna_tf converted it, and may have decoded its {' and '.join(changed)} otherwise"
@@ -1345,6 +1350,7 @@ class _ShardWriter:
             facts["max_image_bytes"] = self.settings["max_image_bytes"]
         # What decoding did to the pictures (bzna-tf info shows it); the options are in the fingerprint too.
         facts["pictures"] = self.shard_pictures
+        facts["decoder"] = DECODER_REVISION
         facts["exif_transpose"] = self.settings["exif_transpose"]
         alpha = self.settings["alpha_background"]
         facts["alpha_background"] = list(alpha) if alpha is not None else None

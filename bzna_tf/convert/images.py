@@ -274,6 +274,53 @@ def _jpeg_segments(data: bytes):
         i += 2 + length
 
 
+_CMYK_IDS = b"CMYK"
+
+
+def _ycck_with_cmyk_ids_renamed(data: bytes) -> bytes:
+    """A JPEG whose Adobe marker says YCCK (transform 2) but whose four components are named C, M, Y, K,
+    with them renamed 1 .. 4 in its frame and every scan header; any other JPEG as it is.
+
+    The Adobe transform decides the colour space for libjpeg (Pillow, TensorFlow); FFmpeg's decoder
+    takes components named C, M, Y, K for CMYK whatever the marker says, and would store such a
+    picture in wrong colours. Renaming them changes no pixel.
+    """
+    transform, frame = None, None
+    for marker, segment in _jpeg_segments(data):
+        if marker == 0xEE and segment.startswith(b"Adobe") and len(segment) >= 12:
+            transform = segment[11]
+        elif marker in _SOF and len(segment) >= 6:
+            frame = segment
+    if transform != 2 or frame is None or frame[5] != 4 or bytes(frame[6:18:3]) != _CMYK_IDS:
+        return data
+    rename = {c: k + 1 for k, c in enumerate(_CMYK_IDS)}
+    out, i = bytearray(data), 2
+    while i + 4 <= len(out):
+        if out[i] != 0xFF:  # entropy-coded data: on to the next marker (0xFF00 is a stuffed byte)
+            i = out.find(b"\xff", i)
+            if i < 0:
+                break
+            continue
+        marker = out[i + 1]
+        if marker == 0xFF or marker == 0x00 or 0xD0 <= marker <= 0xD8 or marker == 0x01:
+            i += 1 if marker == 0xFF else 2
+            continue
+        if marker == 0xD9:
+            break
+        (length,) = struct.unpack(">H", out[i + 2 : i + 4])
+        body = i + 4
+        if marker in _SOF and length >= 8:
+            for k in range(min(out[body + 5], (length - 8) // 3)):
+                at = body + 6 + 3 * k
+                out[at] = rename.get(out[at], out[at])
+        elif marker == 0xDA and length >= 3:
+            for k in range(min(out[body], (length - 3) // 2)):
+                at = body + 1 + 2 * k
+                out[at] = rename.get(out[at], out[at])
+        i += 2 + length
+    return bytes(out)
+
+
 def _pnm_size(data: bytes):
     """(width, height) of a PBM/PGM/PPM (``P1`` .. ``P6``), PFM (``PF``, ``Pf``) or PAM (``P7``) header."""
     if data[1:2] == b"7":  # PAM: "WIDTH w" and "HEIGHT h" lines up to ENDHDR
@@ -554,7 +601,7 @@ def decode_picture(
     try:
         if is_jpeg_or_png(data):
             codec = "mjpeg" if data.startswith(_JPEG_MAGIC) else "png"
-            packet = data if codec == "mjpeg" else _without_text_chunks(data)
+            packet = _ycck_with_cmyk_ids_renamed(data) if codec == "mjpeg" else _without_text_chunks(data)
 
             def decode(options):
                 ctx = av.CodecContext.create(codec, "r")
