@@ -308,14 +308,11 @@ def _ycck_with_cmyk_ids_renamed(data: bytes) -> bytes:
         if marker == 0xD9:
             break
         (length,) = struct.unpack(">H", out[i + 2 : i + 4])
-        body = i + 4
-        if marker in _SOF and length >= 8:
-            for k in range(min(out[body + 5], (length - 8) // 3)):
-                at = body + 6 + 3 * k
-                out[at] = rename.get(out[at], out[at])
-        elif marker == 0xDA and length >= 3:
-            for k in range(min(out[body], (length - 3) // 2)):
-                at = body + 1 + 2 * k
+        body, end = i + 4, min(i + 2 + length, len(out))  # a file cut short: as far as it goes
+        # Components: in a frame (their count at 5) id, sampling, table; in a scan (count at 0) id, tables.
+        first, step, n = (body + 6, 3, body + 5) if marker in _SOF else (body + 1, 2, body)
+        if (marker in _SOF or marker == 0xDA) and n < end:
+            for at in range(first, min(first + step * out[n], end), step):
                 out[at] = rename.get(out[at], out[at])
         i += 2 + length
     return bytes(out)
