@@ -150,22 +150,35 @@ def unsupported_hint(data: bytes) -> str | None:
     return None
 
 
+_PNG_TEXT_CHUNKS = (b"tEXt", b"zTXt", b"iTXt")
+
+
+def _png_chunks(data: bytes):
+    """(kind, start, end) of a PNG's chunks, whole (length, kind, body, CRC), up to its IEND; none past a
+    chunk cut short."""
+    i = 8
+    while i + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[i : i + 4])
+        kind, end = data[i + 4 : i + 8], i + 12 + length
+        if end > len(data):
+            return
+        yield kind, i, end
+        if kind == b"IEND":
+            return
+        i = end
+
+
 def _without_text_chunks(data: bytes) -> bytes:
     """A PNG without its text chunks (tEXt, zTXt, iTXt): they hold no pixels, and FFmpeg's decoder
     refuses some that Pillow and TensorFlow read (ImageMagick's "Raw profile type exif")."""
-    out, i = [data[:8]], 8
-    while i + 12 <= len(data):
-        (length,) = struct.unpack(">I", data[i : i + 4])
-        kind = data[i + 4 : i + 8]
-        end = i + 12 + length
-        if end > len(data):
-            break
-        if kind not in (b"tEXt", b"zTXt", b"iTXt"):
-            out.append(data[i:end])
+    out, last = [data[:8]], 8
+    for kind, start, end in _png_chunks(data):
+        if kind not in _PNG_TEXT_CHUNKS:
+            out.append(data[start:end])
+        last = end
         if kind == b"IEND":
             return b"".join(out)
-        i = end
-    out.append(data[i:])  # damaged or cut short: as it is, for the decoder to report
+    out.append(data[last:])  # damaged or cut short: as it is, for the decoder to report
     return b"".join(out)
 
 
@@ -405,18 +418,13 @@ def _header_facts(data: bytes) -> tuple:
                 elif marker in _SOF and len(segment) > 5:
                     cmyk = segment[5] == 4  # four components: CMYK, or YCCK (Adobe)
         elif data.startswith(_PNG_MAGIC):
-            i, raw = 8, None
-            while i + 8 <= len(data):
-                (length,) = struct.unpack(">I", data[i : i + 4])
-                kind = data[i + 4 : i + 8]
+            raw = None
+            for kind, start, end in _png_chunks(data):
                 if kind == b"eXIf":
-                    orientation = _exif_orientation(data[i + 8 : i + 8 + length])
+                    orientation = _exif_orientation(data[start + 8 : end - 4])
                     break
-                if kind in (b"tEXt", b"zTXt", b"iTXt") and raw is None:
-                    raw = _raw_profile_exif(kind, data[i + 8 : i + 8 + length])
-                if kind == b"IEND":
-                    break
-                i += 12 + length
+                if kind in _PNG_TEXT_CHUNKS and raw is None:
+                    raw = _raw_profile_exif(kind, data[start + 8 : end - 4])
             if orientation is None and raw:  # Pillow reads ImageMagick's text chunk when there is no eXIf
                 orientation = _exif_orientation(raw)
         elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
