@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import weakref
 
-from bzna_tf.datasets.arguments import _seed, positive_int
+from bzna_tf.datasets.arguments import positive_int, resolve_seed
 
 __all__ = ["blend", "MIXES"]
 
@@ -110,7 +110,7 @@ def blend(
             if a.dtype != b.dtype or not a.shape[1:].is_compatible_with(b.shape[1:]):
                 raise ValueError(f"dataset {i}'s elements {spec} differ from dataset 0's {first}")
     if seed is None:
-        seed = _seed(None)[0]
+        seed = resolve_seed(None)[0]
     if mix == "sample":
         if batch_size is None:
             batch_size = _batch_size(first)

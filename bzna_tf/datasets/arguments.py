@@ -159,7 +159,8 @@ def check(
                              data_format=given)  # fmt: skip
     check_on_error(on_error)
     bias, norm = normalization(normalize)
-    seed_value, drawn = _seed(seed, draws=bool(shuffle) or (bool(training) and not _fixed_warp(transform)))
+    draws = bool(shuffle) or (bool(training) and not _fixed_warp(transform))
+    seed_value, drawn = resolve_seed(seed, draws=draws)
     return Options(
         batch_size=batch_size,
         shape=hw,
@@ -348,7 +349,7 @@ def _epochs(repeat):
     )
 
 
-def _seed(seed, draws: bool = True) -> tuple[int, bool]:
+def resolve_seed(seed, draws: bool = True) -> tuple[int, bool]:
     """(the seed, reduced to [0, 2**63), whether it was drawn at random); None draws one where the
     pipeline ``draws`` anything (shuffles, or warps at random), else is 0: a pipeline that draws
     nothing takes no seed from TensorFlow (its other random ops' seeds stay as they were).
