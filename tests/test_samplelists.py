@@ -338,6 +338,12 @@ MISFIT = [
         6,
         r"listed more than once \(lines \[4, 6\]\)",
     ),
+    # One file on two exclusion lines: each line's complement would keep the samples the other leaves out.
+    (
+        "CONDUIT_HDF5_EXCLUSION\n12 2 2\n{base}\npart-0.bzna 6 1 3\npart-0.bzna 6 1 4\n",
+        5,
+        r"part-0.bzna: .*part-0.bzna is on line 4 too: an exclusion list names each data file once",
+    ),
     ("SINGLE-SAMPLE\n1\n{base}\n-\npart-9.bzna/3\n", 5, "no data file found"),
     # One sample excluded by index and by name: its complement would hold one more than the counts say.
     (

@@ -391,11 +391,21 @@ class SampleList:
                 out.append(np.array([int(starts[k]) + lookup(k, parse_id(ident), e)], np.int64))
                 lines.append(e.line)
             return self._unique(out, lines)
+        first_line = {}  # data file -> the line that named it first
         for e in self.entries:
             k = self._find(matcher, self._join(e.file), e)
             if k is None:
                 raise self._error(
                     f"{e.file} ({self._join(e.file)}) is not one of the data files ({_few(paths)})", e.line
+                )
+            earlier = first_line.setdefault(k, e.line)
+            if self.exclusion and earlier != e.line:
+                # Each line's complement is the file's other samples: two lines would each keep most of them.
+                raise self._error(
+                    f"{e.file}: {paths[k]} is on line {earlier} too: an exclusion list names each data file "
+                    "once, with all the samples it leaves out on that line (merge the two lines' ids and "
+                    "counts)",
+                    e.line,
                 )
             size = int(starts[k + 1] - starts[k])
             # ids read from text are parsed already; lists built in memory (to_sample_list) hold strings
