@@ -81,6 +81,28 @@ def test_select_repeats_positions_on_purpose(flat_file):
         assert sorted(names(ds)) == [1, 2, 2, 5, 5, 5]
 
 
+def test_an_oversampled_samples_copies_get_their_own_crops(flat_file):
+    from bzna_tf.datasets.pipeline import warp_keys
+
+    assert warp_keys(np.array([7, 3, 7, 7, 3, 1]), 10).tolist() == [7, 3, 17, 27, 13, 1]
+    warp = bzna_tf.layers.RandomResizedCrop(8, 8, flip_h=0.5)
+
+    def matrices(selection):  # the pictures are flat colours: their warps tell the copies apart
+        ds = ClassificationDataset(flat_file).select(selection)
+        out = ds.as_dataset(
+            batch_size=len(selection), shape=8, warp=warp, seed=11, unlabelled="keep", device="model"
+        )
+        payload, _ = next(iter(out))
+        return payload["matrices"].numpy(), payload["data"].numpy()
+
+    m, data = matrices([3, 3, 3, 5])
+    assert data[0] == data[1] == data[2] != data[3]  # the same picture, three times
+    assert len({m[k].tobytes() for k in range(3)}) == 3
+    # The first copy is the sample as a selection without repeats has it.
+    alone, _ = matrices([3, 5])
+    np.testing.assert_array_equal(m[[0, 3]], alone)
+
+
 def test_opening_errors(flat_file, tmp_path):
     with pytest.raises(ValueError, match="track"):
         Dataset(flat_file, track="bzna_target")
@@ -94,8 +116,15 @@ def test_opening_errors(flat_file, tmp_path):
         (tmp_path / "not-a-bzna").write_bytes(b"\0" * 64)
         Dataset(tmp_path / "not-a-bzna")
     d = Dataset(flat_file)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match=f"position {N} out of range .* from 0 to {N - 1}"):
         d.select([N])
+    with pytest.raises(IndexError, match="position -1 out of range"):
+        d.select([0, -1])  # not the last sample: a position computed wrong
+    mask = (d.targets == 2).astype(np.int64)  # a 0/1 column, not a boolean mask
+    with pytest.raises(ValueError, match="all 0 or 1, one per sample.*np.asarray\\(mask, bool\\)"):
+        d.select(mask)
+    assert d.select(mask.astype(bool)).indices.tolist() == np.flatnonzero(mask).tolist()
+    assert d.select([0, 1]).select(np.r_[[0] * (N - 1), 1]).indices.tolist() == [0] * (N - 1) + [1]
     with pytest.raises(ValueError, match="empty"):
         d.select([])
     with pytest.raises(ValueError, match="mask"):

@@ -133,10 +133,13 @@ class Dataset:
     def select(self, positions) -> Dataset:
         """A dataset of some of these samples.
 
-        ``positions`` index this dataset (0 .. len - 1), or are a boolean mask
-        of ``len(self)`` entries, or a :class:`bzna_tf.SampleList` (see
-        :meth:`sample_list_positions`). Positions may repeat: a position
-        given k times is read k times an epoch (oversampling).
+        ``positions`` index this dataset (0 .. len - 1; negative ones are
+        refused), or are a boolean mask of ``len(self)`` entries, or a
+        :class:`bzna_tf.SampleList` (see :meth:`sample_list_positions`).
+        Positions may repeat: a position given k times is read k times an
+        epoch (oversampling), each copy with its own random crop. One integer
+        0 or 1 per sample is refused as ambiguous (a mask that lost its
+        boolean dtype): pass a mask as booleans.
 
         Example: a random 10% held out for validation::
 
@@ -156,8 +159,20 @@ class Dataset:
             )
         if p.size == 0:
             raise ValueError("Expected at least one position. Received: an empty selection")
-        if p.min() < -len(self) or p.max() >= len(self):
-            raise IndexError(f"position out of range for a dataset of {wording.count(len(self), 'sample')}")
+        if p.min() < 0 or p.max() >= len(self):
+            raise IndexError(
+                f"position {int(p.min() if p.min() < 0 else p.max())} out of range for a dataset of "
+                f"{wording.count(len(self), 'sample')}: positions run from 0 to {len(self) - 1}"
+            )
+        if len(self) > 2 and p.size == len(self) and p.max() <= 1:
+            # Integers 0 and 1, one per sample: a mask that lost its dtype (np.where(..., 1, 0), a 0/1
+            # column) would read samples 0 and 1 over and over.
+            raise ValueError(
+                f"Expected positions or a boolean mask. Received: {len(self)} integers, all 0 or 1, one per "
+                "sample: as positions they read samples 0 and 1 only. For a mask, pass it as booleans "
+                "(np.asarray(mask, bool)); to oversample samples 0 and 1, select them first: "
+                "ds.select([0, 1]).select(positions)"
+            )
         out = copy.copy(self)
         out._indices = self._indices[p]
         out._indices.flags.writeable = False
@@ -296,7 +311,9 @@ class Dataset:
         permutation (not a buffer) drawn from ``seed`` and the epoch. Each
         sample's crop and flips depend on (seed, epoch, sample index) only:
         new each epoch, reproducible whatever the parallelism, and restored
-        exactly with the iterator (``tf.train.Checkpoint``).
+        exactly with the iterator (``tf.train.Checkpoint``). The copies of an
+        oversampled sample (a position given several times to :meth:`select`)
+        each get their own.
 
         The arguments come in groups, in this order below: the output's size
         (``batch_size``, ``shape``); **order** (``shuffle``, ``seed``,

@@ -5,7 +5,7 @@
                per batch: BznaEpochSchedule (p -> epoch p // per_epoch and
                the sample at that place of the epoch's permutation and shard)
     read       BznaReadSamples: H.265 pictures, sizes, targets (filenames)
-    matrices   each sample's warp matrix from (seed, epoch, index)
+    matrices   each sample's warp matrix from (seed, epoch, index; an oversampled copy's own key)
     decode     decode + warp + normalise: one fused op, bounded by each
                picture's size (not its padded frame) (device="model": the
                pictures, matrices and picture sizes go to the model's
@@ -127,16 +127,38 @@ def _batches(options, per_epoch: int):
     return total // options.batch_size if options.drop_remainder else math.ceil(total / options.batch_size)
 
 
+def warp_keys(selection: np.ndarray, total: int) -> np.ndarray:
+    """Each selection entry's key for its random warp: the sample's global index for its first entry,
+    ``index + k * total`` for its k-th repeat (k = 1, 2, ... in the selection's order).
+
+    An oversampled sample's copies (a position given several times to ``select``) are read in the
+    same epoch; keyed by the index alone, they would all get the same crop and flips.
+    """
+    selection = np.asarray(selection, np.int64)
+    order = np.argsort(selection, kind="stable")
+    ordered = selection[order]
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # where each run of one index starts
+    run_start = np.repeat(first, np.diff(np.r_[first, ordered.size]))
+    repeat = np.empty_like(selection)
+    repeat[order] = np.arange(ordered.size) - run_start
+    return selection + repeat * np.int64(total)
+
+
 def _load_batch(source: Source, options, counter: str):
     """The per-batch function: stream positions -> the batch's elements."""
-    selection = tf.constant(source.selection, tf.int64)
+    total = int(source.starts[-1])
+    keys = warp_keys(source.selection, total)
+    repeats = bool((keys != source.selection).any())
+    # The schedule maps positions to entries of this vector; an entry's sample is its key modulo the total.
+    selection = tf.constant(keys if repeats else source.selection, tf.int64)
     seed = tf.constant(options.seed, tf.int64)
 
     ahead = options.device == "gpu"  # decoding happens after the pipeline, in BznaDecodeWarpDataset
 
     def load(positions):
         # order
-        idx, epoch = epoch_schedule(positions, selection, seed, shuffle=options.shuffle, shard=options.shard)
+        key, epoch = epoch_schedule(positions, selection, seed, shuffle=options.shuffle, shard=options.shard)
+        idx = tf.math.floormod(key, total) if repeats else key
         # read
         el = read_samples(
             source.files, idx, track=source.track, with_filenames=options.with_filenames,
@@ -148,7 +170,7 @@ def _load_batch(source: Source, options, counter: str):
         if options.skip:  # a sample that could not be read has sizes 0: any matrix will do
             in_shapes = tf.maximum(in_shapes, 1)
         m = options.transform.matrices(
-            in_shapes, options.shape, seed=options.seed, epoch=epoch, indices=idx, training=options.training
+            in_shapes, options.shape, seed=options.seed, epoch=epoch, indices=key, training=options.training
         )
         # decode + warp + normalise
         if ahead:
