@@ -145,6 +145,33 @@ def test_files_named_outside_the_dataset_folder_are_not_read(tmp_path):
     assert [it.error for it in trusted] == [None] * 3
 
 
+def test_a_data_file_named_twice_in_state_json_is_refused(tmp_path):
+    """By two spellings, or by two hard links (one file, two names): its rows would be stored twice."""
+    import json
+
+    pytest.importorskip("datasets", reason="the hf extra is not installed: pip install 'bzna-tf[hf]'")
+    ds, _ = hf_dataset(3)
+    ds.save_to_disk(tmp_path / "one")
+    state_file = tmp_path / "one" / "state.json"
+    state = json.loads(state_file.read_text())
+    (name,) = [d["filename"] for d in state["_data_files"]]
+    os.link(tmp_path / "one" / name, tmp_path / "one" / "again.arrow")
+    folder = f"{tmp_path}/one"
+    for entry, same in (
+        (name, ""),
+        (f"./{name}", f" (as {folder}/{name} and {folder}/./{name})"),
+        ("again.arrow", f" (as {folder}/{name} and {folder}/again.arrow, two names of one file: hard links)"),
+    ):
+        state["_data_files"] = [{"filename": name}, {"filename": entry}]
+        state_file.write_text(json.dumps(state))
+        with pytest.raises(SourceError) as e:
+            HFSource(tmp_path / "one")
+        assert str(e.value) == (
+            f"{folder}/{entry}: the data file is named twice by {str(state_file)!r}{same}: its images would "
+            "be stored twice. Name each data file once in _data_files"
+        )
+
+
 def test_a_dataset_s_loading_script_is_never_run(tmp_path, monkeypatch):
     datasets = pytest.importorskip(
         "datasets", reason="the hf extra is not installed: pip install 'bzna-tf[hf]'"

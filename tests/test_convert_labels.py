@@ -163,6 +163,44 @@ def test_a_file_named_twice_is_refused_naming_both_arguments(tmp_path, capsys):
     assert len(GulpSource([tmp_path / "g"])) == 1
 
 
+def test_one_file_under_two_names_hard_links_is_refused_by_every_file_list_source(tmp_path):
+    """Two hard links are two real paths of one file: known by (device, inode), not read twice."""
+    from _sources_data import wds_samples, write_parquet, write_shards
+    from test_convert import write_gulp_chunk
+
+    from bzna_tf.convert import GulpSource, ParquetSource, SourceError, TFRecordSource, WebDatasetSource
+
+    def refused(make, first, second, what, named=None):
+        if not os.path.exists(second):
+            os.link(first, second)
+        with pytest.raises(SourceError) as e:
+            make(named or [first, second])
+        by = " and by ".join(repr(str(p)) for p in named or [first, second])
+        assert str(e.value) == (
+            f"{second}: the {what} is named by {by} (as {first} and {second}, two names of one file: hard "
+            "links): its images would be stored twice. Name each file once (patterns that overlap match a "
+            "file twice)"
+        )
+
+    rec = records(tmp_path / "r-0", [[0], [1]])
+    refused(TFRecordSource, rec, tmp_path / "r-1", "TFRecord file")
+    (shard,) = write_shards(tmp_path / "w", wds_samples(2), per_shard=2)
+    refused(WebDatasetSource, shard, tmp_path / "w" / "copy.tar", "tar shard")
+    write_gulp_chunk(tmp_path / "g", 0, {"v": (0, [gradient(8, 8)])})
+    (tmp_path / "h").mkdir()
+    os.link(tmp_path / "g" / "data_0.gulp", tmp_path / "h" / "data_0.gulp")
+    first, second = tmp_path / "g" / "meta_0.gmeta", tmp_path / "h" / "meta_0.gmeta"
+    refused(GulpSource, first, second, "GulpIO chunk or folder")
+    refused(GulpSource, str(first), str(second), "GulpIO chunk", named=[tmp_path / "g", tmp_path / "h"])
+    pytest.importorskip("pyarrow", reason="Parquet sources need pyarrow")
+    pq = write_parquet(tmp_path / "p-0.parquet", [ppm(gradient(8, 8))], [0], row_group_size=1)
+    refused(ParquetSource, pq, tmp_path / "p-1.parquet", "Parquet file")
+    # A symbolic link is named as before: one real path.
+    (tmp_path / "r-2").symlink_to(rec)
+    with pytest.raises(SourceError, match=r"named by '.*r-0' and by '.*r-2' \(as \S+r-0 and \S+r-2\): its"):
+        TFRecordSource([rec, tmp_path / "r-2"])
+
+
 def test_a_label_past_int64_is_a_bad_record_naming_it(tmp_path, capsys):
     import io
     import tarfile

@@ -392,23 +392,41 @@ def _check_shard_sets(pattern, matches, what):
             )
 
 
-def refuse_repeats(paths, named_by, what: str):
-    """Raises SourceError when two of ``paths`` are one file (the same real path): it would be read twice.
+# How to go on from a file named twice, at the end of refuse_repeats' refusal.
+_NAME_EACH_ONCE = "Name each file once (patterns that overlap match a file twice)"
 
-    ``named_by[i]`` is the argument (a name or pattern) that gave ``paths[i]``.
+
+def file_identity(path):
+    """What makes two paths one file: (device, inode), which hard links share too; the real path
+    (symbolic links resolved) where the file cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return os.path.realpath(path)
+    return st.st_dev, st.st_ino
+
+
+def refuse_repeats(paths, named_by, what: str, fix: str = _NAME_EACH_ONCE):
+    """Raises SourceError when two of ``paths`` are one file (:func:`file_identity`): it would be read twice.
+
+    ``named_by[i]`` is the argument (a name or pattern) that gave ``paths[i]``; ``fix`` ends the message.
     """
     first = {}
     for path, arg in zip(paths, named_by, strict=True):
-        real = os.path.realpath(path)
-        if real in first:
-            other_path, other_arg = first[real]
+        key = file_identity(path)
+        if key in first:
+            other_path, other_arg = first[key]
             by = f"by {other_arg!r} and by {arg!r}" if other_arg != arg else f"twice by {arg!r}"
-            same = "" if other_path == path else f" (as {other_path} and {path})"
+            if other_path == path:
+                same = ""
+            elif os.path.realpath(other_path) == os.path.realpath(path):
+                same = f" (as {other_path} and {path})"
+            else:
+                same = f" (as {other_path} and {path}, two names of one file: hard links)"
             raise SourceError(
-                f"{path}: the {what} is named {by}{same}: its images would be stored twice. Name each "
-                "file once (patterns that overlap match a file twice)"
+                f"{path}: the {what} is named {by}{same}: its images would be stored twice. {fix}"
             )
-        first[real] = (path, arg)
+        first[key] = (path, arg)
 
 
 def inside(path, root) -> bool:

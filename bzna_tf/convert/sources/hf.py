@@ -30,6 +30,7 @@ from bzna_tf.convert.sources.base import (
     few,
     file_facts,
     inside,
+    refuse_repeats,
 )
 from bzna_tf.convert.sources.parquet import (
     AUTO,
@@ -204,6 +205,8 @@ def _saved(folder, split, allow_outside_paths=False):
         raise SourceError(
             f"{folder}: {len(missing)} of its {len(files)} data files are missing ({few(missing)})"
         )
+    # One file named twice (by two spellings, or two hard links) would give its rows twice.
+    refuse_repeats(files, [state_file] * len(files), "data file", "Name each data file once in _data_files")
     return files, features
 
 
