@@ -227,6 +227,15 @@ def test_a_list_keeps_the_repeats_of_an_oversampled_selection(flat_shards, tmp_p
     assert sorted(listed(d, lst)) == [(0, 0), (0, 0), (0, 2), (0, 2), (0, 2)]
 
 
+def test_an_oversampled_selection_is_no_list_to_write(flat_shards):
+    # A reader refuses a sample named twice, and an exclusion list cannot say it: the writer refuses.
+    d = ClassificationDataset(flat_shards).select([2, 0, 2, 1, 2, 0])
+    for kind in ("CONDUIT_HDF5_INCLUSION", "CONDUIT_HDF5_EXCLUSION", "SINGLE-SAMPLE"):
+        with pytest.raises(ValueError, match=r"repeat 2 samples \(global sample 2 3 times: oversampling\)"):
+            d.to_sample_list(kind)
+    assert d.select([1, 3, 2]).to_sample_list().entries[0].ids == ("0", "1", "2")
+
+
 def test_a_relative_base_is_relative_to_the_list(flat_shards):
     shards_dir = os.path.dirname(flat_shards[0])
     lst_path = os.path.join(os.path.dirname(shards_dir), "rel.list")

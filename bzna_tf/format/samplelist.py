@@ -501,6 +501,16 @@ class SampleList:
             raise ValueError(f"Expected `ids` to be 'indices' or 'names'. Received: ids={ids!r}")
         indices = np.asarray(indices, np.int64)
         starts = np.asarray(starts, np.int64)
+        values, counts = np.unique(indices, return_counts=True)
+        if (counts > 1).any():
+            # A list names each sample once (a reader refuses repeats); an exclusion list cannot say them.
+            j = int(np.argmax(counts))
+            raise ValueError(
+                f"a sample list names each sample once, and these samples repeat "
+                f"{count(int((counts > 1).sum()), 'sample')} (global sample {int(values[j])} "
+                f"{int(counts[j])} times: oversampling). Write the list of the samples once each "
+                "(ds.select(np.unique(positions))) and repeat them when selecting"
+            )
         if base is None:
             base = _common_dir(paths)
         elif not is_url(base):
