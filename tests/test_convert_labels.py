@@ -56,6 +56,11 @@ def test_class_names_that_do_not_match_the_folder_classes_are_refused(tmp_path, 
         == 0
     )
     assert BznaFile(out).class_names == ["Ant", "Bee", "Cat"]
+    # Saved by Windows Notepad: a byte-order mark, CRLF line ends. The mark was kept in the first name.
+    (tmp_path / "bom.txt").write_bytes("\ufeffAnt\r\nBee\r\nCat\r\n".encode())
+    argv = ["convert", "folder", str(src), str(out), *FAST, "--class-names", str(tmp_path / "bom.txt")]
+    assert main([*argv, "--overwrite"]) == 0
+    assert BznaFile(out).class_names == ["Ant", "Bee", "Cat"]
 
 
 def test_a_label_past_the_given_class_names_is_an_error_naming_the_record(tmp_path, capsys):
