@@ -249,23 +249,55 @@ def test_a_pattern_over_an_incomplete_set_or_two_sets_of_shards_is_refused(tmp_p
     assert len(both) == 4
 
 
+def tfds_records(path, rows):
+    """A TFRecord file in TFDS's layout: ``image`` and the int64 features of each row (a dict)."""
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for i, row in enumerate(rows):
+            image = ppm(gradient(8, 8, seed=i))
+            feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image]))}
+            for key, value in row.items():
+                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return path
+
+
 def test_tfds_class_names_follow_a_label_offset(tmp_path):
     from bzna_tf.convert import TFRecordSource
 
-    rec = records(tmp_path / "d.tfrecord-00000-of-00001", [[1]])
+    rec = tfds_records(tmp_path / "d.tfrecord-00000-of-00001", [{"label": 1}])
     (tmp_path / "label.labels.txt").write_text("zero\none\ntwo\n")
-    assert TFRecordSource(str(rec), label_key="image/class/label", label_offset=0).class_names == [
-        "zero",
-        "one",
-        "two",
-    ]
-    assert TFRecordSource(str(rec), label_key="image/class/label", label_offset=-1).class_names == [
-        "one",
-        "two",
-    ]
-    assert TFRecordSource(str(rec), label_key="image/class/label", label_offset=1).class_names == [
-        None,
-        "zero",
-        "one",
-        "two",
-    ]
+    assert TFRecordSource(str(rec)).class_names == ["zero", "one", "two"]
+    assert TFRecordSource(str(rec), label_offset=-1).class_names == ["one", "two"]
+    assert TFRecordSource(str(rec), label_offset=1).class_names == [None, "zero", "one", "two"]
+
+
+def test_the_names_file_beside_tfds_records_is_the_label_keys(tmp_path, capsys):
+    # CIFAR-100 in TFDS: label (fine) and coarse_label, each with its LABEL.labels.txt. label.labels.txt was
+    # read whatever --label-key said: the coarse targets got the fine classes' names, and an unlabelled
+    # conversion (--label-key '') stored names too.
+    from bzna_tf.convert import TFRecordSource
+
+    rows = [{"label": fine, "coarse_label": fine // 2} for fine in (0, 1, 2, 3)]
+    rec = tfds_records(tmp_path / "cifar100-train.tfrecord-00000-of-00001", rows)
+    (tmp_path / "label.labels.txt").write_text("apple\naquarium_fish\nbaby\nbear\n")
+    (tmp_path / "coarse_label.labels.txt").write_text("fruit\nfish_and_people\n")
+    assert TFRecordSource(str(rec)).class_names == ["apple", "aquarium_fish", "baby", "bear"]
+    assert TFRecordSource(str(rec), label_key="coarse_label").class_names == ["fruit", "fish_and_people"]
+    assert TFRecordSource(str(rec), label_key=None).class_names is None
+    out = tmp_path / "coarse.bzna"
+    assert main(["convert", "tfrecord", str(rec), str(out), *FAST, "--label-key", "coarse_label"]) == 0
+    with BznaFile(out) as f:
+        assert f.class_names == ["fruit", "fish_and_people"] and sorted(f.targets) == [0, 0, 1, 1]
+    assert main(["convert", "tfrecord", str(rec), str(tmp_path / "none.bzna"), *FAST, "--label-key", ""]) == 0
+    with BznaFile(tmp_path / "none.bzna") as f:
+        assert f.class_names is None and f.num_labelled == 0
+    # A label key without its own names file: no names, not another label's.
+    (tmp_path / "coarse_label.labels.txt").unlink()
+    assert TFRecordSource(str(rec), label_key="coarse_label").class_names is None
+    # A key with a '/' names no file (it would be in another folder).
+    (tmp_path / "image" / "class").mkdir(parents=True)
+    (tmp_path / "image" / "class" / "label.labels.txt").write_text("x\n")
+    classic = records(tmp_path / "train-00000-of-00001", [[0]])
+    assert TFRecordSource(str(classic), label_offset=0).class_names is None

@@ -773,7 +773,7 @@ def convert(
         record (one the source knows before reading, before any work); "skip" leaves it out, reports
         it on ``log`` and counts it in the summary (``skipped``) and in the shard's metadata.
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
-        ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
+        ``LABEL.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
         Hugging Face ``ClassLabel``'s names). A source that
         defines its classes (folders, GulpIO string labels) needs exactly one name per class; a
         target past the last name stops the conversion.

@@ -26,6 +26,8 @@ __all__ = ["TFRecordSource", "labels_txt"]
 CLASSIC_KEYS = ("image/encoded", "image/class/label", "image/filename", "image/class/text")
 TFDS_KEYS = ("image", "label", "file_name", None)
 AUTO = "auto"
+# The end of the name of the file of a TFDS ClassLabel's names, after the label's key.
+LABELS_TXT = ".labels.txt"
 
 
 class TFRecordSource(Source):
@@ -38,7 +40,9 @@ class TFRecordSource(Source):
       names in ``image/class/text``;
     - TFDS's (``tfds.builder("imagenet2012")`` and most image datasets):
       ``image``, ``label``, ``file_name``, with the class names in the
-      ``label.labels.txt`` TFDS writes beside the records.
+      ``label.labels.txt`` TFDS writes beside the records (the label key's
+      ``LABEL.labels.txt``: ``coarse_label.labels.txt`` with
+      ``label_key="coarse_label"``).
 
     Records are read by their byte offsets (found from the record headers), so
     a shuffled conversion reads each image once, wherever it is. Compressed
@@ -68,7 +72,9 @@ class TFRecordSource(Source):
         tools), and a wrong guess shifts every class by one without a word.
       compression: None, "GZIP" or "ZLIB", as the files were written.
       class_names: the class names, indexed by target (after ``label_offset``);
-        default: a ``label.labels.txt`` beside the first file, if any.
+        default: the label key's ``LABEL.labels.txt`` beside the first file, if
+        any (``label.labels.txt`` for TFDS's ``label``; none without a label
+        key, or for a key with a ``/`` such as ``image/class/label``).
       allow_unlabelled: store a record without its label feature as an
         unlabelled image. By default such a record is a bad record: the
         conversion stops, naming its file and record, or skips it with
@@ -145,8 +151,13 @@ class TFRecordSource(Source):
             )
         self.filename_key = defaults[2] if filename_key == AUTO else filename_key
         self.class_text_key = defaults[3] if class_text_key == AUTO else class_text_key
-        if class_names is None:
-            class_names = labels_txt(os.path.dirname(os.path.abspath(self.paths[0])))
+        # Where the class names come from, for messages: a names file, or None (given, or none).
+        self.class_names_from = None
+        if class_names is None and self.label_key:
+            class_names = labels_txt(os.path.dirname(os.path.abspath(self.paths[0])), self.label_key)
+            if class_names is not None:
+                folder = os.path.dirname(self.paths[0])
+                self.class_names_from = os.path.join(folder, self.label_key + LABELS_TXT)
             if class_names is not None and self.label_offset:
                 # label.labels.txt names the records' labels; class_names are indexed by target.
                 off = self.label_offset
@@ -340,7 +351,13 @@ def _describe_features(features):
     return "[" + ", ".join(kinds) + "]" if kinds else "[] (none)"
 
 
-def labels_txt(folder):
-    """The class names TFDS writes beside its records (``label.labels.txt``), or None."""
-    path = os.path.join(folder, "label.labels.txt")
+def labels_txt(folder, label_key="label"):
+    """The class names TFDS writes beside its records for ``label_key`` (``LABEL.labels.txt``), or None.
+
+    None too for a key that is no plain file name (``image/class/label``): its names would be in another
+    folder, which TFDS does not write.
+    """
+    if not label_key or any(sep and sep in label_key for sep in ("/", "\\", os.sep, os.altsep)):
+        return None
+    path = os.path.join(folder, label_key + LABELS_TXT)
     return (read_class_names(path) or None) if os.path.isfile(path) else None
