@@ -228,6 +228,37 @@ def test_classic_records_need_their_label_offset(tmp_path, capsys):
     )
 
 
+def test_classic_records_need_their_label_offset_whichever_record_comes_first(tmp_path, capsys, monkeypatch):
+    # Only the first record was looked at: when it had no label, the 1-based labels of the others were
+    # stored unshifted, without a word, by a conversion that skips it or stores it unlabelled.
+    from bzna_tf.convert import SourceError, TFRecordSource
+    from bzna_tf.convert.sources import tfrecords
+
+    rec = records(tmp_path / "train-00000-of-00001", [None, [1], [2], [4]])
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST]
+    unlabelled = ["--allow-unlabelled", "--order", "source", "--missing-label", "-1"]
+    for options in (["--on-error", "skip"], unlabelled):
+        assert main([*argv, *options]) == 1, options
+        err = capsys.readouterr().err
+        assert f"bzna-tf convert: {rec} record 1 (byte " in err, err
+        assert "classic ImageNet TFRecords ('image/class/label' labels): give --label-offset" in err
+        assert not out.exists()
+    assert main([*argv, "--on-error", "skip", "--label-offset", "-1"]) == 0
+    with BznaFile(out) as f:
+        assert sorted(f.targets) == [0, 1, 3]
+    # Records of images alone need no offset: every record was looked at. Past the records looked at, the
+    # offset is asked for, as labels may follow.
+    monkeypatch.setattr(tfrecords, "OFFSET_SCAN", 3)
+    plain = records(tmp_path / "p-00000-of-00001", [None, None, None])
+    assert TFRecordSource(str(plain), allow_unlabelled=True).label_offset == 0
+    late = records(tmp_path / "l-00000-of-00001", [None, None, None, [1]])
+    said = r"l-00000-of-00001: classic ImageNet TFRecords whose first 3 records have no 'image/class/label'"
+    with pytest.raises(SourceError, match=said + r": give --label-offset .* or --label-key ''"):
+        TFRecordSource(str(late), allow_unlabelled=True)
+    assert TFRecordSource(str(late), allow_unlabelled=True, label_key=None).label_key is None
+
+
 def test_a_pattern_over_an_incomplete_set_or_two_sets_of_shards_is_refused(tmp_path, capsys):
     from bzna_tf.convert import SourceError, TFRecordSource
 

@@ -26,6 +26,13 @@ __all__ = ["TFRecordSource", "labels_txt"]
 CLASSIC_KEYS = ("image/encoded", "image/class/label", "image/filename", "image/class/text")
 TFDS_KEYS = ("image", "label", "file_name", None)
 AUTO = "auto"
+# The classic layout's labels may start at 1 (build_imagenet_data.py) or at 0: the choice, in messages.
+OFFSET_HINT = (
+    "-1 for ImageNet's labels 1..1000 (build_imagenet_data.py keeps 0 for 'background'), which become "
+    "targets 0..999; 0 for labels that start at 0"
+)
+# How many classic records are looked at for a label before the offset is asked for anyway.
+OFFSET_SCAN = 1000
 # The end of the name of the file of a TFDS ClassLabel's names, after the label's key.
 LABELS_TXT = ".labels.txt"
 
@@ -70,6 +77,9 @@ class TFRecordSource(Source):
         with its label key, where it must be given: the same keys hold 1-based
         labels (ImageNet's build_imagenet_data.py) and 0-based ones (other
         tools), and a wrong guess shifts every class by one without a word.
+        Records of images alone need none: the first record with a label is
+        looked for over the first 1,000 records, whichever record comes first
+        (when none of them has one and more follow, it must be given too).
       compression: None, "GZIP" or "ZLIB", as the files were written.
       class_names: the class names, indexed by target (after ``label_offset``);
         default: the label key's ``LABEL.labels.txt`` beside the first file, if
@@ -137,18 +147,8 @@ class TFRecordSource(Source):
                 "no label: the records are in neither the classic ImageNet nor the TFDS layout, so no label "
                 "feature is known; stored unlabelled (--label-key names it)",
             )
-        if (
-            label_offset is None
-            and layout == "classic"
-            and self.label_key == CLASSIC_KEYS[1]
-            and CLASSIC_KEYS[1] in self._first_features()[1]  # records with labels, not images alone
-        ):
-            raise SourceError(
-                f"{self.paths[0]}: classic ImageNet TFRecords ({CLASSIC_KEYS[1]!r} labels): give "
-                "--label-offset (label_offset=): -1 for ImageNet's labels 1..1000 (build_imagenet_data.py "
-                "keeps 0 for 'background'), which become targets 0..999; 0 for labels that start at 0. A "
-                "wrong guess would shift every class by one without a word"
-            )
+        if label_offset is None and layout == "classic" and self.label_key == CLASSIC_KEYS[1]:
+            self._check_offset_given()
         self.filename_key = defaults[2] if filename_key == AUTO else filename_key
         self.class_text_key = defaults[3] if class_text_key == AUTO else class_text_key
         # Where the class names come from, for messages: a names file, or None (given, or none).
@@ -178,6 +178,36 @@ class TFRecordSource(Source):
                         f"{path} record {index} (byte {offset}): not a tf.train.Example: {e}"
                     ) from e
         return None, {}
+
+    def _check_offset_given(self):
+        """Refuses classic records with labels when no ``label_offset`` was given (they may start at 1 or 0).
+
+        Records of images alone have no labels to shift: they need none. Which they are is decided from
+        the first record that has a label, looked for over the first ``OFFSET_SCAN`` records (whichever
+        record comes first: one without a label, skipped as a bad record or stored unlabelled, must not
+        let the others through unshifted); past them, the records are taken to have labels further on.
+        """
+        seen = 0
+        for path in self.paths:
+            for index, offset, data in iter_records(path, self.compression):
+                if seen == OFFSET_SCAN:
+                    raise SourceError(
+                        f"{self.paths[0]}: classic ImageNet TFRecords whose first {OFFSET_SCAN:,} records "
+                        f"have no {CLASSIC_KEYS[1]!r} label: give --label-offset (label_offset=) for the "
+                        f"labels of the records after them ({OFFSET_HINT}), or --label-key '' "
+                        "(label_key=None) to convert every record unlabelled"
+                    )
+                seen += 1
+                try:
+                    labels = parse_example(data, {CLASSIC_KEYS[1]}).get(CLASSIC_KEYS[1])
+                except ValueError:
+                    continue  # not an Example: a bad record, which the conversion reports
+                if labels:
+                    raise SourceError(
+                        f"{path} record {index} (byte {offset}): classic ImageNet TFRecords "
+                        f"({CLASSIC_KEYS[1]!r} labels): give --label-offset (label_offset=): {OFFSET_HINT}. "
+                        "A wrong guess would shift every class by one without a word"
+                    )
 
     def _recognise(self, image_key):
         """(layout, image key) from the first record: "classic", "tfds", or None with the given key."""
