@@ -19,8 +19,9 @@ FAST = ["--processes", "0", "--preset", "ultrafast", "--chroma", "average", "--n
 ZERO = ["--label-offset", "0"]
 
 
-def records(path, labels):
-    """A TFRecord file of tiny images with these ``image/class/label`` values (a list per record)."""
+def records(path, labels, texts=None):
+    """A TFRecord file of tiny images with these ``image/class/label`` values (a list per record), and
+    these ``image/class/text`` (a string per record, or None for none)."""
     import tensorflow as tf
 
     with tf.io.TFRecordWriter(str(path)) as w:
@@ -35,6 +36,9 @@ def records(path, labels):
             }
             if label is not None:
                 feature["image/class/label"] = tf.train.Feature(int64_list=tf.train.Int64List(value=label))
+            if texts is not None and texts[i] is not None:
+                text = texts[i].encode()
+                feature["image/class/text"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text]))
             w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     return path
 
@@ -75,6 +79,66 @@ def test_a_label_past_the_given_class_names_is_an_error_naming_the_record(tmp_pa
         and "label 2, but the class names stop at 1" in err
         and not out.exists()
     )
+
+
+def test_records_that_disagree_on_a_class_name_are_refused(tmp_path, capsys):
+    # The first record seen named the class: one file said target 0 is 'WRONG' where 2 of 3 records say
+    # 'tench'; in shards, each its own first one, and reading the set failed.
+    rec = records(tmp_path / "r-0", [[1], [2], [1], [1]], ["tench", "goldfish", "WRONG", "tench"])
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST, "--label-offset", "-1"]
+    for shards in ([], ["--num-shards", "2"]):
+        assert main([*argv, *shards]) == 1
+        err = capsys.readouterr().err
+        assert "(its 'image/class/text'), but " in err and "the records disagree on the class's name" in err
+        assert "the record names class 0 " in err and "'WRONG'" in err and "'tench'" in err, err
+        assert f"{rec} record 2 (byte " in err
+        assert f"{rec} record 0 (byte " in err or f"{rec} record 3 (byte " in err
+        assert "--class-names FILE" in err and "--class-text-key '' (class_text_key=None)" in err
+        # Stopped where the second name is met: a shard finished before it is kept, as after any error.
+        assert not out.exists() and len(list(tmp_path.glob("x-*-of-00002.bzna"))) < 2
+    # The way out the message gives: the names from a file, the records' left out.
+    (tmp_path / "names.txt").write_text("tench\ngoldfish\n")
+    assert main([*argv, "--class-names", str(tmp_path / "names.txt"), "--class-text-key", ""]) == 0
+    with BznaFile(out) as f:
+        assert f.class_names == ["tench", "goldfish"] and sorted(f.targets) == [0, 0, 0, 1]
+    # Without names at all.
+    assert main([*argv, "--class-text-key", "", "--overwrite"]) == 0
+    assert BznaFile(out).class_names is None
+
+
+def test_class_names_that_contradict_the_records_are_refused(tmp_path, capsys):
+    # --class-names that swapped two of the records' image/class/text won without a word.
+    from bzna_tf.convert import ConversionError, Item, convert
+
+    rec = records(tmp_path / "r-0", [[1], [2], [1]], ["tench", "goldfish", "tench"])
+    (tmp_path / "swapped.txt").write_text("goldfish\ntench\n")
+    (tmp_path / "same.txt").write_text("tench\ngoldfish\n")
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST, "--label-offset", "-1", "--class-names"]
+    assert main([*argv, str(tmp_path / "swapped.txt")]) == 1
+    err = capsys.readouterr().err
+    way_out = "or give --class-text-key '' (class_text_key=None) to leave the records' 'image/class/text' out"
+    assert (
+        "(its 'image/class/text'), but --class-names (class_names=) names it " in err
+        and ("class 0 'tench' " in err or "class 1 'goldfish' " in err)
+        and f"Correct whichever is wrong, {way_out} and store these names" in err
+        and not out.exists()
+    ), err
+    assert main([*argv, str(tmp_path / "same.txt")]) == 0
+    assert BznaFile(out).class_names == ["tench", "goldfish"]
+    assert main([*argv, str(tmp_path / "swapped.txt"), "--class-text-key", "", "--overwrite"]) == 0
+    assert BznaFile(out).class_names == ["goldfish", "tench"]
+    # Any source's items: a class_name that the given names contradict, or another item's.
+    image = ppm(gradient(8, 8, seed=0))
+    items = [Item("a.ppm", 0, data=image, class_name="cat"), Item("b.ppm", 0, data=image, class_name="dog")]
+    fast = {"order": "source", "workers": 0, "progress": False}
+    said = r"b.ppm: the record names class 0 'dog' \(its class_name\), but a.ppm names it 'cat': the records"
+    with pytest.raises(ConversionError, match=said + " disagree .* and items without class_name"):
+        convert(items, tmp_path / "i.bzna", **fast)
+    said = r"a.ppm: the record names class 0 'cat' \(its class_name\), but --class-names \(class_names=\)"
+    with pytest.raises(ConversionError, match=said + " names it 'kitten'"):
+        convert(items[:1], tmp_path / "i.bzna", class_names=["kitten"], **fast)
 
 
 def test_negative_labels_are_an_error_or_unlabelled_by_flag(tmp_path, capsys):

@@ -71,6 +71,9 @@ class TFRecordSource(Source):
         Only the name's last part is stored (``a/b.jpg`` -> ``b.jpg``).
       class_text_key: a bytes feature holding each record's class name
         (``"auto"``: ``image/class/text`` in the classic layout), or None.
+        The converter stores these names, and refuses records that name one
+        class two ways, or otherwise than ``class_names`` (or the names
+        file): None leaves the records' names out.
       label_offset: added to every label. The classic ImageNet TFRecords store
         labels 1..1000 with 0 for "background": pass -1 to get Benzina's 0..999 targets.
         None (default): 0, except for records recognised as the classic layout
@@ -101,6 +104,7 @@ class TFRecordSource(Source):
         "image_key",
         "label_key",
         "filename_key",
+        "class_text_key",
         "label_offset",
         "compression",
         "allow_unlabelled",
@@ -358,13 +362,14 @@ class TFRecordSource(Source):
         )
 
     @classmethod
-    def from_cli(cls, paths, *, image_key=None, label_key=None, filename_key=None, label_offset=None,
-                 compression=None, allow_unlabelled=False):  # fmt: skip
+    def from_cli(cls, paths, *, image_key=None, label_key=None, filename_key=None, class_text_key=None,
+                 label_offset=None, compression=None, allow_unlabelled=False):  # fmt: skip
         return cls(
             paths,
             image_key=image_key,
             label_key=AUTO if label_key is None else (label_key or None),
             filename_key=AUTO if filename_key is None else (filename_key or None),
+            class_text_key=AUTO if class_text_key is None else (class_text_key or None),
             label_offset=label_offset,
             compression=compression,
             allow_unlabelled=allow_unlabelled,
