@@ -58,7 +58,9 @@ class TFRecordSource(Source):
 
     Args:
       patterns: file names or glob patterns (``"imagenet/train-*"``, ``~``
-        expanded), read in sorted order.
+        expanded), read in the order given, each pattern's matches in sorted
+        order (``["b", "a"]`` reads b first: another order of the images than
+        ``["a", "b"]``, shuffled or not, and another conversion).
       image_key: the bytes feature holding the encoded image; None: recognised
         from the first record (``image/encoded`` or ``image``).
       label_key: the int64 feature holding the label; a record without it (or
