@@ -318,7 +318,7 @@ def test_classic_records_need_their_label_offset_whichever_record_comes_first(tm
     assert TFRecordSource(str(plain), allow_unlabelled=True).label_offset == 0
     late = records(tmp_path / "l-00000-of-00001", [None, None, None, [1]])
     said = r"l-00000-of-00001: classic ImageNet TFRecords whose first 3 records have no 'image/class/label'"
-    with pytest.raises(SourceError, match=said + r": give --label-offset .* or --label-key ''"):
+    with pytest.raises(SourceError, match=said + r" label: give --label-offset .* or --label-key ''"):
         TFRecordSource(str(late), allow_unlabelled=True)
     assert TFRecordSource(str(late), allow_unlabelled=True, label_key=None).label_key is None
 
