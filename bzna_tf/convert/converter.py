@@ -776,7 +776,8 @@ def convert(
         ``LABEL.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
         Hugging Face ``ClassLabel``'s names). A source that
         defines its classes (folders, GulpIO string labels) needs exactly one name per class; a
-        target past the last name stops the conversion.
+        target past the last name stops the conversion, and so does an item's ``class_name``
+        (TFRecords' ``image/class/text``) that these names, or another item of its target, contradict.
       progress: the progress on ``log``: True or "auto" (default) a bar (images/s, time left) on a
         terminal, elsewhere (a file, a pipe) plain lines, at least one a minute
         (:mod:`bzna_tf.format.progress`); "bar" or "lines" either one wherever ``log`` goes; False
@@ -788,7 +789,8 @@ def convert(
 
     Raises:
       ConversionError: a record the source cannot read or an image that cannot be decoded
-        (``on_error="raise"``), a negative label or one past the class names, an existing output
+        (``on_error="raise"``), a negative label or one past the class names, an item's class name
+        that the class names or another item contradict, an existing output
         without ``overwrite``, or NVENC unavailable.
       ConversionInterrupted: Ctrl-C (a ``KeyboardInterrupt``): finished files are kept, the
         unfinished one is removed, and the same call converts the rest.
