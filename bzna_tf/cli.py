@@ -409,6 +409,10 @@ def _convert_options() -> dict:
             _option("--filename-key", default=None,
                     help="tfrecord: the file name feature (default: image/filename, or TFDS's file_name); "
                     "'' for none"),
+            _option("--class-text-key", default=None,
+                    help="tfrecord: the feature of each record's class name, checked against the other "
+                    "records' and --class-names (default: image/class/text in the classic layout); '' for "
+                    "none: the records' class names are not read"),
             _option("--label-offset", type=int, default=None,
                     help="tfrecord: added to labels; -1 for the classic ImageNet 1..1000 (required for "
                     "records in the classic layout: their labels may start at 1 or at 0)"),

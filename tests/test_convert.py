@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -129,6 +130,53 @@ def test_record_framing_errors(tmp_path):
     gz = write_tfrecord(tmp_path / "g", [b"z"], "GZIP")
     with pytest.raises(TFRecordError, match="checksum"):
         list(iter_records(gz))  # compressed, read without `compression`
+
+
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_a_compressed_file_cut_short_is_refused(tmp_path, compression):
+    # A ZLIB file cut short lost its last records without a word; a GZIP one gave gzip's raw EOFError.
+    records = [bytes([i]) * 200 for i in range(30)]
+    data = write_tfrecord(tmp_path / "r.tfrecord", records, compression).read_bytes()
+    cut = tmp_path / "cut.tfrecord"
+    cut.write_bytes(data[:-29])
+    said = re.escape(f"{cut}: the {compression} stream ends before its end marker, at record ")
+    said += r"\d+ \(byte \d+ of the uncompressed data; \d+ records read\): the file is cut short"
+    with pytest.raises(TFRecordError, match=said):
+        list(iter_records(cut, compression))
+    with pytest.raises(TFRecordError, match="stream ends before its end marker"):
+        count_records(cut, compression)
+    # Read without the right compression: said so, not a zlib traceback.
+    other = {"GZIP": "ZLIB", "ZLIB": "GZIP"}[compression]
+    said = re.escape(f"{tmp_path / 'r.tfrecord'}: not valid {other} data at record 0 ")
+    with pytest.raises(TFRecordError, match=said + ".*Is --compression"):
+        list(iter_records(tmp_path / "r.tfrecord", other))
+
+
+def test_a_zlib_file_with_bytes_after_its_stream_is_refused(tmp_path):
+    # TensorFlow reads the first ZLIB stream of a file and ignores what follows it: two files joined.
+    one = write_tfrecord(tmp_path / "a", [b"a" * 50] * 3, "ZLIB").read_bytes()
+    two = write_tfrecord(tmp_path / "b", [b"b" * 50] * 4, "ZLIB").read_bytes()
+    (tmp_path / "joined").write_bytes(one + two)
+    said = f"joined: {len(two)} bytes after the end of the ZLIB stream, after 3 records: a ZLIB-compressed"
+    with pytest.raises(TFRecordError, match=said):
+        list(iter_records(tmp_path / "joined", "ZLIB"))
+    assert count_records(tmp_path / "a", "ZLIB") == 3
+
+
+def test_a_truncated_compressed_file_stops_the_conversion_naming_it(tmp_path, capsys, small_images):
+    from bzna_tf.cli import main
+
+    data = write_tfrecord(
+        tmp_path / "r", imagenet_records(small_images[:3], [0, 1, 2], ["a", "b", "c"]), "ZLIB"
+    ).read_bytes()
+    (tmp_path / "cut").write_bytes(data[:-29])
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(tmp_path / "cut"), str(out), "--label-offset", "0", "--compression",
+            "ZLIB", "--order", "source", "-j", "0", "--preset", "ultrafast", "--no-progress"]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"bzna-tf convert: {tmp_path / 'cut'}: the ZLIB stream ends before its end marker" in err, err
+    assert "Traceback" not in err and not out.exists()
 
 
 # --------------------------------------------------------------------------- sources

@@ -19,8 +19,9 @@ FAST = ["--processes", "0", "--preset", "ultrafast", "--chroma", "average", "--n
 ZERO = ["--label-offset", "0"]
 
 
-def records(path, labels):
-    """A TFRecord file of tiny images with these ``image/class/label`` values (a list per record)."""
+def records(path, labels, texts=None):
+    """A TFRecord file of tiny images with these ``image/class/label`` values (a list per record), and
+    these ``image/class/text`` (a string per record, or None for none)."""
     import tensorflow as tf
 
     with tf.io.TFRecordWriter(str(path)) as w:
@@ -35,6 +36,9 @@ def records(path, labels):
             }
             if label is not None:
                 feature["image/class/label"] = tf.train.Feature(int64_list=tf.train.Int64List(value=label))
+            if texts is not None and texts[i] is not None:
+                text = texts[i].encode()
+                feature["image/class/text"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text]))
             w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     return path
 
@@ -56,6 +60,11 @@ def test_class_names_that_do_not_match_the_folder_classes_are_refused(tmp_path, 
         == 0
     )
     assert BznaFile(out).class_names == ["Ant", "Bee", "Cat"]
+    # Saved by Windows Notepad: a byte-order mark, CRLF line ends. The mark was kept in the first name.
+    (tmp_path / "bom.txt").write_bytes("\ufeffAnt\r\nBee\r\nCat\r\n".encode())
+    argv = ["convert", "folder", str(src), str(out), *FAST, "--class-names", str(tmp_path / "bom.txt")]
+    assert main([*argv, "--overwrite"]) == 0
+    assert BznaFile(out).class_names == ["Ant", "Bee", "Cat"]
 
 
 def test_a_label_past_the_given_class_names_is_an_error_naming_the_record(tmp_path, capsys):
@@ -70,6 +79,66 @@ def test_a_label_past_the_given_class_names_is_an_error_naming_the_record(tmp_pa
         and "label 2, but the class names stop at 1" in err
         and not out.exists()
     )
+
+
+def test_records_that_disagree_on_a_class_name_are_refused(tmp_path, capsys):
+    # The first record seen named the class: one file said target 0 is 'WRONG' where 2 of 3 records say
+    # 'tench'; in shards, each its own first one, and reading the set failed.
+    rec = records(tmp_path / "r-0", [[1], [2], [1], [1]], ["tench", "goldfish", "WRONG", "tench"])
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST, "--label-offset", "-1"]
+    for shards in ([], ["--num-shards", "2"]):
+        assert main([*argv, *shards]) == 1
+        err = capsys.readouterr().err
+        assert "(its 'image/class/text'), but " in err and "the records disagree on the class's name" in err
+        assert "the record names class 0 " in err and "'WRONG'" in err and "'tench'" in err, err
+        assert f"{rec} record 2 (byte " in err
+        assert f"{rec} record 0 (byte " in err or f"{rec} record 3 (byte " in err
+        assert "--class-names FILE" in err and "--class-text-key '' (class_text_key=None)" in err
+        # Stopped where the second name is met: a shard finished before it is kept, as after any error.
+        assert not out.exists() and len(list(tmp_path.glob("x-*-of-00002.bzna"))) < 2
+    # The way out the message gives: the names from a file, the records' left out.
+    (tmp_path / "names.txt").write_text("tench\ngoldfish\n")
+    assert main([*argv, "--class-names", str(tmp_path / "names.txt"), "--class-text-key", ""]) == 0
+    with BznaFile(out) as f:
+        assert f.class_names == ["tench", "goldfish"] and sorted(f.targets) == [0, 0, 0, 1]
+    # Without names at all.
+    assert main([*argv, "--class-text-key", "", "--overwrite"]) == 0
+    assert BznaFile(out).class_names is None
+
+
+def test_class_names_that_contradict_the_records_are_refused(tmp_path, capsys):
+    # --class-names that swapped two of the records' image/class/text won without a word.
+    from bzna_tf.convert import ConversionError, Item, convert
+
+    rec = records(tmp_path / "r-0", [[1], [2], [1]], ["tench", "goldfish", "tench"])
+    (tmp_path / "swapped.txt").write_text("goldfish\ntench\n")
+    (tmp_path / "same.txt").write_text("tench\ngoldfish\n")
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST, "--label-offset", "-1", "--class-names"]
+    assert main([*argv, str(tmp_path / "swapped.txt")]) == 1
+    err = capsys.readouterr().err
+    way_out = "or give --class-text-key '' (class_text_key=None) to leave the records' 'image/class/text' out"
+    assert (
+        "(its 'image/class/text'), but --class-names (class_names=) names it " in err
+        and ("class 0 'tench' " in err or "class 1 'goldfish' " in err)
+        and f"Correct whichever is wrong, {way_out} and store these names" in err
+        and not out.exists()
+    ), err
+    assert main([*argv, str(tmp_path / "same.txt")]) == 0
+    assert BznaFile(out).class_names == ["tench", "goldfish"]
+    assert main([*argv, str(tmp_path / "swapped.txt"), "--class-text-key", "", "--overwrite"]) == 0
+    assert BznaFile(out).class_names == ["goldfish", "tench"]
+    # Any source's items: a class_name that the given names contradict, or another item's.
+    image = ppm(gradient(8, 8, seed=0))
+    items = [Item("a.ppm", 0, data=image, class_name="cat"), Item("b.ppm", 0, data=image, class_name="dog")]
+    fast = {"order": "source", "workers": 0, "progress": False}
+    said = r"b.ppm: the record names class 0 'dog' \(its class_name\), but a.ppm names it 'cat': the records"
+    with pytest.raises(ConversionError, match=said + " disagree .* and items without class_name"):
+        convert(items, tmp_path / "i.bzna", **fast)
+    said = r"a.ppm: the record names class 0 'cat' \(its class_name\), but --class-names \(class_names=\)"
+    with pytest.raises(ConversionError, match=said + " names it 'kitten'"):
+        convert(items[:1], tmp_path / "i.bzna", class_names=["kitten"], **fast)
 
 
 def test_negative_labels_are_an_error_or_unlabelled_by_flag(tmp_path, capsys):
@@ -261,6 +330,37 @@ def test_classic_records_need_their_label_offset(tmp_path, capsys):
     )
 
 
+def test_classic_records_need_their_label_offset_whichever_record_comes_first(tmp_path, capsys, monkeypatch):
+    # Only the first record was looked at: when it had no label, the 1-based labels of the others were
+    # stored unshifted, without a word, by a conversion that skips it or stores it unlabelled.
+    from bzna_tf.convert import SourceError, TFRecordSource
+    from bzna_tf.convert.sources import tfrecords
+
+    rec = records(tmp_path / "train-00000-of-00001", [None, [1], [2], [4]])
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(rec), str(out), *FAST]
+    unlabelled = ["--allow-unlabelled", "--order", "source", "--missing-label", "-1"]
+    for options in (["--on-error", "skip"], unlabelled):
+        assert main([*argv, *options]) == 1, options
+        err = capsys.readouterr().err
+        assert f"bzna-tf convert: {rec} record 1 (byte " in err, err
+        assert "classic ImageNet TFRecords ('image/class/label' labels): give --label-offset" in err
+        assert not out.exists()
+    assert main([*argv, "--on-error", "skip", "--label-offset", "-1"]) == 0
+    with BznaFile(out) as f:
+        assert sorted(f.targets) == [0, 1, 3]
+    # Records of images alone need no offset: every record was looked at. Past the records looked at, the
+    # offset is asked for, as labels may follow.
+    monkeypatch.setattr(tfrecords, "OFFSET_SCAN", 3)
+    plain = records(tmp_path / "p-00000-of-00001", [None, None, None])
+    assert TFRecordSource(str(plain), allow_unlabelled=True).label_offset == 0
+    late = records(tmp_path / "l-00000-of-00001", [None, None, None, [1]])
+    said = r"l-00000-of-00001: classic ImageNet TFRecords whose first 3 records have no 'image/class/label'"
+    with pytest.raises(SourceError, match=said + r" label: give --label-offset .* or --label-key ''"):
+        TFRecordSource(str(late), allow_unlabelled=True)
+    assert TFRecordSource(str(late), allow_unlabelled=True, label_key=None).label_key is None
+
+
 def test_a_pattern_over_an_incomplete_set_or_two_sets_of_shards_is_refused(tmp_path, capsys):
     from bzna_tf.convert import SourceError, TFRecordSource
 
@@ -282,23 +382,55 @@ def test_a_pattern_over_an_incomplete_set_or_two_sets_of_shards_is_refused(tmp_p
     assert len(both) == 4
 
 
+def tfds_records(path, rows):
+    """A TFRecord file in TFDS's layout: ``image`` and the int64 features of each row (a dict)."""
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for i, row in enumerate(rows):
+            image = ppm(gradient(8, 8, seed=i))
+            feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image]))}
+            for key, value in row.items():
+                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return path
+
+
 def test_tfds_class_names_follow_a_label_offset(tmp_path):
     from bzna_tf.convert import TFRecordSource
 
-    rec = records(tmp_path / "d.tfrecord-00000-of-00001", [[1]])
+    rec = tfds_records(tmp_path / "d.tfrecord-00000-of-00001", [{"label": 1}])
     (tmp_path / "label.labels.txt").write_text("zero\none\ntwo\n")
-    assert TFRecordSource(str(rec), label_key="image/class/label", label_offset=0).class_names == [
-        "zero",
-        "one",
-        "two",
-    ]
-    assert TFRecordSource(str(rec), label_key="image/class/label", label_offset=-1).class_names == [
-        "one",
-        "two",
-    ]
-    assert TFRecordSource(str(rec), label_key="image/class/label", label_offset=1).class_names == [
-        None,
-        "zero",
-        "one",
-        "two",
-    ]
+    assert TFRecordSource(str(rec)).class_names == ["zero", "one", "two"]
+    assert TFRecordSource(str(rec), label_offset=-1).class_names == ["one", "two"]
+    assert TFRecordSource(str(rec), label_offset=1).class_names == [None, "zero", "one", "two"]
+
+
+def test_the_names_file_beside_tfds_records_is_the_label_keys(tmp_path, capsys):
+    # CIFAR-100 in TFDS: label (fine) and coarse_label, each with its LABEL.labels.txt. label.labels.txt was
+    # read whatever --label-key said: the coarse targets got the fine classes' names, and an unlabelled
+    # conversion (--label-key '') stored names too.
+    from bzna_tf.convert import TFRecordSource
+
+    rows = [{"label": fine, "coarse_label": fine // 2} for fine in (0, 1, 2, 3)]
+    rec = tfds_records(tmp_path / "cifar100-train.tfrecord-00000-of-00001", rows)
+    (tmp_path / "label.labels.txt").write_text("apple\naquarium_fish\nbaby\nbear\n")
+    (tmp_path / "coarse_label.labels.txt").write_text("fruit\nfish_and_people\n")
+    assert TFRecordSource(str(rec)).class_names == ["apple", "aquarium_fish", "baby", "bear"]
+    assert TFRecordSource(str(rec), label_key="coarse_label").class_names == ["fruit", "fish_and_people"]
+    assert TFRecordSource(str(rec), label_key=None).class_names is None
+    out = tmp_path / "coarse.bzna"
+    assert main(["convert", "tfrecord", str(rec), str(out), *FAST, "--label-key", "coarse_label"]) == 0
+    with BznaFile(out) as f:
+        assert f.class_names == ["fruit", "fish_and_people"] and sorted(f.targets) == [0, 0, 1, 1]
+    assert main(["convert", "tfrecord", str(rec), str(tmp_path / "none.bzna"), *FAST, "--label-key", ""]) == 0
+    with BznaFile(tmp_path / "none.bzna") as f:
+        assert f.class_names is None and f.num_labelled == 0
+    # A label key without its own names file: no names, not another label's.
+    (tmp_path / "coarse_label.labels.txt").unlink()
+    assert TFRecordSource(str(rec), label_key="coarse_label").class_names is None
+    # A key with a '/' names no file (it would be in another folder).
+    (tmp_path / "image" / "class").mkdir(parents=True)
+    (tmp_path / "image" / "class" / "label.labels.txt").write_text("x\n")
+    classic = records(tmp_path / "train-00000-of-00001", [[0]])
+    assert TFRecordSource(str(classic), label_offset=0).class_names is None

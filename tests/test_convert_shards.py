@@ -300,9 +300,14 @@ def test_tfds_and_classic_records_are_recognised_with_class_names(tmp_path):
         [None, None, None, None, "c4"],
     ]
     assert s.class_names == ["c0", None, "c2", None, "c4"]
-    # Explicit names win, and a record without the named feature lists what it has.
+    # Explicit names that contradict the records' are refused; they are stored with the records' left out.
+    # A record without the named feature lists what it has.
+    said = r"'c[024]' \(its 'image/class/text'\), but --class-names \(class_names=\) names it '[ace]'"
+    with pytest.raises(ConversionError, match=said):
+        convert(TFRecordSource(classic, label_offset=-1), tmp_path / "n.bzna", workers=0,
+                class_names=list("abcdef"), **FAST)  # fmt: skip
     convert(
-        TFRecordSource(classic, label_offset=-1),
+        TFRecordSource(classic, label_offset=-1, class_text_key=None),
         tmp_path / "named.bzna",
         workers=0,
         class_names=list("abcdef"),

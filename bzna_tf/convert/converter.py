@@ -773,10 +773,11 @@ def convert(
         record (one the source knows before reading, before any work); "skip" leaves it out, reports
         it on ``log`` and counts it in the summary (``skipped``) and in the shard's metadata.
       class_names: the class names, indexed by target; default the source's (folder names, TFDS's
-        ``label.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
+        ``LABEL.labels.txt``, TFRecords' ``image/class/text``, GulpIO string labels, a Parquet or
         Hugging Face ``ClassLabel``'s names). A source that
         defines its classes (folders, GulpIO string labels) needs exactly one name per class; a
-        target past the last name stops the conversion.
+        target past the last name stops the conversion, and so does an item's ``class_name``
+        (TFRecords' ``image/class/text``) that these names, or another item of its target, contradict.
       progress: the progress on ``log``: True or "auto" (default) a bar (images/s, time left) on a
         terminal, elsewhere (a file, a pipe) plain lines, at least one a minute
         (:mod:`bzna_tf.format.progress`); "bar" or "lines" either one wherever ``log`` goes; False
@@ -788,7 +789,8 @@ def convert(
 
     Raises:
       ConversionError: a record the source cannot read or an image that cannot be decoded
-        (``on_error="raise"``), a negative label or one past the class names, an existing output
+        (``on_error="raise"``), a negative label or one past the class names, an item's class name
+        that the class names or another item contradict, an existing output
         without ``overwrite``, or NVENC unavailable.
       ConversionInterrupted: Ctrl-C (a ``KeyboardInterrupt``): finished files are kept, the
         unfinished one is removed, and the same call converts the rest.
@@ -866,7 +868,12 @@ def convert(
                     if negative is not None:
                         labelled = labelled & ~negative
                 positions = conversion_order(total, order, seed, labelled)
-            labels = _Labels(names, negative_labels, on_error, int(getattr(source, "label_offset", 0) or 0))
+            labels = _Labels(
+                names, negative_labels, on_error, int(getattr(source, "label_offset", 0) or 0),
+                names_from="--class-names (class_names=)" if class_names is not None else getattr(
+                    source, "class_names_from", None),
+                text_key=getattr(source, "class_text_key", None),
+            )  # fmt: skip
             writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log, settings,
                                   sibling_fp)  # fmt: skip
             pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
@@ -996,11 +1003,20 @@ def _printable(item):
 
 
 class _Labels:
-    """Checks each item's label before it is encoded: negative ones, and ones past the class names."""
+    """Checks each item's label before it is encoded: negative ones, ones past the class names, and the
+    class name an item gives (TFRecords' ``image/class/text``), which must be the one of every other item
+    of its target and the one the class names give, if any.
 
-    def __init__(self, names, negative_labels, on_error="raise", offset=0):
+    ``names_from``: where ``names`` come from, for messages (``"--class-names (class_names=)"``, a names
+    file); ``text_key``: the source's feature of class names (``"image/class/text"``), or None.
+    """
+
+    def __init__(self, names, negative_labels, on_error="raise", offset=0, names_from=None, text_key=None):
         self.names, self.negative, self.on_error = names, negative_labels, on_error
         self.offset = offset  # the source's label offset (TFRecords' --label-offset), for the messages
+        self.names_from = names_from or "the source's class names"
+        self.text_key = text_key
+        self.texts = {}  # target -> (the class name the first item of it gave, that item's origin)
 
     def check(self, item):
         if getattr(item, "error", None) is not None:
@@ -1038,7 +1054,38 @@ class _Labels:
                 f"{len(self.names) - 1} ({count(len(self.names), 'name')}: {few(self.names)}): give one name "
                 "per class (--class-names FILE, class_names=)"
             )
+        if getattr(item, "class_name", None) is not None:
+            self._check_class_name(item, t)
         return item
+
+    def _check_class_name(self, item, t):
+        """Refuses a class name that another item of target ``t``, or the class names, contradict.
+
+        Not a bad record to skip: which name is right is the user's to say, and the first one seen would
+        otherwise name the class (in each shard its own first one).
+        """
+        name, origin = item.class_name, item.origin or item.filename
+        if self.text_key:
+            said = f"its {self.text_key!r}"
+            without = f"--class-text-key '' (class_text_key=None) to leave the records' {self.text_key!r} out"
+        else:
+            said = "its class_name"
+            without = "items without class_name"
+        given = self.names[t] if self.names is not None else None
+        if given is not None:
+            if name != given:
+                raise ConversionError(
+                    f"{origin}: the record names class {t} {name!r} ({said}), but {self.names_from} names it "
+                    f"{given!r}. Correct whichever is wrong, or give {without} and store these names"
+                )
+            return
+        first_name, first_origin = self.texts.setdefault(t, (name, origin))
+        if first_name != name:
+            raise ConversionError(
+                f"{origin}: the record names class {t} {name!r} ({said}), but {first_origin} names it "
+                f"{first_name!r}: the records disagree on the class's name. Give the names with "
+                f"--class-names FILE (class_names=; one per line, by target) and {without}"
+            )
 
 
 def _items_at(source, indices):

@@ -48,8 +48,22 @@ class TFRecordError(ValueError):
     """A malformed TFRecord file or Example: names the file, the record and the byte offset."""
 
 
+class _StreamCutShort(EOFError):
+    """A ZLIB stream that ends before its end marker (a file cut short)."""
+
+
+class _TrailingData(ValueError):
+    """Bytes after the end of a ZLIB stream."""
+
+
 class _ZlibReader:
-    """A file-like reader of a raw zlib stream (TFRecord's "ZLIB" compression)."""
+    """A file-like reader of a raw zlib stream (TFRecord's "ZLIB" compression).
+
+    A stream cut short (its end marker missing) and bytes after the end of the
+    stream are refused, as a truncated uncompressed file is: else the records
+    past the cut, or in the trailing bytes, would be lost without a word
+    (TensorFlow reads neither).
+    """
 
     def __init__(self, f):
         self._f, self._z, self._buf = f, zlib.decompressobj(), b""
@@ -58,8 +72,12 @@ class _ZlibReader:
         while len(self._buf) < n and not self._z.eof:
             chunk = self._f.read(1 << 20)
             if not chunk:
-                break
+                raise _StreamCutShort("the ZLIB stream ends before its end marker")
             self._buf += self._z.decompress(chunk)
+        if self._z.eof and len(self._buf) < n:
+            after = len(self._z.unused_data) + os.fstat(self._f.fileno()).st_size - self._f.tell()
+            if after > 0:
+                raise _TrailingData(f"{after} bytes after the end of the ZLIB stream")
         out, self._buf = self._buf[:n], self._buf[n:]
         return out
 
@@ -100,14 +118,15 @@ def iter_records(path, compression=None, *, start=0):
 
     Offsets are in the uncompressed stream. ``start``: the first record to
     yield; in an uncompressed file the records before it are skipped by their
-    headers alone. Raises :class:`TFRecordError` on a truncated record or a
-    length whose checksum does not match.
+    headers alone. Raises :class:`TFRecordError` on a truncated record, a
+    length whose checksum does not match, or a compressed file that is cut
+    short, is not valid compressed data, or (ZLIB) has bytes after its stream.
     """
     path = os.fspath(path)
     size = os.path.getsize(path) if compression is None else None
     f = _open(path, compression)
+    index, offset = 0, 0
     try:
-        index, offset = 0, 0
         while True:
             header = f.read(12)
             if not header:
@@ -127,8 +146,30 @@ def iter_records(path, compression=None, *, start=0):
                 yield index, offset, data
             index += 1
             offset += 16 + length
+    except EOFError as e:  # gzip's, and _ZlibReader's: the compressed stream ends before its end marker
+        raise TFRecordError(
+            f"{path}: the {compression} stream ends before its end marker, at record {index} (byte {offset} "
+            f"of the uncompressed data; {_records(index)} read): the file is cut short (an interrupted copy "
+            "or download?); copy it again"
+        ) from e
+    except _TrailingData as e:
+        raise TFRecordError(
+            f"{path}: {e}, after {_records(index)}: a ZLIB-compressed TFRecord file holds one stream, and "
+            "TensorFlow reads only the first (several files joined into one?): convert the files it was "
+            "made of"
+        ) from e
+    except (zlib.error, gzip.BadGzipFile) as e:
+        raise TFRecordError(
+            f"{path}: not valid {compression} data at record {index} (byte {offset} of the uncompressed "
+            f"data; {_records(index)} read): {e}. Is --compression (compression=) the one the file was "
+            "written with?"
+        ) from e
     finally:
         f.close()
+
+
+def _records(n) -> str:
+    return f"{n} record{'' if n == 1 else 's'}"
 
 
 def count_records(path, compression=None) -> int:

@@ -518,8 +518,12 @@ def safe_basename(name: str) -> str:
 
 
 def read_class_names(path) -> list[str]:
-    """Class names from a text file, one per line by target (trailing empty lines dropped)."""
-    with open(os.path.expanduser(os.fspath(path)), encoding="utf-8") as f:
+    """Class names from a UTF-8 text file, one per line by target (trailing empty lines dropped).
+
+    A byte-order mark at its start (Windows Notepad saves "UTF-8" with one) is
+    not part of the first name; Windows line ends are read as line ends.
+    """
+    with open(os.path.expanduser(os.fspath(path)), encoding="utf-8-sig") as f:
         names = [line.rstrip("\n") for line in f]
     while names and not names[-1]:
         names.pop()

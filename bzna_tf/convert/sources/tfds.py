@@ -170,9 +170,11 @@ class TFDSSource(TFRecordSource):
         if label_key == AUTO:
             labels = [k for k, cls in features.items() if cls.endswith(".ClassLabel")]
             label_key = sup_label or (labels[0] if len(labels) == 1 else AUTO)
+        names_from = None
         if class_names is None and label_key not in (None, AUTO):
             path = _own_file(self.folder, f"{label_key}.labels.txt", f"{info_path}: the label's names")
             class_names = (read_class_names(path) or None) if os.path.isfile(path) else None
+            names_from = path if class_names is not None else None
         super().__init__(
             paths,
             image_key=image_key,
@@ -180,6 +182,7 @@ class TFDSSource(TFRecordSource):
             class_names=class_names,
             allow_unlabelled=allow_unlabelled,
         )
+        self.class_names_from = names_from or self.class_names_from
 
     def _record_counts(self):
         checked = self._counts is not None

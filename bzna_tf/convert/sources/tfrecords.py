@@ -26,6 +26,15 @@ __all__ = ["TFRecordSource", "labels_txt"]
 CLASSIC_KEYS = ("image/encoded", "image/class/label", "image/filename", "image/class/text")
 TFDS_KEYS = ("image", "label", "file_name", None)
 AUTO = "auto"
+# The classic layout's labels may start at 1 (build_imagenet_data.py) or at 0: the choice, in messages.
+OFFSET_HINT = (
+    "-1 for ImageNet's labels 1..1000 (build_imagenet_data.py keeps 0 for 'background'), which become "
+    "targets 0..999; 0 for labels that start at 0"
+)
+# How many classic records are looked at for a label before the offset is asked for anyway.
+OFFSET_SCAN = 1000
+# The end of the name of the file of a TFDS ClassLabel's names, after the label's key.
+LABELS_TXT = ".labels.txt"
 
 
 class TFRecordSource(Source):
@@ -38,7 +47,9 @@ class TFRecordSource(Source):
       names in ``image/class/text``;
     - TFDS's (``tfds.builder("imagenet2012")`` and most image datasets):
       ``image``, ``label``, ``file_name``, with the class names in the
-      ``label.labels.txt`` TFDS writes beside the records.
+      ``label.labels.txt`` TFDS writes beside the records (the label key's
+      ``LABEL.labels.txt``: ``coarse_label.labels.txt`` with
+      ``label_key="coarse_label"``).
 
     Records are read by their byte offsets (found from the record headers), so
     a shuffled conversion reads each image once, wherever it is. Compressed
@@ -47,7 +58,9 @@ class TFRecordSource(Source):
 
     Args:
       patterns: file names or glob patterns (``"imagenet/train-*"``, ``~``
-        expanded), read in sorted order.
+        expanded), read in the order given, each pattern's matches in sorted
+        order (``["b", "a"]`` reads b first: another order of the images than
+        ``["a", "b"]``, shuffled or not, and another conversion).
       image_key: the bytes feature holding the encoded image; None: recognised
         from the first record (``image/encoded`` or ``image``).
       label_key: the int64 feature holding the label; a record without it (or
@@ -60,15 +73,23 @@ class TFRecordSource(Source):
         Only the name's last part is stored (``a/b.jpg`` -> ``b.jpg``).
       class_text_key: a bytes feature holding each record's class name
         (``"auto"``: ``image/class/text`` in the classic layout), or None.
+        The converter stores these names, and refuses records that name one
+        class two ways, or otherwise than ``class_names`` (or the names
+        file): None leaves the records' names out.
       label_offset: added to every label. The classic ImageNet TFRecords store
         labels 1..1000 with 0 for "background": pass -1 to get Benzina's 0..999 targets.
         None (default): 0, except for records recognised as the classic layout
         with its label key, where it must be given: the same keys hold 1-based
         labels (ImageNet's build_imagenet_data.py) and 0-based ones (other
         tools), and a wrong guess shifts every class by one without a word.
+        Records of images alone need none: the first record with a label is
+        looked for over the first 1,000 records, whichever record comes first
+        (when none of them has one and more follow, it must be given too).
       compression: None, "GZIP" or "ZLIB", as the files were written.
       class_names: the class names, indexed by target (after ``label_offset``);
-        default: a ``label.labels.txt`` beside the first file, if any.
+        default: the label key's ``LABEL.labels.txt`` beside the first file, if
+        any (``label.labels.txt`` for TFDS's ``label``; none without a label
+        key, or for a key with a ``/`` such as ``image/class/label``).
       allow_unlabelled: store a record without its label feature as an
         unlabelled image. By default such a record is a bad record: the
         conversion stops, naming its file and record, or skips it with
@@ -85,6 +106,7 @@ class TFRecordSource(Source):
         "image_key",
         "label_key",
         "filename_key",
+        "class_text_key",
         "label_offset",
         "compression",
         "allow_unlabelled",
@@ -131,22 +153,17 @@ class TFRecordSource(Source):
                 "no label: the records are in neither the classic ImageNet nor the TFDS layout, so no label "
                 "feature is known; stored unlabelled (--label-key names it)",
             )
-        if (
-            label_offset is None
-            and layout == "classic"
-            and self.label_key == CLASSIC_KEYS[1]
-            and CLASSIC_KEYS[1] in self._first_features()[1]  # records with labels, not images alone
-        ):
-            raise SourceError(
-                f"{self.paths[0]}: classic ImageNet TFRecords ({CLASSIC_KEYS[1]!r} labels): give "
-                "--label-offset (label_offset=): -1 for ImageNet's labels 1..1000 (build_imagenet_data.py "
-                "keeps 0 for 'background'), which become targets 0..999; 0 for labels that start at 0. A "
-                "wrong guess would shift every class by one without a word"
-            )
+        if label_offset is None and layout == "classic" and self.label_key == CLASSIC_KEYS[1]:
+            self._check_offset_given()
         self.filename_key = defaults[2] if filename_key == AUTO else filename_key
         self.class_text_key = defaults[3] if class_text_key == AUTO else class_text_key
-        if class_names is None:
-            class_names = labels_txt(os.path.dirname(os.path.abspath(self.paths[0])))
+        # Where the class names come from, for messages: a names file, or None (given, or none).
+        self.class_names_from = None
+        if class_names is None and self.label_key:
+            class_names = labels_txt(os.path.dirname(os.path.abspath(self.paths[0])), self.label_key)
+            if class_names is not None:
+                folder = os.path.dirname(self.paths[0])
+                self.class_names_from = os.path.join(folder, self.label_key + LABELS_TXT)
             if class_names is not None and self.label_offset:
                 # label.labels.txt names the records' labels; class_names are indexed by target.
                 off = self.label_offset
@@ -167,6 +184,36 @@ class TFRecordSource(Source):
                         f"{path} record {index} (byte {offset}): not a tf.train.Example: {e}"
                     ) from e
         return None, {}
+
+    def _check_offset_given(self):
+        """Refuses classic records with labels when no ``label_offset`` was given (they may start at 1 or 0).
+
+        Records of images alone have no labels to shift: they need none. Which they are is decided from
+        the first record that has a label, looked for over the first ``OFFSET_SCAN`` records (whichever
+        record comes first: one without a label, skipped as a bad record or stored unlabelled, must not
+        let the others through unshifted); past them, the records are taken to have labels further on.
+        """
+        seen = 0
+        for path in self.paths:
+            for index, offset, data in iter_records(path, self.compression):
+                if seen == OFFSET_SCAN:
+                    raise SourceError(
+                        f"{self.paths[0]}: classic ImageNet TFRecords whose first {OFFSET_SCAN:,} records "
+                        f"have no {CLASSIC_KEYS[1]!r} label: give --label-offset (label_offset=) for the "
+                        f"labels of the records after them ({OFFSET_HINT}), or --label-key '' "
+                        "(label_key=None) to convert every record unlabelled"
+                    )
+                seen += 1
+                try:
+                    labels = parse_example(data, {CLASSIC_KEYS[1]}).get(CLASSIC_KEYS[1])
+                except ValueError:
+                    continue  # not an Example: a bad record, which the conversion reports
+                if labels:
+                    raise SourceError(
+                        f"{path} record {index} (byte {offset}): classic ImageNet TFRecords "
+                        f"({CLASSIC_KEYS[1]!r} labels): give --label-offset (label_offset=): {OFFSET_HINT}. "
+                        "A wrong guess would shift every class by one without a word"
+                    )
 
     def _recognise(self, image_key):
         """(layout, image key) from the first record: "classic", "tfds", or None with the given key."""
@@ -317,13 +364,14 @@ class TFRecordSource(Source):
         )
 
     @classmethod
-    def from_cli(cls, paths, *, image_key=None, label_key=None, filename_key=None, label_offset=None,
-                 compression=None, allow_unlabelled=False):  # fmt: skip
+    def from_cli(cls, paths, *, image_key=None, label_key=None, filename_key=None, class_text_key=None,
+                 label_offset=None, compression=None, allow_unlabelled=False):  # fmt: skip
         return cls(
             paths,
             image_key=image_key,
             label_key=AUTO if label_key is None else (label_key or None),
             filename_key=AUTO if filename_key is None else (filename_key or None),
+            class_text_key=AUTO if class_text_key is None else (class_text_key or None),
             label_offset=label_offset,
             compression=compression,
             allow_unlabelled=allow_unlabelled,
@@ -340,7 +388,13 @@ def _describe_features(features):
     return "[" + ", ".join(kinds) + "]" if kinds else "[] (none)"
 
 
-def labels_txt(folder):
-    """The class names TFDS writes beside its records (``label.labels.txt``), or None."""
-    path = os.path.join(folder, "label.labels.txt")
+def labels_txt(folder, label_key="label"):
+    """The class names TFDS writes beside its records for ``label_key`` (``LABEL.labels.txt``), or None.
+
+    None too for a key that is no plain file name (``image/class/label``): its names would be in another
+    folder, which TFDS does not write.
+    """
+    if not label_key or any(sep and sep in label_key for sep in ("/", "\\", os.sep, os.altsep)):
+        return None
+    path = os.path.join(folder, label_key + LABELS_TXT)
     return (read_class_names(path) or None) if os.path.isfile(path) else None
