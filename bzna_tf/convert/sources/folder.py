@@ -14,7 +14,9 @@ ROOT without sub-folders is a folder of unlabelled images (a test set).
 from __future__ import annotations
 
 import errno
+import glob
 import os
+import unicodedata
 
 import numpy as np
 
@@ -28,6 +30,9 @@ from bzna_tf.convert.sources.base import (
     escaped_name,
     file_facts,
 )
+from bzna_tf.format.reader import BznaFile
+from bzna_tf.format.shards import SHARD_NAME, BznaShards, check_shard_sets
+from bzna_tf.format.sniff import SNIFF_BYTES, sniff
 from bzna_tf.format.wording import count
 
 __all__ = ["ImageFolderSource"]
@@ -59,6 +64,146 @@ def _few(names, limit=5) -> str:
     """:func:`few` of names; those that are not UTF-8 with their bytes as ``\\xNN`` (not doubled by repr)."""
     shown = ", ".join(repr(n) if _is_utf8(n) else f"'{escaped_name(n)}'" for n in names[:limit])
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+# classes=: what it may be, and the largest names file read.
+_CLASSES_FORMS = (
+    "a list of class folder names by target (classes=[...]), a text file of them, one per line (--classes "
+    "FILE), or a .bzna file whose stored class names are taken (--classes train.bzna)"
+)
+_MAX_CLASSES_FILE = 64 << 20  # a names file of 21k classes takes ~0.5 MB: a larger file is something else
+
+
+def _near(name: str) -> str:
+    """A name as two spellings of one class may both give it: no surrounding spaces, NFC, case folded."""
+    return unicodedata.normalize("NFC", name.strip()).casefold()
+
+
+class _Classes:
+    """``classes=`` read: ``names`` by target, ``where`` (how messages name them) and ``stored`` (True when
+    the names are a .bzna file's stored class names, which ``--class-names`` may have renamed)."""
+
+    def __init__(self, classes):
+        self.stored = False
+        if isinstance(classes, (str, os.PathLike)):
+            path = os.path.expanduser(os.fspath(classes))
+            shards = self._shards(path)
+            if shards is not None or self._is_bzna(path):
+                self.stored = True
+                self.where = f"the class names stored in {escaped_name(path)}"
+                self.names = self._from_bzna(path, shards)
+                self._check(escaped_name(path), "target", 0)
+            else:
+                self.where = f"the classes listed in {escaped_name(path)}"
+                self.names = self._from_text(path)
+                self._check(escaped_name(path), "line", 1)
+            return
+        if not isinstance(classes, (list, tuple)) or not all(isinstance(n, str) for n in classes):
+            raise TypeError(f"Expected `classes` as {_CLASSES_FORMS}. Received: classes={classes!r}")
+        self.where = "the classes given (classes=)"
+        self.names = list(classes)
+        self._check("classes=", "target", 0)
+
+    @staticmethod
+    def _shards(path):
+        """The shards STEM-0000k-of-0000N.bzna of a missing ``path`` STEM.bzna, or None."""
+        if os.path.lexists(path) or not path.lower().endswith(".bzna"):
+            return None
+        folder, base = os.path.split(path)
+        stem = base[: -len(".bzna")]
+        found = []
+        for p in sorted(glob.glob(os.path.join(glob.escape(folder), glob.escape(stem) + "-*-of-*.bzna"))):
+            m = SHARD_NAME.match(os.path.basename(p))
+            if m and m["stem"] == stem:
+                found.append(p)
+        if not found:
+            return None
+        check_shard_sets(found, escaped_name(path))  # complete, and one set
+        return found
+
+    @staticmethod
+    def _is_bzna(path) -> bool:
+        if os.path.isdir(path):
+            raise SourceError(f"{escaped_name(path)}: a folder. Expected as classes {_CLASSES_FORMS}")
+        if not os.path.exists(path):
+            raise SourceError(f"{escaped_name(path)}: no such file. Expected as classes {_CLASSES_FORMS}")
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+        return head[4:8] == b"ftyp" or path.lower().endswith(".bzna")
+
+    @staticmethod
+    def _from_bzna(path, shards):
+        name = escaped_name(path)
+        if shards is None:
+            with BznaFile(path) as f:
+                names = f.class_names
+        else:
+            with BznaShards(shards) as f:
+                names = f.class_names
+            first = escaped_name(os.path.basename(shards[0]))
+            name = f"{name} (its {count(len(shards), 'shard')}, {first}, ...)"
+        if not names:
+            raise SourceError(
+                f"{name} stores no class names (its conversion gave none): it cannot number class folders. "
+                f"Give the classes as a list or a text file of class folder names, one per line by target"
+            )
+        holes = [t for t, n in enumerate(names) if n is None]
+        if holes:
+            shown = ", ".join(map(str, holes[:8])) + (", ..." if len(holes) > 8 else "")
+            raise SourceError(
+                f"{name} stores no name for {count(len(holes), 'target')} of its {len(names)} ({shown}): the "
+                "classes after a target without a name cannot be numbered. Give the classes as a list or a "
+                "text file of class folder names, one per line by target"
+            )
+        return names
+
+    @staticmethod
+    def _from_text(path):
+        name = escaped_name(path)
+        with open(path, "rb") as f:
+            data = f.read(_MAX_CLASSES_FILE + 1)
+        what = sniff(data[:SNIFF_BYTES])
+        if what not in (None, "a text file") or len(data) > _MAX_CLASSES_FILE:
+            looks = f"it looks like {what}" if what not in (None, "a text file") else "it is over 64 MiB"
+            raise SourceError(
+                f"{name}: not a list of class names ({looks}). Expected as classes {_CLASSES_FORMS}"
+            )
+        try:
+            text = data.decode("utf-8-sig")  # a byte order mark (Windows' Notepad) is not part of a name
+        except UnicodeDecodeError as e:
+            at = e.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)  # counted after the mark
+            raise SourceError(
+                f"{name}: not UTF-8 text (byte {at}): expected class folder names in UTF-8, one per line"
+            ) from None
+        lines = [line.removesuffix("\r") for line in text.split("\n")]
+        while lines and not lines[-1].strip():
+            lines.pop()
+        return lines
+
+    def _check(self, what, position, first):
+        """Refuses no class, an empty name and a name listed twice; ``position``: "line" or "target"."""
+        if not self.names:
+            raise SourceError(f"{what}: no class listed. Expected as classes {_CLASSES_FORMS}")
+        for k, n in enumerate(self.names):
+            if not n.strip():
+                raise SourceError(
+                    f"{what}: {position} {k + first} is {'empty' if not n else 'blank'}: each target needs "
+                    "the name of its class folder"
+                )
+            if not _is_utf8(n):
+                raise SourceError(f"{what}: {position} {k + first} is not valid UTF-8 ({_few([n])})")
+        at = {}
+        for k, n in enumerate(self.names):
+            at.setdefault(n, []).append(k + first)
+        twice = {n: ks for n, ks in at.items() if len(ks) > 1}
+        if twice:
+            shown = ", ".join(
+                f"{n!r} ({position}s {', '.join(map(str, ks))})" for n, ks in list(twice.items())[:5]
+            )
+            raise SourceError(
+                f"{what}: {count(len(twice), 'class', 'classes')} listed more than once: {shown}"
+                f"{', ...' if len(twice) > 5 else ''}. A class has one target: list each class once"
+            )
 
 
 def _kind(entry) -> str:
@@ -236,19 +381,21 @@ class ImageFolderSource(Source):
 
     kind = "folder"
     cli_help = "one folder with a sub-folder per class (images anywhere under it)"
-    cli_options = ("allow_unlabelled",)
+    cli_options = ("allow_unlabelled", "classes")
 
-    def __init__(self, root, *, extensions=IMAGE_EXTENSIONS, allow_unlabelled=False):
+    def __init__(self, root, *, extensions=IMAGE_EXTENSIONS, allow_unlabelled=False, classes=None):
         self.root = os.path.expanduser(os.fspath(root))
         if not os.path.isdir(self.root):
             raise SourceError(f"{escaped_name(self.root)}: not a folder")
         self.extensions = tuple(e.lower() for e in extensions)
         self.allow_unlabelled = bool(allow_unlabelled)
+        listed = _Classes(classes) if classes is not None else None  # read (and refused) before the folder
+        self._listed = listed is not None
         with os.scandir(self.root) as it:
             top = _visible(it)
         kinds = {e.name: _kind(e) for e in top}
-        self.classes = [e.name for e in top if kinds[e.name] == "dir"]
-        unnamed = [c for c in self.classes if not _is_utf8(c)]
+        folders = [e.name for e in top if kinds[e.name] == "dir"]
+        unnamed = [c for c in folders if not _is_utf8(c)]
         if unnamed:
             # Skipping a class would shift the targets of the classes after it: the name must be fixed.
             raise SourceError(
@@ -256,6 +403,9 @@ class ImageFolderSource(Source):
                 f"UTF-8 (shown with \\x escapes: {_few(unnamed)}); a .bzna file stores class names as UTF-8: "
                 f"rename {'it' if len(unnamed) == 1 else 'them'}"
             )
+        if listed is not None:
+            self._refuse_unlisted(folders, listed)
+        self.classes = listed.names if listed is not None else folders
         self.class_names = list(self.classes) or None
         self.num_classes = len(self.classes) or None
         ignored = []
@@ -283,14 +433,15 @@ class ImageFolderSource(Source):
             else:
                 clashes.append((rel, target, *first, how))
 
+        present = set(folders)
         for target, name in enumerate(self.classes):
             # Within a class, a folder reached twice (a link back up, two links) is read once.
-            found = self._walk(name, {top_real}, ignored, strange)
+            found = self._walk(name, {top_real}, ignored, strange) if name in present else []
             if not found:
                 empty.append(f"{name!r} (target {target})")
             for rel, identity in found:
                 take(target, rel, identity)
-        if self.classes and beside and not self.allow_unlabelled:
+        if folders and beside and not self.allow_unlabelled:
             raise SourceError(
                 f"{escaped_name(self.root)}: {count(len(beside), 'image file')} beside the class folders "
                 f"({_few([e.name for e in beside])}): an image belongs to the class folder it is in "
@@ -324,7 +475,8 @@ class ImageFolderSource(Source):
             raise SourceError(f"{escaped_name(self.root)}: no image files ({', '.join(self.extensions)})")
         notes = []
         if empty:
-            notes.append(f"warning: {count(len(empty), 'class')} without images: {', '.join(empty)}")
+            n = count(len(empty), "class", "classes")
+            notes.append(f"warning: {n} without images: {', '.join(empty)}")
         if again:
             notes.append(
                 f"not taken: {count(len(again), 'path')} to an image already taken, through "
@@ -342,8 +494,33 @@ class ImageFolderSource(Source):
         self._bad = np.array([i for i, (_, rel) in enumerate(self._files) if not _is_utf8(rel)], np.int64)
         self._unlabelled = (
             "beside the class folders (--allow-unlabelled)"
-            if self.classes
+            if folders
             else "in a folder without class folders"
+        )
+
+    def _refuse_unlisted(self, folders, listed):
+        """Refuses class folders that are not among the classes given: their images would have no target."""
+        known = set(listed.names)
+        unknown = [f for f in folders if f not in known]
+        if not unknown:
+            return
+        root = escaped_name(self.root)
+        them = "it" if len(unknown) == 1 else "them"
+        near = {_near(n): n for n in listed.names}
+        alike = [f"{f!r} is listed as {near[_near(f)]!r}" for f in unknown if _near(f) in near]
+        alike = f" ({'; '.join(alike[:3])}{'; ...' if len(alike) > 3 else ''})" if alike else ""
+        renamed = (
+            ". A file converted with --class-names (class_names=) stores those names, not its folders' "
+            "names: then give the folder names by target in a text file (--classes FILE) and the stored "
+            "names with --class-names"
+            if listed.stored
+            else ""
+        )
+        raise SourceError(
+            f"{root}: {count(len(unknown), 'class folder')} not among {listed.where} "
+            f"({count(len(listed.names), 'class', 'classes')}): {_few(unknown)}{alike}. An image of a class "
+            f"that is not listed has no target: add {them} to the classes (at the end, to keep the others' "
+            f"targets), or move {them} out of {root}{renamed}"
         )
 
     def _is_image(self, name):
@@ -391,6 +568,8 @@ class ImageFolderSource(Source):
 
     def _describe(self):
         return {
+            # Only when given, so that the fingerprints of conversions made before the option still match.
+            **({"classes": list(self.classes)} if self._listed else {}),
             "extensions": list(self.extensions),
             # FileFacts: without_mtimes knows where the mtime is.
             "files": [
@@ -411,7 +590,7 @@ class ImageFolderSource(Source):
         )
 
     @classmethod
-    def from_cli(cls, paths, *, allow_unlabelled=False):
+    def from_cli(cls, paths, *, allow_unlabelled=False, classes=None):
         if len(paths) != 1:
             raise ValueError(f"Expected one folder. Received: {paths}")
-        return cls(paths[0], allow_unlabelled=allow_unlabelled)
+        return cls(paths[0], allow_unlabelled=allow_unlabelled, classes=classes)
