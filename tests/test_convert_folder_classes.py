@@ -231,3 +231,67 @@ def test_other_sources_refuse_the_flag(tmp_path, capsys):
     argv = ["convert", "tfrecord", str(tmp_path / "x"), str(tmp_path / "o.bzna"), "--classes", "c.txt"]
     assert main(argv) == 1
     assert "--classes does not apply to tfrecord sources (--classes: folder)" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- a held-out split beside its training file
+
+
+def test_a_validation_split_numbered_unlike_the_training_file_beside_it_is_refused(
+    splits, capsys, monkeypatch
+):
+    tmp_path, val = splits
+    out = tmp_path / "out" / "val.bzna"
+    with pytest.raises(SourceError) as e:
+        convert(ImageFolderSource(val), out, workers=0, **FAST)
+    train = str(tmp_path / "out" / "train.bzna")
+    assert str(e.value) == (
+        f"{val}: its classes, numbered by its own folders, would get other targets than in train.bzna beside "
+        "val.bzna: 'eel' would be target 1 here and is target 2 there; this folder has no 'dog'. Pass "
+        f"classes={train!r} (--classes {train}) to number them as train.bzna does; or, to number this "
+        "folder's classes on their own, give them yourself (classes=[...], --classes FILE: one class folder "
+        "name per line, by target)"
+    )
+    assert not out.exists()
+    monkeypatch.chdir(tmp_path / "out")
+    assert main(["convert", "folder", str(val), "val.bzna", *CLI_FAST]) == 1
+    assert "Pass classes='train.bzna' (--classes train.bzna)" in capsys.readouterr().err
+    # What the message says works.
+    assert main(["convert", "folder", str(val), "val.bzna", *CLI_FAST, "--classes", "train.bzna"]) == 0
+    assert_numbered_as_train(out)
+
+
+def test_training_shards_beside_are_named_by_the_name_they_derive_from(tmp_path):
+    train = make_folder(tmp_path / "train", TRAIN, size=(16, 16))
+    val = make_folder(tmp_path / "val", VAL, size=(16, 16))
+    convert(ImageFolderSource(train), tmp_path / "out" / "train.bzna", num_shards=2, workers=0, **FAST)
+    with pytest.raises(
+        SourceError, match="than in train-\\*-of-00002.bzna beside test.bzna.*--classes .*train.bzna\\)"
+    ):
+        convert(ImageFolderSource(val), tmp_path / "out" / "test.bzna", workers=0, **FAST)
+
+
+def test_nothing_is_said_where_the_numbering_is_not_surely_wrong(tmp_path):
+    """Refused only where all holds: a held-out name, a training file beside, every class in it, another
+    target for one; each case below lacks one of them (the first is refused, as a control)."""
+    cases = {
+        "refused": (TRAIN, VAL, "val.bzna", "train.bzna"),
+        "same classes": (TRAIN, TRAIN, "val.bzna", "train.bzna"),
+        # An unrelated training file: not all of val's classes are in it.
+        "other classes": ({"ant": 1, "bee": 1, "zebra": 1}, VAL, "val.bzna", "train.bzna"),
+        "output named train": (TRAIN, VAL, "train-small.bzna", "train.bzna"),
+        "not a held-out name": (TRAIN, VAL, "pets.bzna", "train.bzna"),
+        "no train file": (TRAIN, VAL, "val.bzna", "pets.bzna"),
+    }
+    for case, (train_classes, val_classes, output, sibling) in cases.items():
+        base = tmp_path / case.replace(" ", "-")
+        make_folder(base / "a", train_classes, size=(16, 16))
+        root = make_folder(
+            base / ("b" if case == "not a held-out name" else "val"), val_classes, size=(16, 16)
+        )
+        convert(ImageFolderSource(base / "a"), base / "out" / sibling, workers=0, **FAST)
+        if case == "refused":
+            with pytest.raises(SourceError, match="would get other targets than in train.bzna"):
+                convert(ImageFolderSource(root), base / "out" / output, workers=0, **FAST)
+            continue
+        summary = convert(ImageFolderSource(root), base / "out" / output, workers=0, **FAST)
+        assert summary.written == [str(base / "out" / output)], case

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import glob
 import os
+import re
 import unicodedata
 
 import numpy as np
@@ -30,8 +31,8 @@ from bzna_tf.convert.sources.base import (
     escaped_name,
     file_facts,
 )
-from bzna_tf.format.reader import BznaFile
-from bzna_tf.format.shards import SHARD_NAME, BznaShards, check_shard_sets
+from bzna_tf.format.reader import BznaFile, is_url
+from bzna_tf.format.shards import SHARD_NAME, BznaShards, check_shard_sets, shard_sets
 from bzna_tf.format.sniff import SNIFF_BYTES, sniff
 from bzna_tf.format.wording import count
 
@@ -66,12 +67,21 @@ def _few(names, limit=5) -> str:
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
-# classes=: what it may be, and the largest names file read.
+# classes=: where the class names come from, and the words of a held-out split's name (check_output).
+_HELD_OUT_WORDS = frozenset(
+    {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"}
+)
+_TRAIN_WORDS = frozenset({"train", "training"})
 _CLASSES_FORMS = (
     "a list of class folder names by target (classes=[...]), a text file of them, one per line (--classes "
     "FILE), or a .bzna file whose stored class names are taken (--classes train.bzna)"
 )
 _MAX_CLASSES_FILE = 64 << 20  # a names file of 21k classes takes ~0.5 MB: a larger file is something else
+
+
+def _words(name: str) -> set:
+    """The runs of letters of a name, lower-cased: ``"ILSVRC2012_img_val"`` -> {"ilsvrc", "img", "val"}."""
+    return set(re.findall(r"[a-z]+", name.lower()))
 
 
 def _near(name: str) -> str:
@@ -522,6 +532,76 @@ class ImageFolderSource(Source):
             f"that is not listed has no target: add {them} to the classes (at the end, to keep the others' "
             f"targets), or move {them} out of {root}{renamed}"
         )
+
+    def check_output(self, output, class_names=None):
+        """Refuses to write a held-out split whose classes its own folders would number unlike the
+        training file beside ``output`` (called by :func:`~bzna_tf.convert.convert` before any work).
+
+        A validation folder that lacks a class folder numbers the classes after
+        it one lower than the training folder does: its images would be stored
+        with the targets of other classes, without a word. Refused when all of
+        this holds (else nothing is said: only a sure mismatch is refused):
+        ``classes`` was not given; ``output``'s name or the folder's has a word
+        of a held-out split (``val``, ``validation``, ``test``, ...) and
+        ``output``'s none of ``train``; a ``.bzna`` file (or set of shards)
+        beside ``output`` has ``train`` or ``training`` in its name and stores
+        class names; every class name to be stored is among them, and one of
+        them has another target there.
+
+        Args:
+          output: the conversion's output (a local path; a URL is not looked at).
+          class_names: the class names the conversion stores (default: the folders').
+
+        Raises:
+          SourceError: naming the class with two targets and how to choose (``classes``).
+        """
+        names = list(class_names) if class_names is not None else self.class_names
+        output = os.fspath(output)
+        if self._listed or not names or any(not isinstance(n, str) for n in names) or is_url(output):
+            return
+        folder, base = os.path.split(output)
+        stem = base[: -len(".bzna")] if base.lower().endswith(".bzna") else base
+        root_name = os.path.basename(os.path.normpath(os.path.abspath(self.root)))
+        held_out = (_words(stem) | _words(root_name)) & _HELD_OUT_WORDS
+        if not held_out or _words(stem) & _TRAIN_WORDS:
+            return
+        try:
+            entries = sorted(os.listdir(folder or "."))
+        except OSError:
+            return
+        mine = {base, *(n for n in entries if (m := SHARD_NAME.match(n)) and m["stem"] == stem)}
+        candidates = [
+            os.path.join(folder, n)
+            for n in entries
+            if n.lower().endswith(".bzna") and not n.startswith(".") and n not in mine
+            and _words(n) & _TRAIN_WORDS and not _words(n) & _HELD_OUT_WORDS
+        ]  # fmt: skip
+        for how, paths in shard_sets(candidates).items():
+            try:  # one file says: a folder conversion stores every class name in each shard
+                with BznaFile(paths[0], keep_open=False) as f:
+                    theirs = f.class_names
+            except (OSError, ValueError):  # unreadable, or being replaced: nothing sure to say
+                continue
+            targets = {n: t for t, n in enumerate(theirs or ()) if n is not None}
+            if not all(n in targets for n in names):
+                continue
+            moved = [(t, n) for t, n in enumerate(names) if targets[n] != t]
+            if not moved:
+                continue
+            t, n = moved[0]
+            lacking = [m for m in targets if m not in set(names)]
+            lacks = f"; this folder has no {_few(lacking)}" if lacking else ""
+            given = paths[0]  # a set of shards by the name they derive from, which --classes reads
+            m = SHARD_NAME.match(os.path.basename(given))
+            if len(paths) > 1 and not os.path.lexists(os.path.join(folder, f"{m['stem']}.bzna")):
+                given = os.path.join(folder, f"{m['stem']}.bzna")
+            raise SourceError(
+                f"{escaped_name(self.root)}: its classes, numbered by its own folders, would get other "
+                f"targets than in {how} beside {escaped_name(base)}: {n!r} would be target {t} here and is "
+                f"target {targets[n]} there{lacks}. Pass classes={given!r} (--classes {given}) to number "
+                f"them as {how} does; or, to number this folder's classes on their own, give them yourself "
+                "(classes=[...], --classes FILE: one class folder name per line, by target)"
+            )
 
     def _is_image(self, name):
         return name.lower().endswith(self.extensions)
