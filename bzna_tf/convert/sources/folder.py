@@ -7,8 +7,10 @@
     ROOT/zebra/3.png          -> target 1
     ROOT/4.jpg                -> beside the class folders: an error, or unlabelled with allow_unlabelled
 
-Class folders are ROOT's sub-folders in sorted order (targets 0, 1, ...); a
-ROOT without sub-folders is a folder of unlabelled images (a test set).
+Class folders are ROOT's sub-folders in sorted order (targets 0, 1, ...), or
+in the order of the classes given (``classes=``: a split that lacks a class
+folder keeps the training split's targets); a ROOT without sub-folders is a
+folder of unlabelled images (a test set).
 """
 
 from __future__ import annotations
@@ -351,7 +353,7 @@ class _Taken:
 
 
 class ImageFolderSource(Source):
-    """Images from a folder: one sub-folder per class (sorted names -> targets 0, 1, ...).
+    """Images from a folder: one sub-folder per class (sorted names, or ``classes``, -> targets 0, 1, ...).
 
     The rules are those of Keras' ``image_dataset_from_directory`` and
     torchvision's ``ImageFolder``: every image anywhere under a class folder
@@ -381,12 +383,26 @@ class ImageFolderSource(Source):
       extensions: the file name endings that count as images (case-insensitive).
       allow_unlabelled: store image files beside the class folders as
         unlabelled images instead of refusing them.
+      classes: the classes by target, instead of the class folders' sorted
+        names: a list of class folder names, a path to a text file of them
+        (one per line, UTF-8; a byte order mark and blank lines at the end
+        ignored), or a path to a .bzna file whose stored class names are
+        taken (``STEM.bzna`` also names its shards ``STEM-0000k-of-0000N.bzna``).
+        A class folder's images get its name's position in the list, and the
+        whole list is stored as the class names: a split that lacks a class
+        folder keeps the targets of the split the list comes from. A listed
+        class without a folder has no images (the summary warns); a class
+        folder not listed is refused. A string is always a path.
 
     Raises:
       SourceError: ``root`` is not a folder, holds no image, has image files
         beside its class folders without ``allow_unlabelled``, has a class
-        folder whose name is not UTF-8, or has an image that symbolic or hard
-        links put in a second class (or beside the class folders too).
+        folder whose name is not UTF-8 or (with ``classes``) not listed, or
+        has an image that symbolic or hard links put in a second class (or
+        beside the class folders too); ``classes`` lists a name twice, an
+        empty name or none, or is a file that is not a list of names, or a
+        .bzna file without a name for each of its targets.
+      TypeError: ``classes`` is neither a path nor a list of strings.
     """
 
     kind = "folder"
