@@ -252,6 +252,9 @@ def test_a_validation_split_numbered_unlike_the_training_file_beside_it_is_refus
         "name per line, by target)"
     )
     assert not out.exists()
+    for folder in (tmp_path / "out", f"{tmp_path / 'out'}/"):  # not a file name: said as before
+        with pytest.raises(ValueError, match="Expected an output file name"):
+            convert(ImageFolderSource(val), folder, workers=0, **FAST)
     monkeypatch.chdir(tmp_path / "out")
     assert main(["convert", "folder", str(val), "val.bzna", *CLI_FAST]) == 1
     assert "Pass classes='train.bzna' (--classes train.bzna)" in capsys.readouterr().err

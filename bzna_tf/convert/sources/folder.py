@@ -576,6 +576,8 @@ class ImageFolderSource(Source):
         if self._listed or not names or any(not isinstance(n, str) for n in names) or is_url(output):
             return
         folder, base = os.path.split(output)
+        if not base or os.path.isdir(output):  # not a file name: the converter says so
+            return
         stem = base[: -len(".bzna")] if base.lower().endswith(".bzna") else base
         root_name = os.path.basename(os.path.normpath(os.path.abspath(self.root)))
         held_out = (_words(stem) | _words(root_name)) & _HELD_OUT_WORDS
