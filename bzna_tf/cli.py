@@ -394,7 +394,7 @@ def _convert_options() -> dict:
                     "counts it in the summary"),
             _option("--class-names", type=_path, default=None,
                     help="a text file of class names, one per line, by target (a folder or GulpIO source "
-                    "needs one per class)"),
+                    "needs one per class: with --classes, one per class listed, renaming them by target)"),
         ],
         _CONVERT_SOURCE_OPTIONS: [
             _option("--image-key", default=None,
@@ -424,6 +424,12 @@ def _convert_options() -> dict:
                     "folders; webdataset: a sample without its label member or json field; tfrecord, tfds: "
                     "a record without its label feature; parquet, hf: a null label; gulp: a video without "
                     "its label key"),
+            _option("--classes", type=_path, default=None,
+                    help="folder: the classes by target, each class folder's name at its target: a text file "
+                    "of names, one per line (UTF-8), or a .bzna file whose stored class names are taken (a "
+                    "split lacking a class folder: --classes train.bzna numbers val/'s classes as train.bzna "
+                    "does). A class folder not listed is refused; a listed class without a folder has no "
+                    "images. Default: the class folders' sorted names"),
             _option("--allow-outside-paths", action="store_true",
                     help="parquet, hf: read the files a dataset names outside its own folder (for a trusted "
                     "dataset): a row's image path when its bytes are null, and hf's state.json data files. "
@@ -562,6 +568,8 @@ def _add_convert(sub):
         epilog=_examples(
             "a folder with a sub-folder of pictures per class (images/cat/*.jpg, images/dog/*.jpg, ...)",
             "bzna-tf convert folder images/ pets.bzna",
+            "a validation folder numbered as train.bzna numbers its classes (val/ may lack a class folder)",
+            "bzna-tf convert folder val/ val.bzna --classes train.bzna",
             "ImageNet's TFRecords (labels 1..1000) as 16 shards, with 8 encoding processes",
             "bzna-tf convert tfrecord 'imagenet/train-*' train.bzna --label-offset -1 --num-shards 16 -j 8",
             "WebDataset shards, leaving out (and counting) the images that cannot be decoded",

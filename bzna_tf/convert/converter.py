@@ -825,6 +825,9 @@ def convert(
     if total == 0:
         raise ConversionError(f"the source holds no image: {output} was not written")
     names = _class_names(source, class_names)
+    check_output = getattr(source, "check_output", None)  # a folder's held-out split beside its training file
+    if check_output is not None:
+        check_output(output, names)
     if on_error == "raise":
         _check_missing_labels(source)
         _check_bad_records(source)

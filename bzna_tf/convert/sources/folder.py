@@ -7,14 +7,19 @@
     ROOT/zebra/3.png          -> target 1
     ROOT/4.jpg                -> beside the class folders: an error, or unlabelled with allow_unlabelled
 
-Class folders are ROOT's sub-folders in sorted order (targets 0, 1, ...); a
-ROOT without sub-folders is a folder of unlabelled images (a test set).
+Class folders are ROOT's sub-folders in sorted order (targets 0, 1, ...), or
+in the order of the classes given (``classes=``: a split that lacks a class
+folder keeps the training split's targets); a ROOT without sub-folders is a
+folder of unlabelled images (a test set).
 """
 
 from __future__ import annotations
 
 import errno
+import glob
 import os
+import re
+import unicodedata
 
 import numpy as np
 
@@ -28,6 +33,9 @@ from bzna_tf.convert.sources.base import (
     escaped_name,
     file_facts,
 )
+from bzna_tf.format.reader import BznaFile, is_url
+from bzna_tf.format.shards import SHARD_NAME, BznaShards, check_shard_sets, shard_sets
+from bzna_tf.format.sniff import SNIFF_BYTES, sniff
 from bzna_tf.format.wording import count
 
 __all__ = ["ImageFolderSource"]
@@ -59,6 +67,155 @@ def _few(names, limit=5) -> str:
     """:func:`few` of names; those that are not UTF-8 with their bytes as ``\\xNN`` (not doubled by repr)."""
     shown = ", ".join(repr(n) if _is_utf8(n) else f"'{escaped_name(n)}'" for n in names[:limit])
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+# classes=: where the class names come from, and the words of a held-out split's name (check_output).
+_HELD_OUT_WORDS = frozenset(
+    {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"}
+)
+_TRAIN_WORDS = frozenset({"train", "training"})
+_CLASSES_FORMS = (
+    "a list of class folder names by target (classes=[...]), a text file of them, one per line (--classes "
+    "FILE), or a .bzna file whose stored class names are taken (--classes train.bzna)"
+)
+_MAX_CLASSES_FILE = 64 << 20  # a names file of 21k classes takes ~0.5 MB: a larger file is something else
+
+
+def _words(name: str) -> set:
+    """The runs of letters of a name, lower-cased: ``"ILSVRC2012_img_val"`` -> {"ilsvrc", "img", "val"}."""
+    return set(re.findall(r"[a-z]+", name.lower()))
+
+
+def _near(name: str) -> str:
+    """A name as two spellings of one class may both give it: no surrounding spaces, NFC, case folded."""
+    return unicodedata.normalize("NFC", name.strip()).casefold()
+
+
+class _Classes:
+    """``classes=`` read: ``names`` by target, ``where`` (how messages name them) and ``stored`` (True when
+    the names are a .bzna file's stored class names, which ``--class-names`` may have renamed)."""
+
+    def __init__(self, classes):
+        self.stored = False
+        if isinstance(classes, (str, os.PathLike)):
+            path = os.path.expanduser(os.fspath(classes))
+            shards = self._shards(path)
+            if shards is not None or self._is_bzna(path):
+                self.stored = True
+                self.where = f"the class names stored in {escaped_name(path)}"
+                self.names = self._from_bzna(path, shards)
+                self._check(escaped_name(path), "target", 0)
+            else:
+                self.where = f"the classes listed in {escaped_name(path)}"
+                self.names = self._from_text(path)
+                self._check(escaped_name(path), "line", 1)
+            return
+        if not isinstance(classes, (list, tuple)) or not all(isinstance(n, str) for n in classes):
+            raise TypeError(f"Expected `classes` as {_CLASSES_FORMS}. Received: classes={classes!r}")
+        self.where = "the classes given (classes=)"
+        self.names = list(classes)
+        self._check("classes=", "target", 0)
+
+    @staticmethod
+    def _shards(path):
+        """The shards STEM-0000k-of-0000N.bzna of a missing ``path`` STEM.bzna, or None."""
+        if os.path.lexists(path) or not path.lower().endswith(".bzna"):
+            return None
+        folder, base = os.path.split(path)
+        stem = base[: -len(".bzna")]
+        found = []
+        for p in sorted(glob.glob(os.path.join(glob.escape(folder), glob.escape(stem) + "-*-of-*.bzna"))):
+            m = SHARD_NAME.match(os.path.basename(p))
+            if m and m["stem"] == stem:
+                found.append(p)
+        if not found:
+            return None
+        check_shard_sets(found, escaped_name(path))  # complete, and one set
+        return found
+
+    @staticmethod
+    def _is_bzna(path) -> bool:
+        if os.path.isdir(path):
+            raise SourceError(f"{escaped_name(path)}: a folder. Expected as classes {_CLASSES_FORMS}")
+        if not os.path.exists(path):
+            raise SourceError(f"{escaped_name(path)}: no such file. Expected as classes {_CLASSES_FORMS}")
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+        return head[4:8] == b"ftyp" or path.lower().endswith(".bzna")
+
+    @staticmethod
+    def _from_bzna(path, shards):
+        name = escaped_name(path)
+        if shards is None:
+            with BznaFile(path) as f:
+                names = f.class_names
+        else:
+            with BznaShards(shards) as f:
+                names = f.class_names
+            first = escaped_name(os.path.basename(shards[0]))
+            name = f"{name} (its {count(len(shards), 'shard')}, {first}, ...)"
+        if not names:
+            raise SourceError(
+                f"{name} stores no class names (its conversion gave none): it cannot number class folders. "
+                f"Give the classes as a list or a text file of class folder names, one per line by target"
+            )
+        holes = [t for t, n in enumerate(names) if n is None]
+        if holes:
+            shown = ", ".join(map(str, holes[:8])) + (", ..." if len(holes) > 8 else "")
+            raise SourceError(
+                f"{name} stores no name for {count(len(holes), 'target')} of its {len(names)} ({shown}): the "
+                "classes after a target without a name cannot be numbered. Give the classes as a list or a "
+                "text file of class folder names, one per line by target"
+            )
+        return names
+
+    @staticmethod
+    def _from_text(path):
+        name = escaped_name(path)
+        with open(path, "rb") as f:
+            data = f.read(_MAX_CLASSES_FILE + 1)
+        what = sniff(data[:SNIFF_BYTES])
+        if what not in (None, "a text file") or len(data) > _MAX_CLASSES_FILE:
+            looks = f"it looks like {what}" if what not in (None, "a text file") else "it is over 64 MiB"
+            raise SourceError(
+                f"{name}: not a list of class names ({looks}). Expected as classes {_CLASSES_FORMS}"
+            )
+        try:
+            text = data.decode("utf-8-sig")  # a byte order mark (Windows' Notepad) is not part of a name
+        except UnicodeDecodeError as e:
+            at = e.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)  # counted after the mark
+            raise SourceError(
+                f"{name}: not UTF-8 text (byte {at}): expected class folder names in UTF-8, one per line"
+            ) from None
+        lines = [line.removesuffix("\r") for line in text.split("\n")]
+        while lines and not lines[-1].strip():
+            lines.pop()
+        return lines
+
+    def _check(self, what, position, first):
+        """Refuses no class, an empty name and a name listed twice; ``position``: "line" or "target"."""
+        if not self.names:
+            raise SourceError(f"{what}: no class listed. Expected as classes {_CLASSES_FORMS}")
+        for k, n in enumerate(self.names):
+            if not n.strip():
+                raise SourceError(
+                    f"{what}: {position} {k + first} is {'empty' if not n else 'blank'}: each target needs "
+                    "the name of its class folder"
+                )
+            if not _is_utf8(n):
+                raise SourceError(f"{what}: {position} {k + first} is not valid UTF-8 ({_few([n])})")
+        at = {}
+        for k, n in enumerate(self.names):
+            at.setdefault(n, []).append(k + first)
+        twice = {n: ks for n, ks in at.items() if len(ks) > 1}
+        if twice:
+            shown = ", ".join(
+                f"{n!r} ({position}s {', '.join(map(str, ks))})" for n, ks in list(twice.items())[:5]
+            )
+            raise SourceError(
+                f"{what}: {count(len(twice), 'class', 'classes')} listed more than once: {shown}"
+                f"{', ...' if len(twice) > 5 else ''}. A class has one target: list each class once"
+            )
 
 
 def _kind(entry) -> str:
@@ -196,7 +353,7 @@ class _Taken:
 
 
 class ImageFolderSource(Source):
-    """Images from a folder: one sub-folder per class (sorted names -> targets 0, 1, ...).
+    """Images from a folder: one sub-folder per class (sorted names, or ``classes``, -> targets 0, 1, ...).
 
     The rules are those of Keras' ``image_dataset_from_directory`` and
     torchvision's ``ImageFolder``: every image anywhere under a class folder
@@ -226,29 +383,45 @@ class ImageFolderSource(Source):
       extensions: the file name endings that count as images (case-insensitive).
       allow_unlabelled: store image files beside the class folders as
         unlabelled images instead of refusing them.
+      classes: the classes by target, instead of the class folders' sorted
+        names: a list of class folder names, a path to a text file of them
+        (one per line, UTF-8; a byte order mark and blank lines at the end
+        ignored), or a path to a .bzna file whose stored class names are
+        taken (``STEM.bzna`` also names its shards ``STEM-0000k-of-0000N.bzna``).
+        A class folder's images get its name's position in the list, and the
+        whole list is stored as the class names: a split that lacks a class
+        folder keeps the targets of the split the list comes from. A listed
+        class without a folder has no images (the summary warns); a class
+        folder not listed is refused. A string is always a path.
 
     Raises:
       SourceError: ``root`` is not a folder, holds no image, has image files
         beside its class folders without ``allow_unlabelled``, has a class
-        folder whose name is not UTF-8, or has an image that symbolic or hard
-        links put in a second class (or beside the class folders too).
+        folder whose name is not UTF-8 or (with ``classes``) not listed, or
+        has an image that symbolic or hard links put in a second class (or
+        beside the class folders too); ``classes`` lists a name twice, an
+        empty name or none, or is a file that is not a list of names, or a
+        .bzna file without a name for each of its targets.
+      TypeError: ``classes`` is neither a path nor a list of strings.
     """
 
     kind = "folder"
     cli_help = "one folder with a sub-folder per class (images anywhere under it)"
-    cli_options = ("allow_unlabelled",)
+    cli_options = ("allow_unlabelled", "classes")
 
-    def __init__(self, root, *, extensions=IMAGE_EXTENSIONS, allow_unlabelled=False):
+    def __init__(self, root, *, extensions=IMAGE_EXTENSIONS, allow_unlabelled=False, classes=None):
         self.root = os.path.expanduser(os.fspath(root))
         if not os.path.isdir(self.root):
             raise SourceError(f"{escaped_name(self.root)}: not a folder")
         self.extensions = tuple(e.lower() for e in extensions)
         self.allow_unlabelled = bool(allow_unlabelled)
+        listed = _Classes(classes) if classes is not None else None  # read (and refused) before the folder
+        self._listed = listed is not None
         with os.scandir(self.root) as it:
             top = _visible(it)
         kinds = {e.name: _kind(e) for e in top}
-        self.classes = [e.name for e in top if kinds[e.name] == "dir"]
-        unnamed = [c for c in self.classes if not _is_utf8(c)]
+        folders = [e.name for e in top if kinds[e.name] == "dir"]
+        unnamed = [c for c in folders if not _is_utf8(c)]
         if unnamed:
             # Skipping a class would shift the targets of the classes after it: the name must be fixed.
             raise SourceError(
@@ -256,6 +429,9 @@ class ImageFolderSource(Source):
                 f"UTF-8 (shown with \\x escapes: {_few(unnamed)}); a .bzna file stores class names as UTF-8: "
                 f"rename {'it' if len(unnamed) == 1 else 'them'}"
             )
+        if listed is not None:
+            self._refuse_unlisted(folders, listed)
+        self.classes = listed.names if listed is not None else folders
         self.class_names = list(self.classes) or None
         self.num_classes = len(self.classes) or None
         ignored = []
@@ -283,14 +459,15 @@ class ImageFolderSource(Source):
             else:
                 clashes.append((rel, target, *first, how))
 
+        present = set(folders)
         for target, name in enumerate(self.classes):
             # Within a class, a folder reached twice (a link back up, two links) is read once.
-            found = self._walk(name, {top_real}, ignored, strange)
+            found = self._walk(name, {top_real}, ignored, strange) if name in present else []
             if not found:
                 empty.append(f"{name!r} (target {target})")
             for rel, identity in found:
                 take(target, rel, identity)
-        if self.classes and beside and not self.allow_unlabelled:
+        if folders and beside and not self.allow_unlabelled:
             raise SourceError(
                 f"{escaped_name(self.root)}: {count(len(beside), 'image file')} beside the class folders "
                 f"({_few([e.name for e in beside])}): an image belongs to the class folder it is in "
@@ -324,7 +501,8 @@ class ImageFolderSource(Source):
             raise SourceError(f"{escaped_name(self.root)}: no image files ({', '.join(self.extensions)})")
         notes = []
         if empty:
-            notes.append(f"warning: {count(len(empty), 'class')} without images: {', '.join(empty)}")
+            n = count(len(empty), "class", "classes")
+            notes.append(f"warning: {n} without images: {', '.join(empty)}")
         if again:
             notes.append(
                 f"not taken: {count(len(again), 'path')} to an image already taken, through "
@@ -342,9 +520,106 @@ class ImageFolderSource(Source):
         self._bad = np.array([i for i, (_, rel) in enumerate(self._files) if not _is_utf8(rel)], np.int64)
         self._unlabelled = (
             "beside the class folders (--allow-unlabelled)"
-            if self.classes
+            if folders
             else "in a folder without class folders"
         )
+
+    def _refuse_unlisted(self, folders, listed):
+        """Refuses class folders that are not among the classes given: their images would have no target."""
+        known = set(listed.names)
+        unknown = [f for f in folders if f not in known]
+        if not unknown:
+            return
+        root = escaped_name(self.root)
+        them = "it" if len(unknown) == 1 else "them"
+        near = {_near(n): n for n in listed.names}
+        alike = [f"{f!r} is listed as {near[_near(f)]!r}" for f in unknown if _near(f) in near]
+        alike = f" ({'; '.join(alike[:3])}{'; ...' if len(alike) > 3 else ''})" if alike else ""
+        renamed = (
+            ". A file converted with --class-names (class_names=) stores those names, not its folders' "
+            "names: then give the folder names by target in a text file (--classes FILE) and the stored "
+            "names with --class-names"
+            if listed.stored
+            else ""
+        )
+        raise SourceError(
+            f"{root}: {count(len(unknown), 'class folder')} not among {listed.where} "
+            f"({count(len(listed.names), 'class', 'classes')}): {_few(unknown)}{alike}. An image of a class "
+            f"that is not listed has no target: add {them} to the classes (at the end, to keep the others' "
+            f"targets), or move {them} out of {root}{renamed}"
+        )
+
+    def check_output(self, output, class_names=None):
+        """Refuses to write a held-out split whose classes its own folders would number unlike the
+        training file beside ``output`` (called by :func:`~bzna_tf.convert.convert` before any work).
+
+        A validation folder that lacks a class folder numbers the classes after
+        it one lower than the training folder does: its images would be stored
+        with the targets of other classes, without a word. Refused when all of
+        this holds (else nothing is said: only a sure mismatch is refused):
+        ``classes`` was not given; ``output``'s name or the folder's has a word
+        of a held-out split (``val``, ``validation``, ``test``, ...) and
+        ``output``'s none of ``train``; a ``.bzna`` file (or set of shards)
+        beside ``output`` has ``train`` or ``training`` in its name and stores
+        class names; every class name to be stored is among them, and one of
+        them has another target there.
+
+        Args:
+          output: the conversion's output (a local path; a URL is not looked at).
+          class_names: the class names the conversion stores (default: the folders').
+
+        Raises:
+          SourceError: naming the class with two targets and how to choose (``classes``).
+        """
+        names = list(class_names) if class_names is not None else self.class_names
+        output = os.fspath(output)
+        if self._listed or not names or any(not isinstance(n, str) for n in names) or is_url(output):
+            return
+        folder, base = os.path.split(output)
+        if not base or os.path.isdir(output):  # not a file name: the converter says so
+            return
+        stem = base[: -len(".bzna")] if base.lower().endswith(".bzna") else base
+        root_name = os.path.basename(os.path.normpath(os.path.abspath(self.root)))
+        held_out = (_words(stem) | _words(root_name)) & _HELD_OUT_WORDS
+        if not held_out or _words(stem) & _TRAIN_WORDS:
+            return
+        try:
+            entries = sorted(os.listdir(folder or "."))
+        except OSError:
+            return
+        mine = {base, *(n for n in entries if (m := SHARD_NAME.match(n)) and m["stem"] == stem)}
+        candidates = [
+            os.path.join(folder, n)
+            for n in entries
+            if n.lower().endswith(".bzna") and not n.startswith(".") and n not in mine
+            and _words(n) & _TRAIN_WORDS and not _words(n) & _HELD_OUT_WORDS
+        ]  # fmt: skip
+        for how, paths in shard_sets(candidates).items():
+            try:  # one file says: a folder conversion stores every class name in each shard
+                with BznaFile(paths[0], keep_open=False) as f:
+                    theirs = f.class_names
+            except (OSError, ValueError):  # unreadable, or being replaced: nothing sure to say
+                continue
+            targets = {n: t for t, n in enumerate(theirs or ()) if n is not None}
+            if not all(n in targets for n in names):
+                continue
+            moved = [(t, n) for t, n in enumerate(names) if targets[n] != t]
+            if not moved:
+                continue
+            t, n = moved[0]
+            lacking = [m for m in targets if m not in set(names)]
+            lacks = f"; this folder has no {_few(lacking)}" if lacking else ""
+            given = paths[0]  # a set of shards by the name they derive from, which --classes reads
+            m = SHARD_NAME.match(os.path.basename(given))
+            if len(paths) > 1 and not os.path.lexists(os.path.join(folder, f"{m['stem']}.bzna")):
+                given = os.path.join(folder, f"{m['stem']}.bzna")
+            raise SourceError(
+                f"{escaped_name(self.root)}: its classes, numbered by its own folders, would get other "
+                f"targets than in {how} beside {escaped_name(base)}: {n!r} would be target {t} here and is "
+                f"target {targets[n]} there{lacks}. Pass classes={given!r} (--classes {given}) to number "
+                f"them as {how} does; or, to number this folder's classes on their own, give them yourself "
+                "(classes=[...], --classes FILE: one class folder name per line, by target)"
+            )
 
     def _is_image(self, name):
         return name.lower().endswith(self.extensions)
@@ -391,6 +666,8 @@ class ImageFolderSource(Source):
 
     def _describe(self):
         return {
+            # Only when given, so that the fingerprints of conversions made before the option still match.
+            **({"classes": list(self.classes)} if self._listed else {}),
             "extensions": list(self.extensions),
             # FileFacts: without_mtimes knows where the mtime is.
             "files": [
@@ -411,7 +688,7 @@ class ImageFolderSource(Source):
         )
 
     @classmethod
-    def from_cli(cls, paths, *, allow_unlabelled=False):
+    def from_cli(cls, paths, *, allow_unlabelled=False, classes=None):
         if len(paths) != 1:
             raise ValueError(f"Expected one folder. Received: {paths}")
-        return cls(paths[0], allow_unlabelled=allow_unlabelled)
+        return cls(paths[0], allow_unlabelled=allow_unlabelled, classes=classes)
