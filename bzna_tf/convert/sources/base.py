@@ -325,22 +325,30 @@ def allow_outside_paths_fact(allow_outside_paths: bool) -> dict:
 def expand_patterns(patterns, what: str) -> list[str]:
     """File names and glob patterns (``~`` expanded) -> existing paths, each pattern's matches sorted.
 
+    An argument that names an existing file is that file, even when it holds
+    glob characters (``part[1].tfrecord``), as a shell passes such a name; it
+    is refused when, read as a pattern, it would also match other files (which
+    is meant cannot be told).
+
     Raises:
       SourceError: a pattern that matches nothing, a name that does not
-        exist, or no name at all.
+        exist, a name that is both a file and a pattern matching others, a
+        pattern over two sets of shards (see ``_check_shard_sets``), a file
+        given twice, or no name at all.
     """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [patterns]
     paths, named_by = [], []
     for p in patterns:
         p = os.path.expanduser(os.fspath(p))
-        matches = sorted(glob.glob(p)) if glob.has_magic(p) else [p]
+        pattern = glob.has_magic(p) and not _literal(p, what)
+        matches = sorted(glob.glob(p)) if pattern else [p]
         if not matches:
             raise SourceError(f"no {what} matches {p!r}")
         for m in matches:
             if not os.path.exists(m):
                 raise SourceError(f"{m}: no such {what}")
-        if glob.has_magic(p):
+        if pattern:
             _check_shard_sets(p, matches, what)
         paths.extend(matches)
         named_by.extend([p] * len(matches))
@@ -348,6 +356,23 @@ def expand_patterns(patterns, what: str) -> list[str]:
         raise SourceError(f"Expected at least one {what}. Received: none")
     refuse_repeats(paths, named_by, what)
     return paths
+
+
+def _literal(p, what) -> bool:
+    """Whether ``p``, which holds glob characters, names an existing file and is to be read as that name.
+
+    Raises SourceError when it names a file and, as a pattern, also matches other files.
+    """
+    if not os.path.exists(p):
+        return False
+    others = [m for m in sorted(glob.glob(p)) if m != p]
+    if others:
+        raise SourceError(
+            f"{p!r} names an existing {what}, and read as a glob pattern it matches {few(others, 3)} "
+            f"instead: which is meant cannot be told. Name that file alone with its glob characters "
+            f"escaped ({glob.escape(p)!r}), or the files the pattern matches by their own names"
+        )
+    return True
 
 
 # NAME-00003-of-00016[.ext]: a file of a set of shards (TFRecords, TFDS, Parquet, tar shards).
