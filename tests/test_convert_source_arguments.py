@@ -2,11 +2,14 @@
 reads, and the sets of files refused because they would store images twice or mix two splits."""
 
 import glob
+import tarfile
 
 import pytest
+from _sources_data import add_member, wds_samples, write_shards
 from test_convert_labels import records
 
-from bzna_tf.convert import SourceError, TFRecordSource
+from bzna_tf.cli import main
+from bzna_tf.convert import SourceError, TFRecordSource, WebDatasetSource
 from bzna_tf.convert.sources.base import expand_patterns
 
 
@@ -37,3 +40,47 @@ def test_a_name_with_glob_characters_is_the_file_it_names(tmp_path):
     with pytest.raises(SourceError, match=r"names an existing tar shard, and read as a glob pattern it"):
         expand_patterns(str(star / "a*.tar"), "tar shard")
     assert expand_patterns(str(star / "a[b].tar"), "tar shard") == [str(star / "ab.tar")]
+
+
+def test_a_pattern_over_files_of_two_splits_is_refused(tmp_path, capsys):
+    """'wds/mix/*.tar' over imagenet-train-*.tar and imagenet-val-*.tar converted both as one set."""
+    samples = wds_samples(6)
+    mix = tmp_path / "mix"
+    write_shards(mix, samples[:4], per_shard=2, stem="imagenet-train")
+    with tarfile.open(mix / "imagenet-val-000000.tar", "w") as tf:  # keys of its own
+        for i in (4, 5):
+            for ext, data in samples[i].items():
+                add_member(tf, f"val{i}.{ext}", data)
+    with pytest.raises(SourceError) as e:
+        WebDatasetSource(str(mix / "*.tar"))
+    assert str(e.value) == (
+        f"{str(mix / '*.tar')!r} matches files of different splits, such as "
+        f"{mix / 'imagenet-train-000000.tar'} (train) and {mix / 'imagenet-val-000000.tar'} (val): one "
+        "pattern, one split (converting them together would mix, say, training and validation images). Give "
+        "a narrower pattern per split, or name the files to convert explicitly"
+    )
+    assert main(["convert", "webdataset", str(mix / "*.tar"), str(tmp_path / "x.bzna"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "matches files of different splits" in err and "Traceback" not in err
+    # A pattern per split, or the files by name: taken.
+    assert len(WebDatasetSource(str(mix / "imagenet-train-*.tar"))) == 4
+    assert len(WebDatasetSource([str(mix / "imagenet-train-*.tar"), str(mix / "imagenet-val-*.tar")])) == 6
+
+    def names(*paths):
+        for p in paths:
+            (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / p).write_bytes(b"")  # empty: no two are compared as copies
+
+    # Words glued to digits count (COCO's train2017, val2017); words inside other words do not.
+    names("coco/train2017-0.tar", "coco/val2017-0.tar")
+    with pytest.raises(SourceError, match=r"coco/train2017-0.tar \(train\) and .*coco/val2017-0.tar \(val\)"):
+        expand_patterns(str(tmp_path / "coco" / "*.tar"), "tar shard")
+    names("words/contest-0.tar", "words/devices-1.tar", "words/trainer-2.tar", "words/validated-3.tar")
+    assert len(expand_patterns(str(tmp_path / "words" / "*.tar"), "tar shard")) == 4
+    # A split word common to every file (a folder's name) is one set; so are files without any.
+    names("test-runs/train-0.tar", "test-runs/train-1.tar", "test-runs/extra-2.tar")
+    assert len(expand_patterns(str(tmp_path / "test-runs" / "*.tar"), "tar shard")) == 3
+    # Splits told apart by their folders.
+    names("split/train/0.tar", "split/test/0.tar")
+    with pytest.raises(SourceError, match=r"split/test/0.tar \(test\) and .*split/train/0.tar \(train\)"):
+        expand_patterns(str(tmp_path / "split" / "*" / "0.tar"), "tar shard")

@@ -333,7 +333,7 @@ def expand_patterns(patterns, what: str) -> list[str]:
     Raises:
       SourceError: a pattern that matches nothing, a name that does not
         exist, a name that is both a file and a pattern matching others, a
-        pattern over two sets of shards (see ``_check_shard_sets``), a file
+        pattern over two sets or splits (see ``_check_shard_sets``), a file
         given twice, or no name at all.
     """
     if isinstance(patterns, (str, os.PathLike)):
@@ -380,7 +380,8 @@ _SHARD = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5,})-of-(?P<count>\d{5,})(?P<ex
 
 
 def _check_shard_sets(pattern, matches, what):
-    """Refuses a pattern that matches two sets of shards, or a set with shards missing that it covers.
+    """Refuses a pattern that matches two sets of shards, or a set with shards missing that it covers,
+    or files of different splits (:func:`_check_splits`).
 
     ``train-*`` over a folder holding ``train-*-of-00004`` and ``validation-*-of-00002`` would
     mix two splits; a set of ``-of-00004`` shards missing one (a download cut short) would convert
@@ -401,6 +402,7 @@ def _check_shard_sets(pattern, matches, what):
             f"one pattern, one set (two would mix, say, a training and a validation split). Give a pattern "
             "per set to convert them together"
         )
+    _check_splits(pattern, matches)
     for (folder, stem, n, ext), have in sets.items():
         base = os.path.basename(pattern)
         width = len(n)
@@ -415,6 +417,42 @@ def _check_shard_sets(pattern, matches, what):
                 f"{'it' if len(missing) == 1 else 'them'}, or name the {what}s to convert without a "
                 "pattern that covers the whole set"
             )
+
+
+# Words that name a split of a dataset, when whole words of a file's path (split at anything but letters).
+_SPLIT_WORDS = frozenset(
+    ("train", "training", "trainval", "val", "valid", "validation", "dev", "eval", "test", "testing")
+)
+
+
+def _split_words(path) -> frozenset:
+    """The split words in a path: ``imagenet-train-000001.tar`` -> {train}; ``val2017/x.tar`` -> {val}."""
+    return frozenset(w for w in re.findall(r"[a-z]+", path.lower()) if w in _SPLIT_WORDS)
+
+
+def _check_splits(pattern, matches):
+    """Refuses a pattern whose matches name different splits: ``wds/*.tar`` over ``imagenet-train-*.tar``
+    and ``imagenet-val-*.tar`` would mix training and validation images.
+
+    Only the words below the folder that holds every match count (``runs/test/imagenet-*.tar`` is not
+    a test split for it), and files whose words are the same (or none) are one set.
+    """
+    if len(matches) < 2:
+        return
+    common = len(os.path.commonpath([os.path.dirname(m) for m in matches]))
+    first = {}
+    for m in matches:
+        words = _split_words(m[common:])
+        if words:
+            first.setdefault(words, m)
+    if len(first) > 1:
+        (a, wa), (b, wb) = [(m, w) for w, m in first.items()][:2]
+        raise SourceError(
+            f"{pattern!r} matches files of different splits, such as {a} ({'/'.join(sorted(wa))}) and {b} "
+            f"({'/'.join(sorted(wb))}): one pattern, one split (converting them together would mix, say, "
+            "training and validation images). Give a narrower pattern per split, or name the files to "
+            "convert explicitly"
+        )
 
 
 def refuse_repeats(paths, named_by, what: str):
