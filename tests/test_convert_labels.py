@@ -227,8 +227,8 @@ def test_a_pattern_over_an_incomplete_set_or_two_sets_of_shards_is_refused(tmp_p
     from bzna_tf.convert import SourceError, TFRecordSource
 
     for k in (0, 1, 3):  # shard 2 of 4 missing: a download cut short
-        records(tmp_path / f"train-0000{k}-of-00004", [[1]])
-    records(tmp_path / "validation-00000-of-00001", [[1]])
+        records(tmp_path / f"train-0000{k}-of-00004", [[k + 1]])  # not copies of one file, which are refused
+    records(tmp_path / "validation-00000-of-00001", [[5]])
     with pytest.raises(SourceError, match=r"1 of the 4 shards of train-\*-of-00004 in .* is missing "
                        r"\(train-00002-of-00004\)"):  # fmt: skip
         TFRecordSource(str(tmp_path / "train-*"), label_offset=-1)

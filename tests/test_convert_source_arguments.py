@@ -2,6 +2,7 @@
 reads, and the sets of files refused because they would store images twice or mix two splits."""
 
 import glob
+import os
 import tarfile
 
 import pytest
@@ -84,3 +85,41 @@ def test_a_pattern_over_files_of_two_splits_is_refused(tmp_path, capsys):
     names("split/train/0.tar", "split/test/0.tar")
     with pytest.raises(SourceError, match=r"split/test/0.tar \(test\) and .*split/train/0.tar \(train\)"):
         expand_patterns(str(tmp_path / "split" / "*" / "0.tar"), "tar shard")
+
+
+def test_a_copied_file_is_refused_naming_both(tmp_path):
+    """A copied tar shard or TFRecord file (another inode, the same bytes) was converted twice."""
+    shards = write_shards(tmp_path / "wds", wds_samples(4), per_shard=4)
+    copy = tmp_path / "wds" / "train-000001.tar"
+    copy.write_bytes(shards[0].read_bytes())
+    with pytest.raises(SourceError) as e:
+        WebDatasetSource(str(tmp_path / "wds" / "*.tar"))
+    size = os.path.getsize(copy)
+    assert str(e.value) == (
+        f"{copy}: the tar shard holds the same {size:,} bytes ({size / 1024:.1f} KiB) as {shards[0]}: a copy "
+        "of one file, whose images would be stored twice. Leave one of them out"
+    )
+    rec = records(tmp_path / "a.tfrecord", [[1], [2]])
+    (tmp_path / "b.tfrecord").write_bytes(rec.read_bytes())
+    with pytest.raises(SourceError, match=r"b.tfrecord: the TFRecord file holds the same .* as .*a.tfrecord"):
+        TFRecordSource(str(tmp_path / "*.tfrecord"), label_offset=0)
+    # Files of one size but other bytes are not copies: tar shards of same-size images, files whose first
+    # 64 KiB are the same.
+    two = write_shards(tmp_path / "same-size", wds_samples(4), per_shard=2)
+    assert os.path.getsize(two[0]) == os.path.getsize(two[1])
+    assert len(WebDatasetSource(str(tmp_path / "same-size" / "*.tar"))) == 4
+    head = os.urandom(1 << 16)
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "1.bin").write_bytes(head + b"1" * 1000)
+    (tmp_path / "h" / "2.bin").write_bytes(head + b"2" * 1000)
+    assert len(expand_patterns(str(tmp_path / "h" / "*.bin"), "file")) == 2
+    (tmp_path / "h" / "3.bin").write_bytes(head + b"2" * 1000)
+    with pytest.raises(SourceError, match=r"3.bin: the file holds the same .* as .*2.bin"):
+        expand_patterns(str(tmp_path / "h" / "*.bin"), "file")
+    # Empty files and files of zeros (an empty tar shard) store nothing: not refused.
+    (tmp_path / "z").mkdir()
+    for name in ("0.tar", "1.tar"):
+        (tmp_path / "z" / name).write_bytes(bytes(10240))
+    for name in ("2.tar", "3.tar"):
+        (tmp_path / "z" / name).write_bytes(b"")
+    assert len(expand_patterns(str(tmp_path / "z" / "*.tar"), "tar shard")) == 4

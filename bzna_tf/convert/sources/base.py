@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 
 import numpy as np
@@ -334,7 +336,7 @@ def expand_patterns(patterns, what: str) -> list[str]:
       SourceError: a pattern that matches nothing, a name that does not
         exist, a name that is both a file and a pattern matching others, a
         pattern over two sets or splits (see ``_check_shard_sets``), a file
-        given twice, or no name at all.
+        given twice or a copy of another one given, or no name at all.
     """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [patterns]
@@ -355,6 +357,7 @@ def expand_patterns(patterns, what: str) -> list[str]:
     if not paths:
         raise SourceError(f"Expected at least one {what}. Received: none")
     refuse_repeats(paths, named_by, what)
+    refuse_copies(paths, what)
     return paths
 
 
@@ -472,6 +475,61 @@ def refuse_repeats(paths, named_by, what: str):
                 "file once (patterns that overlap match a file twice)"
             )
         first[real] = (path, arg)
+
+
+def _digest(path, limit=None):
+    """(the SHA-256 of a file's first ``limit`` bytes (None: all), whether those bytes are all zeros)."""
+    h, zeros, left = hashlib.sha256(), True, limit
+    with open(path, "rb") as f:
+        while left is None or left > 0:
+            block = f.read(1 << 20 if left is None else min(left, 1 << 20))
+            if not block:
+                break
+            h.update(block)
+            zeros = zeros and block.count(0) == len(block)
+            if left is not None:
+                left -= len(block)
+    return h.digest(), zeros
+
+
+def refuse_copies(paths, what: str):
+    """Raises SourceError when two of ``paths`` are files of the same bytes: a copy, whose images would be
+    stored twice.
+
+    Only files of equal size are compared: first their first 64 KiB, then, where those are equal, all
+    their bytes. Empty files and files of zeros only (an empty tar shard) store nothing: not compared.
+    """
+    by_size = {}
+    for i, path in enumerate(paths):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size > 0:
+            by_size.setdefault(st.st_size, []).append(i)
+    found = None  # (the later file, the earlier one): the first pair in the order given
+    for group in by_size.values():
+        for limit in (1 << 16, None):
+            if len(group) < 2:
+                break
+            seen, alike = {}, set()
+            for i in group:
+                digest, zeros = _digest(paths[i], limit)
+                if zeros and limit is None:
+                    continue
+                if digest in seen:
+                    alike |= {seen[digest], i}
+                    if limit is None and (found is None or i < found[0]):
+                        found = (i, seen[digest])
+                else:
+                    seen[digest] = i
+            group = sorted(alike)
+    if found is not None:
+        later, earlier = found
+        raise SourceError(
+            f"{paths[later]}: the {what} holds the same {_bytes(os.path.getsize(paths[later]))} as "
+            f"{paths[earlier]}: a copy of one file, whose images would be stored twice. Leave one of them out"
+        )
 
 
 def inside(path, root) -> bool:
