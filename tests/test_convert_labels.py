@@ -79,6 +79,7 @@ def test_negative_labels_are_an_error_or_unlabelled_by_flag(tmp_path, capsys):
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert f"{rec} record 1 (byte " in err and "label -1 is negative" in err and "--negative-labels" in err
+    assert err.rstrip().endswith("if the labels are shifted, fix --label-offset")  # a flag tfrecord takes
     assert not out.exists()
     # --label-offset -1 makes the classic 1-based labels 0-based, and a 0 label negative
     assert main(["convert", "tfrecord", str(records(tmp_path / "s-0", [[1], [0]])), str(out), *FAST, *ZERO,

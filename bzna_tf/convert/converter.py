@@ -866,7 +866,8 @@ def convert(
                     if negative is not None:
                         labelled = labelled & ~negative
                 positions = conversion_order(total, order, seed, labelled)
-            labels = _Labels(names, negative_labels, on_error, int(getattr(source, "label_offset", 0) or 0))
+            labels = _Labels(names, negative_labels, on_error, int(getattr(source, "label_offset", 0) or 0),
+                             "label_offset" in getattr(source, "cli_options", ()))  # fmt: skip
             writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log, settings,
                                   sibling_fp)  # fmt: skip
             pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
@@ -998,9 +999,10 @@ def _printable(item):
 class _Labels:
     """Checks each item's label before it is encoded: negative ones, and ones past the class names."""
 
-    def __init__(self, names, negative_labels, on_error="raise", offset=0):
+    def __init__(self, names, negative_labels, on_error="raise", offset=0, takes_offset=False):
         self.names, self.negative, self.on_error = names, negative_labels, on_error
         self.offset = offset  # the source's label offset (TFRecords' --label-offset), for the messages
+        self.takes_offset = takes_offset  # whether the source takes --label-offset (a hint may name it)
 
     def check(self, item):
         if getattr(item, "error", None) is not None:
@@ -1027,10 +1029,15 @@ class _Labels:
                     "they need none); if negative labels mark images without a label, pass "
                     "--negative-labels unlabelled (negative_labels='unlabelled')"
                 )
+            shifted = (
+                "fix --label-offset"
+                if self.takes_offset
+                else "rewrite them to start at 0 (--label-offset is for tfrecord sources only)"
+            )
             raise ConversionError(
                 f"{item.origin or item.filename}: label {t} is negative. If negative labels mark images "
                 "without a label (TFDS writes -1 for them), pass --negative-labels unlabelled "
-                "(negative_labels='unlabelled'); if the labels are shifted, fix --label-offset"
+                f"(negative_labels='unlabelled'); if the labels are shifted, {shifted}"
             )
         if self.names is not None and t >= len(self.names):
             raise ConversionError(
