@@ -440,7 +440,8 @@ def _convert_options() -> dict:
                     "path} struct (default: recognised; several candidates are refused, listing them)"),
             _option("--label-column", default=None,
                     help="parquet, hf: the integer label column (default: the datasets ClassLabel column, "
-                    "else the one integer column); '' for none"),
+                    "else the one integer column; without a ClassLabel, a column named label or labels that "
+                    "is not integers is refused); '' for none"),
             _option("--split", default=None,
                     help="tfds, hf: the split to convert (train, test, ...; a TFDS folder's "
                     "dataset_info.json, a DatasetDict folder's dataset_dict.json list them)"),

@@ -66,6 +66,21 @@ def test_a_saved_dataset_dict_converts_one_split_with_its_class_names(tmp_path):
     assert sorted(ClassificationDataset(tmp_path / "c.bzna").filenames) == ["im10.ppm", "im11.ppm", "im9.ppm"]
 
 
+def test_a_label_column_that_is_not_integers_is_refused(tmp_path):
+    """As for Parquet files: a float 'label' (a regression target, pandas' floats) was stored unlabelled."""
+    datasets = pytest.importorskip(
+        "datasets", reason="the hf extra is not installed: pip install 'bzna-tf[hf]'"
+    )
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("float32")})
+    pics = [{"bytes": p, "path": f"im{i}.ppm"} for i, p in enumerate(images(2))]
+    rows = {"image": pics, "label": [0.0, 0.5]}
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(tmp_path / "f")
+    message = r"column 'label' is float, not integers: .* If its values are whole numbers .* --label-column"
+    with pytest.raises(SourceError, match=message):
+        HFSource(tmp_path / "f")
+    assert [it.target for it in HFSource(tmp_path / "f", label_column=None)] == [None, None]
+
+
 def test_a_name_is_loaded_offline_through_datasets(tmp_path):
     pytest.importorskip("datasets", reason="the hf extra is not installed: pip install 'bzna-tf[hf]'")
     repo = tmp_path / "repo" / "data"

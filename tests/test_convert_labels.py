@@ -148,6 +148,7 @@ def test_negative_labels_are_an_error_or_unlabelled_by_flag(tmp_path, capsys):
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert f"{rec} record 1 (byte " in err and "label -1 is negative" in err and "--negative-labels" in err
+    assert err.rstrip().endswith("if the labels are shifted, fix --label-offset")  # a flag tfrecord takes
     assert not out.exists()
     # --label-offset -1 makes the classic 1-based labels 0-based, and a 0 label negative
     assert main(["convert", "tfrecord", str(records(tmp_path / "s-0", [[1], [0]])), str(out), *FAST, *ZERO,
@@ -365,8 +366,8 @@ def test_a_pattern_over_an_incomplete_set_or_two_sets_of_shards_is_refused(tmp_p
     from bzna_tf.convert import SourceError, TFRecordSource
 
     for k in (0, 1, 3):  # shard 2 of 4 missing: a download cut short
-        records(tmp_path / f"train-0000{k}-of-00004", [[1]])
-    records(tmp_path / "validation-00000-of-00001", [[1]])
+        records(tmp_path / f"train-0000{k}-of-00004", [[k + 1]])  # not copies of one file, which are refused
+    records(tmp_path / "validation-00000-of-00001", [[5]])
     with pytest.raises(SourceError, match=r"1 of the 4 shards of train-\*-of-00004 in .* is missing "
                        r"\(train-00002-of-00004\)"):  # fmt: skip
         TFRecordSource(str(tmp_path / "train-*"), label_offset=-1)

@@ -128,6 +128,67 @@ def test_columns_that_cannot_be_chosen_are_refused_listing_them(tmp_path):
         ParquetSource(tmp_path / "not.parquet")
 
 
+def test_a_label_column_that_is_not_integers_is_refused_saying_how_to_go_on(tmp_path, capsys):
+    """A 'label' column that pandas made float64 (one NaN), or of names, was converted unlabelled, exit 0."""
+    pd = pytest.importorskip("pandas")
+    pics = images(3)
+    frame = pd.DataFrame({"img": pics, "label": [0, None, 2]})
+    assert str(frame["label"].dtype) == "float64"
+    frame.to_parquet(tmp_path / "nan.parquet")
+    path = tmp_path / "nan.parquet"
+    with pytest.raises(SourceError) as e:
+        ParquetSource(path)
+    assert str(e.value) == (
+        f"{path}: column 'label' is double, not integers: a .bzna file stores one integer target per image, "
+        "and a label is never rounded, nor a class name numbered (the columns are ['img' (binary), 'label' "
+        "(double)]). If its values are whole numbers with NaN for missing labels (pandas stores an integer "
+        "column with a missing value as floats), write it as integers: df['label'] = "
+        "df['label'].astype('Int64') keeps the missing ones as nulls, missing labels (see "
+        "--allow-unlabelled). Name an integer column with --label-column (label_column=), or store every "
+        "image unlabelled with --label-column '' (label_column=None)"
+    )
+    from bzna_tf.cli import main
+
+    out = str(tmp_path / "x.bzna")
+    assert main(["convert", "parquet", str(path), out, "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bzna-tf convert: {path}: column 'label' is double") and "Traceback" not in err
+    # The way the message gives: the nullable integers keep the missing label a null.
+    frame["label"] = frame["label"].astype("Int64")
+    frame.to_parquet(tmp_path / "fixed.parquet")
+    fixed = ParquetSource(tmp_path / "fixed.parquet", allow_unlabelled=True)
+    assert fixed.label_column == "label" and [it.target for it in fixed] == [0, None, 2]
+    # Names, or another integer column beside it (which must not be taken for the label in its place).
+    pq.write_table(pa.table({"img": pa.array(pics), "label": pa.array(["ant", "bee", "ant"]),
+                             "id": pa.array([7, 8, 9])}), tmp_path / "names.parquet")  # fmt: skip
+    message = (
+        r"column 'label' is string, not integers: .* If it holds class names, write them as integers, one "
+        r"per class \(--class-names FILE names them\)\. Name"
+    )
+    with pytest.raises(SourceError, match=message):
+        ParquetSource(tmp_path / "names.parquet")
+    pq.write_table(pa.table({"img": pa.array(pics), "Labels": pa.array([None] * 3)}), tmp_path / "n.parquet")
+    with pytest.raises(SourceError, match=r"column 'Labels' is null, not integers: .*It holds no value at"):
+        ParquetSource(tmp_path / "n.parquet")
+    # Choosing: no labels, or the integer column.
+    assert main(["convert", "parquet", str(path), out, "--no-progress", "--processes", "0",
+                 "--preset", "ultrafast", "--label-column", ""]) == 0  # fmt: skip
+    assert BznaFile(out).num_labelled == 0
+    assert [it.target for it in ParquetSource(tmp_path / "names.parquet", label_column="id")] == [7, 8, 9]
+
+
+def test_a_negative_label_s_hint_names_what_the_source_takes(tmp_path):
+    """Parquet's negative-label message said "fix --label-offset", a flag Parquet sources refuse."""
+    path = write_parquet(tmp_path / "neg.parquet", images(2), [0, -1], 2)
+    with pytest.raises(ConversionError) as e:
+        convert(ParquetSource(path), tmp_path / "x.bzna", order="source", workers=0, **FAST)
+    assert str(e.value).endswith(
+        "label -1 is negative. If negative labels mark images without a label (TFDS writes -1 for them), "
+        "pass --negative-labels unlabelled (negative_labels='unlabelled'); if the labels are shifted, "
+        "rewrite them to start at 0 (--label-offset is for tfrecord sources only)"
+    )
+
+
 def test_null_images_stop_naming_the_row_or_are_skipped_and_counted(tmp_path, capsys):
     pics = images(5)
     (tmp_path / "on-disk.ppm").write_bytes(pics[4])

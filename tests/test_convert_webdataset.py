@@ -129,6 +129,87 @@ def test_json_labels_image_key_and_labels_that_are_missing(tmp_path):
     assert BznaFile(tmp_path / "u.bzna").num_labelled == 1 and s.images == 2
 
 
+def write_tar(path, members):
+    """A tar file of (name, data) members, in this order; the data offset of each name's first member."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            add_member(tf, name, data)
+    with tarfile.open(path) as tf:
+        at = {}
+        for m in tf:
+            at.setdefault(m.name, m.offset_data)
+    return at
+
+
+def test_a_key_seen_twice_is_refused_naming_both_places(tmp_path, capsys):
+    """A sample's members apart in the tar were read as two samples, each missing a member (and the hint
+    to --allow-unlabelled then stored every image unlabelled); a key in two shards, or twice in one, stored
+    two images under one name."""
+    pics = images(3)
+    # All the images first, then all the labels: each key's members are not next to each other.
+    apart = tmp_path / "apart" / "train-000000.tar"
+    members = [(f"{i:05d}.ppm", pics[i]) for i in range(3)] + [(f"{i:05d}.cls", b"1") for i in range(3)]
+    at = write_tar(apart, members)
+    message = (
+        f"{apart}: key '00000' appears again later in the shard: member 00000.ppm at byte {at['00000.ppm']}, "
+        f"then, after 2 other samples, member 00000.cls at byte {at['00000.cls']}. The members of one sample "
+        "must be next to each other in the tar, as WebDataset reads them, and a key names one sample (the "
+        "image is stored under it): re-create the shard with each sample's members together and each key "
+        "once (3 samples in all repeat an earlier key)"
+    )
+    for allow in (False, True):
+        with pytest.raises(SourceError) as e:
+            WebDatasetSource(str(apart), allow_unlabelled=allow)
+        assert str(e.value) == message
+    from bzna_tf.cli import main
+
+    argv = ["convert", "webdataset", str(apart), str(tmp_path / "x.bzna"), "--no-progress"]
+    assert main([*argv, "--allow-unlabelled", "--on-error", "skip"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"bzna-tf convert: {message}\n"
+    # One key as two whole samples of one shard.
+    twice = tmp_path / "twice" / "t.tar"
+    at = write_tar(twice, [("a.ppm", pics[0]), ("a.cls", b"0"), ("b.ppm", pics[1]), ("b.cls", b"1"),
+                           ("a.ppm", pics[2]), ("a.cls", b"2")])  # fmt: skip
+    with pytest.raises(SourceError) as e:
+        WebDatasetSource(str(twice))
+    with tarfile.open(twice) as tf:
+        second = [m.offset_data for m in tf if m.name == "a.ppm"][1]
+    assert str(e.value).startswith(
+        f"{twice}: key 'a' appears again later in the shard: members a.ppm, a.cls at byte {at['a.ppm']}, "
+        f"then, after 1 other sample, members a.ppm, a.cls at byte {second}. The members"
+    )
+    # One key in two shards (their other bytes differ: not a copy of one file).
+    s0, s1 = tmp_path / "two" / "s-0.tar", tmp_path / "two" / "s-1.tar"
+    first = write_tar(s0, [("k1.ppm", pics[0]), ("k1.cls", b"0"), ("k2.ppm", pics[1])])
+    later = write_tar(s1, [("k0.ppm", pics[2]), ("k2.ppm", pics[2]), ("k2.cls", b"2")])
+    with pytest.raises(SourceError) as e:
+        WebDatasetSource(str(tmp_path / "two" / "*.tar"), label_key=None)
+    assert str(e.value) == (
+        f"key 'k2' is in two shards: member k2.ppm at byte {first['k2.ppm']} of {s0}, and members k2.ppm, "
+        f"k2.cls at byte {later['k2.ppm']} of {s1}: a shard "
+        "named twice or copied would store its images twice, and a key names one sample (the image is stored "
+        "under it). Leave the repeated shard out; if the shards hold different samples, they need keys of "
+        "their own (as WebDataset's writers number them across shards)"
+    )
+
+
+def test_keys_whose_hashes_collide_are_not_taken_for_one_key():
+    from array import array
+
+    from bzna_tf.convert.sources.webdataset import _Index
+
+    idx = _Index()
+    for key in ("a", "b", "c", "b"):
+        idx.new_sample(key)
+    assert idx.repeated() == (3, 1, 1)
+    idx.hashes = array("q", [7, 7, 7, 5])  # a, b, c collide; the last b no longer meets the first
+    assert idx.repeated() is None
+    idx.hashes = array("q", [7, 7, 9, 7])
+    assert idx.repeated() == (3, 1, 1)
+
+
 def corrupt_shards(tmp_path):
     """One shard with three bad samples among good ones, the last member truncated."""
     pics = images(6)

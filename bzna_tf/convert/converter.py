@@ -873,6 +873,7 @@ def convert(
                 positions = conversion_order(total, order, seed, labelled)
             labels = _Labels(
                 names, negative_labels, on_error, int(getattr(source, "label_offset", 0) or 0),
+                takes_offset="label_offset" in getattr(source, "cli_options", ()),
                 names_from="--class-names (class_names=)" if class_names is not None else getattr(
                     source, "class_names_from", None),
                 text_key=getattr(source, "class_text_key", None),
@@ -1011,12 +1012,15 @@ class _Labels:
     of its target and the one the class names give, if any.
 
     ``names_from``: where ``names`` come from, for messages (``"--class-names (class_names=)"``, a names
-    file); ``text_key``: the source's feature of class names (``"image/class/text"``), or None.
+    file); ``text_key``: the source's feature of class names (``"image/class/text"``), or None;
+    ``takes_offset``: whether the source takes --label-offset (a hint may name it).
     """
 
-    def __init__(self, names, negative_labels, on_error="raise", offset=0, names_from=None, text_key=None):
+    def __init__(self, names, negative_labels, on_error="raise", offset=0, takes_offset=False,
+                 names_from=None, text_key=None):  # fmt: skip
         self.names, self.negative, self.on_error = names, negative_labels, on_error
         self.offset = offset  # the source's label offset (TFRecords' --label-offset), for the messages
+        self.takes_offset = takes_offset  # whether the source takes --label-offset (a hint may name it)
         self.names_from = names_from or "the source's class names"
         self.text_key = text_key
         self.texts = {}  # target -> (the class name the first item of it gave, that item's origin)
@@ -1046,10 +1050,15 @@ class _Labels:
                     "they need none); if negative labels mark images without a label, pass "
                     "--negative-labels unlabelled (negative_labels='unlabelled')"
                 )
+            shifted = (
+                "fix --label-offset"
+                if self.takes_offset
+                else "rewrite them to start at 0 (--label-offset is for tfrecord sources only)"
+            )
             raise ConversionError(
                 f"{item.origin or item.filename}: label {t} is negative. If negative labels mark images "
                 "without a label (TFDS writes -1 for them), pass --negative-labels unlabelled "
-                "(negative_labels='unlabelled'); if the labels are shifted, fix --label-offset"
+                f"(negative_labels='unlabelled'); if the labels are shifted, {shifted}"
             )
         if self.names is not None and t >= len(self.names):
             raise ConversionError(

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 
 import numpy as np
@@ -325,29 +327,55 @@ def allow_outside_paths_fact(allow_outside_paths: bool) -> dict:
 def expand_patterns(patterns, what: str) -> list[str]:
     """File names and glob patterns (``~`` expanded) -> existing paths, each pattern's matches sorted.
 
+    An argument that names an existing file is that file, even when it holds
+    glob characters (``part[1].tfrecord``), as a shell passes such a name; it
+    is refused when, read as a pattern, it would also match other files (which
+    is meant cannot be told).
+
     Raises:
       SourceError: a pattern that matches nothing, a name that does not
-        exist, or no name at all.
+        exist, a name that is both a file and a pattern matching others, a
+        pattern over two sets or splits (see ``_check_shard_sets``), a file
+        given twice or a copy of another one given, or no name at all.
     """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [patterns]
     paths, named_by = [], []
     for p in patterns:
         p = os.path.expanduser(os.fspath(p))
-        matches = sorted(glob.glob(p)) if glob.has_magic(p) else [p]
+        pattern = glob.has_magic(p) and not _literal(p, what)
+        matches = sorted(glob.glob(p)) if pattern else [p]
         if not matches:
             raise SourceError(f"no {what} matches {p!r}")
         for m in matches:
             if not os.path.exists(m):
                 raise SourceError(f"{m}: no such {what}")
-        if glob.has_magic(p):
+        if pattern:
             _check_shard_sets(p, matches, what)
         paths.extend(matches)
         named_by.extend([p] * len(matches))
     if not paths:
         raise SourceError(f"Expected at least one {what}. Received: none")
     refuse_repeats(paths, named_by, what)
+    refuse_copies(paths, what)
     return paths
+
+
+def _literal(p, what) -> bool:
+    """Whether ``p``, which holds glob characters, names an existing file and is to be read as that name.
+
+    Raises SourceError when it names a file and, as a pattern, also matches other files.
+    """
+    if not os.path.exists(p):
+        return False
+    others = [m for m in sorted(glob.glob(p)) if m != p]
+    if others:
+        raise SourceError(
+            f"{p!r} names an existing {what}, and read as a glob pattern it matches {few(others, 3)} "
+            f"instead: which is meant cannot be told. Name that file alone with its glob characters "
+            f"escaped ({glob.escape(p)!r}), or the files the pattern matches by their own names"
+        )
+    return True
 
 
 # NAME-00003-of-00016[.ext]: a file of a set of shards (TFRecords, TFDS, Parquet, tar shards).
@@ -355,7 +383,8 @@ _SHARD = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5,})-of-(?P<count>\d{5,})(?P<ex
 
 
 def _check_shard_sets(pattern, matches, what):
-    """Refuses a pattern that matches two sets of shards, or a set with shards missing that it covers.
+    """Refuses a pattern that matches two sets of shards, or a set with shards missing that it covers,
+    or files of different splits (:func:`_check_splits`).
 
     ``train-*`` over a folder holding ``train-*-of-00004`` and ``validation-*-of-00002`` would
     mix two splits; a set of ``-of-00004`` shards missing one (a download cut short) would convert
@@ -376,6 +405,7 @@ def _check_shard_sets(pattern, matches, what):
             f"one pattern, one set (two would mix, say, a training and a validation split). Give a pattern "
             "per set to convert them together"
         )
+    _check_splits(pattern, matches)
     for (folder, stem, n, ext), have in sets.items():
         base = os.path.basename(pattern)
         width = len(n)
@@ -390,6 +420,42 @@ def _check_shard_sets(pattern, matches, what):
                 f"{'it' if len(missing) == 1 else 'them'}, or name the {what}s to convert without a "
                 "pattern that covers the whole set"
             )
+
+
+# Words that name a split of a dataset, when whole words of a file's path (split at anything but letters).
+_SPLIT_WORDS = frozenset(
+    ("train", "training", "trainval", "val", "valid", "validation", "dev", "eval", "test", "testing")
+)
+
+
+def _split_words(path) -> frozenset:
+    """The split words in a path: ``imagenet-train-000001.tar`` -> {train}; ``val2017/x.tar`` -> {val}."""
+    return frozenset(w for w in re.findall(r"[a-z]+", path.lower()) if w in _SPLIT_WORDS)
+
+
+def _check_splits(pattern, matches):
+    """Refuses a pattern whose matches name different splits: ``wds/*.tar`` over ``imagenet-train-*.tar``
+    and ``imagenet-val-*.tar`` would mix training and validation images.
+
+    Only the words below the folder that holds every match count (``runs/test/imagenet-*.tar`` is not
+    a test split for it), and files whose words are the same (or none) are one set.
+    """
+    if len(matches) < 2:
+        return
+    common = len(os.path.commonpath([os.path.dirname(m) for m in matches]))
+    first = {}
+    for m in matches:
+        words = _split_words(m[common:])
+        if words:
+            first.setdefault(words, m)
+    if len(first) > 1:
+        (a, wa), (b, wb) = [(m, w) for w, m in first.items()][:2]
+        raise SourceError(
+            f"{pattern!r} matches files of different splits, such as {a} ({'/'.join(sorted(wa))}) and {b} "
+            f"({'/'.join(sorted(wb))}): one pattern, one split (converting them together would mix, say, "
+            "training and validation images). Give a narrower pattern per split, or name the files to "
+            "convert explicitly"
+        )
 
 
 # How to go on from a file named twice, at the end of refuse_repeats' refusal.
@@ -427,6 +493,61 @@ def refuse_repeats(paths, named_by, what: str, fix: str = _NAME_EACH_ONCE):
                 f"{path}: the {what} is named {by}{same}: its images would be stored twice. {fix}"
             )
         first[key] = (path, arg)
+
+
+def _digest(path, limit=None):
+    """(the SHA-256 of a file's first ``limit`` bytes (None: all), whether those bytes are all zeros)."""
+    h, zeros, left = hashlib.sha256(), True, limit
+    with open(path, "rb") as f:
+        while left is None or left > 0:
+            block = f.read(1 << 20 if left is None else min(left, 1 << 20))
+            if not block:
+                break
+            h.update(block)
+            zeros = zeros and block.count(0) == len(block)
+            if left is not None:
+                left -= len(block)
+    return h.digest(), zeros
+
+
+def refuse_copies(paths, what: str):
+    """Raises SourceError when two of ``paths`` are files of the same bytes: a copy, whose images would be
+    stored twice.
+
+    Only files of equal size are compared: first their first 64 KiB, then, where those are equal, all
+    their bytes. Empty files and files of zeros only (an empty tar shard) store nothing: not compared.
+    """
+    by_size = {}
+    for i, path in enumerate(paths):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size > 0:
+            by_size.setdefault(st.st_size, []).append(i)
+    found = None  # (the later file, the earlier one): the first pair in the order given
+    for group in by_size.values():
+        for limit in (1 << 16, None):
+            if len(group) < 2:
+                break
+            seen, alike = {}, set()
+            for i in group:
+                digest, zeros = _digest(paths[i], limit)
+                if zeros and limit is None:
+                    continue
+                if digest in seen:
+                    alike |= {seen[digest], i}
+                    if limit is None and (found is None or i < found[0]):
+                        found = (i, seen[digest])
+                else:
+                    seen[digest] = i
+            group = sorted(alike)
+    if found is not None:
+        later, earlier = found
+        raise SourceError(
+            f"{paths[later]}: the {what} holds the same {_bytes(os.path.getsize(paths[later]))} as "
+            f"{paths[earlier]}: a copy of one file, whose images would be stored twice. Leave one of them out"
+        )
 
 
 def inside(path, root) -> bool:

@@ -173,6 +173,13 @@ class TableColumns:
         else:
             kinds = {n: f.get("_type") for n, f in features.items() if isinstance(f, dict)}
             tagged = [n for n, k in kinds.items() if k == "ClassLabel" and is_label(types.get(n, pa.null()))]
+            if not tagged:
+                # A column named label must not be passed over (or another integer column taken in its
+                # place) because pandas made it floats (one NaN) or it holds names: that is refused.
+                named_label = [n for n in types if n.lower() in _LABEL_NAMES and n != self.image]
+                odd = [n for n in named_label if not is_label(types[n])]
+                if odd:
+                    raise SourceError(_label_not_integers(where, odd[0], types[odd[0]], listing()))
             candidates = tagged or [n for n, t in types.items() if n != self.image and is_label(t)]
             if len(candidates) > 1:
                 raise SourceError(
@@ -230,6 +237,37 @@ class TableColumns:
                 "there): the same label would mean two classes. Convert the files separately, or rewrite "
                 "their labels to one list of names"
             )
+
+
+# Column names taken to hold the labels (compared lower-cased): such a column that is not integers is refused.
+_LABEL_NAMES = frozenset(("label", "labels"))
+
+
+def _label_not_integers(where, column, t, listing):
+    """The refusal of a label column that is not integers, with how to go on."""
+    import pyarrow as pa
+
+    if pa.types.is_floating(t):
+        hint = (
+            "If its values are whole numbers with NaN for missing labels (pandas stores an integer column "
+            f"with a missing value as floats), write it as integers: df[{column!r}] = "
+            f"df[{column!r}].astype('Int64') keeps the missing ones as nulls, missing labels (see "
+            "--allow-unlabelled). "
+        )
+    elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
+        hint = (
+            "If it holds class names, write them as integers, one per class (--class-names FILE names them). "
+        )
+    elif pa.types.is_null(t):
+        hint = "It holds no value at all. "
+    else:
+        hint = ""
+    return (
+        f"{where}: column {column!r} is {t}, not integers: a .bzna file stores one integer target per "
+        f"image, and a label is never rounded, nor a class name numbered (the columns are {listing}). "
+        f"{hint}Name an integer column with --label-column (label_column=), or store every image unlabelled "
+        "with --label-column '' (label_column=None)"
+    )
 
 
 def _negative(labels) -> np.ndarray:

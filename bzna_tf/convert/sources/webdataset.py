@@ -141,11 +141,13 @@ class _Index:
         self.ext_names = []
         self.errors = {}  # sample -> why it cannot be converted
         self.starts = [0]  # the first sample of each shard, then the total
+        self.hashes = array("q")  # hash(key) of each sample, to find a key seen twice (then dropped)
 
     def __len__(self):
         return len(self.first) - 1
 
     def new_sample(self, key):
+        self.hashes.append(hash(key))
         self.keys += key.encode("utf-8", "surrogateescape")
         self.key_at.append(len(self.keys))
         self.first.append(len(self.ext))
@@ -161,8 +163,35 @@ class _Index:
         self.size.append(size)
         self.first[-1] = len(self.ext)
 
+    def key(self, i):
+        return bytes(self.keys[self.key_at[i] : self.key_at[i + 1]]).decode("utf-8", "surrogateescape")
+
+    def repeated(self):
+        """(the first sample whose key an earlier one has, that earlier one, how many samples repeat a key),
+        or None when every key is once.
+
+        The keys' hashes are sorted to find the candidates (no set of the keys is built: a shard set of
+        millions of keys costs 8 bytes a key), which are then compared by their keys.
+        """
+        hashes = np.frombuffer(self.hashes, np.int64)
+        order = np.argsort(hashes, kind="stable")  # equal hashes stay in sample order
+        ordered = hashes[order]
+        first_pair, repeats = None, 0
+        for at in np.flatnonzero(ordered[1:] == ordered[:-1]) + 1:
+            j, key = int(order[at]), self.key(int(order[at]))
+            earlier = at - 1
+            while earlier >= 0 and ordered[earlier] == ordered[at]:  # a hash collision is not a repeat
+                i = int(order[earlier])
+                if self.key(i) == key:
+                    repeats += 1
+                    if first_pair is None or j < first_pair[0]:
+                        first_pair = (j, i)
+                    break
+                earlier -= 1
+        return None if first_pair is None else (*first_pair, repeats)
+
     def sample(self, i):
-        key = bytes(self.keys[self.key_at[i] : self.key_at[i + 1]]).decode("utf-8", "surrogateescape")
+        key = self.key(i)
         members = {
             self.ext_names[self.ext[m]]: (self.offset[m], self.size[m])
             for m in range(self.first[i], self.first[i + 1])
@@ -481,7 +510,42 @@ class WebDatasetSource(LabelledSource):
         for path in self.paths:
             self._read_headers(path, idx)
             idx.starts.append(len(idx))
+        self._refuse_repeated_keys(idx)
+        idx.hashes = None
         self._idx = idx
+
+    def _refuse_repeated_keys(self, idx):
+        """Raises SourceError when a key names two samples: in one shard (members of one sample apart, or a
+        sample added twice), or in two (a shard named twice or copied)."""
+        found = idx.repeated()
+        if found is None:
+            return
+        j, i, repeats = found
+        later, earlier = idx.sample(j), idx.sample(i)
+        more = f" ({repeats:,} samples in all repeat an earlier key)" if repeats > 1 else ""
+
+        def members(sample):
+            """'members 0001.jpg, 0001.cls at byte 512' (where the first one's data starts)."""
+            names = [f"{sample.key}.{ext}" for ext in sample.members]
+            first = min(offset for offset, _ in sample.members.values())
+            return f"{'member' if len(names) == 1 else 'members'} {', '.join(names)} at byte {first}"
+
+        if later.shard == earlier.shard:
+            between = j - i - 1
+            raise SourceError(
+                f"{self.paths[later.shard]}: key {later.key!r} appears again later in the shard: "
+                f"{members(earlier)}, then, after {count(between, 'other sample')}, {members(later)}. The "
+                "members of one sample must be next to each other in the tar, as WebDataset reads them, and "
+                "a key names one sample (the image is stored under it): re-create the shard with each "
+                f"sample's members together and each key once{more}"
+            )
+        raise SourceError(
+            f"key {later.key!r} is in two shards: {members(earlier)} of {self.paths[earlier.shard]}, and "
+            f"{members(later)} of {self.paths[later.shard]}: a shard named twice or copied would store its "
+            "images twice, and a key names one sample (the image is stored under it). Leave the repeated "
+            "shard out; if the shards hold different samples, they need keys of their own (as WebDataset's "
+            f"writers number them across shards){more}"
+        )
 
     def _loaded(self):
         if self._idx is None:
