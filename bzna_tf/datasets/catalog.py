@@ -477,7 +477,9 @@ class Dataset:
         if options.shard_by == "files" and count > 1:
             sel = self._file_shard(sel, count, index, options.training, options.epochs is None)
             options = replace(options, shard=(1, 0))
-        return Source(list(self.paths), self._index.starts, self._track, sel, self._labels), options
+        identities = [f.identity for f in self._index.files]  # the read op refuses other files
+        source = Source(list(self.paths), self._index.starts, self._track, sel, self._labels, identities)
+        return source, options
 
     def _check_selection(self, selection, options, *, listed: bool) -> None:
         """Refuses a selection the elements cannot carry (ClassificationDataset: unlabelled samples)."""

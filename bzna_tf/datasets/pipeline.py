@@ -50,6 +50,9 @@ class Source:
       track: the source op's track name (``"input"`` or ``"thumb"``).
       selection: int64 global sample indices of one epoch (before sharding by samples).
       labels: whether elements carry the targets (ClassificationDataset).
+      identities: each file's :attr:`~bzna_tf.format.BznaFile.identity`, the
+        file its index was read from (the read op refuses another one), or
+        None (no check).
     """
 
     files: list
@@ -57,6 +60,7 @@ class Source:
     track: str
     selection: np.ndarray
     labels: bool
+    identities: list | None = None
 
 
 def build(source: Source, options, input_context=None) -> tf.data.Dataset:
@@ -162,7 +166,7 @@ def _load_batch(source: Source, options, counter: str):
         # read
         el = read_samples(
             source.files, idx, track=source.track, with_filenames=options.with_filenames,
-            on_error=options.on_error,
+            on_error=options.on_error, identities=source.identities,
         )  # fmt: skip
         # matrices
         sizes = tf.stack([el["height"], el["width"]], axis=-1)  # the pictures', without the frames' padding

@@ -9,7 +9,7 @@ The code cites the format's specification as "SPEC section N": section N of docs
 
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.hevc import HvcC, NalArray, split_nals, to_annexb
-from bzna_tf.format.reader import BznaFile
+from bzna_tf.format.reader import BznaFile, FileIdentity
 from bzna_tf.format.sample import Clap, ImageMp4, Picture, VideoTrack, parse_image_mp4
 from bzna_tf.format.samplelist import LIST_TYPES, SampleList, SampleListError
 from bzna_tf.format.shards import BznaShards, expand_paths, open_bzna
@@ -25,6 +25,7 @@ __all__ = [
     "BznaShards",
     "BznaWriter",
     "Clap",
+    "FileIdentity",
     "HvcC",
     "ImageMp4",
     "NalArray",

@@ -11,10 +11,11 @@
            bzna_input (meta), bzna_target (meta), bzna_fname (meta), bzna_thumb (vide:
            its samples point inside the per-image mp4s, at each thumbnail)
 
-Opening reads the top-level box headers and the ``moov`` (about 45 MB for
-ImageNet's 1.43 M entries) and nothing else: the sample tables stay as views
-of those bytes until a whole array is asked for, and a sample is read with one
-positioned read of its own bytes.
+Opening reads the top-level box headers, the ``moov`` (about 45 MB for
+ImageNet's 1.43 M entries) and the checksum table's fixed fields (the index
+checksums of :class:`FileIdentity`) and nothing else: the sample tables stay
+as views of those bytes until a whole array is asked for, and a sample is
+read with one positioned read of its own bytes.
 
 A ``BznaFile`` keeps its file open until :meth:`BznaFile.close` (or its
 ``with`` block ends; a finaliser closes one dropped unclosed);
@@ -28,13 +29,15 @@ import contextlib
 import io
 import os
 import stat
+import struct
 import threading
 import weakref
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
 from bzna_tf.format.boxes import Where, parse_boxes, read_header
+from bzna_tf.format.checksums import ALGORITHM as CHECKSUMS_ALGORITHM
 from bzna_tf.format.checksums import (
     CHECKSUMS_UUID,
     ChecksumTable,
@@ -43,6 +46,7 @@ from bzna_tf.format.checksums import (
     parse_checksum_box,
     thumb_head_end,
 )
+from bzna_tf.format.checksums import VERSION as CHECKSUMS_VERSION
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.hints import missing_file
 from bzna_tf.format.labels import UNLABELLED, count_labelled
@@ -52,7 +56,7 @@ from bzna_tf.format.sniff import SNIFF_BYTES, not_bzna_reason
 from bzna_tf.format.tracks import Trak, parse_trak
 from bzna_tf.format.wording import count
 
-__all__ = ["BznaFile", "Source"]
+__all__ = ["BznaFile", "FileIdentity", "Source"]
 
 
 def is_url(path) -> bool:
@@ -176,6 +180,13 @@ class Source:
             )
         return opened
 
+    @property
+    def mtime_ns(self) -> int | None:
+        """The modification time of the file first opened, in ns (None for a file object): ``os.stat``'s
+        for a local path, ``tf.io.gfile.stat``'s for a URL."""
+        identity = getattr(self, "_identity", None)
+        return None if identity is None else identity[-1]
+
     @contextlib.contextmanager
     def held(self):
         """A block during which the file stays open; yields the descriptor or file object.
@@ -271,6 +282,34 @@ def _is_a_directory(path: str) -> IsADirectoryError:
     )
 
 
+# A checksum table's fixed fields: version/flags, algorithm, sample count, moov, targets, names.
+_CHECKSUM_FIELDS = 24
+
+
+class FileIdentity(NamedTuple):
+    """Which file an index was read from (:attr:`BznaFile.identity`): what the source ops
+    (:class:`bzna_tf.ops.BznaDataset`, :func:`bzna_tf.ops.read_samples`, ``identities=``) compare the
+    file they open with, refusing another one (converted again or replaced since).
+
+    Attributes:
+      size: the file's size in bytes.
+      mtime_ns: its modification time in ns (``os.stat``'s for a local path,
+        ``tf.io.gfile.stat``'s for a URL).
+      moov, targets, names: the checksums of the outer index stored in its
+        checksum table (:mod:`bzna_tf.format.checksums`), or -1 each without
+        one. With them the ops compare these and the size (two conversions of
+        a file differ in them also when their sizes agree and the
+        modification times cannot tell: whole seconds on some filesystems);
+        without, the size and the modification time.
+    """
+
+    size: int
+    mtime_ns: int
+    moov: int = -1
+    targets: int = -1
+    names: int = -1
+
+
 class BznaFile:
     """One .bzna file, read lazily.
 
@@ -347,6 +386,7 @@ class BznaFile:
             raise t.box.error(
                 f"track '{TARGET}' has {count(len(t), 'sample', grouped=False)}, more than the {n} inputs"
             )
+        self._index_sums = _index_checksums(src, self.top_level)
 
     # Basic facts.
 
@@ -445,6 +485,18 @@ class BznaFile:
                     break
             self._checksums = found
         return self._checksums
+
+    @property
+    def identity(self) -> FileIdentity | None:
+        """Which file the index was read from, as the source ops check it (:class:`FileIdentity`).
+
+        None for a file object (the ops open paths). Known from opening: the
+        stored index checksums are read in the same opening as the index.
+        """
+        mtime_ns = self._src.mtime_ns
+        if mtime_ns is None:
+            return None
+        return FileIdentity(self.file_size, mtime_ns, *(self._index_sums or (-1, -1, -1)))
 
     def check_sample(self, i: int, data: bytes | None = None, *, tracks=None) -> tuple[str, ...]:
         """Checks sample i's pictures against the file's checksums, as the source op does.
@@ -699,6 +751,24 @@ class BznaFile:
         if t is None:
             raise KeyError(f"{self.name} has no '{THUMB}' track")
         return t.offset(i), t.size(i)
+
+
+def _index_checksums(src: Source, top_level) -> tuple[int, int, int] | None:
+    """(moov, targets, names) as the checksum table stores them (what tells one conversion of a file
+    from another: :class:`FileIdentity`), or None without a table this reader uses. Reads only its
+    fixed fields: a malformed table is :attr:`BznaFile.checksums`' and the source ops' to refuse."""
+    for btype, off, header, size in top_level:
+        if btype != "uuid" or size < header + 16:
+            continue
+        if src.read(off + header, 16, box="uuid") != CHECKSUMS_UUID:
+            continue
+        if size - header - 16 < _CHECKSUM_FIELDS:
+            return None
+        head = src.read(off + header + 16, _CHECKSUM_FIELDS, box="uuid")
+        if head[0] != CHECKSUMS_VERSION or head[4:8] != CHECKSUMS_ALGORITHM:
+            return None
+        return struct.unpack_from(">III", head, 12)
+    return None
 
 
 def _top_level(src: Source) -> list[tuple[str, int, int, int]]:

@@ -34,6 +34,30 @@ def _filenames(filenames) -> tf.Tensor:
     return t
 
 
+IDENTITY_FIELDS = 5  # size, mtime_ns, moov, targets, names: bzna_tf.format.reader.FileIdentity
+
+
+def _identities(identities, filenames: tf.Tensor) -> list[int]:
+    """The ops' ``identities`` attribute: five ints per file, or [] for None."""
+    if identities is None:
+        return []
+    flat = []
+    for k, ident in enumerate(identities):
+        values = [int(v) for v in ident] if ident is not None else []
+        if len(values) != IDENTITY_FIELDS:
+            raise ValueError(
+                f"Expected each identity as BznaFile.identity gives it ({IDENTITY_FIELDS} integers). "
+                f"Received: identities[{k}]={ident!r}"
+            )
+        flat += values
+    n = filenames.shape[0]
+    if n is not None and len(flat) != n * IDENTITY_FIELDS:
+        raise ValueError(
+            f"Expected one identity per file ({n}). Received: {len(flat) // IDENTITY_FIELDS} identities"
+        )
+    return flat
+
+
 def num_samples(filenames) -> tuple[np.ndarray, np.ndarray]:
     """(samples, labelled samples) of each .bzna file, read through TensorFlow's filesystems.
 
@@ -90,11 +114,22 @@ class BznaDataset(dataset_ops.DatasetSource):
       with_filenames: add the stored basename as ``"filename"``. Formerly
         ``with_filename``, which still works until the next release, with a
         ``FutureWarning``.
+      identities: None, or one :attr:`bzna_tf.format.BznaFile.identity` per
+        file: the files ``indices`` were chosen from. A file that is not that
+        one any more (converted again or replaced since: another size, other
+        index checksums, or, without a checksum table, another modification
+        time) is refused with ``tf.errors.FailedPreconditionError``.
+
+    Iterators check that the files are still those the dataset opened (size,
+    modification time, the same file), and refuse one that changed with
+    ``tf.errors.FailedPreconditionError``: make the dataset again.
 
     Raises:
       ValueError: bad ``track`` or argument shapes.
       tf.errors.InvalidArgumentError: an index out of range.
       tf.errors.DataLossError: a file that is not a readable .bzna.
+      tf.errors.FailedPreconditionError: a file that is not the one its
+        identity describes.
 
     Examples:
       >>> ds = BznaDataset("demo.bzna")                      # doctest: +SKIP
@@ -103,11 +138,14 @@ class BznaDataset(dataset_ops.DatasetSource):
     """
 
     @keywords(renamed={"with_filename": "with_filenames"})
-    def __init__(self, filenames, indices=None, *, track: str = "thumb", with_filenames: bool = False):
+    def __init__(
+        self, filenames, indices=None, *, track: str = "thumb", with_filenames: bool = False, identities=None
+    ):
         if track not in TRACKS:
             raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")
         lib = load_library()
         self._filenames = _filenames(filenames)
+        identities = _identities(identities, self._filenames)
         if indices is None:
             total = tf.reduce_sum(lib.bzna_num_samples(self._filenames)[0])
             indices = tf.range(total, dtype=tf.int64)
@@ -134,7 +172,9 @@ class BznaDataset(dataset_ops.DatasetSource):
             spec["filename"] = tf.TensorSpec([], tf.string)
         self._spec = spec
         # The op's attribute keeps its first name: graphs saved with it still load.
-        variant = lib.bzna_dataset(self._filenames, indices, track=track, with_filename=self._with_filenames)
+        variant = lib.bzna_dataset(
+            self._filenames, indices, track=track, with_filename=self._with_filenames, identities=identities
+        )
         super().__init__(variant)
 
     @property
@@ -207,7 +247,13 @@ def check_on_error(on_error) -> str:
 @keywords(renamed={"with_filename": "with_filenames"})
 @tf.autograph.experimental.do_not_convert
 def read_samples(
-    filenames, indices, *, track: str = "thumb", with_filenames: bool = False, on_error: str = "raise"
+    filenames,
+    indices,
+    *,
+    track: str = "thumb",
+    with_filenames: bool = False,
+    on_error: str = "raise",
+    identities=None,
 ) -> dict:
     """The samples ``indices`` (global, any order) as :class:`BznaDataset` gives them, batched.
 
@@ -221,16 +267,21 @@ def read_samples(
     error naming the file and the sample's index in it; ``errors`` is all
     empty. ``"skip"``: such a sample gets an empty ``data``, sizes 0 and its
     reason (``"<file>, sample <i>: ..."``) in ``errors``; the others are read.
-    A file that cannot be opened or indexed fails the op either way.
+    A file that cannot be opened or indexed fails the op either way, and so
+    does one that is not what its entry of ``identities`` (None, or one
+    :attr:`bzna_tf.format.BznaFile.identity` per file, as :class:`BznaDataset`
+    takes them) describes: ``tf.errors.FailedPreconditionError``.
     """
     if track not in TRACKS:
         raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")
+    files = _filenames(filenames)
     data, names, height, target, width, errors = load_library().bzna_read_samples(
-        _filenames(filenames),
+        files,
         indices,
         track=track,
         with_filename=bool(with_filenames),
         on_error=check_on_error(on_error),
+        identities=_identities(identities, files),
     )
     out = {"data": data, "height": height, "index": indices, "target": target, "width": width}
     out["errors"] = errors

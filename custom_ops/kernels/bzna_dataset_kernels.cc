@@ -14,6 +14,9 @@
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <cerrno>
 #endif
 
 #include "absl/strings/match.h"
@@ -117,16 +120,86 @@ class OpenHandles {
   std::map<const void*, std::list<std::pair<const void*, Handle>>::iterator> where_ ABSL_GUARDED_BY(mu_);
 };
 
+// ------------------------------------------------------------ which file a name leads to
+
+// What a file is, as far as can be told without reading it. For a local path
+// (no "://", as bzna_tf.format.reader.is_url) stat(2) gives the modification
+// time to the nanosecond (TensorFlow's local filesystem rounds it to the
+// second) and which file the name leads to (device, inode: another file
+// renamed over it has another inode); for a URL, what its TensorFlow
+// filesystem says (size and modification time; GCS and S3 have no inodes).
+struct FileStat {
+  uint64_t size = 0;
+  int64_t mtime_nsec = 0;
+  uint64_t device = 0;  // local paths only, else 0
+  uint64_t inode = 0;
+  bool is_directory = false;
+
+  bool operator==(const FileStat& o) const {
+    return size == o.size && mtime_nsec == o.mtime_nsec && device == o.device && inode == o.inode &&
+           is_directory == o.is_directory;
+  }
+  bool operator!=(const FileStat& o) const { return !(*this == o); }
+};
+
+bool IsUrl(const std::string& name) { return name.find("://") != std::string::npos; }
+
+// "<seconds>.<nanoseconds>" since the epoch, how errors give a modification time.
+std::string Mtime(int64_t ns) {
+  if (ns < 0) return absl::StrCat(ns, " ns");
+  return absl::StrCat(ns / 1000000000, ".", absl::Dec(ns % 1000000000, absl::kZeroPad9));
+}
+
+absl::Status StatFile(const std::string& name, FileStat* out) {
+  tensorflow::FileStatistics tf_stat;
+  TF_RETURN_IF_ERROR(tensorflow::Env::Default()->Stat(name, &tf_stat));
+  *out = FileStat();
+  out->size = static_cast<uint64_t>(tf_stat.length);
+  out->mtime_nsec = tf_stat.mtime_nsec;
+  out->is_directory = tf_stat.is_directory;
+#if defined(__unix__) || defined(__APPLE__)
+  if (!IsUrl(name)) {
+    struct stat st;
+    if (::stat(name.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat(name, "; ", std::strerror(errno)));
+    }
+#if defined(__APPLE__)
+    const struct timespec& m = st.st_mtimespec;
+#else
+    const struct timespec& m = st.st_mtim;
+#endif
+    out->size = static_cast<uint64_t>(st.st_size);
+    out->mtime_nsec = static_cast<int64_t>(m.tv_sec) * 1000000000 + m.tv_nsec;
+    out->device = static_cast<uint64_t>(st.st_dev);
+    out->inode = static_cast<uint64_t>(st.st_ino);
+    out->is_directory = S_ISDIR(st.st_mode);
+  }
+#endif
+  return absl::OkStatus();
+}
+
+// How `now` differs from `then` ("" when it does not), for errors.
+std::string StatDifference(const FileStat& then, const FileStat& now) {
+  if (then.size != now.size) return absl::StrCat(then.size, " bytes then, ", now.size, " now");
+  if (then.device != now.device || then.inode != now.inode) {
+    return absl::StrCat("another file under that name: inode ", then.inode, " then, ", now.inode, " now");
+  }
+  if (then.mtime_nsec != now.mtime_nsec) {
+    return absl::StrCat("modified at ", Mtime(then.mtime_nsec), " then, ", Mtime(now.mtime_nsec), " now");
+  }
+  if (then.is_directory != now.is_directory) return "a directory now";
+  return "";
+}
+
 // One file through TensorFlow's filesystem layer (local, gs://, s3://, ...),
 // opened while it is read (see OpenHandles). A reopened file must still be
-// the one whose index was read: the same size and modification time.
+// the one whose index was read: the same FileStat.
 class TfFile : public ByteSource {
  public:
-  static absl::Status Open(const std::string& name, uint64_t size, int64_t mtime_nsec,
-                           std::unique_ptr<TfFile>* out) {
+  static absl::Status Open(const std::string& name, const FileStat& stat, std::unique_ptr<TfFile>* out) {
     std::unique_ptr<tensorflow::RandomAccessFile> file;
     TF_RETURN_IF_ERROR(tensorflow::Env::Default()->NewRandomAccessFile(name, &file));
-    out->reset(new TfFile(name, size, mtime_nsec));
+    out->reset(new TfFile(name, stat));
     OpenHandles::Global().Keep(out->get(), std::move(file));
     return absl::OkStatus();
   }
@@ -134,10 +207,12 @@ class TfFile : public ByteSource {
   ~TfFile() override { OpenHandles::Global().Forget(this); }
 
   const std::string& name() const override { return name_; }
-  uint64_t size() const override { return size_; }
+  uint64_t size() const override { return stat_.size; }
+  // What the file was when it was opened (and its index read).
+  const FileStat& stat() const { return stat_; }
 
   absl::Status Read(uint64_t offset, size_t n, std::string* out) const override {
-    TF_RETURN_IF_ERROR(CheckReadRange(name_, size_, offset, n));
+    TF_RETURN_IF_ERROR(CheckReadRange(name_, stat_.size, offset, n));
     OpenHandles::Handle file;
     TF_RETURN_IF_ERROR(Handle(&file));
     out->resize(n);
@@ -155,24 +230,23 @@ class TfFile : public ByteSource {
   }
 
  private:
-  TfFile(std::string name, uint64_t size, int64_t mtime_nsec)
-      : name_(std::move(name)), size_(size), mtime_nsec_(mtime_nsec) {}
+  TfFile(std::string name, const FileStat& stat) : name_(std::move(name)), stat_(stat) {}
 
   // The open handle, reopening the file when OpenHandles dropped it. A file
   // that is gone or changed fails with FailedPrecondition, which on_error =
   // "skip" does not skip: every later sample of it would fail the same way.
   absl::Status Handle(OpenHandles::Handle* out) const {
     if ((*out = OpenHandles::Global().Find(this))) return absl::OkStatus();
-    tensorflow::FileStatistics stat;
-    absl::Status s = tensorflow::Env::Default()->Stat(name_, &stat);
+    FileStat now;
+    absl::Status s = StatFile(name_, &now);
     if (!s.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat(name_, ": cannot reopen the file (", s.message(), "); build the dataset again"));
     }
-    if (static_cast<uint64_t>(stat.length) != size_ || stat.mtime_nsec != mtime_nsec_) {
+    if (now != stat_) {
       return absl::FailedPreconditionError(absl::StrCat(
-          name_, ": the file changed since its index was read (", size_, " bytes then, ", stat.length,
-          " now, or a new modification time): its index would name the wrong pictures; build the dataset again"));
+          name_, ": the file changed since its index was read (", StatDifference(stat_, now),
+          "): its index would name the wrong pictures; build the dataset again"));
     }
     std::unique_ptr<tensorflow::RandomAccessFile> file;
     s = tensorflow::Env::Default()->NewRandomAccessFile(name_, &file);
@@ -186,8 +260,7 @@ class TfFile : public ByteSource {
   }
 
   const std::string name_;
-  const uint64_t size_;
-  const int64_t mtime_nsec_;
+  const FileStat stat_;
 };
 
 // Sample `local` of `file` failed to read with `s`: the error named
@@ -207,26 +280,110 @@ struct OpenFile {
   BznaIndex index;
 };
 
-// Opens `name`, reusing the index parsed by a live dataset when the file's
-// size and modification time are unchanged (a pipeline rebuilt every epoch
-// must not re-read a 45 MB moov each time).
-absl::Status OpenBzna(const std::string& name, std::shared_ptr<const OpenFile>* out) {
+// The file a caller's index was read from: one entry of the ops' `identities`
+// attribute (five int64 per file, bzna_tf.format.BznaFile.identity): its
+// size, its modification time in ns (measured as FileStat does), and the
+// index checksums of its checksum table (moov, targets, names; -1 without a
+// table).
+struct Identity {
+  int64_t size = 0;
+  int64_t mtime_nsec = 0;
+  int64_t moov = -1;
+  int64_t targets = -1;
+  int64_t names = -1;
+};
+
+constexpr int kIdentityFields = 5;
+
+// The identities of `num_files` files from the attribute's values: none
+// (no check: graphs saved before the attribute) or five per file.
+absl::Status ParseIdentities(const std::vector<int64_t>& flat, size_t num_files, std::vector<Identity>* out) {
+  out->clear();
+  if (flat.empty()) return absl::OkStatus();
+  if (flat.size() != num_files * kIdentityFields) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected ", kIdentityFields, " identity values per file (", num_files, num_files == 1 ? " file" : " files",
+        "). Received: ", flat.size(), " values"));
+  }
+  for (size_t k = 0; k < num_files; ++k) {
+    const int64_t* v = flat.data() + k * kIdentityFields;
+    Identity id{v[0], v[1], v[2], v[3], v[4]};
+    const bool none = id.moov == -1 && id.targets == -1 && id.names == -1;
+    auto crc = [](int64_t c) { return c >= 0 && c <= 0xffffffffLL; };
+    if (id.size < 0 || !(none || (crc(id.moov) && crc(id.targets) && crc(id.names)))) {
+      return absl::InvalidArgumentError(absl::StrCat("identity of file ", k, " is not one: size ", id.size,
+                                                     ", checksums ", id.moov, ", ", id.targets, ", ", id.names));
+    }
+    out->push_back(id);
+  }
+  return absl::OkStatus();
+}
+
+std::string Hex32(int64_t c) { return absl::StrCat("0x", absl::Hex(c, absl::kZeroPad8)); }
+
+// How the open file `f` differs from the one the caller's index was read
+// from ("" when it does not): its size; then, when the caller saw a checksum
+// table, the index checksums stored in it (they tell two conversions apart
+// also when the sizes agree and the modification times cannot: whole seconds
+// on some filesystems), else the modification time.
+std::string IdentityDifference(const OpenFile& f, const Identity& want) {
+  const FileStat& now = f.file->stat();
+  if (static_cast<uint64_t>(want.size) != now.size) return absl::StrCat(want.size, " bytes then, ", now.size, " now");
+  const BznaChecksums& c = f.index.checksums;
+  if (want.moov >= 0) {
+    if (!c.has_index) return "a checksum table then, none now";
+    if (c.moov != want.moov || c.targets != want.targets || c.names != want.names) {
+      return absl::StrCat("index checksums (moov, targets, names) ", Hex32(want.moov), ", ", Hex32(want.targets),
+                          ", ", Hex32(want.names), " then, ", Hex32(c.moov), ", ", Hex32(c.targets), ", ",
+                          Hex32(c.names), " now");
+    }
+    return "";
+  }
+  if (c.has_index) return "no checksum table then, one now";
+  if (want.mtime_nsec != now.mtime_nsec) {
+    return absl::StrCat("modified at ", Mtime(want.mtime_nsec), " then, ", Mtime(now.mtime_nsec), " now");
+  }
+  return "";
+}
+
+absl::Status Changed(const std::string& name, const std::string& difference) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(name, ": the file changed since the dataset was opened (converted again or replaced: ", difference,
+                   "), so the dataset's index would name the wrong pictures: build the dataset again"));
+}
+
+// Opens `name`, reusing the index parsed by a live dataset when the file is
+// unchanged (its FileStat: a pipeline rebuilt every epoch must not re-read a
+// 45 MB moov each time). With `want`, the file must be the one it describes
+// (else FailedPrecondition, Changed()).
+absl::Status OpenBzna(const std::string& name, const Identity* want, std::shared_ptr<const OpenFile>* out) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* cache = new std::map<std::string, std::weak_ptr<const OpenFile>>();
-  tensorflow::FileStatistics stat;
-  TF_RETURN_IF_ERROR(tensorflow::Env::Default()->Stat(name, &stat));
+  FileStat stat;
+  TF_RETURN_IF_ERROR(StatFile(name, &stat));
   if (stat.is_directory) {
     return absl::InvalidArgumentError(absl::StrCat(name, " is a directory, expected a .bzna file"));
   }
-  const std::string key = absl::StrCat(name, "\n", stat.length, "\n", stat.mtime_nsec);
+  const std::string key =
+      absl::StrCat(name, "\n", stat.size, "\n", stat.mtime_nsec, "\n", stat.device, "\n", stat.inode);
   absl::MutexLock lock(&mu);
   auto it = cache->find(key);
+  out->reset();
   if (it != cache->end()) {
-    if ((*out = it->second.lock())) return absl::OkStatus();
+    // A cached index that is not the caller's file is read again: a remote
+    // file replaced within its filesystem's time resolution has the same
+    // FileStat.
+    if ((*out = it->second.lock()) && (!want || IdentityDifference(**out, *want).empty())) {
+      return absl::OkStatus();
+    }
   }
   auto file = std::make_shared<OpenFile>();
-  TF_RETURN_IF_ERROR(TfFile::Open(name, stat.length, stat.mtime_nsec, &file->file));
+  TF_RETURN_IF_ERROR(TfFile::Open(name, stat, &file->file));
   TF_RETURN_IF_ERROR(ReadBznaIndex(*file->file, &file->index));
+  if (want) {
+    const std::string difference = IdentityDifference(*file, *want);
+    if (!difference.empty()) return Changed(name, difference);
+  }
   for (auto e = cache->begin(); e != cache->end();) {  // forget files no dataset holds
     e = e->second.expired() ? cache->erase(e) : std::next(e);
   }
@@ -235,7 +392,24 @@ absl::Status OpenBzna(const std::string& name, std::shared_ptr<const OpenFile>* 
   return absl::OkStatus();
 }
 
-absl::Status OpenAll(const Tensor& names, std::vector<std::string>* filenames,
+// OK when `f` is still the file at its name: an iterator starting on a
+// dataset made earlier refuses a file converted again since (its handle may
+// still read the old file, or may have been closed, and a file rewritten in
+// place reads the new bytes through it).
+absl::Status CheckUnchanged(const OpenFile& f) {
+  FileStat now;
+  absl::Status s = StatFile(f.file->name(), &now);
+  if (!s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(f.file->name(), ": cannot find the file again (", s.message(),
+                                                      "); build the dataset again"));
+  }
+  const std::string difference = StatDifference(f.file->stat(), now);
+  return difference.empty() ? absl::OkStatus() : Changed(f.file->name(), difference);
+}
+
+// Opens the files of `names` (a scalar or a vector); with `identities` (empty
+// or one per file), each must be the file its identity describes.
+absl::Status OpenAll(const Tensor& names, const std::vector<int64_t>& identities, std::vector<std::string>* filenames,
                      std::vector<std::shared_ptr<const OpenFile>>* files) {
   if (names.dims() > 1) {
     return absl::InvalidArgumentError(
@@ -245,10 +419,12 @@ absl::Status OpenAll(const Tensor& names, std::vector<std::string>* filenames,
   if (flat.size() == 0) {
     return absl::InvalidArgumentError("expected at least one .bzna file. Received: filenames=[]");
   }
+  std::vector<Identity> want;
+  TF_RETURN_IF_ERROR(ParseIdentities(identities, flat.size(), &want));
   for (int64_t k = 0; k < flat.size(); ++k) {
     filenames->emplace_back(flat(k));
     std::shared_ptr<const OpenFile> f;
-    TF_RETURN_IF_ERROR(OpenBzna(filenames->back(), &f));
+    TF_RETURN_IF_ERROR(OpenBzna(filenames->back(), want.empty() ? nullptr : &want[k], &f));
     files->push_back(std::move(f));
   }
   return absl::OkStatus();
@@ -296,13 +472,14 @@ class PositionSplitProvider : public tensorflow::data::SplitProvider {
 class Dataset : public DatasetBase {
  public:
   Dataset(OpKernelContext* ctx, std::vector<std::string> filenames, std::vector<std::shared_ptr<const OpenFile>> files,
-          Tensor indices, std::string track, bool with_filename)
+          Tensor indices, std::string track, bool with_filename, std::vector<int64_t> identities)
       : DatasetBase(DatasetContext(ctx)),
         filenames_(std::move(filenames)),
         files_(std::move(files)),
         indices_(std::move(indices)),
         track_(std::move(track)),
-        with_filename_(with_filename) {
+        with_filename_(with_filename),
+        identities_(std::move(identities)) {
     int64_t start = 0;
     for (const auto& f : files_) {
       starts_.push_back(start);
@@ -360,10 +537,12 @@ class Dataset : public DatasetBase {
     tensorflow::Node* indices = nullptr;
     TF_RETURN_IF_ERROR(b->AddVector(filenames_, &filenames));
     TF_RETURN_IF_ERROR(b->AddTensor(indices_, &indices));
-    tensorflow::AttrValue track, with_filename;
+    tensorflow::AttrValue track, with_filename, identities;
     b->BuildAttrValue(track_, &track);
     b->BuildAttrValue(with_filename_, &with_filename);
-    return b->AddDataset(this, {filenames, indices}, {{kTrackAttr, track}, {kWithFilenameAttr, with_filename}},
+    b->BuildAttrValue(identities_, &identities);
+    return b->AddDataset(this, {filenames, indices},
+                         {{kTrackAttr, track}, {kWithFilenameAttr, with_filename}, {kIdentitiesAttr, identities}},
                          output);
   }
 
@@ -384,6 +563,9 @@ class Dataset : public DatasetBase {
             absl::StrCat("BznaDataset takes one split provider, got ", providers.size()));
       }
       if (!providers.empty()) split_provider_ = providers[0];
+      // The dataset opened its files when it was made; each iterator (each
+      // epoch, a restored checkpoint) checks that they are still those.
+      for (const auto& f : dataset()->files_) TF_RETURN_IF_ERROR(CheckUnchanged(*f));
       return absl::OkStatus();
     }
 
@@ -453,6 +635,7 @@ class Dataset : public DatasetBase {
   const Tensor indices_;
   const std::string track_;
   const bool with_filename_;
+  const std::vector<int64_t> identities_;  // the attribute, for AsGraphDefInternal
   std::vector<int64_t> starts_;  // global index of each file's first sample
   DataTypeVector dtypes_;
   std::vector<PartialTensorShape> shapes_;
@@ -463,13 +646,14 @@ class BznaDatasetOp : public tensorflow::data::DatasetOpKernel {
   explicit BznaDatasetOp(tensorflow::OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrackAttr, &track_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kWithFilenameAttr, &with_filename_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kIdentitiesAttr, &identities_));
   }
 
  protected:
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
     std::vector<std::string> filenames;
     std::vector<std::shared_ptr<const OpenFile>> files;
-    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), &filenames, &files));
+    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), identities_, &filenames, &files));
     const Tensor& indices = ctx->input(1);
     OP_REQUIRES(ctx, indices.dims() == 1,
                 absl::InvalidArgumentError(absl::StrCat("expected indices as a vector. Received: shape ",
@@ -484,12 +668,13 @@ class BznaDatasetOp : public tensorflow::data::DatasetOpKernel {
                       filenames.size() == 1 ? absl::StrCat(filenames[0], " holds ") : "the files hold ", total,
                       total == 1 ? " sample" : " samples")));
     }
-    *output = new Dataset(ctx, std::move(filenames), std::move(files), indices, track_, with_filename_);
+    *output = new Dataset(ctx, std::move(filenames), std::move(files), indices, track_, with_filename_, identities_);
   }
 
  private:
   std::string track_;
   bool with_filename_ = false;
+  std::vector<int64_t> identities_;
 };
 
 class BznaNumSamplesOp : public tensorflow::OpKernel {
@@ -499,7 +684,7 @@ class BznaNumSamplesOp : public tensorflow::OpKernel {
   void Compute(OpKernelContext* ctx) override {
     std::vector<std::string> filenames;
     std::vector<std::shared_ptr<const OpenFile>> files;
-    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), &filenames, &files));
+    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), {}, &filenames, &files));
     const int64_t n = static_cast<int64_t>(files.size());
     Tensor* samples = nullptr;
     Tensor* labelled = nullptr;
@@ -619,6 +804,7 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
     std::string on_error;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("on_error", &on_error));
     skip_ = on_error == "skip";
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kIdentitiesAttr, &identities_));
   }
 
   // With on_error = "skip", a sample that cannot be read (a malformed or
@@ -690,7 +876,7 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
     if (files_.empty() || wanted != names_) {
       std::vector<std::string> opened;
       std::vector<std::shared_ptr<const OpenFile>> fresh;
-      TF_RETURN_IF_ERROR(OpenAll(names, &opened, &fresh));
+      TF_RETURN_IF_ERROR(OpenAll(names, identities_, &opened, &fresh));
       names_ = std::move(opened);
       files_ = std::move(fresh);
       starts_.assign(1, 0);
@@ -704,6 +890,7 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
   PictureTrack track_ = PictureTrack::kThumb;
   bool with_filename_ = false;
   bool skip_ = false;
+  std::vector<int64_t> identities_;
   absl::Mutex mu_;
   std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<const OpenFile>> files_ ABSL_GUARDED_BY(mu_);

@@ -496,6 +496,10 @@ absl::Status ReadChecksums(const ByteSource& src, uint64_t off, uint64_t header,
     for (uint64_t s = 0; s < n; ++s) (*out)[s] = Be32(c + 4 * s);
   }
   index->checksums.box_offset = off;
+  index->checksums.has_index = true;
+  index->checksums.moov = Be32(p + 12);
+  index->checksums.targets = Be32(p + 16);
+  index->checksums.names = Be32(p + 20);
   return absl::OkStatus();
 }
 

@@ -66,6 +66,14 @@ struct BznaChecksums {
   std::vector<uint32_t> input;
   std::vector<uint32_t> thumb;
   uint64_t box_offset = 0;  // of the uuid box, when there is one this reader uses
+  // The table's stored checksums of the outer index (the whole moov box, the
+  // bzna_target samples, the bzna_fname samples), as written; not verified
+  // here (`bzna-tf verify` does). They tell one conversion of a file from
+  // another: the kernels compare them with those the Python reader saw.
+  bool has_index = false;  // whether the file has a table this reader uses
+  uint32_t moov = 0;
+  uint32_t targets = 0;
+  uint32_t names = 0;
 };
 
 // What a reader needs of the outer moov.

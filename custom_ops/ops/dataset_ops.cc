@@ -18,6 +18,7 @@ REGISTER_OP("BznaDataset")
     .Output("handle: variant")
     .Attr(absl::StrCat(kTrackAttr, ": {'thumb', 'input'} = 'thumb'"))
     .Attr(absl::StrCat(kWithFilenameAttr, ": bool = false"))
+    .Attr(absl::StrCat(kIdentitiesAttr, ": list(int) = []"))
     // Source dataset ops are stateful so that constant folding leaves them be.
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
@@ -56,6 +57,16 @@ indices: vector of global sample indices, each in [0, total samples).
 track: 'thumb' (the bzna_thumb picture, at most 512x512; the input when the
   image needs no thumbnail) or 'input' (the full-size picture).
 with_filename: whether to add the filename component.
+identities: empty (no check), or five int64 per file describing the file the
+  caller's index was read from (bzna_tf.format.BznaFile.identity): its size,
+  its modification time in ns (stat(2)'s for a local path, the filesystem's
+  for a URL), and the moov, targets and names checksums of its checksum
+  table (-1 each without one). The dataset refuses a file that is not that
+  one with FailedPrecondition "<file>: the file changed since the dataset was
+  opened (converted again or replaced: ...)": another size, other index
+  checksums, or, without a checksum table, another modification time. Each
+  iterator also refuses a file that changed (size, modification time, or
+  another file renamed over it) since the dataset opened it.
 )doc");
 
 REGISTER_OP("BznaNumSamples")
@@ -161,6 +172,7 @@ REGISTER_OP("BznaReadSamples")
     .Attr(absl::StrCat(kTrackAttr, ": {'thumb', 'input'} = 'thumb'"))
     .Attr(absl::StrCat(kWithFilenameAttr, ": bool = false"))
     .Attr("on_error: {'raise', 'skip'} = 'raise'")
+    .Attr(absl::StrCat(kIdentitiesAttr, ": list(int) = []"))
     // Not stateful (like ReadFile): iterators of pipelines that use it can be
     // checkpointed. Its inputs are never constants in as_dataset's pipeline.
     .SetShapeFn([](InferenceContext* c) {
@@ -186,6 +198,9 @@ errors: one string per sample, empty when it was read. With on_error =
   damaged, a short or failed read) gets an empty picture, sizes 0 and its
   reason ("<file>, sample <i>: ...") here. Files that cannot be opened or
   indexed, and indices out of range, fail the op either way.
+identities: as BznaDataset's: a file that is not the one its identity
+  describes fails the op (FailedPrecondition) when the kernel opens its
+  files, on_error = "skip" or not.
 )doc");
 
 }  // namespace bzna_tf

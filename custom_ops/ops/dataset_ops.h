@@ -7,6 +7,10 @@ namespace bzna_tf {
 
 constexpr char kTrackAttr[] = "track";
 constexpr char kWithFilenameAttr[] = "with_filename";
+// Five int64 per file (size, modification time in ns, and the moov, targets
+// and names checksums of its checksum table, -1 without one): the files the
+// caller's index was read from. Empty: no check.
+constexpr char kIdentitiesAttr[] = "identities";
 
 }  // namespace bzna_tf
 
