@@ -44,9 +44,10 @@ class _Harness(ctb.CheckpointTestBase):
 @pytest.fixture
 def harness():
     h = _Harness()
-    h.setUp()
+    h.setUp()  # TensorFlow's test case sets a global seed, and its tearDown leaves it set
     yield h
     h.tearDown()
+    tf.random.set_seed(None)  # tests run after these in this process draw seeds as a program does
 
 
 def _symbolic(ds, symbolic):
