@@ -42,10 +42,10 @@ def _gfile():
     return tf.io.gfile
 
 
-def open_file(path, *, keep_open: bool = True) -> BznaFile:
-    """One .bzna file: a local path, or a URL read through TensorFlow's filesystems (``keep_open``:
-    as :class:`BznaFile`'s)."""
-    return BznaFile(path, keep_open=keep_open)
+def open_file(path, *, keep_open: bool = True, read_metadata: bool = False) -> BznaFile:
+    """One .bzna file: a local path, or a URL read through TensorFlow's filesystems (``keep_open``,
+    ``read_metadata``: as :class:`BznaFile`'s)."""
+    return BznaFile(path, keep_open=keep_open, read_metadata=read_metadata)
 
 
 def file_numbers(starts, indices):
@@ -196,6 +196,38 @@ def _refuse_duplicates(paths) -> None:
             )
 
 
+def _merged_class_names(files) -> list[str | None] | None:
+    """The class names of ``files`` merged by target (None: no file names any), refusing two names of
+    one target. Elementwise in NumPy: the files of a large set are merged when it is opened."""
+    merged = named_by = None
+    for k, f in enumerate(files):
+        names = f.class_names
+        if names is None:
+            continue
+        here = np.empty(len(names), dtype=object)
+        here[:] = names
+        if merged is None:
+            merged, named_by = np.full(0, None, dtype=object), np.full(0, -1)
+        if len(here) > len(merged):
+            merged = np.concatenate([merged, np.full(len(here) - len(merged), None, dtype=object)])
+            named_by = np.concatenate([named_by, np.full(len(here) - len(named_by), -1)])
+        known, new = merged[: len(here)], here != None  # noqa: E711 (elementwise)
+        clash = np.flatnonzero(new & (known != None) & (known != here))  # noqa: E711
+        if clash.size:
+            t = int(clash[0])
+            raise BznaFormatError(
+                f"class {t} is named {merged[t]!r} in an earlier file ({files[named_by[t]].name}) and "
+                f"{here[t]!r} here: the files number their classes differently (converted apart from folders "
+                "that hold other classes?), so a label would mean one class in one file and another in "
+                "the other. Convert them again with the same classes (the same class folders, an empty one "
+                "for a class a folder lacks, or one --class-names list), or read them apart",
+                path=f.name,
+            )
+        fill = np.flatnonzero(new & (known == None))  # noqa: E711
+        merged[fill], named_by[fill] = here[fill], k
+    return None if merged is None else merged.tolist()
+
+
 def expand_paths(paths, *, every_file: bool = False) -> list[str]:
     """A path, a directory, a glob pattern, or a list of them -> the list of files.
 
@@ -250,6 +282,9 @@ class BznaShards:
     take no descriptor between reads. :meth:`close` (or the end of a ``with``
     block) ends the reading: later reads raise a ``ValueError``.
 
+    Opening also reads each file's metadata box (class names, conversion
+    facts), in the same opening.
+
     Args:
       paths: a list of paths or glob patterns (patterns expand sorted).
     """
@@ -259,13 +294,15 @@ class BznaShards:
         self.files: list[BznaFile] = []
         try:
             for p in self.paths:
-                self.files.append(open_file(p, keep_open=False))
+                # The metadata box (class names, conversion facts) in the same opening as the index.
+                self.files.append(open_file(p, keep_open=False, read_metadata=True))
         except BaseException:
             self.close()
             raise
         sizes = np.array([len(f) for f in self.files], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(sizes)])
         self._targets = None
+        self._class_names = False  # not merged yet
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -317,22 +354,9 @@ class BznaShards:
         Raises:
           BznaFormatError: two files name one target differently.
         """
-        merged = None
-        for f in self.files:
-            names = f.class_names
-            if names is None:
-                continue
-            merged = merged or []
-            merged.extend([None] * (len(names) - len(merged)))
-            for t, n in enumerate(names):
-                if n is None:
-                    continue
-                if merged[t] is not None and merged[t] != n:
-                    raise BznaFormatError(
-                        f"class {t} is named {merged[t]!r} in an earlier file and {n!r} here", path=f.name
-                    )
-                merged[t] = n
-        return merged
+        if self._class_names is False:
+            self._class_names = _merged_class_names(self.files)
+        return None if self._class_names is None else list(self._class_names)
 
     def filename(self, i: int) -> str | None:
         k, j = self.locate(i)
