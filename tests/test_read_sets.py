@@ -4,6 +4,7 @@ URL, a copy under another name, a shard numbered past its count."""
 
 import numpy as np
 import pytest
+from conftest import gradient
 
 from bzna_tf import BznaWriter, ClassificationDataset, Dataset, ImageNet
 
@@ -64,3 +65,118 @@ def test_files_whose_class_names_agree_or_are_missing_read_together(tmp_path, en
     c = write(tmp_path / "c.bzna", encoded, 3)
     assert ClassificationDataset([a, b, c]).class_names == ["cat", "dog", "eel"]
     assert ClassificationDataset([c]).class_names is None
+
+
+# ---------------------------------------------------------------- shard sets of two conversions
+
+
+def facts(shard, num_shards, start, stop, changes):
+    out = {
+        "fingerprint": "f" * 32,
+        "sibling_fingerprint": "s" * 32,
+        "shard": shard,
+        "num_shards": num_shards,
+        "start": start,
+        "stop": stop,
+        "order": "shuffle",
+        "seed": 0,
+        "skipped": [],
+    }
+    out.update(changes)
+    return out
+
+
+def shard_set(folder, encoded, changes=None, *, per_shard=3, count=3, metadata=True):
+    """count shards of per_shard pictures whose conversion facts tile [0, count * per_shard);
+    changes: {shard: fact changes}."""
+    changes = changes or {}
+    for k in range(count):
+        meta = {"conversion": facts(k, count, k * per_shard, (k + 1) * per_shard, changes.get(k, {}))}
+        write(
+            folder / f"train-{k:05d}-of-{count:05d}.bzna",
+            encoded,
+            per_shard,
+            prefix=f"s{k}",
+            metadata=meta if metadata else None,
+        )
+    return folder
+
+
+def ranges(pairs):
+    return {k: {"sibling_fingerprint": None, "start": s, "stop": e} for k, (s, e) in enumerate(pairs)}
+
+
+@pytest.mark.parametrize(
+    "changes, differs",
+    [
+        ({0: {"seed": 1, "fingerprint": "g" * 32}}, "seed 1 and seed 0"),
+        ({1: {"order": "source", "seed": None}}, "order 'shuffle' and order 'source'"),
+        ({2: {"sibling_fingerprint": "t" * 32}}, "other sources or options"),
+        # Shards written before the sibling fingerprint was recorded: their positions still tell.
+        (ranges([(0, 3), (2, 6), (6, 9)]), r"positions \[0, 3\) and \[2, 6\), which overlap"),
+        (ranges([(0, 3), (4, 6), (6, 9)]), r"positions \[0, 3\) and \[4, 6\), which leave position 3 out"),
+        (ranges([(0, 3), (3, 5), (8, 9)]), r"\[3, 5\) and \[8, 9\), which leave positions 5 to 7 out"),
+        (ranges([(1, 3), (3, 6), (6, 9)]), r"shard 0 holds positions \[1, 3\) of its conversion"),
+        ({0: {"shard": 1}}, "the other records shard 1 of 3"),
+    ],
+)
+def test_shards_of_two_conversions_are_refused(tmp_path, encoded, changes, differs):
+    d = shard_set(tmp_path / "set", encoded, changes)
+    for root in (d, str(d / "train-*.bzna"), sorted(str(p) for p in d.iterdir())):
+        for cls in (Dataset, ClassificationDataset):
+            with pytest.raises(ValueError, match=differs) as e:
+                cls(root)
+            text = str(e.value)
+            assert "written by two conversions" in text and "--overwrite" in text
+            assert text.count(str(d / "train-0000")) == 2  # names both files
+
+
+def test_shards_of_one_conversion_read_as_one_set(tmp_path, encoded):
+    # Array tasks that read their own copies of the sources: fingerprints differ (mtimes), siblings agree.
+    d = shard_set(tmp_path / "tasks", encoded, {1: {"fingerprint": "1" * 32}, 2: {"fingerprint": "2" * 32}})
+    assert len(ClassificationDataset(d)) == 9
+    # Older shards without a sibling fingerprint, and files without conversion facts (the original tools').
+    d = shard_set(tmp_path / "old", encoded, {k: {"sibling_fingerprint": None} for k in range(3)})
+    assert len(ClassificationDataset(d)) == 9
+    assert len(ClassificationDataset(shard_set(tmp_path / "none", encoded, metadata=False))) == 9
+    # Whole conversions named as the shards of a set (each converted alone): not one conversion's shards.
+    d = shard_set(
+        tmp_path / "apart",
+        encoded,
+        {k: {"shard": 0, "num_shards": 1, "start": 0, "stop": 3} for k in range(3)},
+    )
+    assert len(ClassificationDataset(d)) == 9
+    # An explicit subset of one conversion's shards.
+    d = shard_set(tmp_path / "subset", encoded)
+    assert len(Dataset([str(d / "train-00000-of-00003.bzna"), str(d / "train-00002-of-00003.bzna")])) == 6
+
+
+def test_a_shard_without_conversion_facts_in_a_converted_set_is_refused(tmp_path, encoded):
+    d = shard_set(tmp_path / "set", encoded)
+    write(d / "train-00001-of-00003.bzna", encoded, 3, prefix="other")  # another writer's file
+    with pytest.raises(ValueError, match="the other records no conversion"):
+        ClassificationDataset(d)
+
+
+def ppm(rgb):
+    h, w = rgb.shape[:2]
+    return b"P6\n%d %d\n255\n" % (w, h) + np.ascontiguousarray(rgb).tobytes()
+
+
+def test_a_set_converted_again_in_part_is_refused_until_converted_again_whole(tmp_path):
+    """Shards of seed 0, then shard 0 converted again with seed 1 (a failed array task rerun alone)."""
+    from bzna_tf.convert import EncodeOptions, ImageFolderSource, convert
+
+    src = tmp_path / "src"
+    for k in range(9):
+        (src / f"c{k % 3}").mkdir(parents=True, exist_ok=True)
+        (src / f"c{k % 3}" / f"{k}.ppm").write_bytes(ppm(gradient(16, 16, seed=k)))
+    fast = {"encoding": EncodeOptions(preset="ultrafast", crf=30), "progress": False, "workers": 0}
+    out = tmp_path / "out" / "train.bzna"
+    convert(ImageFolderSource(src), out, num_shards=3, seed=0, **fast)
+    convert(ImageFolderSource(src), out, num_shards=3, seed=1, overwrite=True, shards=[0], **fast)
+    with pytest.raises(ValueError, match=r"train-00000-of-00003\.bzna and .*train-00001-of-00003\.bzna "):
+        ClassificationDataset(tmp_path / "out")
+    convert(ImageFolderSource(src), out, num_shards=3, seed=1, overwrite=True, **fast)
+    names = ClassificationDataset(tmp_path / "out").filenames
+    assert sorted(names) == sorted(f"c{k % 3}/{k}.ppm" for k in range(9))

@@ -228,6 +228,104 @@ def _merged_class_names(files) -> list[str | None] | None:
     return None if merged is None else merged.tolist()
 
 
+# What every shard of one conversion records alike (its conversion facts, docs/reference/format.md): the
+# order and the seed of the permutation that the shards' ranges cut. The fingerprint may differ per shard
+# (it holds the source files' mtimes: each task of an array job may read its own copy of them); the
+# sibling fingerprint, the same without them, is compared where both shards record it.
+_SAME_IN_A_SET = ("order", "seed")
+
+
+def _facts(f) -> dict | None:
+    facts = f.metadata.get("conversion")
+    return facts if isinstance(facts, dict) else None
+
+
+def _positions(facts) -> tuple[int, int] | None:
+    start, stop = facts.get("start"), facts.get("stop")
+    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop))
+    return (start, stop) if ok and 0 <= start <= stop else None
+
+
+def check_conversions(files) -> None:
+    """Refuses shards of one set (``NAME-0000k-of-0000N.bzna``) that two conversions wrote.
+
+    A file whose conversion facts say it is shard k of N, as its name says,
+    is one of its set's shards: each holds the positions [start, stop) of
+    the one order (``order``, ``seed``) in which its conversion cut the
+    source. Shards of two conversions (a rerun with another seed that
+    finished only some shards, an array task run on other sources) would
+    read some images twice and others not at all. Files that record no
+    conversion (the original tools', other writers') are not checked, unless
+    their set also holds shards that do.
+
+    Args:
+      files: opened :class:`BznaFile` objects (their metadata is read).
+
+    Raises:
+      ValueError: naming two shards of a set and what differs between them.
+    """
+    sets = {}
+    for f in files:
+        m = SHARD_NAME.match(os.path.basename(f.name))
+        if m:
+            key = (os.path.dirname(f.name), m["stem"], int(m["count"]))
+            sets.setdefault(key, []).append((int(m["index"]), f))
+    for (_, _, num_shards), members in sets.items():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda kf: kf[0])
+        claims = []
+        for k, f in members:
+            facts = _facts(f)
+            if facts is not None and facts.get("num_shards") == num_shards and facts.get("shard") == k:
+                claims.append((k, f, facts))
+        if not claims:
+            continue
+        if len(claims) < len(members):
+            _, first, _ = claims[0]
+            other = next(f for k, f in members if not any(f is g for _, g, _ in claims))
+            facts = _facts(other)
+            says = (
+                "records no conversion"
+                if facts is None
+                else f"records shard {facts.get('shard')!r} of {facts.get('num_shards')!r}"
+            )
+            _mixed_set(first, other, f"one records its shard of the conversion, the other {says}")
+        _, f0, a = claims[0]
+        for _, f, b in claims[1:]:
+            for key in _SAME_IN_A_SET:
+                if a.get(key) != b.get(key):
+                    _mixed_set(f0, f, f"{key} {a.get(key)!r} and {key} {b.get(key)!r}")
+        sibling = [
+            (f, facts["sibling_fingerprint"]) for _, f, facts in claims if facts.get("sibling_fingerprint")
+        ]
+        for f, fp in sibling[1:]:
+            if fp != sibling[0][1]:
+                _mixed_set(sibling[0][0], f, "other sources or options")
+        ranges = [(k, f, _positions(facts)) for k, f, facts in claims]
+        if any(r is None for _, _, r in ranges):
+            continue  # malformed positions: nothing to compare
+        k, f, (start, stop) = ranges[0]
+        if k == 0 and start != 0:
+            _mixed_set(
+                f, ranges[1][1], f"shard 0 holds positions [{start}, {stop}) of its conversion, not from 0"
+            )
+        for j, g, (gstart, gstop) in ranges[1:]:
+            if gstart < stop or (j == k + 1 and gstart != stop):
+                left = f"position {stop}" if gstart == stop + 1 else f"positions {stop} to {gstart - 1}"
+                what = "overlap" if gstart < stop else f"leave {left} out"
+                _mixed_set(f, g, f"positions [{start}, {stop}) and [{gstart}, {gstop}), which {what}")
+            k, f, start, stop = j, g, gstart, gstop
+
+
+def _mixed_set(a, b, what: str):
+    raise ValueError(
+        f"{a.name} and {b.name} are shards of one set written by two conversions ({what}): read as one set, "
+        "some images would be read twice and others not at all. Convert the whole set again with "
+        "--overwrite (overwrite=True; every shard: in an array job, every task)"
+    )
+
+
 def expand_paths(paths, *, every_file: bool = False) -> list[str]:
     """A path, a directory, a glob pattern, or a list of them -> the list of files.
 
@@ -282,11 +380,16 @@ class BznaShards:
     take no descriptor between reads. :meth:`close` (or the end of a ``with``
     block) ends the reading: later reads raise a ``ValueError``.
 
-    Opening also reads each file's metadata box (class names, conversion
-    facts), in the same opening.
+    Opening also reads each file's metadata box (in the same opening), and
+    refuses the shards of one set written by two conversions
+    (``check_conversions``): some samples would be read twice, others not at
+    all.
 
     Args:
       paths: a list of paths or glob patterns (patterns expand sorted).
+
+    Raises:
+      ValueError: as :func:`expand_paths`; shards of two conversions.
     """
 
     def __init__(self, paths):
@@ -296,6 +399,7 @@ class BznaShards:
             for p in self.paths:
                 # The metadata box (class names, conversion facts) in the same opening as the index.
                 self.files.append(open_file(p, keep_open=False, read_metadata=True))
+            check_conversions(self.files)
         except BaseException:
             self.close()
             raise
