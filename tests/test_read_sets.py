@@ -180,3 +180,15 @@ def test_a_set_converted_again_in_part_is_refused_until_converted_again_whole(tm
     convert(ImageFolderSource(src), out, num_shards=3, seed=1, overwrite=True, **fast)
     names = ClassificationDataset(tmp_path / "out").filenames
     assert sorted(names) == sorted(f"c{k % 3}/{k}.ppm" for k in range(9))
+
+
+# --------------------------------------------------------------------- one file reached two ways
+
+
+def test_a_file_url_and_its_path_are_one_file(tmp_path, encoded):
+    path = str(write(tmp_path / "a.bzna", encoded, 3))
+    for url in ("file://" + path, "file://localhost" + path):
+        with pytest.raises(ValueError, match="a file is listed twice") as e:
+            Dataset([url, path])
+        assert f"'{url}' and '{path}', the same file" in str(e.value)
+    assert len(Dataset(["file://" + path])) == 3

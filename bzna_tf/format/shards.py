@@ -172,10 +172,23 @@ def check_shard_sets(paths, what) -> None:
             )
 
 
+def _local_path(p: str) -> str | None:
+    """The local path a ``file://`` URL names, else None: what follows its host (TensorFlow reads
+    ``file://HOST/PATH`` as ``/PATH`` whatever the host)."""
+    if not p.lower().startswith("file://"):
+        return None
+    rest = p[len("file://") :]
+    slash = rest.find("/")
+    return rest[slash:] if slash >= 0 else None
+
+
 def _identity(p: str):
-    """What makes two spellings of a path the same file: (device, inode) where it exists."""
-    if is_url(p):
+    """What makes two spellings of a path the same file: (device, inode) where it exists (a
+    ``file://`` URL is its local path)."""
+    local = _local_path(p) if is_url(p) else p
+    if local is None:
         return p
+    p = local
     try:
         st = os.stat(p)
         return (st.st_dev, st.st_ino)
@@ -335,7 +348,8 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
     one file (several are an error listing them). Shards found through a
     pattern or a directory must be complete, and one name must not come with
     two shard counts. ``~`` is expanded. A file reached twice (listed twice,
-    matched by two patterns, or spelled two ways) is an error.
+    matched by two patterns, or spelled two ways, a ``file://`` URL and its
+    path included) is an error.
 
     Args:
       paths: a path, directory or pattern, or a list of them.
