@@ -2,6 +2,9 @@
 or a list, shard sets of two conversions, files whose class names disagree, a file spelled as a file://
 URL, a copy under another name, a shard numbered past its count."""
 
+import os
+import shutil
+
 import numpy as np
 import pytest
 from conftest import gradient
@@ -192,3 +195,18 @@ def test_a_file_url_and_its_path_are_one_file(tmp_path, encoded):
             Dataset([url, path])
         assert f"'{url}' and '{path}', the same file" in str(e.value)
     assert len(Dataset(["file://" + path])) == 3
+
+
+def test_a_copy_under_another_name_is_refused(tmp_path, encoded):
+    for checksums in (True, False):
+        d = tmp_path / f"checksums-{checksums}"
+        x = write(d / "x.bzna", encoded, 5, checksums=checksums)
+        y = shutil.copy(x, d / "y.bzna")
+        with pytest.raises(ValueError, match="two files are copies of one another") as e:
+            ClassificationDataset([x, y])
+        assert f"{str(x)!r} and {str(y)!r}" in str(e.value)
+        # Files of one size and layout that differ only in their names, or only in their targets, are two.
+        z = write(d / "z.bzna", encoded, 5, prefix="y", checksums=checksums)
+        w = write(d / "w.bzna", encoded, 5, prefix="x", target=lambda k: 2 - k % 3, checksums=checksums)
+        assert os.path.getsize(x) == os.path.getsize(z) == os.path.getsize(w)
+        assert len(ClassificationDataset([x, z, w])) == 15

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 
@@ -10,6 +11,7 @@ import numpy as np
 
 import bzna_tf.format.wording as wording  # the module itself, not through the package
 from bzna_tf.format.atomic import final_path, partial_path
+from bzna_tf.format.checksums import CHECKSUMS_UUID
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.hints import directory_hint, writing_note
 from bzna_tf.format.reader import BznaFile, is_url
@@ -339,6 +341,69 @@ def _mixed_set(a, b, what: str):
     )
 
 
+_TAIL_BYTES = 1 << 20  # a .bzna file's index (moov) is at its end
+_SUMS_HEAD = 24  # the checksum box's version, algorithm, count and checksums of the moov, targets and names
+
+
+def _moov_digest(f) -> bytes:
+    return hashlib.blake2b(f.moov.raw(), digest_size=16).digest()
+
+
+def _index_sums(f) -> bytes | None:
+    """The checksum box's first bytes (the checksums of the index, the targets and the names), or None."""
+    for btype, off, header, size in f.top_level:
+        if btype == "uuid" and size >= header + 16 + _SUMS_HEAD:
+            if f._src.read(off + header, 16, box="uuid") == CHECKSUMS_UUID:
+                return f._src.read(off + header + 16, _SUMS_HEAD, box="uuid")
+    return None
+
+
+def _tail_digest(f) -> bytes:
+    """A digest of the last MiB: the index, the metadata and the checksum box (the pictures' checksums)."""
+    n = min(f.file_size, _TAIL_BYTES)
+    return hashlib.blake2b(f._src.read(f.file_size - n, n), digest_size=16).digest()
+
+
+def _labels_digest(f) -> bytes:
+    names = f.filenames()
+    h = hashlib.blake2b(np.ascontiguousarray(f.targets).tobytes(), digest_size=16)
+    h.update(repr(names).encode())
+    return h.digest()
+
+
+# What tells two files apart, cheapest first: each is computed only for the files that every earlier one
+# left alike, so opening a set of distinct files (whose sizes differ) reads nothing more.
+_SAME_CONTENT = (
+    lambda f: (f.file_size, len(f)),
+    _moov_digest,
+    _index_sums,
+    _tail_digest,
+    _labels_digest,
+)
+
+
+def _refuse_copies(files) -> None:
+    """Refuses two files that are copies of one another (a file copied under another name), whose
+    samples would be read twice: the same size, index (moov), checksums, last MiB, targets and names."""
+    groups = [list(files)]
+    for key in _SAME_CONTENT:
+        refined = []
+        for group in groups:
+            alike = {}
+            for f in group:
+                alike.setdefault(key(f), []).append(f)
+            refined.extend(g for g in alike.values() if len(g) > 1)
+        groups = refined
+        if not groups:
+            return
+    a, b = groups[0][:2]
+    raise ValueError(
+        f"two files are copies of one another: {a.name!r} and {b.name!r} (the same size, index, targets, "
+        "filenames and last MiB; each sample would be read twice an epoch, a silent mistake): remove one of "
+        "them (to read samples twice on purpose, select them twice with Dataset.select)"
+    )
+
+
 def expand_paths(paths, *, every_file: bool = False) -> list[str]:
     """A path, a directory, a glob pattern, or a list of them -> the list of files.
 
@@ -395,15 +460,16 @@ class BznaShards:
     block) ends the reading: later reads raise a ``ValueError``.
 
     Opening also reads each file's metadata box (in the same opening), and
-    refuses the shards of one set written by two conversions
-    (``check_conversions``): some samples would be read twice, others not at
-    all.
+    refuses what would read samples twice or miss some: the shards of one set
+    written by two conversions (``check_conversions``), and two files
+    that are copies of one another (the same size, index, last MiB, targets
+    and names; only files of one size and sample count are compared).
 
     Args:
       paths: a list of paths or glob patterns (patterns expand sorted).
 
     Raises:
-      ValueError: as :func:`expand_paths`; shards of two conversions.
+      ValueError: as :func:`expand_paths`; shards of two conversions; a copy.
     """
 
     def __init__(self, paths):
@@ -414,6 +480,7 @@ class BznaShards:
                 # The metadata box (class names, conversion facts) in the same opening as the index.
                 self.files.append(open_file(p, keep_open=False, read_metadata=True))
             check_conversions(self.files)
+            _refuse_copies(self.files)
         except BaseException:
             self.close()
             raise
