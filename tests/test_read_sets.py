@@ -210,3 +210,18 @@ def test_a_copy_under_another_name_is_refused(tmp_path, encoded):
         w = write(d / "w.bzna", encoded, 5, prefix="x", target=lambda k: 2 - k % 3, checksums=checksums)
         assert os.path.getsize(x) == os.path.getsize(z) == os.path.getsize(w)
         assert len(ClassificationDataset([x, z, w])) == 15
+
+
+# ----------------------------------------------------------------------- a shard past its count
+
+
+def test_a_shard_numbered_past_its_count_is_refused(tmp_path, encoded):
+    for k in range(3):
+        write(tmp_path / f"t-{k:05d}-of-00002.bzna", encoded, 2, prefix=f"t{k}")
+    stray = tmp_path / "t-00002-of-00002.bzna"
+    for root in (tmp_path, str(tmp_path / "t-*.bzna"), [str(stray)]):
+        with pytest.raises(ValueError, match="is named as shard 2 of a set of 2") as e:
+            Dataset(root)
+        assert str(stray) in str(e.value) and "numbered 0 to 1" in str(e.value)
+    os.remove(stray)
+    assert len(Dataset(tmp_path)) == 4

@@ -126,19 +126,34 @@ def _one_dataset(files, folder) -> None:
     )
 
 
+def _refuse_past_count(path, what=None) -> None:
+    """Refuses a file named as shard k of a set of N (``NAME-0000k-of-0000N.bzna``) with k >= N."""
+    m = SHARD_NAME.match(os.path.basename(path))
+    if m and int(m["index"]) >= int(m["count"]):
+        count = int(m["count"])
+        numbered = f"numbered 0 to {count - 1}" if count else "none"
+        raise ValueError(
+            f"{what + ': ' if what else ''}{path} is named as shard {int(m['index'])} of a set of {count} "
+            f"(its shards are {numbered}): a file left by another conversion, or misnamed? Remove it or "
+            "rename it"
+        )
+
+
 def check_shard_sets(paths, what) -> None:
-    """Refuses an incomplete set of ``NAME-0000k-of-0000N.bzna`` shards among ``paths``, or two sets
-    of one name with different counts (a conversion redone with another number of shards).
+    """Refuses an incomplete set of ``NAME-0000k-of-0000N.bzna`` shards among ``paths``, a shard
+    numbered past its set's count, or two sets of one name with different counts (a conversion redone
+    with another number of shards).
 
     A conversion that has not finished (or a copy that lost files) must not
     silently read as a smaller dataset, nor two conversions as one.
 
     Raises:
       FileNotFoundError: naming the missing shards.
-      ValueError: naming the two sets.
+      ValueError: naming the two sets, or the shard past the count.
     """
     sets, counts = {}, {}
     for path in paths:
+        _refuse_past_count(path, what)
         m = SHARD_NAME.match(os.path.basename(path))
         if m:
             stem = os.path.join(os.path.dirname(path), m["stem"])
@@ -412,9 +427,10 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
     gives its one dataset: one set of ``NAME-0000k-of-0000N.bzna`` shards, or
     one file (several are an error listing them). Shards found through a
     pattern or a directory must be complete, and one name must not come with
-    two shard counts. ``~`` is expanded. A file reached twice (listed twice,
-    matched by two patterns, or spelled two ways, a ``file://`` URL and its
-    path included) is an error.
+    two shard counts; a file named as shard k of N with k >= N is an error.
+    ``~`` is expanded. A file reached twice (listed twice, matched by two
+    patterns, or spelled two ways, a ``file://`` URL and its path included)
+    is an error.
 
     Args:
       paths: a path, directory or pattern, or a list of them.
@@ -439,6 +455,7 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
             check_shard_sets(matches, p)
             out.extend(matches)
         else:
+            _refuse_past_count(p)
             out.append(p)
     if not out:
         raise ValueError("expected at least one .bzna file. Received: an empty list")
