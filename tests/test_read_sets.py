@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import gradient
 
+import bzna_tf.format.splits as splits
 from bzna_tf import BznaWriter, ClassificationDataset, Dataset, ImageNet
 
 
@@ -225,3 +226,85 @@ def test_a_shard_numbered_past_its_count_is_refused(tmp_path, encoded):
         assert str(stray) in str(e.value) and "numbered 0 to 1" in str(e.value)
     os.remove(stray)
     assert len(Dataset(tmp_path)) == 4
+
+
+# ------------------------------------------------------ ImageNet: per-split files by pattern or list
+
+
+@pytest.fixture()
+def small_imagenet(monkeypatch):
+    """ImageNet's val and test sizes made 2 and 3, so that small files have splits counted from the end:
+    the count that must never cut several files."""
+    monkeypatch.setattr(splits, "_VAL", 2)
+    monkeypatch.setattr(splits, "_TEST", 3)
+
+
+@pytest.fixture()
+def per_split(tmp_path, encoded):
+    """train in two shards of 4, val.bzna of 3: as bzna-tf convert writes ImageNet's splits."""
+    d = tmp_path / "imagenet"
+    for k in range(2):
+        write(d / f"train-{k:05d}-of-00002.bzna", encoded, 4, prefix=f"train{k}")
+    write(d / "val.bzna", encoded, 3)
+    return d
+
+
+def test_imagenet_takes_the_splits_of_a_pattern_or_a_list_from_the_file_names(per_split, small_imagenet):
+    d = per_split
+    files = [str(d / "val.bzna"), str(d / "train-00001-of-00002.bzna"), str(d / "train-00000-of-00002.bzna")]
+    for root in (d, str(d / "*.bzna"), files, str(d / "train-*.bzna")):
+        train = ImageNet(root, split="train")
+        assert len(train) == 8 and set(names(train)) == {"train0", "train1"}, root
+        assert train.paths[:2] == [str(d / f"train-0000{k}-of-00002.bzna") for k in range(2)]
+        with pytest.raises(ValueError, match="holds no test files"):
+            ImageNet(root, split="test")
+    for root in (d, str(d / "*.bzna"), files, str(d / "val.bzna"), [str(d / "val.bzna")]):
+        val = ImageNet(root, split="val")
+        assert names(val) == ["val"] * 3, root
+        assert len(ImageNet(root, split="validation[:2]")) == 2
+    with pytest.raises(ValueError, match=r"the pattern '.*train-\*\.bzna' holds no val files"):
+        ImageNet(str(d / "train-*.bzna"), split="val")
+    with pytest.raises(ValueError, match="the list of files holds no test files"):
+        ImageNet(files, split="test")
+    assert len(ImageNet(files)) == 11  # every sample, train first
+
+
+def test_one_file_named_by_split_is_that_split_not_counted_from_its_end(tmp_path, encoded, small_imagenet):
+    train = write(tmp_path / "train.bzna", encoded, 7)
+    assert len(ImageNet(train, split="train")) == 7  # counted from the end: 2 (7 - 2 - 3)
+    with pytest.raises(ValueError, match="holds no val files"):
+        ImageNet(train, split="val")
+    # A file not named by split is one whole file: its splits are counted from its end.
+    whole = shutil.copy(train, tmp_path / "ilsvrc2012.bzna")
+    assert [len(ImageNet(whole, split=s)) for s in ("train", "val", "test")] == [2, 2, 3]
+
+
+def test_several_files_not_named_by_split_have_no_named_splits(tmp_path, encoded, small_imagenet):
+    files = [str(write(tmp_path / f"part-{k}.bzna", encoded, 6)) for k in range(2)]
+    for split in ("train", "val", "test", "val[:1]"):
+        with pytest.raises(ValueError, match="counts the splits from the end of one whole file only") as e:
+            ImageNet(files, split=split)
+        assert "part-0.bzna, part-1.bzna" in str(e.value) and "ClassificationDataset" in str(e.value)
+    assert len(ImageNet(files)) == 12 and len(ImageNet(str(tmp_path / "part-*.bzna"), split="[:5]")) == 5
+    named = write(tmp_path / "val.bzna", encoded, 2)
+    with pytest.raises(
+        ValueError, match=r"files named by split \(val\.bzna\) and files of no ImageNet split"
+    ):
+        ImageNet([*files, str(named)], split="val")
+
+
+def test_a_split_of_files_from_two_folders_is_refused(per_split, tmp_path, encoded):
+    other = write(tmp_path / "other" / "val.bzna", encoded, 3, prefix="other")
+    with pytest.raises(ValueError, match="holds 2 datasets for the val split") as e:
+        ImageNet([str(per_split / "val.bzna"), str(other)], split="val")
+    assert str(other) in str(e.value)
+
+
+def test_imagenet_of_a_list_compares_the_class_names_of_every_split(tmp_path, encoded):
+    train = write(tmp_path / "train.bzna", encoded, 6, metadata={"class_names": ["cat", "dog", "eel"]})
+    val = write(
+        tmp_path / "val.bzna", encoded, 4, target=lambda k: k % 2, metadata={"class_names": ["cat", "eel"]}
+    )
+    for split in ("val", "train"):
+        with pytest.raises(ValueError, match=r"class 1 is named 'dog' in an earlier file \(.*train\.bzna\)"):
+            ImageNet([str(val), str(train)], split=split)
