@@ -19,7 +19,16 @@ import pytest
 from conftest import ROOT
 
 import bzna_tf.verify as bzna_verify
-from bzna_tf import BznaFile, BznaFormatError, BznaShards, ClassificationDataset, Dataset, ImageNet, open_bzna
+from bzna_tf import (
+    BznaFile,
+    BznaFormatError,
+    BznaShards,
+    BznaWriter,
+    ClassificationDataset,
+    Dataset,
+    ImageNet,
+    open_bzna,
+)
 from bzna_tf.verify import verify
 
 
@@ -107,12 +116,15 @@ def test_a_file_that_changed_since_its_index_was_read_is_refused(flat_shards, tm
 
 
 def _copies(flat_shards, folder, n):
-    """``n`` shards of one dataset (copies of the fixture's shards: each file its own inode)."""
+    """``n`` shards of one dataset: the fixture's shards' pictures, each file with names of its own (copies
+    of one file, read together, are refused)."""
     folder.mkdir()
     paths = []
     for k in range(n):
         p = folder / f"part-{k:05d}-of-{n:05d}.bzna"
-        shutil.copy(flat_shards[k % len(flat_shards)], p)
+        with BznaFile(flat_shards[k % len(flat_shards)]) as src, BznaWriter(p) as w:
+            for i, name in enumerate(src.filenames()):
+                w.append_mp4(src.sample_bytes(i), target=src.target(i), filename=f"c{k:03d}_{name}")
         paths.append(str(p))
     return paths
 

@@ -228,8 +228,9 @@ def test_out_of_range_messages_say_holds(tmp_path):
     one = tmp_path / "one.bzna"
     with BznaWriter(one) as w:
         w.append(_pic(5, (300, 200), (512, 512)), target=3, filename="a.jpg")
-    two = tmp_path / "two.bzna"
-    two.write_bytes(one.read_bytes())  # two files (one listed twice is refused)
+    two = tmp_path / "two.bzna"  # another file (one listed twice, or a copy of it, is refused)
+    with BznaWriter(two) as w:
+        w.append(_pic(5, (300, 200), (512, 512)), target=3, filename="b.jpg")
     with BznaFile(one) as f, pytest.raises(IndexError, match=f"out of range: {one} holds 1 sample$"):
         f.sample(1)
     with (

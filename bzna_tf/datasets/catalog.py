@@ -60,7 +60,10 @@ class Dataset:
     Raises:
       BznaFormatError: a file that is not a readable .bzna.
       FileNotFoundError: a missing file, or a pattern matching nothing.
-      ValueError: an unknown track or a malformed split.
+      ValueError: an unknown track or a malformed split; files that would
+        read samples twice, miss some or mix datasets: a folder of several
+        datasets, an incomplete set of shards, a file reached twice or a copy
+        of one, shards of one set written by two conversions.
 
     Example:
 

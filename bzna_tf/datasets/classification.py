@@ -37,6 +37,10 @@ class ClassificationDataset(Dataset):
         ``"bzna_input"`` (the picture as stored). Formerly ``input_label``,
         which still works until the next release, with a ``FutureWarning``.
       split: a TFDS-style selection, as for :class:`Dataset`.
+
+    Raises:
+      BznaFormatError: files that name one target differently (their labels
+        would mean two classes), naming both files; and as for :class:`Dataset`.
     """
 
     _labels = True
@@ -44,6 +48,9 @@ class ClassificationDataset(Dataset):
     @keywords(renamed={"input_label": "track"})
     def __init__(self, path_or_paths, track: str = "bzna_thumb", *, split: str | None = None):
         super().__init__(path_or_paths, track=track, split=split)
+        # Files that number their classes differently are refused now, not when class_names is first read:
+        # their labels would mean two classes (read at opening: no I/O).
+        self._index.class_names  # noqa: B018
 
     @property
     def input_label(self) -> str:

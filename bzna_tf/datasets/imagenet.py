@@ -12,6 +12,7 @@ from bzna_tf.format.shards import (
     check_shard_sets,
     describe_sets,
     directory_files,
+    expand_paths,
     expand_user,
     folder_hint,
     is_url,
@@ -33,12 +34,15 @@ class ImageNet(ClassificationDataset):
     it unless ``training=False, unlabelled="keep"``: labels -1).
 
     Args:
-      root: the ``.bzna`` file, or a directory holding ``ilsvrc2012.bzna``
-        (or ``ilsvrc2012.mp4``, the original tools' name), or a directory of
-        per-split files as ``bzna-tf convert`` writes them: ``train.bzna``,
-        ``val.bzna`` (``test.bzna``), or shards ``train-00000-of-00064.bzna``
-        ..., whose splits are their files (not counted from the end); a list
-        of paths or patterns reads several files as one.
+      root: one whole ``.bzna`` file, or a directory holding
+        ``ilsvrc2012.bzna`` (or ``ilsvrc2012.mp4``, the original tools'
+        name); or per-split files as ``bzna-tf convert`` writes them:
+        ``train.bzna``, ``val.bzna`` (``test.bzna``), or shards
+        ``train-00000-of-00064.bzna`` ..., as their directory, a pattern, a
+        list of paths or patterns, or one such file, whose splits are their
+        files, told by their names (not counted from the end). Several files
+        not named by split have no named splits: the count from the end is
+        for one whole file.
       split: None (every sample), ``"train"``, ``"val"`` (``"validation"``),
         ``"test"``, ``"all"``, TFDS slices and sums of them:
         ``"train[:10%]"``, ``"val[1000:2000]"``, ``"train[-5%:]"``,
@@ -53,8 +57,11 @@ class ImageNet(ClassificationDataset):
       FileNotFoundError: no such file, a directory without ilsvrc2012.bzna/.mp4 or
         per-split files, or an incomplete set of shards.
       ValueError: a malformed split, or a file too small to hold val and test
-        (150,000 entries) when a named split is asked for; a directory that
-        also holds .bzna files of no split, or two sets of files for one split.
+        (150,000 entries) when a named split is asked for; a named split of
+        several files not named by split; a directory, pattern or list that
+        also holds .bzna files of no split, or two sets of files for one
+        split; files whose class names disagree (as for
+        :class:`ClassificationDataset`).
 
     Example:
 
@@ -70,7 +77,7 @@ class ImageNet(ClassificationDataset):
 
     @keywords(renamed={"input_label": "track"})
     def __init__(self, root, split: str | None = None, track: str = "bzna_thumb"):
-        paths, self._groups = _imagenet_layout(root)
+        paths, self._groups, self._where = _imagenet_layout(root)
         super().__init__(paths, track=track, split=split)
         top = int(self._index.targets.max(initial=-1))
         if top >= self.num_classes:  # 1-based labels (a model's 1000-way output would be off by one)
@@ -92,6 +99,8 @@ class ImageNet(ClassificationDataset):
 
     def _named_splits(self) -> dict[str, range]:
         groups = getattr(self, "_groups", None)
+        if isinstance(groups, str):  # several files, not named by split
+            return {"all": range(len(self._index))}
         if not groups:
             return imagenet_splits(len(self._index))
         starts = self._index.starts
@@ -104,10 +113,11 @@ class ImageNet(ClassificationDataset):
 
     def _unavailable_splits(self) -> dict[str, str]:
         groups = getattr(self, "_groups", None)
+        if isinstance(groups, str):
+            return dict.fromkeys((*IMAGENET_SPLITS, "validation"), groups)
         if groups:
-            folder = os.path.dirname(self.paths[0]) or "."
             return {
-                name: f"{folder} holds no {name} files (train/val/test *.bzna or shards of them)"
+                name: f"{self._where} holds no {name} files (train/val/test *.bzna or shards of them)"
                 for name in (*IMAGENET_SPLITS, "validation")
                 if {"validation": "val"}.get(name, name) not in groups
             }
@@ -115,21 +125,31 @@ class ImageNet(ClassificationDataset):
         return dict.fromkeys((*IMAGENET_SPLITS, "validation"), reason) if reason else {}
 
 
-# Per-split files of a directory: train.bzna, val-00000-of-00004.bzna, ilsvrc2012-test.bzna, ...
+# Per-split files: train.bzna, val-00000-of-00004.bzna, ilsvrc2012-test.bzna, ...
 _SPLIT_FILE = re.compile(r"^(?:.*[-_.])?(train|val|validation|test)(?:-\d{5,}-of-\d{5,})?\.bzna$")
 _PER_SPLIT = "train.bzna, val.bzna, test.bzna, or shards such as train-00000-of-00004.bzna"
 
 
-def _imagenet_layout(root):
-    """(paths, split groups) of an ImageNet root.
+def _split_of(path) -> str | None:
+    """The ImageNet split a file's name gives it (``val`` for ``validation``), or None."""
+    m = _SPLIT_FILE.match(os.path.basename(path))
+    return {"validation": "val"}.get(m[1], m[1]) if m else None
 
-    One file (or a directory holding ``ilsvrc2012.bzna``/``.mp4``): its path, no
-    groups (the splits are counted from the end, SPEC section 3). A directory of
-    per-split files or shards: the files in train, val, test order, and each
-    split's (first file, end file) numbers.
+
+def _imagenet_layout(root):
+    """(paths, split groups, where) of an ImageNet root.
+
+    The groups are None for one whole file (a file, or a directory holding
+    ``ilsvrc2012.bzna``/``.mp4``, not named by split): its splits are counted
+    from its end (SPEC section 3). Files named by split (a directory of
+    per-split files or shards, a pattern or a list of them, or one such
+    file): the files in train, val, test order, and the groups are each
+    split's (first file, end file) numbers. Several files not named by split:
+    the groups are why they have no named splits (the count from the end is
+    for one whole file). ``where``: how to name the files in messages.
     """
     if isinstance(root, (list, tuple)):
-        return list(root), None
+        return _named_by_split(expand_paths(root), "the list of files")
     root = expand_user(os.fspath(root))
     if is_url(root):
         import tensorflow as tf
@@ -138,7 +158,8 @@ def _imagenet_layout(root):
     else:
         is_dir, exists = os.path.isdir(root), os.path.exists
     if not is_dir:
-        return root, None
+        pattern = set("*?[") & set(root) and not exists(root)
+        return _named_by_split(expand_paths(root), f"the pattern {root!r}" if pattern else root)
     try:
         found = directory_files(root)
     except FileNotFoundError:
@@ -152,42 +173,78 @@ def _imagenet_layout(root):
                     f"{root} holds {name} and other .bzna files ({', '.join(others[:5])}"
                     f"{' ...' if len(others) > 5 else ''}): open the one you mean by its path"
                 )
-            return path, None
-    return _per_split_files(root, found)
+            return path, None, root
+    return (*_per_split_files(root, found), root)
+
+
+def _named_by_split(files, where):
+    """:func:`_imagenet_layout` of the files a path, a pattern or a list gives."""
+    splits = [_split_of(p) for p in files]
+    if all(splits):
+        return (*_grouped(files, splits, where), where)
+    if len(files) == 1:
+        return files[0], None, where
+    if any(splits):
+        strays = [os.path.basename(p) for p, s in zip(files, splits, strict=True) if s is None]
+        named = next(os.path.basename(p) for p, s in zip(files, splits, strict=True) if s)
+        raise ValueError(
+            f"{where}: files named by split ({named}) and files of no ImageNet split ({', '.join(strays[:5])}"
+            f"{' ...' if len(strays) > 5 else ''}): ImageNet reads several files as per-split files, "
+            f"{_PER_SPLIT}. Leave the others out (or read the files you mean with "
+            "bzna_tf.ClassificationDataset)"
+        )
+    names = ", ".join(os.path.basename(p) for p in files[:3]) + (" ..." if len(files) > 3 else "")
+    reason = (
+        f"{len(files)} files named by no ImageNet split ({names}): ImageNet counts the splits from the end "
+        "of one whole file only (SPEC section 3); several files take their splits from their names, "
+        f"{_PER_SPLIT}. Name the files by split, or read them with bzna_tf.ClassificationDataset (its one "
+        "split, 'all', slices as '[:80%]')"
+    )
+    return files, reason, where
 
 
 def _per_split_files(root, found):
     """(paths, groups) of a directory of per-split files: each split one shard set or one file."""
-    by_split, strays = {}, []
-    for path in found:
-        m = _SPLIT_FILE.match(os.path.basename(path))
-        if m:
-            by_split.setdefault({"validation": "val"}.get(m[1], m[1]), []).append(path)
-        else:
-            strays.append(os.path.basename(path))
-    if not by_split:
+    splits = [_split_of(p) for p in found]
+    if not any(splits):
         raise FileNotFoundError(
             f"{root} is a directory without {' or '.join(IMAGENET_FILENAMES)} and without per-split files "
             f"({_PER_SPLIT}){'' if found else folder_hint(root)}"
         )
+    strays = [os.path.basename(p) for p, s in zip(found, splits, strict=True) if s is None]
     if strays:
         raise ValueError(
             f"{root} holds .bzna files of no ImageNet split: {', '.join(strays[:5])}"
             f"{' ...' if len(strays) > 5 else ''}. A per-split folder holds only {_PER_SPLIT}: move the "
             "others out (or open the files you mean with bzna_tf.ClassificationDataset)"
         )
+    paths, groups = _grouped(found, splits, root)
+    check_shard_sets(paths, root)
+    return paths, groups
+
+
+def _grouped(files, splits, where):
+    """(the files in train, val, test order, each split's (first file, end file) numbers), refusing a
+    split of more than one shard set or file."""
+    by_split = {}
+    for path, split in zip(files, splits, strict=True):
+        by_split.setdefault(split, []).append(path)
     paths, groups = [], {}
     for name in IMAGENET_SPLITS:
-        files = sorted(by_split.get(name, []))
-        if not files:
+        members = sorted(by_split.get(name, []))
+        if not members:
             continue
-        sets = shard_sets(files)
+        sets = {}
+        for path in members:  # one set per folder and name (files of two folders are two datasets)
+            set_name = next(iter(shard_sets([path])))
+            sets.setdefault((os.path.dirname(path), set_name), []).append(path)
         if len(sets) > 1:
+            one_folder = len({folder for folder, _ in sets}) == 1
+            named = {n if one_folder else os.path.join(folder, n): p for (folder, n), p in sets.items()}
             raise ValueError(
-                f"{root} holds {len(sets)} datasets for the {name} split: {describe_sets(sets)}. Each split "
-                "is one set of shards or one file: remove the others"
+                f"{where} holds {len(sets)} datasets for the {name} split: {describe_sets(named)}. Each "
+                "split is one set of shards or one file: remove the others"
             )
-        check_shard_sets(files, root)
-        groups[name] = (len(paths), len(paths) + len(files))
-        paths.extend(files)
+        groups[name] = (len(paths), len(paths) + len(members))
+        paths.extend(members)
     return paths, groups

@@ -332,6 +332,9 @@ class BznaFile:
         a run of reads), refusing a file that changed meanwhile.
         :class:`bzna_tf.BznaShards` and the datasets open their files so, so
         that a dataset of many files holds none of them open.
+      read_metadata: read :attr:`metadata` now, in the same opening as the
+        index (a malformed metadata box is then refused here), rather than
+        on first use.
 
     Raises:
       BznaFormatError: the file is not a readable .bzna.
@@ -343,18 +346,25 @@ class BznaFile:
     """
 
     def __init__(
-        self, source: str | os.PathLike | BinaryIO, *, name: str | None = None, keep_open: bool = True
+        self,
+        source: str | os.PathLike | BinaryIO,
+        *,
+        name: str | None = None,
+        keep_open: bool = True,
+        read_metadata: bool = False,
     ):
+        self._targets = None
+        self._metadata = None
+        self._checksums = False  # not looked up yet
         self._src = Source(source, name, keep_open=keep_open)
         try:
             with self._src.held():
                 self._open()
+                if read_metadata:
+                    self.metadata  # noqa: B018 (read now, while the file is open)
         except BaseException:
             self._src.close()
             raise
-        self._targets = None
-        self._metadata = None
-        self._checksums = False  # not looked up yet
 
     def _open(self):
         src = self._src
@@ -451,7 +461,8 @@ class BznaFile:
         names = self.metadata.get("class_names")
         if names is None:
             return None
-        if not isinstance(names, list) or not all(n is None or isinstance(n, str) for n in names):
+        # The types of the names at C speed: a dataset's files are checked when it is opened.
+        if not isinstance(names, list) or not set(map(type, names)) <= {str, type(None)}:
             raise self._src.where.error("bzna_tf metadata: class_names is not a list of strings", box="uuid")
         return list(names)
 

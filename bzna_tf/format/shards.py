@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 
@@ -10,6 +11,7 @@ import numpy as np
 
 import bzna_tf.format.wording as wording  # the module itself, not through the package
 from bzna_tf.format.atomic import final_path, partial_path
+from bzna_tf.format.checksums import CHECKSUMS_UUID
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.hints import directory_hint, writing_note
 from bzna_tf.format.reader import BznaFile, is_url
@@ -42,10 +44,10 @@ def _gfile():
     return tf.io.gfile
 
 
-def open_file(path, *, keep_open: bool = True) -> BznaFile:
-    """One .bzna file: a local path, or a URL read through TensorFlow's filesystems (``keep_open``:
-    as :class:`BznaFile`'s)."""
-    return BznaFile(path, keep_open=keep_open)
+def open_file(path, *, keep_open: bool = True, read_metadata: bool = False) -> BznaFile:
+    """One .bzna file: a local path, or a URL read through TensorFlow's filesystems (``keep_open``,
+    ``read_metadata``: as :class:`BznaFile`'s)."""
+    return BznaFile(path, keep_open=keep_open, read_metadata=read_metadata)
 
 
 def file_numbers(starts, indices):
@@ -124,19 +126,34 @@ def _one_dataset(files, folder) -> None:
     )
 
 
+def _refuse_past_count(path, what=None) -> None:
+    """Refuses a file named as shard k of a set of N (``NAME-0000k-of-0000N.bzna``) with k >= N."""
+    m = SHARD_NAME.match(os.path.basename(path))
+    if m and int(m["index"]) >= int(m["count"]):
+        count = int(m["count"])
+        numbered = f"numbered 0 to {count - 1}" if count else "none"
+        raise ValueError(
+            f"{what + ': ' if what else ''}{path} is named as shard {int(m['index'])} of a set of {count} "
+            f"(its shards are {numbered}): a file left by another conversion, or misnamed? Remove it or "
+            "rename it"
+        )
+
+
 def check_shard_sets(paths, what) -> None:
-    """Refuses an incomplete set of ``NAME-0000k-of-0000N.bzna`` shards among ``paths``, or two sets
-    of one name with different counts (a conversion redone with another number of shards).
+    """Refuses an incomplete set of ``NAME-0000k-of-0000N.bzna`` shards among ``paths``, a shard
+    numbered past its set's count, or two sets of one name with different counts (a conversion redone
+    with another number of shards).
 
     A conversion that has not finished (or a copy that lost files) must not
     silently read as a smaller dataset, nor two conversions as one.
 
     Raises:
       FileNotFoundError: naming the missing shards.
-      ValueError: naming the two sets.
+      ValueError: naming the two sets, or the shard past the count.
     """
     sets, counts = {}, {}
     for path in paths:
+        _refuse_past_count(path, what)
         m = SHARD_NAME.match(os.path.basename(path))
         if m:
             stem = os.path.join(os.path.dirname(path), m["stem"])
@@ -172,10 +189,23 @@ def check_shard_sets(paths, what) -> None:
             )
 
 
+def _local_path(p: str) -> str | None:
+    """The local path a ``file://`` URL names, else None: what follows its host (TensorFlow reads
+    ``file://HOST/PATH`` as ``/PATH`` whatever the host)."""
+    if not p.lower().startswith("file://"):
+        return None
+    rest = p[len("file://") :]
+    slash = rest.find("/")
+    return rest[slash:] if slash >= 0 else None
+
+
 def _identity(p: str):
-    """What makes two spellings of a path the same file: (device, inode) where it exists."""
-    if is_url(p):
+    """What makes two spellings of a path the same file: (device, inode) where it exists (a
+    ``file://`` URL is its local path)."""
+    local = _local_path(p) if is_url(p) else p
+    if local is None:
         return p
+    p = local
     try:
         st = os.stat(p)
         return (st.st_dev, st.st_ino)
@@ -196,6 +226,199 @@ def _refuse_duplicates(paths) -> None:
             )
 
 
+def _merged_class_names(files) -> list[str | None] | None:
+    """The class names of ``files`` merged by target (None: no file names any), refusing two names of
+    one target. Elementwise in NumPy: the files of a large set are merged when it is opened."""
+    merged = named_by = None
+    for k, f in enumerate(files):
+        names = f.class_names
+        if names is None:
+            continue
+        here = np.empty(len(names), dtype=object)
+        here[:] = names
+        if merged is None:
+            merged, named_by = np.full(0, None, dtype=object), np.full(0, -1)
+        if len(here) > len(merged):
+            merged = np.concatenate([merged, np.full(len(here) - len(merged), None, dtype=object)])
+            named_by = np.concatenate([named_by, np.full(len(here) - len(named_by), -1)])
+        known, new = merged[: len(here)], here != None  # noqa: E711 (elementwise)
+        clash = np.flatnonzero(new & (known != None) & (known != here))  # noqa: E711
+        if clash.size:
+            t = int(clash[0])
+            raise BznaFormatError(
+                f"class {t} is named {merged[t]!r} in an earlier file ({files[named_by[t]].name}) and "
+                f"{here[t]!r} here: the files number their classes differently (converted apart from folders "
+                "that hold other classes?), so a label would mean one class in one file and another in "
+                "the other. Convert them again with the same classes (the same class folders, an empty one "
+                "for a class a folder lacks, or one --class-names list), or read them apart",
+                path=f.name,
+            )
+        fill = np.flatnonzero(new & (known == None))  # noqa: E711
+        merged[fill], named_by[fill] = here[fill], k
+    return None if merged is None else merged.tolist()
+
+
+# What every shard of one conversion records alike (its conversion facts, docs/reference/format.md): the
+# order and the seed of the permutation that the shards' ranges cut. The fingerprint may differ per shard
+# (it holds the source files' mtimes: each task of an array job may read its own copy of them); the
+# sibling fingerprint, the same without them, is compared where both shards record it.
+_SAME_IN_A_SET = ("order", "seed")
+
+
+def _facts(f) -> dict | None:
+    facts = f.metadata.get("conversion")
+    return facts if isinstance(facts, dict) else None
+
+
+def _positions(facts) -> tuple[int, int] | None:
+    start, stop = facts.get("start"), facts.get("stop")
+    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop))
+    return (start, stop) if ok and 0 <= start <= stop else None
+
+
+def check_conversions(files) -> None:
+    """Refuses shards of one set (``NAME-0000k-of-0000N.bzna``) that two conversions wrote.
+
+    A file whose conversion facts say it is shard k of N, as its name says,
+    is one of its set's shards: each holds the positions [start, stop) of
+    the one order (``order``, ``seed``) in which its conversion cut the
+    source. Shards of two conversions (a rerun with another seed that
+    finished only some shards, an array task run on other sources) would
+    read some images twice and others not at all. Files that record no
+    conversion (the original tools', other writers') are not checked, unless
+    their set also holds shards that do.
+
+    Args:
+      files: opened :class:`BznaFile` objects (their metadata is read).
+
+    Raises:
+      ValueError: naming two shards of a set and what differs between them.
+    """
+    sets = {}
+    for f in files:
+        m = SHARD_NAME.match(os.path.basename(f.name))
+        if m:
+            key = (os.path.dirname(f.name), m["stem"], int(m["count"]))
+            sets.setdefault(key, []).append((int(m["index"]), f))
+    for (_, _, num_shards), members in sets.items():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda kf: kf[0])
+        claims = []
+        for k, f in members:
+            facts = _facts(f)
+            if facts is not None and facts.get("num_shards") == num_shards and facts.get("shard") == k:
+                claims.append((k, f, facts))
+        if not claims:
+            continue
+        if len(claims) < len(members):
+            _, first, _ = claims[0]
+            other = next(f for k, f in members if not any(f is g for _, g, _ in claims))
+            facts = _facts(other)
+            says = (
+                "records no conversion"
+                if facts is None
+                else f"records shard {facts.get('shard')!r} of {facts.get('num_shards')!r}"
+            )
+            _mixed_set(first, other, f"one records its shard of the conversion, the other {says}")
+        _, f0, a = claims[0]
+        for _, f, b in claims[1:]:
+            for key in _SAME_IN_A_SET:
+                if a.get(key) != b.get(key):
+                    _mixed_set(f0, f, f"{key} {a.get(key)!r} and {key} {b.get(key)!r}")
+        sibling = [
+            (f, facts["sibling_fingerprint"]) for _, f, facts in claims if facts.get("sibling_fingerprint")
+        ]
+        for f, fp in sibling[1:]:
+            if fp != sibling[0][1]:
+                _mixed_set(sibling[0][0], f, "other sources or options")
+        ranges = [(k, f, _positions(facts)) for k, f, facts in claims]
+        if any(r is None for _, _, r in ranges):
+            continue  # malformed positions: nothing to compare
+        k, f, (start, stop) = ranges[0]
+        if k == 0 and start != 0:
+            _mixed_set(
+                f, ranges[1][1], f"shard 0 holds positions [{start}, {stop}) of its conversion, not from 0"
+            )
+        for j, g, (gstart, gstop) in ranges[1:]:
+            if gstart < stop or (j == k + 1 and gstart != stop):
+                left = f"position {stop}" if gstart == stop + 1 else f"positions {stop} to {gstart - 1}"
+                what = "overlap" if gstart < stop else f"leave {left} out"
+                _mixed_set(f, g, f"positions [{start}, {stop}) and [{gstart}, {gstop}), which {what}")
+            k, f, start, stop = j, g, gstart, gstop
+
+
+def _mixed_set(a, b, what: str):
+    raise ValueError(
+        f"{a.name} and {b.name} are shards of one set written by two conversions ({what}): read as one set, "
+        "some images would be read twice and others not at all. Convert the whole set again with "
+        "--overwrite (overwrite=True; every shard: in an array job, every task)"
+    )
+
+
+_TAIL_BYTES = 1 << 20  # a .bzna file's index (moov) is at its end
+_SUMS_HEAD = 24  # the checksum box's version, algorithm, count and checksums of the moov, targets and names
+
+
+def _moov_digest(f) -> bytes:
+    return hashlib.blake2b(f.moov.raw(), digest_size=16).digest()
+
+
+def _index_sums(f) -> bytes | None:
+    """The checksum box's first bytes (the checksums of the index, the targets and the names), or None."""
+    for btype, off, header, size in f.top_level:
+        if btype == "uuid" and size >= header + 16 + _SUMS_HEAD:
+            if f._src.read(off + header, 16, box="uuid") == CHECKSUMS_UUID:
+                return f._src.read(off + header + 16, _SUMS_HEAD, box="uuid")
+    return None
+
+
+def _tail_digest(f) -> bytes:
+    """A digest of the last MiB: the index, the metadata and the checksum box (the pictures' checksums)."""
+    n = min(f.file_size, _TAIL_BYTES)
+    return hashlib.blake2b(f._src.read(f.file_size - n, n), digest_size=16).digest()
+
+
+def _labels_digest(f) -> bytes:
+    names = f.filenames()
+    h = hashlib.blake2b(np.ascontiguousarray(f.targets).tobytes(), digest_size=16)
+    h.update(repr(names).encode())
+    return h.digest()
+
+
+# What tells two files apart, cheapest first: each is computed only for the files that every earlier one
+# left alike, so opening a set of distinct files (whose sizes differ) reads nothing more.
+_SAME_CONTENT = (
+    lambda f: (f.file_size, len(f)),
+    _moov_digest,
+    _index_sums,
+    _tail_digest,
+    _labels_digest,
+)
+
+
+def _refuse_copies(files) -> None:
+    """Refuses two files that are copies of one another (a file copied under another name), whose
+    samples would be read twice: the same size, index (moov), checksums, last MiB, targets and names."""
+    groups = [list(files)]
+    for key in _SAME_CONTENT:
+        refined = []
+        for group in groups:
+            alike = {}
+            for f in group:
+                alike.setdefault(key(f), []).append(f)
+            refined.extend(g for g in alike.values() if len(g) > 1)
+        groups = refined
+        if not groups:
+            return
+    a, b = groups[0][:2]
+    raise ValueError(
+        f"two files are copies of one another: {a.name!r} and {b.name!r} (the same size, index, targets, "
+        "filenames and last MiB; each sample would be read twice an epoch, a silent mistake): remove one of "
+        "them (to read samples twice on purpose, select them twice with Dataset.select)"
+    )
+
+
 def expand_paths(paths, *, every_file: bool = False) -> list[str]:
     """A path, a directory, a glob pattern, or a list of them -> the list of files.
 
@@ -204,8 +427,10 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
     gives its one dataset: one set of ``NAME-0000k-of-0000N.bzna`` shards, or
     one file (several are an error listing them). Shards found through a
     pattern or a directory must be complete, and one name must not come with
-    two shard counts. ``~`` is expanded. A file reached twice (listed twice,
-    matched by two patterns, or spelled two ways) is an error.
+    two shard counts; a file named as shard k of N with k >= N is an error.
+    ``~`` is expanded. A file reached twice (listed twice, matched by two
+    patterns, or spelled two ways, a ``file://`` URL and its path included)
+    is an error.
 
     Args:
       paths: a path, directory or pattern, or a list of them.
@@ -230,6 +455,7 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
             check_shard_sets(matches, p)
             out.extend(matches)
         else:
+            _refuse_past_count(p)
             out.append(p)
     if not out:
         raise ValueError("expected at least one .bzna file. Received: an empty list")
@@ -250,8 +476,17 @@ class BznaShards:
     take no descriptor between reads. :meth:`close` (or the end of a ``with``
     block) ends the reading: later reads raise a ``ValueError``.
 
+    Opening also reads each file's metadata box (in the same opening), and
+    refuses what would read samples twice or miss some: the shards of one set
+    written by two conversions (``check_conversions``), and two files
+    that are copies of one another (the same size, index, last MiB, targets
+    and names; only files of one size and sample count are compared).
+
     Args:
       paths: a list of paths or glob patterns (patterns expand sorted).
+
+    Raises:
+      ValueError: as :func:`expand_paths`; shards of two conversions; a copy.
     """
 
     def __init__(self, paths):
@@ -259,13 +494,17 @@ class BznaShards:
         self.files: list[BznaFile] = []
         try:
             for p in self.paths:
-                self.files.append(open_file(p, keep_open=False))
+                # The metadata box (class names, conversion facts) in the same opening as the index.
+                self.files.append(open_file(p, keep_open=False, read_metadata=True))
+            check_conversions(self.files)
+            _refuse_copies(self.files)
         except BaseException:
             self.close()
             raise
         sizes = np.array([len(f) for f in self.files], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(sizes)])
         self._targets = None
+        self._class_names = False  # not merged yet
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -317,22 +556,9 @@ class BznaShards:
         Raises:
           BznaFormatError: two files name one target differently.
         """
-        merged = None
-        for f in self.files:
-            names = f.class_names
-            if names is None:
-                continue
-            merged = merged or []
-            merged.extend([None] * (len(names) - len(merged)))
-            for t, n in enumerate(names):
-                if n is None:
-                    continue
-                if merged[t] is not None and merged[t] != n:
-                    raise BznaFormatError(
-                        f"class {t} is named {merged[t]!r} in an earlier file and {n!r} here", path=f.name
-                    )
-                merged[t] = n
-        return merged
+        if self._class_names is False:
+            self._class_names = _merged_class_names(self.files)
+        return None if self._class_names is None else list(self._class_names)
 
     def filename(self, i: int) -> str | None:
         k, j = self.locate(i)

@@ -1,0 +1,310 @@
+"""Which files read as one dataset, and which are refused: ImageNet's per-split files named by a pattern
+or a list, shard sets of two conversions, files whose class names disagree, a file spelled as a file://
+URL, a copy under another name, a shard numbered past its count."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from conftest import gradient
+
+import bzna_tf.format.splits as splits
+from bzna_tf import BznaWriter, ClassificationDataset, Dataset, ImageNet
+
+
+@pytest.fixture(scope="module")
+def encoded():
+    """Four small encoded pictures (input, thumb), of flat colours."""
+    from bzna_tf.convert import encode_image
+
+    return [
+        encode_image(np.full((16 + 4 * i, 24, 3), 40 * i + 20, np.uint8), preset="ultrafast")
+        for i in range(4)
+    ]
+
+
+def write(path, encoded, n, *, prefix=None, target=lambda k: k % 3, **writer):
+    """A .bzna file of n pictures named PREFIX_k.png (PREFIX: the file's stem), targets target(k)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prefix = prefix or path.stem
+    with BznaWriter(path, **writer) as w:
+        for k in range(n):
+            inp, thumb = encoded[k % len(encoded)]
+            w.append(inp, thumb=thumb, target=target(k), filename=f"{prefix}_{k}.png")
+    return path
+
+
+def names(ds):
+    return [n.split("_")[0] for n in ds.filenames]
+
+
+# ------------------------------------------------------------------------ class names that disagree
+
+
+def test_files_whose_class_names_disagree_are_refused_when_opened(tmp_path, encoded):
+    d = tmp_path / "imagenet"
+    write(d / "train.bzna", encoded, 6, metadata={"class_names": ["cat", "dog", "eel"]})
+    # Converted apart from a folder without "dog": its "eel" is target 1, train's "dog".
+    write(d / "val.bzna", encoded, 4, target=lambda k: k % 2, metadata={"class_names": ["cat", "eel"]})
+    pair = [str(d / "train.bzna"), str(d / "val.bzna")]
+    for opening in (
+        lambda: ClassificationDataset(pair),
+        lambda: ImageNet(d, split="val"),
+        lambda: ImageNet(d, split="train"),
+    ):
+        with pytest.raises(ValueError) as e:
+            opening()
+        assert str(e.value).startswith(
+            f"{d / 'val.bzna'}: class 1 is named 'dog' in an earlier file ({d / 'train.bzna'}) and 'eel' here"
+        )
+        assert "--class-names" in str(e.value)
+    assert len(Dataset(pair)) == 10  # pictures only: no labels to mismatch
+    assert len(ImageNet(d / "val.bzna")) == 4  # one file alone
+
+
+def test_files_whose_class_names_agree_or_are_missing_read_together(tmp_path, encoded):
+    a = write(tmp_path / "a.bzna", encoded, 3, metadata={"class_names": ["cat", None, "eel"]})
+    b = write(tmp_path / "b.bzna", encoded, 3, metadata={"class_names": [None, "dog"]})
+    c = write(tmp_path / "c.bzna", encoded, 3)
+    assert ClassificationDataset([a, b, c]).class_names == ["cat", "dog", "eel"]
+    assert ClassificationDataset([c]).class_names is None
+
+
+# ---------------------------------------------------------------- shard sets of two conversions
+
+
+def facts(shard, num_shards, start, stop, changes):
+    out = {
+        "fingerprint": "f" * 32,
+        "sibling_fingerprint": "s" * 32,
+        "shard": shard,
+        "num_shards": num_shards,
+        "start": start,
+        "stop": stop,
+        "order": "shuffle",
+        "seed": 0,
+        "skipped": [],
+    }
+    out.update(changes)
+    return out
+
+
+def shard_set(folder, encoded, changes=None, *, per_shard=3, count=3, metadata=True):
+    """count shards of per_shard pictures whose conversion facts tile [0, count * per_shard);
+    changes: {shard: fact changes}."""
+    changes = changes or {}
+    for k in range(count):
+        meta = {"conversion": facts(k, count, k * per_shard, (k + 1) * per_shard, changes.get(k, {}))}
+        write(
+            folder / f"train-{k:05d}-of-{count:05d}.bzna",
+            encoded,
+            per_shard,
+            prefix=f"s{k}",
+            metadata=meta if metadata else None,
+        )
+    return folder
+
+
+def ranges(pairs):
+    return {k: {"sibling_fingerprint": None, "start": s, "stop": e} for k, (s, e) in enumerate(pairs)}
+
+
+@pytest.mark.parametrize(
+    "changes, differs",
+    [
+        ({0: {"seed": 1, "fingerprint": "g" * 32}}, "seed 1 and seed 0"),
+        ({1: {"order": "source", "seed": None}}, "order 'shuffle' and order 'source'"),
+        ({2: {"sibling_fingerprint": "t" * 32}}, "other sources or options"),
+        # Shards written before the sibling fingerprint was recorded: their positions still tell.
+        (ranges([(0, 3), (2, 6), (6, 9)]), r"positions \[0, 3\) and \[2, 6\), which overlap"),
+        (ranges([(0, 3), (4, 6), (6, 9)]), r"positions \[0, 3\) and \[4, 6\), which leave position 3 out"),
+        (ranges([(0, 3), (3, 5), (8, 9)]), r"\[3, 5\) and \[8, 9\), which leave positions 5 to 7 out"),
+        (ranges([(1, 3), (3, 6), (6, 9)]), r"shard 0 holds positions \[1, 3\) of its conversion"),
+        ({0: {"shard": 1}}, "the other records shard 1 of 3"),
+    ],
+)
+def test_shards_of_two_conversions_are_refused(tmp_path, encoded, changes, differs):
+    d = shard_set(tmp_path / "set", encoded, changes)
+    for root in (d, str(d / "train-*.bzna"), sorted(str(p) for p in d.iterdir())):
+        for cls in (Dataset, ClassificationDataset):
+            with pytest.raises(ValueError, match=differs) as e:
+                cls(root)
+            text = str(e.value)
+            assert "written by two conversions" in text and "--overwrite" in text
+            assert text.count(str(d / "train-0000")) == 2  # names both files
+
+
+def test_shards_of_one_conversion_read_as_one_set(tmp_path, encoded):
+    # Array tasks that read their own copies of the sources: fingerprints differ (mtimes), siblings agree.
+    d = shard_set(tmp_path / "tasks", encoded, {1: {"fingerprint": "1" * 32}, 2: {"fingerprint": "2" * 32}})
+    assert len(ClassificationDataset(d)) == 9
+    # Older shards without a sibling fingerprint, and files without conversion facts (the original tools').
+    d = shard_set(tmp_path / "old", encoded, {k: {"sibling_fingerprint": None} for k in range(3)})
+    assert len(ClassificationDataset(d)) == 9
+    assert len(ClassificationDataset(shard_set(tmp_path / "none", encoded, metadata=False))) == 9
+    # Whole conversions named as the shards of a set (each converted alone): not one conversion's shards.
+    d = shard_set(
+        tmp_path / "apart",
+        encoded,
+        {k: {"shard": 0, "num_shards": 1, "start": 0, "stop": 3} for k in range(3)},
+    )
+    assert len(ClassificationDataset(d)) == 9
+    # An explicit subset of one conversion's shards.
+    d = shard_set(tmp_path / "subset", encoded)
+    assert len(Dataset([str(d / "train-00000-of-00003.bzna"), str(d / "train-00002-of-00003.bzna")])) == 6
+
+
+def test_a_shard_without_conversion_facts_in_a_converted_set_is_refused(tmp_path, encoded):
+    d = shard_set(tmp_path / "set", encoded)
+    write(d / "train-00001-of-00003.bzna", encoded, 3, prefix="other")  # another writer's file
+    with pytest.raises(ValueError, match="the other records no conversion"):
+        ClassificationDataset(d)
+
+
+def ppm(rgb):
+    h, w = rgb.shape[:2]
+    return b"P6\n%d %d\n255\n" % (w, h) + np.ascontiguousarray(rgb).tobytes()
+
+
+def test_a_set_converted_again_in_part_is_refused_until_converted_again_whole(tmp_path):
+    """Shards of seed 0, then shard 0 converted again with seed 1 (a failed array task rerun alone)."""
+    from bzna_tf.convert import EncodeOptions, ImageFolderSource, convert
+
+    src = tmp_path / "src"
+    for k in range(9):
+        (src / f"c{k % 3}").mkdir(parents=True, exist_ok=True)
+        (src / f"c{k % 3}" / f"{k}.ppm").write_bytes(ppm(gradient(16, 16, seed=k)))
+    fast = {"encoding": EncodeOptions(preset="ultrafast", crf=30), "progress": False, "workers": 0}
+    out = tmp_path / "out" / "train.bzna"
+    convert(ImageFolderSource(src), out, num_shards=3, seed=0, **fast)
+    convert(ImageFolderSource(src), out, num_shards=3, seed=1, overwrite=True, shards=[0], **fast)
+    with pytest.raises(ValueError, match=r"train-00000-of-00003\.bzna and .*train-00001-of-00003\.bzna "):
+        ClassificationDataset(tmp_path / "out")
+    convert(ImageFolderSource(src), out, num_shards=3, seed=1, overwrite=True, **fast)
+    names = ClassificationDataset(tmp_path / "out").filenames
+    assert sorted(names) == sorted(f"c{k % 3}/{k}.ppm" for k in range(9))
+
+
+# --------------------------------------------------------------------- one file reached two ways
+
+
+def test_a_file_url_and_its_path_are_one_file(tmp_path, encoded):
+    path = str(write(tmp_path / "a.bzna", encoded, 3))
+    for url in ("file://" + path, "file://localhost" + path):
+        with pytest.raises(ValueError, match="a file is listed twice") as e:
+            Dataset([url, path])
+        assert f"'{url}' and '{path}', the same file" in str(e.value)
+    assert len(Dataset(["file://" + path])) == 3
+
+
+def test_a_copy_under_another_name_is_refused(tmp_path, encoded):
+    for checksums in (True, False):
+        d = tmp_path / f"checksums-{checksums}"
+        x = write(d / "x.bzna", encoded, 5, checksums=checksums)
+        y = shutil.copy(x, d / "y.bzna")
+        with pytest.raises(ValueError, match="two files are copies of one another") as e:
+            ClassificationDataset([x, y])
+        assert f"{str(x)!r} and {str(y)!r}" in str(e.value)
+        # Files of one size and layout that differ only in their names, or only in their targets, are two.
+        z = write(d / "z.bzna", encoded, 5, prefix="y", checksums=checksums)
+        w = write(d / "w.bzna", encoded, 5, prefix="x", target=lambda k: 2 - k % 3, checksums=checksums)
+        assert os.path.getsize(x) == os.path.getsize(z) == os.path.getsize(w)
+        assert len(ClassificationDataset([x, z, w])) == 15
+
+
+# ----------------------------------------------------------------------- a shard past its count
+
+
+def test_a_shard_numbered_past_its_count_is_refused(tmp_path, encoded):
+    for k in range(3):
+        write(tmp_path / f"t-{k:05d}-of-00002.bzna", encoded, 2, prefix=f"t{k}")
+    stray = tmp_path / "t-00002-of-00002.bzna"
+    for root in (tmp_path, str(tmp_path / "t-*.bzna"), [str(stray)]):
+        with pytest.raises(ValueError, match="is named as shard 2 of a set of 2") as e:
+            Dataset(root)
+        assert str(stray) in str(e.value) and "numbered 0 to 1" in str(e.value)
+    os.remove(stray)
+    assert len(Dataset(tmp_path)) == 4
+
+
+# ------------------------------------------------------ ImageNet: per-split files by pattern or list
+
+
+@pytest.fixture()
+def small_imagenet(monkeypatch):
+    """ImageNet's val and test sizes made 2 and 3, so that small files have splits counted from the end:
+    the count that must never cut several files."""
+    monkeypatch.setattr(splits, "_VAL", 2)
+    monkeypatch.setattr(splits, "_TEST", 3)
+
+
+@pytest.fixture()
+def per_split(tmp_path, encoded):
+    """train in two shards of 4, val.bzna of 3: as bzna-tf convert writes ImageNet's splits."""
+    d = tmp_path / "imagenet"
+    for k in range(2):
+        write(d / f"train-{k:05d}-of-00002.bzna", encoded, 4, prefix=f"train{k}")
+    write(d / "val.bzna", encoded, 3)
+    return d
+
+
+def test_imagenet_takes_the_splits_of_a_pattern_or_a_list_from_the_file_names(per_split, small_imagenet):
+    d = per_split
+    files = [str(d / "val.bzna"), str(d / "train-00001-of-00002.bzna"), str(d / "train-00000-of-00002.bzna")]
+    for root in (d, str(d / "*.bzna"), files, str(d / "train-*.bzna")):
+        train = ImageNet(root, split="train")
+        assert len(train) == 8 and set(names(train)) == {"train0", "train1"}, root
+        assert train.paths[:2] == [str(d / f"train-0000{k}-of-00002.bzna") for k in range(2)]
+        with pytest.raises(ValueError, match="holds no test files"):
+            ImageNet(root, split="test")
+    for root in (d, str(d / "*.bzna"), files, str(d / "val.bzna"), [str(d / "val.bzna")]):
+        val = ImageNet(root, split="val")
+        assert names(val) == ["val"] * 3, root
+        assert len(ImageNet(root, split="validation[:2]")) == 2
+    with pytest.raises(ValueError, match=r"the pattern '.*train-\*\.bzna' holds no val files"):
+        ImageNet(str(d / "train-*.bzna"), split="val")
+    with pytest.raises(ValueError, match="the list of files holds no test files"):
+        ImageNet(files, split="test")
+    assert len(ImageNet(files)) == 11  # every sample, train first
+
+
+def test_one_file_named_by_split_is_that_split_not_counted_from_its_end(tmp_path, encoded, small_imagenet):
+    train = write(tmp_path / "train.bzna", encoded, 7)
+    assert len(ImageNet(train, split="train")) == 7  # counted from the end: 2 (7 - 2 - 3)
+    with pytest.raises(ValueError, match="holds no val files"):
+        ImageNet(train, split="val")
+    # A file not named by split is one whole file: its splits are counted from its end.
+    whole = shutil.copy(train, tmp_path / "ilsvrc2012.bzna")
+    assert [len(ImageNet(whole, split=s)) for s in ("train", "val", "test")] == [2, 2, 3]
+
+
+def test_several_files_not_named_by_split_have_no_named_splits(tmp_path, encoded, small_imagenet):
+    files = [str(write(tmp_path / f"part-{k}.bzna", encoded, 6)) for k in range(2)]
+    for split in ("train", "val", "test", "val[:1]"):
+        with pytest.raises(ValueError, match="counts the splits from the end of one whole file only") as e:
+            ImageNet(files, split=split)
+        assert "part-0.bzna, part-1.bzna" in str(e.value) and "ClassificationDataset" in str(e.value)
+    assert len(ImageNet(files)) == 12 and len(ImageNet(str(tmp_path / "part-*.bzna"), split="[:5]")) == 5
+    named = write(tmp_path / "val.bzna", encoded, 2)
+    with pytest.raises(
+        ValueError, match=r"files named by split \(val\.bzna\) and files of no ImageNet split"
+    ):
+        ImageNet([*files, str(named)], split="val")
+
+
+def test_a_split_of_files_from_two_folders_is_refused(per_split, tmp_path, encoded):
+    other = write(tmp_path / "other" / "val.bzna", encoded, 3, prefix="other")
+    with pytest.raises(ValueError, match="holds 2 datasets for the val split") as e:
+        ImageNet([str(per_split / "val.bzna"), str(other)], split="val")
+    assert str(other) in str(e.value)
+
+
+def test_imagenet_of_a_list_compares_the_class_names_of_every_split(tmp_path, encoded):
+    train = write(tmp_path / "train.bzna", encoded, 6, metadata={"class_names": ["cat", "dog", "eel"]})
+    val = write(
+        tmp_path / "val.bzna", encoded, 4, target=lambda k: k % 2, metadata={"class_names": ["cat", "eel"]}
+    )
+    for split in ("val", "train"):
+        with pytest.raises(ValueError, match=r"class 1 is named 'dog' in an earlier file \(.*train\.bzna\)"):
+            ImageNet([str(val), str(train)], split=split)
