@@ -412,6 +412,50 @@ def test_a_checkpoint_restores_into_the_same_pipeline_after_the_counter_moved_on
     assert epochs.get() == (1, 0)  # the restored iterator took no iteration from the counter
 
 
+@pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
+def test_an_iterator_checkpoint_holds_the_epoch_counter_and_a_restore_never_moves_it_back(
+    flat_file, tmp_path, symbolic
+):
+    # The iterator's checkpoint holds the counter as the pipeline had it: a restore moves a counter that
+    # is behind there (a fresh pipeline's; the iterations after the restored one are then the same) and
+    # leaves one that is further ([iteration, skip] order). It used to leave every counter as it was.
+    d = ClassificationDataset(flat_file).labelled()
+    options = tf.data.Options()
+    options.experimental_symbolic_checkpoint = symbolic
+
+    def make(repeat=False, at=None):
+        ds = d.as_dataset(batch_size=4, shape=8, shuffle=True, seed=2, repeat=repeat)
+        if at is not None:
+            ds.bzna_epochs.set(*at)
+        return ds.with_options(options), ds.bzna_epochs
+
+    def restore(saved, made):
+        ds, epochs = made
+        tf.train.Checkpoint(iterator=iter(ds)).read(saved).assert_consumed()
+        return epochs.get()
+
+    ds, epochs = make()
+    for _ in ds:  # iteration 0
+        pass
+    it = iter(ds)
+    next(it)  # iteration 1: the counter says 2
+    saved = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "finite"))
+    for _ in range(2):  # iterations 2 and 3
+        for _ in ds:
+            pass
+    assert restore(saved, (ds, epochs)) == (4, 0)  # the same pipeline, further on: left
+    assert restore(saved, make()) == (2, 0)
+    assert restore(saved, make(at=(5, 0))) == (5, 0)
+    # Endless: [iteration, skip] in that order.
+    ds, epochs = make(repeat=True, at=(0, 3))
+    it = iter(ds)
+    next(it)
+    assert epochs.get() == (1, 0)
+    saved = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "endless"))
+    assert restore(saved, make(repeat=True, at=(0, 9))) == (1, 0)
+    assert restore(saved, make(repeat=True, at=(1, 2))) == (1, 2)
+
+
 def test_repeat(flat_file):
     d = ClassificationDataset(flat_file)
     ds = d.as_dataset(batch_size=5, shape=8, repeat=True, with_filenames=True, **ALL)

@@ -1,6 +1,7 @@
 """Preemption: a model.fit SIGKILLed mid-training and restarted with BackupAndRestore and
 SyncEpochs trains, from the resumed epoch on, on exactly the batches of an uninterrupted run."""
 
+import json
 import os
 import signal
 import subprocess
@@ -54,3 +55,44 @@ def test_without_sync_the_resumed_epochs_replay_old_data(original_path, tmp_path
     resumed = _fit(original_path, tmp_path, "resumed", "nosync", kill=(1, 1))
     assert sorted(resumed) == [1, 2]
     assert resumed[1] == whole[0]  # the restarted process began at the dataset's first epoch
+
+
+RESUME_JOB = Path(__file__).with_name("_resume_job.py")
+
+
+def _resume_role(data, tmp, role):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    r = subprocess.run(
+        [sys.executable, str(RESUME_JOB), str(data), role, str(tmp)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads((tmp / f"{role}.json").read_text())
+
+
+def test_an_iterator_checkpoint_resumes_in_a_fresh_process_and_the_next_pass_follows(original_path, tmp_path):
+    """A checkpoint of the iterator alone, restored in a new process, finishes its pass and sets the epoch
+    counter as the saving process had it, so the next pass is the uninterrupted run's (it was the new
+    process's iteration 0 again: an earlier pass's order and crops): saved mid-pass (explicit, symbolic,
+    endless with a skip), at the end of the pass (the root's own state is gone by then), before the
+    first element. With the counter variable in the checkpoint too, restored before or after the
+    iterator, the counter is the saved one."""
+    whole = _resume_role(original_path, tmp_path, "whole")
+    saved = _resume_role(original_path, tmp_path, "save")
+    resumed = _resume_role(original_path, tmp_path, "resume")
+    assert sorted(whole) == sorted(saved) == sorted(resumed)
+    wrong = {}
+    for case, run in whole.items():
+        passes = run["passes"]
+        assert len({json.dumps(p) for p in passes}) == 3, case  # each pass its own order and crops
+        first, head = saved[case]["passes"]
+        rest, after = resumed[case]["passes"]
+        assert first == passes[0], case
+        counter, want = resumed[case]["counter"], saved[case]["counter"]
+        if head + rest != passes[1] or after != passes[2] or counter != want:
+            seen = [[i for i in (0, 1, 2) if p == passes[i]] for p in (head + rest, after)]
+            wrong[case] = f"counter {counter}, saved {want}; the restored and next passes = passes {seen}"
+    assert not wrong, wrong  # [[1], [2]] is right

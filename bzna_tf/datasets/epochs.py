@@ -45,7 +45,10 @@ class EpochState:
     batches to skip at its start) live in a CPU variable: each iteration
     reads it when it starts and advances ``k`` by one. :meth:`set` moves it;
     :class:`bzna_tf.callbacks.SyncEpochs` sets it from Keras' epoch, so a
-    restarted ``model.fit`` sees the data an uninterrupted one saw.
+    restarted ``model.fit`` sees the data an uninterrupted one saw. An
+    iterator checkpoint of the pipeline holds the variable's value too, and
+    its restore moves the variable there unless it is further already (the
+    BznaEpochCounterCheckpoint op: ``bzna_tf.datasets.pipeline``).
 
     The variable lives in the process that built the pipeline: such a
     pipeline cannot run in another one (a tf.data service worker). There it

@@ -12,6 +12,9 @@
                DecodeWarp instead)
     skip       on_error="skip": samples that failed dropped from their batch
     count      the batches per iteration, stated (Keras reads it)
+    counter    initial_epoch=None: BznaEpochCounterCheckpoint, which passes
+               the batches on and puts the epoch counter in the iterator's
+               checkpoints
     prefetch   and the options every iterator needs
     ahead      device="gpu": decode and skip move here, after prefetch: the
                BznaDecodeWarpDataset op, placed on the GPU, decodes `depth`
@@ -30,10 +33,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.data.ops import dataset_ops
 
 import bzna_tf.format.wording as wording
 from bzna_tf.datasets.epochs import positions
 from bzna_tf.format.wording import user_stacklevel
+from bzna_tf.ops._load import load_library
 from bzna_tf.ops.source import SkippedSamples, epoch_schedule, read_samples, report_skips, sample_names
 from bzna_tf.ops.warp import decode_warp, decode_warp_dataset
 
@@ -84,6 +89,27 @@ def build(source: Source, options, input_context=None) -> tf.data.Dataset:
     return ds if ahead is None else _decode_ahead(ds, source, options, ahead)
 
 
+class _CounterCheckpoint(dataset_ops.UnaryUnchangedStructureDataset):
+    """``input_dataset``'s elements; its iterators' checkpoints hold the epoch counter too.
+
+    The BznaEpochCounterCheckpoint op: its iterator's state is the counter's
+    value (explicit checkpoints: when saved; symbolic ones: after each
+    element), and a restore moves the counter there unless it is there or
+    further already. So a checkpoint of the iterator alone resumes the
+    iterations after the restored one too: the root's own state, which
+    names its iteration, is gone from a checkpoint once the iteration's
+    positions are all read (batch lets go of its exhausted input), which the
+    buffers do before the iteration's last batches are taken.
+    """
+
+    def __init__(self, input_dataset, counter):
+        self._input_dataset = input_dataset
+        variant = load_library().bzna_epoch_counter_checkpoint(
+            input_dataset._variant_tensor, counter, **input_dataset._flat_structure
+        )
+        super().__init__(input_dataset, variant)
+
+
 def _build(source: Source, options) -> tf.data.Dataset:
     count, index = options.shard
     per_epoch = len(range(index, len(source.selection), count))
@@ -105,12 +131,17 @@ def _build(source: Source, options) -> tf.data.Dataset:
     if state is not None or options.epochs is None:
         # flat_map (and an endless range) hide the count: state it (Keras then knows the steps per epoch).
         ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
+    if state is not None:
+        # Under the prefetch, which keeps its input to the end (and stays last:
+        # tf.data appends a prefetch of its own to a pipeline ending otherwise).
+        ds = _CounterCheckpoint(ds, state.variable.handle)
     ds = ds.prefetch(autotune if options.prefetch is None else options.prefetch)
     if state is not None or options.skip:
         # The root reads and advances the epoch variable once per iteration;
         # an iterator checkpoint need not (and cannot) hold that read: the
-        # running iteration's start is in flat_map's saved state. Nor need
-        # it hold the skip counter (reporting only).
+        # running iteration's range is in the root's saved state, and the
+        # variable's value in BznaEpochCounterCheckpoint's. Nor need it hold
+        # the skip counter (reporting only).
         tf_options = tf.data.Options()
         tf_options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
         ds = ds.with_options(tf_options)

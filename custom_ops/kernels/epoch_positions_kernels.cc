@@ -8,6 +8,16 @@
 // (a cursor), which checkpoints, explicitly and symbolically, and restores
 // without reading the counter again. (A map over the variable re-read it on a
 // symbolic restore, and restored iterators then yielded other epochs.)
+//
+// BznaEpochCounterCheckpoint: above the root in such a pipeline (under its
+// prefetch, which keeps its input to the end), its input's elements as they
+// are; its iterator's state is the counter's value, so that a checkpoint of
+// the pipeline's iterator alone carries it. A restore moves the counter there
+// unless it is there or further already: the iterations after the restored
+// one are those an uninterrupted run has. (The root cannot: its iterator is
+// gone from a checkpoint once its range is read, which the pipeline's buffers
+// do before the last batches of an iteration are taken, and a fresh process's
+// counter then started the next iteration at 0 again.)
 
 #include <cstdint>
 #include <functional>
@@ -76,6 +86,25 @@ absl::Status IterationRange(const Layout& l, int64_t iteration, int64_t skip, in
   return absl::OkStatus();
 }
 
+// The counter's [iteration, skip], where it holds an initialized int64 pair
+// (under its lock).
+bool ReadCounter(tensorflow::Var* counter, int64_t* iteration, int64_t* skip) {
+  const Tensor& value = *counter->tensor();
+  if (!counter->is_initialized || value.dtype() != tensorflow::DT_INT64 || value.NumElements() != 2) return false;
+  *iteration = value.flat<int64_t>()(0);
+  *skip = value.flat<int64_t>()(1);
+  return true;
+}
+
+// Sets the counter (under its lock) to a new tensor: readers may hold the old
+// one (copy on write).
+void SetCounter(tensorflow::Var* counter, int64_t iteration, int64_t skip) {
+  Tensor next(tensorflow::DT_INT64, tensorflow::TensorShape({2}));
+  next.flat<int64_t>()(0) = iteration;
+  next.flat<int64_t>()(1) = skip;
+  *counter->tensor() = std::move(next);
+}
+
 class NoSplits : public tensorflow::data::SplitProvider {
  public:
   absl::Status GetNext(Tensor*, bool*) override {
@@ -137,20 +166,15 @@ class Dataset : public DatasetBase {
   // Takes the next iteration from the counter: its [first, stop).
   absl::Status TakeIteration(int64_t* first, int64_t* stop) const {
     tensorflow::mutex_lock lock(*counter_->mu());
-    Tensor* value = counter_->tensor();
-    if (!counter_->is_initialized || value->dtype() != tensorflow::DT_INT64 || value->NumElements() != 2) {
+    int64_t iteration = 0, skip = 0;
+    if (!ReadCounter(counter_.get(), &iteration, &skip)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "bzna_tf: the epoch counter (ds.bzna_epochs) is not an initialized int64 [iteration, skip] "
           "variable (in TF1 graph mode, run tf.compat.v1.global_variables_initializer() first); it holds ",
           counter_->DebugString()));
     }
-    const auto v = value->flat<int64_t>();
-    TF_RETURN_IF_ERROR(IterationRange(layout_, v(0), v(1), first, stop));
-    // A new tensor: readers may hold the old one (copy on write).
-    Tensor next(tensorflow::DT_INT64, tensorflow::TensorShape({2}));
-    next.flat<int64_t>()(0) = v(0) + 1;
-    next.flat<int64_t>()(1) = 0;
-    *value = std::move(next);
+    TF_RETURN_IF_ERROR(IterationRange(layout_, iteration, skip, first, stop));
+    SetCounter(counter_.get(), iteration + 1, 0);
     return absl::OkStatus();
   }
 
@@ -286,6 +310,137 @@ class EpochPositionsOp : public tensorflow::data::DatasetOpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name(kOpName).Device(tensorflow::DEVICE_CPU), EpochPositionsOp);
+
+constexpr char kCheckpointOpName[] = "BznaEpochCounterCheckpoint";
+
+class CounterCheckpointDataset : public DatasetBase {
+ public:
+  CounterCheckpointDataset(OpKernelContext* ctx, const DatasetBase* input, Tensor handle,
+                           tensorflow::core::RefCountPtr<tensorflow::Var> counter)
+      : DatasetBase(DatasetContext(ctx)), input_(input), handle_(std::move(handle)), counter_(std::move(counter)) {
+    input_->Ref();
+  }
+  ~CounterCheckpointDataset() override { input_->Unref(); }
+
+  std::unique_ptr<tensorflow::data::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override {
+    return std::make_unique<Iterator>(
+        Iterator::Params{this, absl::StrCat(prefix, "::BznaEpochCounterCheckpoint")}, prefix);
+  }
+  const DataTypeVector& output_dtypes() const override { return input_->output_dtypes(); }
+  const std::vector<PartialTensorShape>& output_shapes() const override { return input_->output_shapes(); }
+  std::string DebugString() const override { return absl::StrCat(kCheckpointOpName, "Op::Dataset"); }
+  int64_t CardinalityInternal(tensorflow::data::CardinalityOptions options) const override {
+    return input_->Cardinality(options);
+  }
+  absl::Status InputDatasets(std::vector<const DatasetBase*>* inputs) const override {
+    inputs->push_back(input_);
+    return absl::OkStatus();
+  }
+  absl::Status CheckExternalState() const override {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kCheckpointOpName, " reads and sets an epoch counter variable"));
+  }
+
+  // The counter's [iteration, skip] (false: it holds none).
+  bool Counter(int64_t* iteration, int64_t* skip) const {
+    tensorflow::tf_shared_lock lock(*counter_->mu());
+    return ReadCounter(counter_.get(), iteration, skip);
+  }
+
+  // A restored [iteration, skip]: the counter moves there, unless it is there
+  // or further already (never back), or holds no pair (TF1: left to its
+  // initializer, or to its own restore).
+  void MoveCounterTo(int64_t iteration, int64_t skip) const {
+    tensorflow::mutex_lock lock(*counter_->mu());
+    int64_t now = 0, now_skip = 0;
+    if (!ReadCounter(counter_.get(), &now, &now_skip)) return;
+    if (std::make_pair(now, now_skip) < std::make_pair(iteration, skip)) {
+      SetCounter(counter_.get(), iteration, skip);
+    }
+  }
+
+ protected:
+  absl::Status AsGraphDefInternal(SerializationContext* ctx, DatasetGraphDefBuilder* b,
+                                  tensorflow::Node** output) const override {
+    tensorflow::Node *input = nullptr, *counter = nullptr;
+    TF_RETURN_IF_ERROR(b->AddInputDataset(ctx, input_, &input));
+    TF_RETURN_IF_ERROR(b->AddDatasetOrTensor(ctx, handle_, &counter));
+    return b->AddDataset(this, {input, counter}, output);
+  }
+
+ private:
+  class Iterator : public DatasetIterator<CounterCheckpointDataset> {
+   public:
+    // The input's iterator keeps the prefix it had without this op, so that
+    // checkpoints written before it existed restore.
+    Iterator(const Params& params, std::string input_prefix)
+        : DatasetIterator<CounterCheckpointDataset>(params), input_prefix_(std::move(input_prefix)) {}
+
+    // Saved after each element, as its input.
+    // (No `override`: TensorFlow 2.16's IteratorBase does not declare it yet.)
+    bool SymbolicCheckpointCompatible() const { return true; }
+
+    absl::Status Initialize(IteratorContext* ctx) override {
+      return dataset()->input_->MakeIterator(ctx, this, input_prefix_, &input_impl_);
+    }
+
+    absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out_tensors,
+                                 bool* end_of_sequence) override {
+      return input_impl_->GetNext(ctx, out_tensors, end_of_sequence);
+    }
+
+   protected:
+    std::shared_ptr<tensorflow::data::model::Node> CreateNode(
+        IteratorContext*, tensorflow::data::model::Node::Args args) const override {
+      return tensorflow::data::model::MakeKnownRatioNode(std::move(args), /*ratio=*/1);
+    }
+
+    absl::Status SaveInternal(SerializationContext* ctx, IteratorStateWriter* writer) override {
+      TF_RETURN_IF_ERROR(SaveInput(ctx, writer, input_impl_));
+      int64_t iteration = 0, skip = 0;
+      if (!dataset()->Counter(&iteration, &skip)) return absl::OkStatus();
+      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "iteration", iteration));
+      return writer->WriteScalar(prefix(), "skip", skip);
+    }
+
+    absl::Status RestoreInternal(IteratorContext* ctx, IteratorStateReader* reader) override {
+      TF_RETURN_IF_ERROR(RestoreInput(ctx, reader, input_impl_));
+      if (!reader->Contains(prefix(), "iteration")) return absl::OkStatus();  // no counter saved
+      int64_t iteration = 0, skip = 0;
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "iteration", &iteration));
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "skip", &skip));
+      if (iteration < 0 || skip < 0) {
+        return absl::DataLossError(absl::StrCat("restoring a ", kCheckpointOpName,
+                                                " iterator: saved epoch counter [", iteration, ", ", skip,
+                                                "] is negative"));
+      }
+      dataset()->MoveCounterTo(iteration, skip);
+      return absl::OkStatus();
+    }
+
+   private:
+    const std::string input_prefix_;
+    std::unique_ptr<tensorflow::data::IteratorBase> input_impl_;
+  };
+
+  const DatasetBase* const input_;
+  const Tensor handle_;
+  const tensorflow::core::RefCountPtr<tensorflow::Var> counter_;
+};
+
+class CounterCheckpointOp : public tensorflow::data::UnaryDatasetOpKernel {
+ public:
+  explicit CounterCheckpointOp(OpKernelConstruction* ctx) : UnaryDatasetOpKernel(ctx) {}
+
+ protected:
+  void MakeDataset(OpKernelContext* ctx, DatasetBase* input, DatasetBase** output) override {
+    tensorflow::core::RefCountPtr<tensorflow::Var> counter;
+    OP_REQUIRES_OK(ctx, FindCounter(ctx, tensorflow::HandleFromInput(ctx, 1), &counter));
+    *output = new CounterCheckpointDataset(ctx, input, ctx->input(1), std::move(counter));
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name(kCheckpointOpName).Device(tensorflow::DEVICE_CPU), CounterCheckpointOp);
 
 }  // namespace
 }  // namespace bzna_tf

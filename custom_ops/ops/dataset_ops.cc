@@ -114,13 +114,36 @@ same step. The iteration's positions are then first, first + 1, ..., stop - 1:
 first = iteration * stride * per_epoch (+ skip * batch_size when endless),
 stop = first + stride * per_epoch, or endless_stop when that is > 0. The
 iterator's state is its place in that range: checkpoints (explicit and
-symbolic) restore it without reading the counter again.
+symbolic) restore it without reading the counter again (as_dataset puts
+BznaEpochCounterCheckpoint above it, whose state is the counter).
 
 counter: the [iteration, skip] variable (ds.bzna_epochs).
 per_epoch: positions per data epoch.
 stride: data epochs per iteration.
 batch_size: positions per batch (skip counts batches).
 endless_stop: > 0: each iteration is endless, up to this position.
+)doc");
+
+REGISTER_OP("BznaEpochCounterCheckpoint")
+    .Input("input_dataset: variant")
+    .Input("counter: resource")
+    .Output("handle: variant")
+    .Attr("output_types: list(type) >= 1")
+    .Attr("output_shapes: list(shape) >= 1")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc(R"doc(
+The top of an as_dataset pipeline built with initial_epoch=None: the elements
+of input_dataset, unchanged. Its iterator's checkpoints (explicit and symbolic:
+after each element) hold the epoch counter's [iteration, skip] as well; a
+restore sets the counter to it, unless the counter is there or further already
+(in [iteration, skip] order) or holds no int64 pair. So the iterator alone
+resumes the iterations after the restored one as an uninterrupted run has them.
+input_dataset's iterator keeps the checkpoint keys it has without this op.
+
+input_dataset: the pipeline.
+counter: the [iteration, skip] variable (ds.bzna_epochs) that the pipeline's
+  BznaEpochPositions reads.
 )doc");
 
 REGISTER_OP("BznaEpochSchedule")
