@@ -308,3 +308,17 @@ def test_imagenet_of_a_list_compares_the_class_names_of_every_split(tmp_path, en
     for split in ("val", "train"):
         with pytest.raises(ValueError, match=r"class 1 is named 'dog' in an earlier file \(.*train\.bzna\)"):
             ImageNet([str(val), str(train)], split=split)
+
+
+def test_imagenet_without_a_split_is_not_read_as_one_pipeline_of_several_splits(per_split, small_imagenet):
+    whole = ImageNet(per_split)
+    assert len(whole) == 11  # described whole: len, targets, class names
+    with pytest.raises(ValueError, match=r"holds the train and val splits, and as_dataset would read them"):
+        whole.as_dataset(batch_size=2, shape=8)
+    meant = [ImageNet(per_split, split="all"), ImageNet(per_split, split="train+val"), whole.select([0, 9])]
+    for ds in meant:
+        next(iter(ds.as_dataset(batch_size=2, shape=8)))
+    with pytest.raises(ValueError, match="holds the train and val splits"):
+        whole.labelled().as_dataset(batch_size=2, shape=8)  # chosen by label: still both splits
+    assert len(ImageNet(per_split / "val.bzna")._splits_read) == 1  # one split: nothing to mix
+    next(iter(ImageNet(per_split / "val.bzna").as_dataset(batch_size=2, shape=8)))

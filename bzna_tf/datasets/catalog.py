@@ -82,6 +82,9 @@ class Dataset:
         self._indices = self._select(split)
         self._indices.flags.writeable = False
 
+    # The named splits an unsplit dataset reads together (ImageNet without a split), for as_dataset to refuse.
+    _splits_read = ()
+
     def _named_splits(self) -> dict[str, range]:
         return {"all": range(len(self._index))}
 
@@ -180,6 +183,7 @@ class Dataset:
         out._indices = self._indices[p]
         out._indices.flags.writeable = False
         out.split = None
+        out._splits_read = ()  # positions chosen: whatever splits they come from
         return out
 
     def sample_list_positions(self, sample_list) -> np.ndarray:

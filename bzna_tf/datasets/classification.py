@@ -88,7 +88,11 @@ class ClassificationDataset(Dataset):
         mask = is_labelled(self.targets)
         if not mask.any():
             raise ValueError(f"{self!r} holds no labelled sample (every target is negative)")
-        return self.select(mask) if not mask.all() else self
+        if mask.all():
+            return self
+        out = self.select(mask)
+        out._splits_read = self._splits_read  # chosen by label, not by position: still the splits it read
+        return out
 
     @keywords(renamed=RENAMED, hints=HINTS)
     def as_dataset(

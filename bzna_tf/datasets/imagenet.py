@@ -43,7 +43,9 @@ class ImageNet(ClassificationDataset):
         files, told by their names (not counted from the end). Several files
         not named by split have no named splits: the count from the end is
         for one whole file.
-      split: None (every sample), ``"train"``, ``"val"`` (``"validation"``),
+      split: None (every sample; as_dataset refuses to read several ImageNet
+        splits together, unless positions are selected or a sample list is
+        given: pass ``"all"`` to mean it), ``"train"``, ``"val"`` (``"validation"``),
         ``"test"``, ``"all"``, TFDS slices and sums of them:
         ``"train[:10%]"``, ``"val[1000:2000]"``, ``"train[-5%:]"``,
         ``"train+val"``. A percentage p of a split of n samples is the
@@ -79,6 +81,12 @@ class ImageNet(ClassificationDataset):
     def __init__(self, root, split: str | None = None, track: str = "bzna_thumb"):
         paths, self._groups, self._where = _imagenet_layout(root)
         super().__init__(paths, track=track, split=split)
+        if split is None:
+            try:
+                named = self._named_splits()
+            except ValueError:  # a file too small to split: it names no split
+                named = {}
+            self._splits_read = tuple(s for s in IMAGENET_SPLITS if len(named.get(s, ())) > 0)
         top = int(self._index.targets.max(initial=-1))
         if top >= self.num_classes:  # 1-based labels (a model's 1000-way output would be off by one)
             raise ValueError(
@@ -96,6 +104,18 @@ class ImageNet(ClassificationDataset):
         if len(paths) != 1:
             raise ValueError(f"ImageNet is one file; the sample list names {len(paths)}: {paths}")
         return cls(paths[0], split=split, track=track).select(lst)
+
+    def _check_selection(self, selection, options, *, listed: bool) -> None:
+        named = self._named_splits() if len(self._splits_read) > 1 and not listed else {}
+        read = [s for s in self._splits_read if s in named and _within(selection, named[s]).any()]
+        if len(read) > 1:
+            raise ValueError(
+                f"{self!r} holds the {' and '.join(read)} splits, and as_dataset would read them "
+                "together (training on validation images, or evaluating on training ones). Open it with "
+                "split='train' or split='val' (ImageNet(root, split=...)); to read every sample on purpose, "
+                "split='all'"
+            )
+        super()._check_selection(selection, options, listed=listed)
 
     def _named_splits(self) -> dict[str, range]:
         groups = getattr(self, "_groups", None)
@@ -123,6 +143,11 @@ class ImageNet(ClassificationDataset):
             }
         reason = imagenet_size_error(len(self._index))
         return dict.fromkeys((*IMAGENET_SPLITS, "validation"), reason) if reason else {}
+
+
+def _within(indices, span: range):
+    """Which of ``indices`` are in ``span`` (a split's range of global indices)."""
+    return (indices >= span.start) & (indices < span.stop)
 
 
 # Per-split files: train.bzna, val-00000-of-00004.bzna, ilsvrc2012-test.bzna, ...
