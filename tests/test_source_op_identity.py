@@ -137,6 +137,36 @@ def test_bzna_dataset_compares_identities_and_each_iterator_its_files(encoded, t
         list(ds)
 
 
+def test_a_file_touched_or_copied_back_with_its_checksums_is_the_same_conversion(encoded, tmp_path):
+    # With a checksum table, a file is known by its size and index checksums: a new time (touch, as
+    # scratch-purge dodgers do) or a copy of it put back under its name reads on. Without one, the
+    # time is all there is, and a touched file is refused.
+    from bzna_tf.ops import BznaDataset
+
+    for checksums in (True, False):
+        path = str(tmp_path / f"t{int(checksums)}.bzna")
+        write(path, encoded, range(N), checksums=checksums)
+        ds = BznaDataset(path, [0, 1], with_filenames=True)
+        pipe = Dataset(path).as_dataset(batch_size=2, shape=8, with_filenames=True)
+        assert len(list(ds)) == 2 and len(names(pipe)) == N
+        later = os.stat(path).st_mtime_ns + 5_000_000_000
+        os.utime(path, ns=(later, later))
+        if not checksums:
+            with pytest.raises(tf.errors.FailedPreconditionError, match=re.escape(path) + CHANGED + "modified"):
+                list(ds)
+            continue
+        assert [el["filename"].numpy() for el in ds] == [b"img_0.png", b"img_1.png"]
+        assert sorted(names(pipe)) == sorted(f"img_{i}.png" for i in range(N))
+        copy = f"{path}.copy"
+        with open(path, "rb") as f, open(copy, "wb") as g:
+            g.write(f.read())
+        os.replace(copy, path)  # another inode, the same conversion
+        assert len(list(ds)) == 2 and len(names(pipe)) == N
+        convert_again(path, encoded, [1, 0, 2, 3, 4, 5], mtime_ns=later)  # the same size and time
+        with pytest.raises(tf.errors.FailedPreconditionError, match=re.escape(path) + CHANGED):
+            list(ds)
+
+
 def test_read_samples_checks_identities(encoded, tmp_path):
     from bzna_tf.ops import read_samples
     from bzna_tf.ops._load import load_library

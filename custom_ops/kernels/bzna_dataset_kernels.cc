@@ -211,6 +211,31 @@ class TfFile : public ByteSource {
   // What the file was when it was opened (and its index read).
   const FileStat& stat() const { return stat_; }
 
+  // Set once its index is read, before the file is shared: the checksum
+  // table's stored index checksums, which tell this conversion of the file
+  // from another when only its time (or inode) changed.
+  void KeepIndexChecksums(const BznaChecksums& c) { sums_ = c; }
+
+  // Whether the file now at this name, whose stat differs from stat() but for
+  // its size, holds the same conversion: it has a checksum table whose index
+  // checksums are the ones read with the index (a file touched, or copied
+  // back under its name). Reads 12 bytes through a fresh handle.
+  bool SameConversion(const FileStat& now) const {
+    if (!sums_.has_index || now.size != stat_.size || now.is_directory) return false;
+    std::unique_ptr<tensorflow::RandomAccessFile> file;
+    if (!tensorflow::Env::Default()->NewRandomAccessFile(name_, &file).ok()) return false;
+    char buf[12];
+    absl::string_view got;
+    const absl::Status s = file->Read(sums_.index_at, sizeof(buf), &got, buf);
+    if ((!s.ok() && !absl::IsOutOfRange(s)) || got.size() != sizeof(buf)) return false;
+    auto be32 = [&](size_t k) {
+      const auto* b = reinterpret_cast<const uint8_t*>(got.data()) + k;
+      return static_cast<uint32_t>(b[0]) << 24 | static_cast<uint32_t>(b[1]) << 16 |
+             static_cast<uint32_t>(b[2]) << 8 | static_cast<uint32_t>(b[3]);
+    };
+    return be32(0) == sums_.moov && be32(4) == sums_.targets && be32(8) == sums_.names;
+  }
+
   absl::Status Read(uint64_t offset, size_t n, std::string* out) const override {
     TF_RETURN_IF_ERROR(CheckReadRange(name_, stat_.size, offset, n));
     OpenHandles::Handle file;
@@ -243,7 +268,7 @@ class TfFile : public ByteSource {
       return absl::FailedPreconditionError(
           absl::StrCat(name_, ": cannot reopen the file (", s.message(), "); build the dataset again"));
     }
-    if (now != stat_) {
+    if (now != stat_ && !SameConversion(now)) {
       return absl::FailedPreconditionError(absl::StrCat(
           name_, ": the file changed since its index was read (", StatDifference(stat_, now),
           "): its index would name the wrong pictures; build the dataset again"));
@@ -261,6 +286,7 @@ class TfFile : public ByteSource {
 
   const std::string name_;
   const FileStat stat_;
+  BznaChecksums sums_;  // of the index read (KeepIndexChecksums); has_index false until then
 };
 
 // Sample `local` of `file` failed to read with `s`: the error named
@@ -380,6 +406,7 @@ absl::Status OpenBzna(const std::string& name, const Identity* want, std::shared
   auto file = std::make_shared<OpenFile>();
   TF_RETURN_IF_ERROR(TfFile::Open(name, stat, &file->file));
   TF_RETURN_IF_ERROR(ReadBznaIndex(*file->file, &file->index));
+  file->file->KeepIndexChecksums(file->index.checksums);
   if (want) {
     const std::string difference = IdentityDifference(*file, *want);
     if (!difference.empty()) return Changed(name, difference);
@@ -404,7 +431,8 @@ absl::Status CheckUnchanged(const OpenFile& f) {
                                                       "); build the dataset again"));
   }
   const std::string difference = StatDifference(f.file->stat(), now);
-  return difference.empty() ? absl::OkStatus() : Changed(f.file->name(), difference);
+  if (difference.empty() || f.file->SameConversion(now)) return absl::OkStatus();
+  return Changed(f.file->name(), difference);
 }
 
 // Opens the files of `names` (a scalar or a vector); with `identities` (empty

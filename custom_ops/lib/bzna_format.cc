@@ -497,6 +497,7 @@ absl::Status ReadChecksums(const ByteSource& src, uint64_t off, uint64_t header,
   }
   index->checksums.box_offset = off;
   index->checksums.has_index = true;
+  index->checksums.index_at = start + 12;
   index->checksums.moov = Be32(p + 12);
   index->checksums.targets = Be32(p + 16);
   index->checksums.names = Be32(p + 20);

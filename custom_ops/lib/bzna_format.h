@@ -71,6 +71,7 @@ struct BznaChecksums {
   // here (`bzna-tf verify` does). They tell one conversion of a file from
   // another: the kernels compare them with those the Python reader saw.
   bool has_index = false;  // whether the file has a table this reader uses
+  uint64_t index_at = 0;   // the file offset of the three (12 bytes, big-endian)
   uint32_t moov = 0;
   uint32_t targets = 0;
   uint32_t names = 0;
