@@ -177,6 +177,54 @@ def test_a_label_column_that_is_not_integers_is_refused_saying_how_to_go_on(tmp_
     assert [it.target for it in ParquetSource(tmp_path / "names.parquet", label_column="id")] == [7, 8, 9]
 
 
+def test_an_integer_label_column_beside_a_label_named_column_of_another_type_is_taken(tmp_path):
+    """An int64 'label' beside a string 'labels' (or 'Label') was refused for the other column."""
+    pics = images(3)
+    for other in ("labels", "Label"):
+        path = tmp_path / f"{other}.parquet"
+        pq.write_table(pa.table({"image": pa.array(pics), "label": pa.array([2, 0, 1]),
+                                 other: pa.array(["c", "a", "b"])}), path)  # fmt: skip
+        src = ParquetSource(path)
+        assert src.label_column == "label" and [it.target for it in src] == [2, 0, 1]
+    # Two integer columns among the label names: one must be named, as before.
+    path = tmp_path / "both.parquet"
+    pq.write_table(pa.table({"image": pa.array(pics), "label": pa.array([2, 0, 1]),
+                             "labels": pa.array([1, 1, 1])}), path)  # fmt: skip
+    with pytest.raises(SourceError, match=r"several integer columns could be the label \('label', 'labels'"):
+        ParquetSource(path)
+
+
+def test_a_label_column_of_nulls_only_is_refused_only_when_every_file_has_it_so(tmp_path):
+    """A first file whose label column is nulls only (typed null) was refused, where a later one is taken."""
+    pics = images(4)
+    nulls, ints = tmp_path / "a-nulls.parquet", tmp_path / "b-ints.parquet"
+    pq.write_table(pa.table({"image": pa.array(pics[:2]), "label": pa.array([None, None])}), nulls)
+    pq.write_table(pa.table({"image": pa.array(pics[2:]), "label": pa.array([1, 0])}), ints)
+    for label_column in ("auto", "label"):
+        src = ParquetSource([nulls, ints], allow_unlabelled=True, label_column=label_column)
+        assert src.label_column == "label" and [it.target for it in src] == [None, None, 1, 0]
+        assert src.labelled().tolist() == [False, False, True, True]
+        # Either order: a later file of nulls only is taken too.
+        assert [it.target for it in ParquetSource([ints, nulls], allow_unlabelled=True)] == [1, 0, None, None]
+    said = r"a-nulls.parquet row 0 \(row group 0\): no label: its label is null .*\(2 images in all have no"
+    with pytest.raises(ConversionError, match=said):
+        convert(ParquetSource([nulls, ints]), tmp_path / "x.bzna", order="source", workers=0, **FAST)
+    # Nulls in every file: no label at all, refused.
+    more = tmp_path / "c-nulls.parquet"
+    pq.write_table(pa.table({"image": pa.array(pics[2:]), "label": pa.array([None, None])}), more)
+    for label_column in ("auto", "label"):
+        with pytest.raises(SourceError) as e:
+            ParquetSource([nulls, more], allow_unlabelled=True, label_column=label_column)
+        assert str(e.value).startswith(f"{nulls}: column 'label' is null, not integers: ")
+        assert "It holds no value at all, in any of the 2 files. Name an integer column" in str(e.value)
+    assert [it.target for it in ParquetSource([nulls, more], label_column=None)] == [None] * 4
+    # Another integer column beside it: the label is chosen as where 'label' is integers (refused).
+    pq.write_table(pa.table({"image": pa.array(pics[:2]), "label": pa.array([None, None]),
+                             "id": pa.array([7, 8])}), nulls)  # fmt: skip
+    with pytest.raises(SourceError, match=r"several integer columns could be the label \('label', 'id'\)"):
+        ParquetSource([nulls, ints])
+
+
 def test_a_negative_label_s_hint_names_what_the_source_takes(tmp_path):
     """Parquet's negative-label message said "fix --label-offset", a flag Parquet sources refuse."""
     path = write_parquet(tmp_path / "neg.parquet", images(2), [0, -1], 2)

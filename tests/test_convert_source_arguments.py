@@ -123,3 +123,50 @@ def test_a_copied_file_is_refused_naming_both(tmp_path):
     for name in ("2.tar", "3.tar"):
         (tmp_path / "z" / name).write_bytes(b"")
     assert len(expand_patterns(str(tmp_path / "z" / "*.tar"), "tar shard")) == 4
+
+
+def test_empty_compressed_tfrecords_and_zero_row_parquet_files_are_not_copies(tmp_path):
+    """Empty GZIP/ZLIB TFRecord shards (always the same 20 or 8 bytes) and zero-row Parquet files of one
+    schema were refused as copies of each other, though they hold no image."""
+    import tensorflow as tf
+
+    for kind, size in (("GZIP", 20), ("ZLIB", 8)):
+        folder = tmp_path / kind
+        folder.mkdir()
+        for n in range(2):
+            tf.io.TFRecordWriter(str(folder / f"{n}.gz.tfrecord"), options=kind).close()
+            assert os.path.getsize(folder / f"{n}.gz.tfrecord") == size
+        assert len(expand_patterns(str(folder / "*.gz.tfrecord"), "TFRecord file")) == 2
+        # A compressed shard that holds a record is still refused when copied.
+        with tf.io.TFRecordWriter(str(folder / "2.gz.tfrecord"), options=kind) as w:
+            w.write(b"a record")
+        (folder / "3.gz.tfrecord").write_bytes((folder / "2.gz.tfrecord").read_bytes())
+        with pytest.raises(SourceError, match=r"3.gz.tfrecord: the TFRecord file holds the same .* as"):
+            expand_patterns(str(folder / "*.gz.tfrecord"), "TFRecord file")
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    (tmp_path / "pq").mkdir()
+    empty = pa.table({"image": pa.array([], pa.binary()), "label": pa.array([], pa.int64())})
+    for n in range(2):
+        pq.write_table(empty, tmp_path / "pq" / f"{n}.parquet")
+    assert (tmp_path / "pq" / "0.parquet").read_bytes() == (tmp_path / "pq" / "1.parquet").read_bytes()
+    assert len(expand_patterns(str(tmp_path / "pq" / "*.parquet"), "Parquet file")) == 2
+    one = pa.table({"image": pa.array([b"x"], pa.binary()), "label": pa.array([0], pa.int64())})
+    for n in (2, 3):
+        pq.write_table(one, tmp_path / "pq" / f"{n}.parquet")
+    with pytest.raises(SourceError, match=r"3.parquet: the Parquet file holds the same .* as .*2.parquet"):
+        expand_patterns(str(tmp_path / "pq" / "*.parquet"), "Parquet file")
+
+
+def test_files_of_one_size_are_told_apart_by_their_first_4_kib(tmp_path, monkeypatch):
+    """Tar shards are padded to 10,240 bytes, so most of them share a size: each was read 64 KiB deep."""
+    from bzna_tf.convert.sources import base
+
+    shards = write_shards(tmp_path / "wds", wds_samples(6), per_shard=2)
+    assert len({os.path.getsize(s) for s in shards}) == 1
+    limits = []
+    digest = base._digest
+    monkeypatch.setattr(base, "_digest", lambda path, limit=None: limits.append(limit) or digest(path, limit))
+    assert len(expand_patterns(str(tmp_path / "wds" / "*.tar"), "tar shard")) == 3
+    assert limits == [4096] * 3

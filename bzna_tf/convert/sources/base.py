@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import gzip
 import hashlib
 import os
 import re
 import stat
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -510,12 +512,57 @@ def _digest(path, limit=None):
     return h.digest(), zeros
 
 
+# Files compared further only where their first bytes are equal: a tar's first 512 bytes are the
+# first member's header (its name and mtime), so distinct shards of one size (Python's tarfile pads to
+# 10,240 bytes) mostly cost one small read each.
+_COPY_STAGES = (1 << 12, 1 << 16, None)
+# A file smaller than this that is a copy may hold no record at all (see _holds_nothing).
+_SMALL_FILE = 1 << 16
+
+
+def _holds_nothing(path, size) -> bool:
+    """True for a small file that stores no record: a GZIP or ZLIB stream of nothing (an empty compressed
+    TFRecord shard: always the same 20 or 8 bytes), a Parquet file of 0 rows (its metadata says so; only
+    with pyarrow). ``size``: the file's size (a larger file is never read here)."""
+    if size >= _SMALL_FILE:
+        return False
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_SMALL_FILE)
+    except OSError:
+        return False
+    if not data or len(data) >= _SMALL_FILE:
+        return False
+    if data[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(data) == b""
+        except (OSError, EOFError, zlib.error):
+            return False
+    if data[:4] == b"PAR1" and data[-4:] == b"PAR1":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            return False
+        try:
+            return pq.read_metadata(path).num_rows == 0
+        except Exception:  # not readable as Parquet (pyarrow's errors vary): compared as bytes
+            return False
+    try:
+        z = zlib.decompressobj()
+        out = z.decompress(data) + z.flush()
+    except zlib.error:
+        return False
+    return z.eof and not z.unused_data and out == b""
+
+
 def refuse_copies(paths, what: str):
     """Raises SourceError when two of ``paths`` are files of the same bytes: a copy, whose images would be
     stored twice.
 
-    Only files of equal size are compared: first their first 64 KiB, then, where those are equal, all
-    their bytes. Empty files and files of zeros only (an empty tar shard) store nothing: not compared.
+    Only files of equal size are compared: first their first 4 KiB, then, where those are equal, their
+    first 64 KiB, then all their bytes. Files that store nothing are not copies of anything: empty files,
+    files of zeros only (an empty tar shard), and small ones holding an empty GZIP or ZLIB stream (an
+    empty compressed TFRecord shard) or a Parquet file of 0 rows (:func:`_holds_nothing`).
     """
     by_size = {}
     for i, path in enumerate(paths):
@@ -526,8 +573,10 @@ def refuse_copies(paths, what: str):
         if stat.S_ISREG(st.st_mode) and st.st_size > 0:
             by_size.setdefault(st.st_size, []).append(i)
     found = None  # (the later file, the earlier one): the first pair in the order given
-    for group in by_size.values():
-        for limit in (1 << 16, None):
+    for size, group in by_size.items():
+        # A stage that would read the whole file is the last one.
+        stages = [n for n in _COPY_STAGES if n is not None and n < size] + [None]
+        for limit in stages:
             if len(group) < 2:
                 break
             seen, alike = {}, set()
@@ -536,6 +585,8 @@ def refuse_copies(paths, what: str):
                 if zeros and limit is None:
                     continue
                 if digest in seen:
+                    if limit is None and _holds_nothing(paths[i], size):  # the same bytes as seen[digest]'s
+                        continue
                     alike |= {seen[digest], i}
                     if limit is None and (found is None or i < found[0]):
                         found = (i, seen[digest])

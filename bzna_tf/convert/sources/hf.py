@@ -285,6 +285,7 @@ class HFSource(ArrowLabelled):
                 mm.close()
         if columns is None:
             raise SourceError(f"{self.dataset}: the dataset holds no rows")
+        columns.finish()
         self.image_column, self.label_column = columns.image, columns.label
         self.allow_unlabelled = bool(allow_unlabelled)
         self.class_names = list(class_names) if class_names is not None else columns.class_names

@@ -127,6 +127,11 @@ class TableColumns:
         def is_label(t):
             return pa.types.is_integer(t)
 
+        def is_label_or_null(t):
+            # A column of nulls only (pyarrow and pandas type it null): every row of this file without a
+            # label; another file may hold them (finish() refuses one that is null in every file).
+            return pa.types.is_integer(t) or pa.types.is_null(t)
+
         def named(column, option, fits, unlike):
             """A column the user named: it must exist and be of a type ``fits`` takes."""
             if column not in types:
@@ -167,20 +172,25 @@ class TableColumns:
             self.label = named(
                 label_column,
                 "--label-column",
-                is_label,
+                is_label_or_null,
                 "not integers (a .bzna file stores one integer target per image)",
             )
         else:
             kinds = {n: f.get("_type") for n, f in features.items() if isinstance(f, dict)}
             tagged = [n for n, k in kinds.items() if k == "ClassLabel" and is_label(types.get(n, pa.null()))]
-            if not tagged:
+            named_label = [n for n in types if n.lower() in _LABEL_NAMES and n != self.image]
+            if not tagged and not any(is_label(types[n]) for n in named_label):
                 # A column named label must not be passed over (or another integer column taken in its
-                # place) because pandas made it floats (one NaN) or it holds names: that is refused.
-                named_label = [n for n in types if n.lower() in _LABEL_NAMES and n != self.image]
-                odd = [n for n in named_label if not is_label(types[n])]
+                # place) because pandas made it floats (one NaN) or it holds names: that is refused,
+                # unless another column of those names is integers.
+                odd = [n for n in named_label if not is_label_or_null(types[n])]
                 if odd:
                     raise SourceError(_label_not_integers(where, odd[0], types[odd[0]], listing()))
-            candidates = tagged or [n for n, t in types.items() if n != self.image and is_label(t)]
+            # One of nulls only counts as integers (every label of this file missing), as in check().
+            candidates = tagged or [
+                n for n, t in types.items()
+                if n != self.image and (is_label(t) or (n in named_label and is_label_or_null(t)))
+            ]
             if len(candidates) > 1:
                 raise SourceError(
                     f"{where}: several integer columns could be the label ({few(candidates)}); the columns "
@@ -192,6 +202,10 @@ class TableColumns:
                 self.no_label = "without a label: no integer column to take as the label"
         self.label_type = types[self.label] if self.label is not None else None
         self.class_names = _class_label_names(features, self.label)
+        # Whether some file's label column is integers (not nulls only), and the first file's facts for
+        # finish()'s refusal.
+        self._label_values = self.label is not None and not pa.types.is_null(self.label_type)
+        self._first, self._listing, self._files = where, listing(), 1
 
     def columns(self):
         return [self.image] + ([self.label] if self.label else [])
@@ -220,7 +234,9 @@ class TableColumns:
                 "not bytes nor a struct with a bytes field (the datasets Image feature)"
             )
         label = first.get(self.label)
-        # A column of nulls only (pyarrow and pandas type it null): every row without a label.
+        self._files += 1
+        self._label_values = self._label_values or (self.label is not None and pa.types.is_integer(label))
+        # A column of nulls only (pyarrow and pandas type it null): every row of this file without a label.
         if self.label is not None and not (pa.types.is_integer(label) or pa.types.is_null(label)):
             raise SourceError(
                 f"{where}: column {self.label!r} is {first[self.label]}, not integers as in the first file "
@@ -239,12 +255,22 @@ class TableColumns:
             )
 
 
+    def finish(self):
+        """Raises SourceError when the label column is nulls only in every file (after :meth:`check` of
+        each file but the first): it holds no label at all, which is no label column."""
+        if self.label is not None and not self._label_values:
+            raise SourceError(
+                _label_not_integers(self._first, self.label, self.label_type, self._listing, self._files)
+            )
+
+
 # Column names taken to hold the labels (compared lower-cased): such a column that is not integers is refused.
 _LABEL_NAMES = frozenset(("label", "labels"))
 
 
-def _label_not_integers(where, column, t, listing):
-    """The refusal of a label column that is not integers, with how to go on."""
+def _label_not_integers(where, column, t, listing, files=1):
+    """The refusal of a label column that is not integers, with how to go on (``files``: how many files
+    hold it as ``t``, for a column of nulls)."""
     import pyarrow as pa
 
     if pa.types.is_floating(t):
@@ -259,7 +285,7 @@ def _label_not_integers(where, column, t, listing):
             "If it holds class names, write them as integers, one per class (--class-names FILE names them). "
         )
     elif pa.types.is_null(t):
-        hint = "It holds no value at all. "
+        hint = "It holds no value at all" + (f", in any of the {files} files" if files > 1 else "") + ". "
     else:
         hint = ""
     return (
@@ -503,6 +529,7 @@ class ParquetSource(ArrowLabelled):
                 self._units.append((k, g, first))
                 unit_rows.append(meta.row_group(g).num_rows)
                 first += unit_rows[-1]
+        columns.finish()
         self.image_column, self.label_column = columns.image, columns.label
         self.allow_unlabelled = bool(allow_unlabelled)
         self.allow_outside_paths = bool(allow_outside_paths)
