@@ -81,9 +81,28 @@ _CLASSES_FORMS = (
 _MAX_CLASSES_FILE = 64 << 20  # a names file of 21k classes takes ~0.5 MB: a larger file is something else
 
 
-def _words(name: str) -> set:
-    """The runs of letters of a name, lower-cased: ``"ILSVRC2012_img_val"`` -> {"ilsvrc", "img", "val"}."""
-    return set(re.findall(r"[a-z]+", name.lower()))
+def _set_stem(name: str) -> str:
+    """The name a .bzna file's dataset goes by: a shard's set's stem (``"x-00000-of-00002.bzna"`` -> ``"x"``),
+    else the name without ``.bzna``."""
+    m = SHARD_NAME.match(name)
+    if m:
+        return m["stem"]
+    return name[: -len(".bzna")] if name.lower().endswith(".bzna") else name
+
+
+def _tokens(stem: str) -> list:
+    """The runs of letters and of digits of a name, lower-cased, in order (``"CIFAR10-val"`` -> ["cifar",
+    "10", "val"]): what two names of one dataset's splits share, whatever separates them."""
+    return re.findall(r"[a-z]+|[0-9]+", stem.lower())
+
+
+def _same_dataset(held_out: list, train: list) -> bool:
+    """Whether ``train`` (tokens of a name) is ``held_out``'s with its held-out split word(s) swapped for
+    train/training: pets-val <-> pets-train, val <-> train, imagenet-validation <-> imagenet-train."""
+    if len(held_out) != len(train):
+        return False
+    swapped = [(h, t) for h, t in zip(held_out, train, strict=True) if h != t]
+    return bool(swapped) and all(h in _HELD_OUT_WORDS and t in _TRAIN_WORDS for h, t in swapped)
 
 
 def _near(name: str) -> str:
@@ -442,12 +461,16 @@ class ImageFolderSource(Source):
         it one lower than the training folder does: its images would be stored
         with the targets of other classes, without a word. Refused when all of
         this holds (else nothing is said: only a sure mismatch is refused):
-        ``classes`` was not given; ``output``'s name or the folder's has a word
-        of a held-out split (``val``, ``validation``, ``test``, ...) and
-        ``output``'s none of ``train``; a ``.bzna`` file (or set of shards)
-        beside ``output`` has ``train`` or ``training`` in its name and stores
-        class names; every class name to be stored is among them, and one of
-        them has another target there.
+        ``classes`` was not given; ``output``'s name has a word of a held-out
+        split (``val``, ``validation``, ``test``, ...) and none of ``train``; a
+        ``.bzna`` file (or set of shards) beside ``output`` is the training file
+        of the same dataset (its name is ``output``'s with the held-out word
+        swapped for ``train`` or ``training``, compared by words and numbers,
+        case-insensitively: ``pets-val.bzna`` and ``pets-train.bzna``,
+        ``imagenet-validation-00000-of-00004.bzna`` and
+        ``imagenet-train-*-of-*.bzna``) and stores class names; every class
+        name to be stored is among them, and one of them has another target
+        there.
 
         Args:
           output: the conversion's output (a local path; a URL is not looked at).
@@ -463,22 +486,22 @@ class ImageFolderSource(Source):
         folder, base = os.path.split(output)
         if not base or os.path.isdir(output):  # not a file name: the converter says so
             return
-        stem = base[: -len(".bzna")] if base.lower().endswith(".bzna") else base
-        root_name = os.path.basename(os.path.normpath(os.path.abspath(self.root)))
-        held_out = (_words(stem) | _words(root_name)) & _HELD_OUT_WORDS
-        if not held_out or _words(stem) & _TRAIN_WORDS:
+        words = _tokens(_set_stem(base))  # a shard's name: its set's
+        if not set(words) & _HELD_OUT_WORDS or set(words) & _TRAIN_WORDS:
             return
         try:
             entries = sorted(os.listdir(folder or "."))
         except OSError:
             return
-        mine = {base, *(n for n in entries if (m := SHARD_NAME.match(n)) and m["stem"] == stem)}
+        # Only the training file of this dataset: the output's name with its split word swapped for train
+        # (the output's own file and shards have the split word, so are not among them).
         candidates = [
             os.path.join(folder, n)
             for n in entries
-            if n.lower().endswith(".bzna") and not n.startswith(".") and n not in mine
-            and _words(n) & _TRAIN_WORDS and not _words(n) & _HELD_OUT_WORDS
-        ]  # fmt: skip
+            if n.lower().endswith(".bzna")
+            and not n.startswith(".")
+            and _same_dataset(words, _tokens(_set_stem(n)))
+        ]
         for how, paths in shard_sets(candidates).items():
             try:  # one file says: a folder conversion stores every class name in each shard
                 with BznaFile(paths[0], keep_open=False) as f:
