@@ -196,119 +196,70 @@ def _classes(root, **files):
     return root
 
 
-def test_a_hard_link_within_a_class_is_taken_once(tmp_path):
-    """Two names of one file are one image, as two paths through symbolic links are (its first name taken)."""
+def _items(src):
+    return [(i.filename, i.target) for i in src]
+
+
+def test_hard_links_are_separate_images_as_copies_are(tmp_path):
+    """A deduplicated tree (rdfind -makehardlinks, jdupes -L, hardlink) converts as the tree with copies
+    does: each name of a file is its own image with its own label, within a class, across classes, beside
+    them and among unlabelled images, as torchvision's ImageFolder and Keras take copies."""
+    import shutil
+
     from bzna_tf.convert import ImageFolderSource
 
-    root = _classes(tmp_path / "r", a=["1.ppm"], b=["2.ppm"])
-    (root / "a" / "sub").mkdir()
-    os.link(root / "a" / "1.ppm", root / "a" / "0.ppm")
-    os.link(root / "a" / "1.ppm", root / "a" / "sub" / "1.ppm")
-    src = ImageFolderSource(root)
-    assert [(i.filename, i.target) for i in src] == [("a/0.ppm", 0), ("b/2.ppm", 1)]
-    assert src.notes == (
-        "not taken: 2 paths to an image already taken, through hard links ('a/1.ppm', 'a/sub/1.ppm')",
-    )
-    test_set = tmp_path / "test_set"  # no class folders: unlabelled images
-    test_set.mkdir()
-    (test_set / "x.ppm").write_bytes(ppm(gradient(8, 8)))
-    os.link(test_set / "x.ppm", test_set / "y.ppm")
-    src = ImageFolderSource(test_set)
-    assert [(i.filename, i.target) for i in src] == [("x.ppm", None)]
-    assert src.notes == ("not taken: 1 path to an image already taken, through hard links ('y.ppm')",)
+    def tree(name, same):
+        root = _classes(tmp_path / name, a=["1.ppm"], b=["2.ppm"])
+        (root / "a" / "sub").mkdir()
+        same(root / "a" / "1.ppm", root / "a" / "0.ppm")  # within its class
+        same(root / "a" / "1.ppm", root / "a" / "sub" / "1.ppm")
+        same(root / "a" / "1.ppm", root / "b" / "x.ppm")  # in a second class: its own label there
+        same(root / "b" / "2.ppm", root / "y.ppm")  # beside the class folders: unlabelled
+        test_set = tmp_path / f"{name}_test"  # no class folders: unlabelled images
+        test_set.mkdir()
+        (test_set / "x.ppm").write_bytes(ppm(gradient(8, 8)))
+        same(test_set / "x.ppm", test_set / "y.ppm")
+        return ImageFolderSource(root, allow_unlabelled=True), ImageFolderSource(test_set)
+
+    for src, test_set in (tree("linked", os.link), tree("copied", shutil.copyfile)):
+        assert _items(src) == [
+            ("a/0.ppm", 0), ("a/1.ppm", 0), ("a/sub/1.ppm", 0), ("b/2.ppm", 1), ("b/x.ppm", 1),
+            ("y.ppm", None),
+        ]  # fmt: skip
+        assert np.array_equal(src.labelled(), [True] * 5 + [False])
+        assert src.notes == ()
+        assert _items(test_set) == [("x.ppm", None), ("y.ppm", None)]
+        assert test_set.notes == ()
 
 
-@pytest.mark.parametrize("how", ["file", "beside"])
-def test_a_hard_link_into_a_second_class_is_refused_naming_both(tmp_path, how):
-    from bzna_tf.convert import ImageFolderSource, SourceError
-
-    root = _classes(tmp_path / "r", a=["1.ppm"], b=["2.ppm"])
-    if how == "file":
-        os.link(root / "a" / "1.ppm", root / "b" / "x.ppm")
-        clash = "'b/x.ppm' (class 'b') is 'a/1.ppm' (class 'a')"
-    else:
-        os.link(root / "a" / "1.ppm", root / "x.ppm")  # unlabelled and in class a
-        clash = "'x.ppm' (beside the class folders) is 'a/1.ppm' (class 'a')"
-    with pytest.raises(SourceError) as e:
-        ImageFolderSource(root, allow_unlabelled=True)
-    assert str(e.value) == (
-        f"{root}: 1 image reached through hard links in a second class ({clash}): an image has one label. "
-        "Remove the links that put an image in a second class (of two hard links, delete the one where it "
-        "does not belong); to store a picture in two classes, copy the file"
-    )
-
-
-def test_a_hard_link_and_a_symbolic_link_to_one_file_are_one_image(tmp_path):
+def test_a_symbolic_link_and_a_hard_link_to_one_file(tmp_path):
+    """A symbolic link to a file is one image with the file it leads to; a hard link is another name of the
+    file, so another image (with the symbolic links that lead to it)."""
     from bzna_tf.convert import ImageFolderSource, SourceError
 
     outside = tmp_path / "raw" / "pic.ppm"
     outside.parent.mkdir()
     outside.write_bytes(ppm(gradient(8, 8, seed=7)))
     root = _classes(tmp_path / "r", a=["5.ppm"], b=["2.ppm"])
-    # Two real paths, one file: a link to it outside the tree, a hard link (another name) inside.
-    (root / "a" / "0.ppm").symlink_to(outside)
-    os.link(outside, root / "a" / "1.ppm")
-    (root / "a" / "2.ppm").symlink_to(root / "a" / "1.ppm")  # a link to the hard link
+    (root / "a" / "0.ppm").symlink_to(outside)  # a link to the file outside the tree: one image with it
+    os.link(outside, root / "a" / "1.ppm")  # another name of that file: another image
+    (root / "a" / "2.ppm").symlink_to(root / "a" / "1.ppm")  # a link to the hard link: one image with it
+    (root / "a" / "3.ppm").symlink_to(outside)  # a second link to the file outside: not taken again
+    os.link(root / "a" / "5.ppm", root / "b" / "6.ppm")  # a hard link in a second class: its own label
     src = ImageFolderSource(root)
-    assert [(i.filename, i.target) for i in src] == [("a/0.ppm", 0), ("a/5.ppm", 0), ("b/2.ppm", 1)]
+    assert _items(src) == [("a/0.ppm", 0), ("a/1.ppm", 0), ("a/5.ppm", 0), ("b/2.ppm", 1), ("b/6.ppm", 1)]
     assert src.notes == (
-        "not taken: 2 paths to an image already taken, through hard links ('a/1.ppm', 'a/2.ppm')",
+        "not taken: 2 paths to an image already taken, through symbolic links ('a/2.ppm', 'a/3.ppm')",
     )
-    os.link(root / "a" / "5.ppm", root / "a" / "6.ppm")
-    (root / "a" / "7.ppm").symlink_to(root / "a" / "5.ppm")
-    assert ImageFolderSource(root).notes == (
-        "not taken: 4 paths to an image already taken, through symbolic or hard links ('a/1.ppm', "
-        "'a/2.ppm', 'a/6.ppm', ... (4 in all))",
-    )
-    (root / "b" / "3.ppm").symlink_to(root / "a" / "1.ppm")  # in a second class: refused, naming both
-    with pytest.raises(SourceError, match=r"^\S+: 1 image reached through hard links in a second class "
-                       r"\('b/3.ppm' \(class 'b'\) is 'a/0.ppm' \(class 'a'\)\)"):  # fmt: skip
+    (root / "b" / "7.ppm").symlink_to(root / "a" / "1.ppm")  # a symbolic link into a second class: refused
+    with pytest.raises(SourceError, match=r"^\S+: 1 image reached through symbolic links in a second class "
+                       r"\('b/7.ppm' \(class 'b'\) is 'a/1.ppm' \(class 'a'\)\)"):  # fmt: skip
         ImageFolderSource(root)
 
 
-def test_directory_entries_whose_inode_numbers_mislead_never_make_two_files_one(tmp_path, monkeypatch):
-    """A FUSE file system without use_ino gives every directory entry one number: os.stat decides."""
-    from bzna_tf.convert import ImageFolderSource
-    from bzna_tf.convert.sources import folder as folder_module
-
-    identity = folder_module._identity
-
-    def misleading(entry, folder_real, device):
-        real, inode, stated = identity(entry, folder_real, device)
-        return real, (inode if stated or inode is None else (inode[0], 4294967295)), stated
-
-    monkeypatch.setattr(folder_module, "_identity", misleading)
-    root = _classes(tmp_path / "r", a=["1.ppm", "2.ppm", "3.ppm"], b=["4.ppm", "5.ppm"])
-    src = ImageFolderSource(root)
-    assert [i.filename for i in src] == ["a/1.ppm", "a/2.ppm", "a/3.ppm", "b/4.ppm", "b/5.ppm"]
-    assert src.notes == ()
-    os.link(root / "a" / "2.ppm", root / "a" / "9.ppm")  # a hard link is still found, by os.stat
-    (root / "a" / "8.ppm").symlink_to(root / "a" / "3.ppm")
-    src = ImageFolderSource(root)
-    assert [i.filename for i in src] == ["a/1.ppm", "a/2.ppm", "a/3.ppm", "b/4.ppm", "b/5.ppm"]
-    assert src.notes == (
-        "not taken: 2 paths to an image already taken, through symbolic or hard links ('a/8.ppm', 'a/9.ppm')",
-    )
-
-
-def test_files_whose_inode_cannot_be_read_are_known_by_their_real_path(tmp_path, monkeypatch):
-    """Without a folder's device, a file is known by its real path alone, as before hard links were looked
-    for: a symbolic link is still found; a hard link cannot be told from another file."""
-    from bzna_tf.convert import ImageFolderSource
-    from bzna_tf.convert.sources import folder as folder_module
-
-    monkeypatch.setattr(folder_module, "_device", lambda folder: None)
-    root = _classes(tmp_path / "r", a=["1.ppm", "2.ppm"])
-    (root / "a" / "3.ppm").symlink_to(root / "a" / "1.ppm")
-    os.link(root / "a" / "2.ppm", root / "a" / "4.ppm")
-    src = ImageFolderSource(root)
-    assert [i.filename for i in src] == ["a/1.ppm", "a/2.ppm", "a/4.ppm"]
-    assert src.notes == ("not taken: 1 path to an image already taken, through symbolic links ('a/3.ppm')",)
-
-
-def test_a_tree_without_links_is_read_as_before_without_a_stat_per_file(tmp_path, monkeypatch):
-    """The same files, order, names and description (the conversion's fingerprint) as before hard links
-    were looked for; and no os.stat per file: a directory entry gives its inode number."""
+def test_a_tree_without_links_is_read_without_a_stat_per_file(tmp_path, monkeypatch):
+    """The files, order, names and description (the conversion's fingerprint) of a tree without links; and
+    no os.stat per file (nor per folder)."""
     from bzna_tf.convert import ImageFolderSource
 
     root = _classes(tmp_path / "r", cat=["1.ppm", "0.ppm", "sub/0.ppm"], dog=["0.ppm", "b/x/1.ppm"])
@@ -326,8 +277,7 @@ def test_a_tree_without_links_is_read_as_before_without_a_stat_per_file(tmp_path
     monkeypatch.setattr(os, "stat", counted)
     src = ImageFolderSource(root)
     monkeypatch.setattr(os, "stat", real_stat)
-    # The root (is it a folder?), then each folder that holds entries, for its device.
-    assert stats == [str(root), *(str(root / f) for f in ("cat", "cat/sub", "dog", "dog/b", "dog/b/x"))]
+    assert stats == [str(root)]  # is it a folder?
     size = len(ppm(gradient(8, 8)))
     assert src.describe() == {
         "kind": "folder",

@@ -5,6 +5,8 @@ Numbered by its own sorted folders, a ``val/`` without ``dog/`` stored its ``eel
 the training file's ``dog``, without a word.
 """
 
+import re
+
 import pytest
 from conftest import gradient
 from test_convert_shards import FAST, make_folder, ppm
@@ -298,3 +300,50 @@ def test_nothing_is_said_where_the_numbering_is_not_surely_wrong(tmp_path):
             continue
         summary = convert(ImageFolderSource(root), base / "out" / output, workers=0, **FAST)
         assert summary.written == [str(base / "out" / output)], case
+
+
+def test_only_the_training_file_of_the_same_dataset_is_looked_at(tmp_path):
+    """/out/cifar10-train.bzna (airplane..truck) beside /out/pets-val.bzna from pets-val/{cat,dog}: another
+    dataset, whose numbering says nothing of this one's. Only the output's name with its split word swapped
+    for train/training (compared by words and numbers, case-insensitively) is this dataset's training file."""
+    cifar10 = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    cifar = make_folder(tmp_path / "cifar10-train", dict.fromkeys(cifar10, 1), size=(16, 16))
+    pets = make_folder(tmp_path / "pets-val", {"cat": 1, "dog": 1}, size=(16, 16))
+    out = tmp_path / "out"
+    convert(ImageFolderSource(cifar), out / "cifar10-train.bzna", workers=0, **FAST)
+    summary = convert(ImageFolderSource(pets), out / "pets-val.bzna", workers=0, **FAST)
+    assert summary.written == [str(out / "pets-val.bzna")]
+
+    # The names that are, and are not, this dataset's training file (copies of one: only the names differ).
+    train = make_folder(tmp_path / "train", TRAIN, size=(16, 16))
+    convert(ImageFolderSource(train), tmp_path / "one" / "t.bzna", workers=0, **FAST)
+    convert(ImageFolderSource(train), tmp_path / "two" / "t.bzna", num_shards=2, workers=0, **FAST)
+    val = make_folder(tmp_path / "val", VAL, size=(16, 16))
+    cases = [  # (output, the training file beside it, refused)
+        ("pets-val.bzna", "pets-train.bzna", True),
+        ("pets-val.bzna", "pets_training.bzna", True),
+        ("val.bzna", "train.bzna", True),
+        ("CIFAR10-Val.bzna", "cifar10-TRAIN.bzna", True),
+        ("imagenet-validation.bzna", "imagenet-train-*-of-00002.bzna", True),
+        ("imagenet-validation-00000-of-00004.bzna", "imagenet-train-*-of-00002.bzna", True),
+        ("pets-val.bzna", "cifar10-train.bzna", False),
+        ("cifar10-val.bzna", "cifar100-train.bzna", False),
+        ("val.bzna", "pets-train.bzna", False),
+        ("pets-val.bzna", "train.bzna", False),
+        ("pets-test.bzna", "pets-train-small.bzna", False),
+    ]
+    check = ImageFolderSource(val).check_output
+    for k, (output, beside, refused) in enumerate(cases):
+        folder = tmp_path / f"case{k}"
+        folder.mkdir()
+        if "*" in beside:
+            for i in range(2):
+                shard = tmp_path / "two" / f"t-0000{i}-of-00002.bzna"
+                (folder / beside.replace("*", f"0000{i}")).write_bytes(shard.read_bytes())
+        else:
+            (folder / beside).write_bytes((tmp_path / "one" / "t.bzna").read_bytes())
+        if refused:
+            with pytest.raises(SourceError, match=f"would get other targets than in {re.escape(beside)}"):
+                check(folder / output)
+        else:
+            check(folder / output)  # nothing said: not this dataset's training file

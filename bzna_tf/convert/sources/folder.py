@@ -81,9 +81,28 @@ _CLASSES_FORMS = (
 _MAX_CLASSES_FILE = 64 << 20  # a names file of 21k classes takes ~0.5 MB: a larger file is something else
 
 
-def _words(name: str) -> set:
-    """The runs of letters of a name, lower-cased: ``"ILSVRC2012_img_val"`` -> {"ilsvrc", "img", "val"}."""
-    return set(re.findall(r"[a-z]+", name.lower()))
+def _set_stem(name: str) -> str:
+    """The name a .bzna file's dataset goes by: a shard's set's stem (``"x-00000-of-00002.bzna"`` -> ``"x"``),
+    else the name without ``.bzna``."""
+    m = SHARD_NAME.match(name)
+    if m:
+        return m["stem"]
+    return name[: -len(".bzna")] if name.lower().endswith(".bzna") else name
+
+
+def _tokens(stem: str) -> list:
+    """The runs of letters and of digits of a name, lower-cased, in order (``"CIFAR10-val"`` -> ["cifar",
+    "10", "val"]): what two names of one dataset's splits share, whatever separates them."""
+    return re.findall(r"[a-z]+|[0-9]+", stem.lower())
+
+
+def _same_dataset(held_out: list, train: list) -> bool:
+    """Whether ``train`` (tokens of a name) is ``held_out``'s with its held-out split word(s) swapped for
+    train/training: pets-val <-> pets-train, val <-> train, imagenet-validation <-> imagenet-train."""
+    if len(held_out) != len(train):
+        return False
+    swapped = [(h, t) for h, t in zip(held_out, train, strict=True) if h != t]
+    return bool(swapped) and all(h in _HELD_OUT_WORDS and t in _TRAIN_WORDS for h, t in swapped)
 
 
 def _near(name: str) -> str:
@@ -239,117 +258,9 @@ def _kind(entry) -> str:
     return "other"
 
 
-def _links(kinds) -> str:
-    """'symbolic links', 'hard links' or 'symbolic or hard links': the kinds ("symbolic", "hard") found."""
-    if len(kinds) > 1:
-        return "symbolic or hard links"
-    return f"{next(iter(kinds))} links"
-
-
-def _device(folder: str):
-    """The device of a folder, which its entries that are not links are on (a mount point is a folder)."""
-    try:
-        return os.stat(folder).st_dev
-    except OSError:
-        return None
-
-
-def _identity(entry, folder_real: str, folder_device):
-    """(real path, (device, inode) or None, whether that pair came from os.stat) of an image file entry.
-
-    The real path is a link's target, else the name in its folder's real path
-    (no system call). The (device, inode) pair is what hard links share: for
-    an entry that is not a link, the inode its directory entry gives
-    (``os.DirEntry.inode``, no system call on POSIX) on its folder's device;
-    for a link, its target's, from one os.stat (links are rare). None when
-    it cannot be read: the real path alone names the file then. (A file
-    bind-mounted over another is found again by its real path only: its
-    directory entry gives the number of the file underneath.)
-    """
-    if entry.is_symlink():
-        real = os.path.realpath(entry.path)
-        try:
-            st = os.stat(entry.path)
-        except OSError:
-            return real, None, False
-        return real, (st.st_dev, st.st_ino), True
-    real = os.path.join(folder_real, entry.name)
-    if folder_device is None:
-        return real, None, False
-    try:
-        return real, (folder_device, entry.inode()), False
-    except OSError:
-        return real, None, False
-
-
-class _Taken:
-    """The image files taken so far, by what they are: one file reached by several paths is one image.
-
-    A file is found again by its real path (symbolic links) or by its
-    (device, inode) (hard links, and a symbolic link to a hard link). Two
-    paths are one file by inode only once os.stat says so for both: some
-    file systems give directory entries numbers that are not the files' (a
-    FUSE file system without ``use_ino`` gives one number to every entry), and
-    two files must never be taken for one. Only a path whose inode number is
-    already known costs a system call, so a folder without hard links costs
-    none; where the numbers mislead, a file is still found by its real path.
-    """
-
-    def __init__(self, root: str):
-        self._root = root
-        self._by_real = {}  # real path -> (target, rel) that took the file
-        self._by_inode = {}  # (device, inode) -> (target, rel) that took the file
-        self._stats = {}  # rel -> (device, inode) from os.stat, or None where it failed; made on need
-
-    def take(self, target, rel: str, real: str, inode, stated: bool):
-        """Takes the file at ``rel`` for ``target``, unless a path took it already: then that path's
-        (target, rel) and how the two are one file, else (None, None). How: "symbolic" (one real path:
-        symbolic links lead the two paths to one name of the file) or "hard" (two real paths: two names
-        of the file, hard links, whatever symbolic links lead to them).
-
-        ``real``, ``inode``, ``stated``: what :func:`_identity` says of the file at ``rel``.
-        """
-        if stated:
-            self._stats[rel] = inode
-        owner = self._by_real.get(real)
-        if owner is not None:
-            return owner, "symbolic"  # one real path: a symbolic link on one of the two paths
-        if inode is not None and inode in self._by_inode:  # a number seen before: stat the two
-            mine = self._stat(rel)
-            for key in dict.fromkeys((inode, mine)):  # this entry's number, then its file's if it differs
-                owner = self._same(key, mine) if key is not None else None
-                if owner is not None:
-                    return owner, "hard"  # two real paths, one file: two names of it in folders
-            inode = mine
-        me = (target, rel)
-        self._by_real.setdefault(real, me)
-        if inode is not None:
-            self._by_inode.setdefault(inode, me)
-        return None, None
-
-    def _same(self, key, mine):
-        """The (target, rel) filed under ``key`` when os.stat says its file is ``mine``, else None.
-
-        One filed under a number that is not its file's moves to its file's.
-        """
-        owner = self._by_inode.get(key)
-        if owner is None:
-            return None
-        theirs = self._stat(owner[1])
-        if theirs != key:
-            del self._by_inode[key]
-            if theirs is not None:
-                self._by_inode.setdefault(theirs, owner)
-        return owner if mine is not None and theirs == mine else None
-
-    def _stat(self, rel: str):
-        if rel not in self._stats:
-            try:
-                st = os.stat(os.path.join(self._root, *rel.split("/")))
-                self._stats[rel] = (st.st_dev, st.st_ino)
-            except OSError:
-                self._stats[rel] = None
-        return self._stats[rel]
+def _real_path(entry, folder_real: str) -> str:
+    """A file entry's real path: a link's target, else its name in its folder's real path (no system call)."""
+    return os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(folder_real, entry.name)
 
 
 class ImageFolderSource(Source):
@@ -365,16 +276,16 @@ class ImageFolderSource(Source):
     starting with '.') are not taken; the conversion summary counts the
     former and warns about classes without images. Each sample's stored name
     is its path relative to ``root`` (``"ant/sub/2.jpg"``), so names are
-    unique. Symbolic links to files and folders are followed. One file
-    reached by several paths, through symbolic links or hard links (a file is
-    known by its device and inode, and by its real path), is one image: with
-    one label, or unlabelled, it is taken once (by the first of its paths,
-    names read in sorted order; the summary counts the others); in a second
-    class, or beside the class folders too, it is refused: it would have two
-    labels. Links that lead nowhere (dangling, or in a loop) and entries that
-    are neither files nor folders (FIFOs, sockets) are not taken, and the
-    summary counts them. An image file whose path under ``root`` is not
-    valid UTF-8 is a bad record (its Item has
+    unique. Symbolic links to files and folders are followed; one file
+    reached through symbolic links by several paths is one image (with one
+    label, or unlabelled, taken once; in a second class, or beside the class
+    folders too, refused: it would have two labels). Hard links are not
+    symbolic links: each name of a file is its own image, with its own
+    label, as a copy of the file would be (deduplication tools turn copies
+    into hard links). Links that lead nowhere (dangling,
+    or in a loop) and entries that are neither files nor folders (FIFOs,
+    sockets) are not taken, and the summary counts them. An image file whose
+    path under ``root`` is not valid UTF-8 is a bad record (its Item has
     ``error``, naming it with ``\\xNN`` escapes): a .bzna file stores names as
     UTF-8; a class folder's name that is not UTF-8 is refused.
 
@@ -398,10 +309,10 @@ class ImageFolderSource(Source):
       SourceError: ``root`` is not a folder, holds no image, has image files
         beside its class folders without ``allow_unlabelled``, has a class
         folder whose name is not UTF-8 or (with ``classes``) not listed, or
-        has an image that symbolic or hard links put in a second class (or
-        beside the class folders too); ``classes`` lists a name twice, an
-        empty name or none, or is a file that is not a list of names, or a
-        .bzna file without a name for each of its targets.
+        has an image that symbolic links put in a second class (or beside the
+        class folders too); ``classes`` lists a name twice, an empty name or
+        none, or is a file that is not a list of names, or a .bzna file
+        without a name for each of its targets.
       TypeError: ``classes`` is neither a path nor a list of strings.
     """
 
@@ -444,20 +355,19 @@ class ImageFolderSource(Source):
         self._files = []  # (target, path relative to root, '/'-separated)
         empty = []
         top_real = os.path.realpath(self.root)
-        # One file reached by several paths (symbolic or hard links) is one image: taken once within its
+        # One file reached through symbolic links by several paths is one image: taken once within its
         # class; in two classes (or in one and beside them) it would have two labels, which is refused.
-        taken = _Taken(self.root)
-        again = []  # (path, how: "symbolic" or "hard") not taken
-        clashes = []  # (path, target, the first path's target, the first path, how)
+        owner = {}  # real path -> (target, rel) that took it
+        again, clashes = [], []
 
-        def take(target, rel, identity):
-            first, how = taken.take(target, rel, *identity)
-            if first is None:
+        def take(target, rel, real):
+            first = owner.setdefault(real, (target, rel))
+            if first == (target, rel):
                 self._files.append((target, rel))
             elif first[0] == target:
-                again.append((rel, how))
+                again.append(rel)
             else:
-                clashes.append((rel, target, *first, how))
+                clashes.append((rel, target, *first))
 
         present = set(folders)
         for target, name in enumerate(self.classes):
@@ -465,8 +375,8 @@ class ImageFolderSource(Source):
             found = self._walk(name, {top_real}, ignored, strange) if name in present else []
             if not found:
                 empty.append(f"{name!r} (target {target})")
-            for rel, identity in found:
-                take(target, rel, identity)
+            for rel, real in found:
+                take(target, rel, real)
         if folders and beside and not self.allow_unlabelled:
             raise SourceError(
                 f"{escaped_name(self.root)}: {count(len(beside), 'image file')} beside the class folders "
@@ -475,27 +385,21 @@ class ImageFolderSource(Source):
                 f"{'it' if len(beside) == 1 else 'them'} into a class folder, or pass --allow-unlabelled "
                 "(allow_unlabelled=True) to store them as unlabelled images after the labelled ones"
             )
-        top_device = _device(self.root) if beside else None
         for e in beside:
-            take(None, e.name, _identity(e, top_real, top_device))
+            take(None, e.name, _real_path(e, top_real))
         if clashes:
 
             def which(target):
                 return "beside the class folders" if target is None else f"class {self.classes[target]!r}"
 
             shown = [
-                f"{_few([rel])} ({which(t)}) is {_few([orig])} ({which(u)})" for rel, t, u, orig, _ in clashes
+                f"{_few([rel])} ({which(t)}) is {_few([orig])} ({which(u)})" for rel, t, u, orig in clashes
             ]
-            kinds = {how for *_, how in clashes}
-            hard_hint = (
-                " (of two hard links, delete the one where it does not belong)" if "hard" in kinds else ""
-            )
             raise SourceError(
-                f"{escaped_name(self.root)}: {count(len(clashes), 'image')} reached through "
-                f"{_links(kinds)} in a second class ({', '.join(shown[:3])}"
-                f"{', ...' if len(shown) > 3 else ''}): an image has one label. Remove the links that put an "
-                f"image in a second class{hard_hint}; "
-                "to store a picture in two classes, copy the file"
+                f"{escaped_name(self.root)}: {count(len(clashes), 'image')} reached through symbolic links "
+                f"in a second class ({', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''}): an image "
+                "has one label. Remove the links that put an image in a second class; to store a picture in "
+                "two classes, copy the file"
             )
         if not self._files:
             raise SourceError(f"{escaped_name(self.root)}: no image files ({', '.join(self.extensions)})")
@@ -505,8 +409,8 @@ class ImageFolderSource(Source):
             notes.append(f"warning: {n} without images: {', '.join(empty)}")
         if again:
             notes.append(
-                f"not taken: {count(len(again), 'path')} to an image already taken, through "
-                f"{_links({how for _, how in again})} ({_few([rel for rel, _ in again], 3)})"
+                f"not taken: {count(len(again), 'path')} to an image already taken, through symbolic links "
+                f"({_few(again, 3)})"
             )
         if ignored:
             notes.append(
@@ -557,12 +461,16 @@ class ImageFolderSource(Source):
         it one lower than the training folder does: its images would be stored
         with the targets of other classes, without a word. Refused when all of
         this holds (else nothing is said: only a sure mismatch is refused):
-        ``classes`` was not given; ``output``'s name or the folder's has a word
-        of a held-out split (``val``, ``validation``, ``test``, ...) and
-        ``output``'s none of ``train``; a ``.bzna`` file (or set of shards)
-        beside ``output`` has ``train`` or ``training`` in its name and stores
-        class names; every class name to be stored is among them, and one of
-        them has another target there.
+        ``classes`` was not given; ``output``'s name has a word of a held-out
+        split (``val``, ``validation``, ``test``, ...) and none of ``train``; a
+        ``.bzna`` file (or set of shards) beside ``output`` is the training file
+        of the same dataset (its name is ``output``'s with the held-out word
+        swapped for ``train`` or ``training``, compared by words and numbers,
+        case-insensitively: ``pets-val.bzna`` and ``pets-train.bzna``,
+        ``imagenet-validation-00000-of-00004.bzna`` and
+        ``imagenet-train-*-of-*.bzna``) and stores class names; every class
+        name to be stored is among them, and one of them has another target
+        there.
 
         Args:
           output: the conversion's output (a local path; a URL is not looked at).
@@ -578,22 +486,22 @@ class ImageFolderSource(Source):
         folder, base = os.path.split(output)
         if not base or os.path.isdir(output):  # not a file name: the converter says so
             return
-        stem = base[: -len(".bzna")] if base.lower().endswith(".bzna") else base
-        root_name = os.path.basename(os.path.normpath(os.path.abspath(self.root)))
-        held_out = (_words(stem) | _words(root_name)) & _HELD_OUT_WORDS
-        if not held_out or _words(stem) & _TRAIN_WORDS:
+        words = _tokens(_set_stem(base))  # a shard's name: its set's
+        if not set(words) & _HELD_OUT_WORDS or set(words) & _TRAIN_WORDS:
             return
         try:
             entries = sorted(os.listdir(folder or "."))
         except OSError:
             return
-        mine = {base, *(n for n in entries if (m := SHARD_NAME.match(n)) and m["stem"] == stem)}
+        # Only the training file of this dataset: the output's name with its split word swapped for train
+        # (the output's own file and shards have the split word, so are not among them).
         candidates = [
             os.path.join(folder, n)
             for n in entries
-            if n.lower().endswith(".bzna") and not n.startswith(".") and n not in mine
-            and _words(n) & _TRAIN_WORDS and not _words(n) & _HELD_OUT_WORDS
-        ]  # fmt: skip
+            if n.lower().endswith(".bzna")
+            and not n.startswith(".")
+            and _same_dataset(words, _tokens(_set_stem(n)))
+        ]
         for how, paths in shard_sets(candidates).items():
             try:  # one file says: a folder conversion stores every class name in each shard
                 with BznaFile(paths[0], keep_open=False) as f:
@@ -625,7 +533,7 @@ class ImageFolderSource(Source):
         return name.lower().endswith(self.extensions)
 
     def _walk(self, rel, seen, ignored, strange):
-        """(image path relative to root, :func:`_identity`) under the folder ``rel``, sorted level by level.
+        """(image path relative to root, its real path) under the folder ``rel``, sorted level by level.
 
         Other files go to ``ignored``, entries that are neither files nor folders to ``strange``.
         """
@@ -637,7 +545,6 @@ class ImageFolderSource(Source):
         out = []
         with os.scandir(folder) as it:
             entries = _visible(it)
-        device = _device(folder) if entries else None
         for e in entries:
             path = f"{rel}/{e.name}"
             kind = _kind(e)
@@ -645,7 +552,7 @@ class ImageFolderSource(Source):
                 out += self._walk(path, seen, ignored, strange)
             elif kind == "file":
                 if self._is_image(e.name):
-                    out.append((path, _identity(e, real, device)))
+                    out.append((path, _real_path(e, real)))
                 else:
                     ignored.append(path)
             else:
