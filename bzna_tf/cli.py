@@ -406,6 +406,11 @@ def _convert_options() -> dict:
                     "tfds: the folder's); gulp: the meta_data key (default label); webdataset: the label "
                     "member's extension, or json:FIELD (default: cls, cls.txt or the json's label field, "
                     "whichever the first sample has); '' for none"),
+            _option("--per-shard-keys", action="store_true",
+                    help="webdataset: for shards whose keys start again in each shard (00000, ... in every "
+                    "one): store each sample as SHARD/KEY, SHARD its shard's file name without .tar "
+                    "(train-000001/00000). Else a key in two shards is refused (a shard named twice or "
+                    "copied); a key twice in one shard is refused either way"),
             _option("--filename-key", default=None,
                     help="tfrecord: the file name feature (default: image/filename, or TFDS's file_name); "
                     "'' for none"),

@@ -190,8 +190,88 @@ def test_a_key_seen_twice_is_refused_naming_both_places(tmp_path, capsys):
         f"key 'k2' is in two shards: member k2.ppm at byte {first['k2.ppm']} of {s0}, and members k2.ppm, "
         f"k2.cls at byte {later['k2.ppm']} of {s1}: a shard "
         "named twice or copied would store its images twice, and a key names one sample (the image is stored "
-        "under it). Leave the repeated shard out; if the shards hold different samples, they need keys of "
-        "their own (as WebDataset's writers number them across shards)"
+        "under it). Leave the repeated shard out; if the shards hold different samples (keys that start "
+        "again in each shard), convert with --per-shard-keys (per_shard_keys=True), which stores each sample "
+        "under its shard's name and its key (s-1/k2)"
+    )
+
+
+def restarting_shards(folder, samples, per_shard):
+    """Shards train-000000.tar, ... whose keys start again at 00000 in each (as some writers number them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for s in range(0, len(samples), per_shard):
+        path = folder / f"train-{s // per_shard:06d}.tar"
+        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+            for k, i in enumerate(range(s, min(s + per_shard, len(samples)))):
+                for ext, data in samples[i].items():
+                    add_member(tf, f"{k:05d}.{ext}", data)
+        paths.append(path)
+    return paths
+
+
+def test_keys_that_start_again_in_each_shard_convert_with_per_shard_keys(tmp_path, capsys):
+    """Keys 00000, ... in every shard (old img2dataset output; read by the webdataset package) were refused
+    as a key in two shards, with no way to convert them: --per-shard-keys stores each as SHARD/KEY."""
+    samples = wds_samples(7)  # labels i % 3
+    s0, s1, s2 = restarting_shards(tmp_path / "wds", samples, per_shard=3)  # 3 + 3 + 1
+    pattern = str(tmp_path / "wds" / "*.tar")
+    with pytest.raises(SourceError) as e:
+        WebDatasetSource(pattern)
+    assert str(e.value) == (
+        f"key '00000' is in two shards: members 00000.ppm, 00000.cls at byte 512 of {s0}, and members "
+        f"00000.ppm, 00000.cls at byte 512 of {s1}: a shard named twice or copied would store its images "
+        "twice, and a key names one sample (the image is stored under it). Leave the repeated shard out; if "
+        "the shards hold different samples (keys that start again in each shard), convert with "
+        "--per-shard-keys (per_shard_keys=True), which stores each sample under its shard's name and its key "
+        "(train-000001/00000) (4 samples in all repeat an earlier key)"
+    )
+    src = WebDatasetSource(pattern, per_shard_keys=True)
+    names = [f"train-{i // 3:06d}/{i % 3:05d}" for i in range(7)]
+    assert len(src) == 7 and [it.filename for it in src] == names
+    assert src.item(4).origin == f"{s1} key '00001'"  # messages name the shard and the member's own key
+    assert src.describe()["per_shard_keys"] is True
+    assert "per_shard_keys" not in WebDatasetSource(str(s0)).describe()  # earlier fingerprints still match
+    summary = convert(src, tmp_path / "out" / "x.bzna", workers=0, **FAST)
+    assert summary.images == 7
+    items = [Item(name, int(s["cls"]), data=s["ppm"]) for name, s in zip(names, samples, strict=True)]
+    want = reference(tmp_path, items, **FAST)
+    got = pictures_by_name([tmp_path / "out" / "x.bzna"])
+    assert got == want and {n: t for n, (_, t) in got.items()} == {n: i % 3 for i, n in enumerate(names)}
+    # The command line: refused without the flag, naming it; converted with it.
+    from bzna_tf.cli import main
+
+    argv = ["convert", "webdataset", pattern, str(tmp_path / "cli.bzna"), "--no-progress", "-j", "0"]
+    assert main(argv) == 1
+    assert "convert with --per-shard-keys (per_shard_keys=True)" in capsys.readouterr().err
+    assert main([*argv, "--per-shard-keys"]) == 0
+    assert pictures_by_name([tmp_path / "cli.bzna"]).keys() == set(names)
+    # A key twice in one shard is still refused.
+    twice = tmp_path / "twice" / "t.tar"
+    pics = images(2)
+    write_tar(twice, [("a.ppm", pics[0]), ("a.cls", b"0"), ("b.ppm", pics[1]), ("b.cls", b"1"),
+                      ("a.ppm", pics[1]), ("a.cls", b"2")])  # fmt: skip
+    with pytest.raises(SourceError, match=f"^{re.escape(str(twice))}: key 'a' appears again later in the"):
+        WebDatasetSource(str(twice), per_shard_keys=True)
+    # Two shards of one file name (in two folders) would store their samples under the same names.
+    other = tmp_path / "other" / "train-000000.tar"
+    other.parent.mkdir()
+    restarting_shards(other.parent, samples[3:4], per_shard=1)
+    with pytest.raises(SourceError) as e:
+        WebDatasetSource([str(s0), str(other)], per_shard_keys=True)
+    assert str(e.value) == (
+        f"{s0} and {other} have one file name ('train-000000'): with --per-shard-keys "
+        "(per_shard_keys=True) each sample is stored as SHARD/KEY, SHARD the shard's file name without .tar, "
+        "so their samples would be stored under the same names. Leave out a shard that is a copy of the "
+        "other; if they hold different samples, rename one"
+    )
+    dot = tmp_path / "dot" / "..tar"  # stored as ./00000
+    restarting_shards(tmp_path / "dot", samples[:1], per_shard=1)[0].rename(dot)
+    with pytest.raises(SourceError) as e:
+        WebDatasetSource(str(dot), per_shard_keys=True)
+    assert str(e.value) == (
+        f"{dot}: with --per-shard-keys (per_shard_keys=True) each sample is stored as SHARD/KEY, SHARD the "
+        "shard's file name without .tar, and '.' has an empty or '.' part: rename the shard"
     )
 
 

@@ -112,12 +112,14 @@ def split_name(name: str):
 
 
 class _Sample:
-    """One key of a shard: its members' (offset, size) by extension, and why it cannot be converted."""
+    """One key of a shard: its members' (offset, size) by extension, and why it cannot be converted.
 
-    __slots__ = ("shard", "key", "members", "error")
+    ``name`` is the name it is stored under: its key, or ``SHARD/KEY`` with ``per_shard_keys``."""
 
-    def __init__(self, shard, key, members, error):
-        self.shard, self.key, self.members, self.error = shard, key, members, error
+    __slots__ = ("shard", "key", "name", "members", "error")
+
+    def __init__(self, shard, key, name, members, error):
+        self.shard, self.key, self.name, self.members, self.error = shard, key, name, members, error
 
 
 class _Index:
@@ -141,13 +143,16 @@ class _Index:
         self.ext_names = []
         self.errors = {}  # sample -> why it cannot be converted
         self.starts = [0]  # the first sample of each shard, then the total
-        self.hashes = array("q")  # hash(key) of each sample, to find a key seen twice (then dropped)
+        self.hashes = array("q")  # hash(name) of each sample, to find a name seen twice (then dropped)
+        # With per_shard_keys: each shard's "SHARD/" (its file name without .tar), before its samples' keys.
+        self.prefixes = None
 
     def __len__(self):
         return len(self.first) - 1
 
     def new_sample(self, key):
-        self.hashes.append(hash(key))
+        """A sample of the shard being read (the last one of ``starts``)."""
+        self.hashes.append(hash(key if self.prefixes is None else self.prefixes[len(self.starts) - 1] + key))
         self.keys += key.encode("utf-8", "surrogateescape")
         self.key_at.append(len(self.keys))
         self.first.append(len(self.ext))
@@ -166,23 +171,30 @@ class _Index:
     def key(self, i):
         return bytes(self.keys[self.key_at[i] : self.key_at[i + 1]]).decode("utf-8", "surrogateescape")
 
-    def repeated(self):
-        """(the first sample whose key an earlier one has, that earlier one, how many samples repeat a key),
-        or None when every key is once.
+    def shard(self, i):
+        return bisect.bisect_right(self.starts, i) - 1
 
-        The keys' hashes are sorted to find the candidates (no set of the keys is built: a shard set of
-        millions of keys costs 8 bytes a key), which are then compared by their keys.
+    def name(self, i):
+        """The name sample ``i`` is stored under: its key, or its shard's prefix and its key."""
+        return self.key(i) if self.prefixes is None else self.prefixes[self.shard(i)] + self.key(i)
+
+    def repeated(self):
+        """(the first sample whose name an earlier one has, that earlier one, how many samples repeat a
+        name), or None when every name is once (the names: the keys, or ``SHARD/KEY`` with prefixes).
+
+        The names' hashes are sorted to find the candidates (no set of the names is built: a shard set of
+        millions of keys costs 8 bytes a key), which are then compared by their names.
         """
         hashes = np.frombuffer(self.hashes, np.int64)
         order = np.argsort(hashes, kind="stable")  # equal hashes stay in sample order
         ordered = hashes[order]
         first_pair, repeats = None, 0
         for at in np.flatnonzero(ordered[1:] == ordered[:-1]) + 1:
-            j, key = int(order[at]), self.key(int(order[at]))
+            j, key = int(order[at]), self.name(int(order[at]))
             earlier = at - 1
             while earlier >= 0 and ordered[earlier] == ordered[at]:  # a hash collision is not a repeat
                 i = int(order[earlier])
-                if self.key(i) == key:
+                if self.name(i) == key:
                     repeats += 1
                     if first_pair is None or j < first_pair[0]:
                         first_pair = (j, i)
@@ -191,12 +203,13 @@ class _Index:
         return None if first_pair is None else (*first_pair, repeats)
 
     def sample(self, i):
-        key = self.key(i)
+        key, shard = self.key(i), self.shard(i)
+        name = key if self.prefixes is None else self.prefixes[shard] + key
         members = {
             self.ext_names[self.ext[m]]: (self.offset[m], self.size[m])
             for m in range(self.first[i], self.first[i + 1])
         }
-        return _Sample(bisect.bisect_right(self.starts, i) - 1, key, members, self.errors.get(i))
+        return _Sample(shard, key, name, members, self.errors.get(i))
 
     def samples_with(self, ext):
         """The indices of the samples with an ``ext`` member, in order (an int64 array)."""
@@ -429,7 +442,8 @@ class WebDatasetSource(LabelledSource):
     Samples are grouped by key as WebDataset groups them (consecutive members
     with the same key, see this module's notes); they are converted in shard
     order (shards sorted by name within each pattern), then member order. The
-    stored file name of a sample is its key.
+    stored file name of a sample is its key (with ``per_shard_keys``,
+    ``SHARD/KEY``).
 
     Args:
       patterns: tar files, glob patterns (``"shards/train-*.tar"``) or brace
@@ -450,11 +464,19 @@ class WebDatasetSource(LabelledSource):
         whose field is null) as an unlabelled image. By default such a sample
         is a bad record: the conversion stops, naming its shard and key, or
         skips it with ``on_error="skip"``.
+      per_shard_keys: for shards whose keys start again in each shard (keys
+        ``00000``, ... in every shard, as some writers number them): each
+        sample is stored as ``SHARD/KEY``, ``SHARD`` its shard's file name
+        without ``.tar`` (``train-000001/00000``), so that a key may be in
+        several shards; a key twice in one shard is still refused. By default
+        a key in two shards is refused (a shard named twice or copied).
 
     Raises:
-      SourceError: a file that is not a tar file, a compressed one (decompress
-        it first), a corrupt header that hides the rest of a shard (or a GNU
-        long name or pax header over 1 MiB), or no pattern match. A bad sample
+      SourceError: a key in two shards (without ``per_shard_keys``; with it,
+        two shards of one file name) or twice in one shard, a file that is not
+        a tar file, a compressed one (decompress it first), a corrupt header
+        that hides the rest of a shard (or a GNU long name or pax header over
+        1 MiB), or no pattern match. A bad sample
         (no image member, an empty or truncated one, a label that is not an
         integer or is missing, a label member over ``MAX_LABEL_BYTES`` (1 MiB),
         a key that cannot be a stored file name, as ``../../x`` or ``/x``) does
@@ -465,9 +487,10 @@ class WebDatasetSource(LabelledSource):
 
     kind = "webdataset"
     cli_help = "WebDataset tar shards, glob or brace patterns (train-{000000..000146}.tar; quote them)"
-    cli_options = ("image_key", "label_key", "allow_unlabelled")
+    cli_options = ("image_key", "label_key", "allow_unlabelled", "per_shard_keys")
 
-    def __init__(self, patterns, *, image_key=None, label_key=AUTO, class_names=None, allow_unlabelled=False):
+    def __init__(self, patterns, *, image_key=None, label_key=AUTO, class_names=None, allow_unlabelled=False,
+                 per_shard_keys=False):  # fmt: skip
         if isinstance(patterns, (str, os.PathLike)):
             patterns = [patterns]
         expanded = [name for p in patterns for name in expand_braces(os.fspath(p))]
@@ -475,6 +498,9 @@ class WebDatasetSource(LabelledSource):
         self.image_key = image_key.lower().lstrip(".") if image_key else None
         self.class_names = list(class_names) if class_names is not None else None
         self.allow_unlabelled = bool(allow_unlabelled)
+        self.per_shard_keys = bool(per_shard_keys)
+        if self.per_shard_keys:
+            self._check_shard_names()
         self._idx = None
         self._index()
         self.label_key = self._resolve_label(label_key)
@@ -502,9 +528,32 @@ class WebDatasetSource(LabelledSource):
         # The member index is rebuilt in each process from the headers rather than shipped.
         return {**self.__dict__, "_idx": None}
 
+    def _check_shard_names(self):
+        """Refuses, with per_shard_keys, two shards of one file name or a name that cannot be stored."""
+        seen = {}
+        for path in self.paths:
+            stem = _shard_name(path)
+            why = _unstorable(stem)
+            if why:
+                raise SourceError(
+                    f"{path}: with --per-shard-keys (per_shard_keys=True) each sample is stored as "
+                    f"SHARD/KEY, SHARD the shard's file name without .tar, and {stem!r} {why}: rename the "
+                    "shard"
+                )
+            if stem in seen:
+                raise SourceError(
+                    f"{seen[stem]} and {path} have one file name ({stem!r}): with --per-shard-keys "
+                    "(per_shard_keys=True) each sample is stored as SHARD/KEY, SHARD the shard's file name "
+                    "without .tar, so their samples would be stored under the same names. Leave out a shard "
+                    "that is a copy of the other; if they hold different samples, rename one"
+                )
+            seen[stem] = path
+
     def _index(self):
         """Reads every member header of every shard (seeking over the data) into ``self._idx``."""
         idx = _Index()
+        if self.per_shard_keys:
+            idx.prefixes = [_shard_name(p) + "/" for p in self.paths]
         # Members that are not samples are counted, with the first three names for the summary.
         self._not_taken, self._not_regular = [0, []], [0, []]
         for path in self.paths:
@@ -516,7 +565,8 @@ class WebDatasetSource(LabelledSource):
 
     def _refuse_repeated_keys(self, idx):
         """Raises SourceError when a key names two samples: in one shard (members of one sample apart, or a
-        sample added twice), or in two (a shard named twice or copied)."""
+        sample added twice), or in two (a shard named twice or copied, or keys that start again in each
+        shard: per_shard_keys)."""
         found = idx.repeated()
         if found is None:
             return
@@ -543,8 +593,9 @@ class WebDatasetSource(LabelledSource):
             f"key {later.key!r} is in two shards: {members(earlier)} of {self.paths[earlier.shard]}, and "
             f"{members(later)} of {self.paths[later.shard]}: a shard named twice or copied would store its "
             "images twice, and a key names one sample (the image is stored under it). Leave the repeated "
-            "shard out; if the shards hold different samples, they need keys of their own (as WebDataset's "
-            f"writers number them across shards){more}"
+            "shard out; if the shards hold different samples (keys that start again in each shard), convert "
+            "with --per-shard-keys (per_shard_keys=True), which stores each sample under its shard's name "
+            f"and its key ({_shard_name(self.paths[later.shard])}/{later.key}){more}"
         )
 
     def _loaded(self):
@@ -677,6 +728,8 @@ class WebDatasetSource(LabelledSource):
             "image_key": self.image_key,
             "label_key": self.label_key,
             **allow_unlabelled_fact(self.allow_unlabelled),
+            # Present only when set, as allow_unlabelled: the fingerprints of earlier conversions still match.
+            **({"per_shard_keys": True} if self.per_shard_keys else {}),
         }
 
     def item(self, index):
@@ -786,14 +839,20 @@ class WebDatasetSource(LabelledSource):
                 raise _BadSample(f"member {sample.key}.{ext} is empty (0 bytes)")
             target, unlabelled = self._target(f, path, sample)
         except _BadSample as e:
-            return Item(sample.key, None, data=b"", origin=origin, error=str(e))
-        return Item(sample.key, target, path=path, offset=offset, size=size, member=f"{sample.key}.{ext}",
+            return Item(sample.name, None, data=b"", origin=origin, error=str(e))
+        return Item(sample.name, target, path=path, offset=offset, size=size, member=f"{sample.key}.{ext}",
                     origin=origin, unlabelled=unlabelled)  # fmt: skip
 
     @classmethod
-    def from_cli(cls, paths, *, image_key=None, label_key=None, allow_unlabelled=False):
+    def from_cli(cls, paths, *, image_key=None, label_key=None, allow_unlabelled=False, per_shard_keys=False):
         return cls(paths, image_key=image_key, label_key=AUTO if label_key is None else (label_key or None),
-                   allow_unlabelled=allow_unlabelled)  # fmt: skip
+                   allow_unlabelled=allow_unlabelled, per_shard_keys=per_shard_keys)  # fmt: skip
+
+
+def _shard_name(path):
+    """A shard's file name without .tar: the folder its samples are stored in with per_shard_keys."""
+    name = os.path.basename(path)
+    return name[:-4] if name.lower().endswith(".tar") else name
 
 
 def _tally(seen, shown):
