@@ -396,7 +396,7 @@ class BznaFile:
             raise t.box.error(
                 f"track '{TARGET}' has {count(len(t), 'sample', grouped=False)}, more than the {n} inputs"
             )
-        self._index_sums = _index_checksums(src, self.top_level)
+        self._checksum_head = _checksum_head(src, self.top_level)
 
     # Basic facts.
 
@@ -437,11 +437,7 @@ class BznaFile:
         if self._metadata is None:
             found = {}
             with self._src.held():  # one open for the run of reads, when not kept open
-                for btype, off, header, size in self.top_level:
-                    if btype != "uuid" or size < header + 16:
-                        continue
-                    if self._src.read(off + header, 16, box="uuid") != METADATA_UUID:
-                        continue
+                for off, header, size in _uuid_boxes(self._src, self.top_level, METADATA_UUID):
                     length = size - header - 16
                     if length > MAX_METADATA_BYTES:
                         raise self._src.where.error(
@@ -479,11 +475,7 @@ class BznaFile:
         if self._checksums is False:
             found = None
             with self._src.held():
-                for btype, off, header, size in self.top_level:
-                    if btype != "uuid" or size < header + 16:
-                        continue
-                    if self._src.read(off + header, 16, box="uuid") != CHECKSUMS_UUID:
-                        continue
+                for off, header, size in _uuid_boxes(self._src, self.top_level, CHECKSUMS_UUID):
                     found = parse_checksum_box(
                         self._src.read,
                         off,
@@ -507,7 +499,8 @@ class BznaFile:
         mtime_ns = self._src.mtime_ns
         if mtime_ns is None:
             return None
-        return FileIdentity(self.file_size, mtime_ns, *(self._index_sums or (-1, -1, -1)))
+        sums = _index_checksums(self._checksum_head) or (-1, -1, -1)
+        return FileIdentity(self.file_size, mtime_ns, *sums)
 
     def check_sample(self, i: int, data: bytes | None = None, *, tracks=None) -> tuple[str, ...]:
         """Checks sample i's pictures against the file's checksums, as the source op does.
@@ -764,22 +757,30 @@ class BznaFile:
         return t.offset(i), t.size(i)
 
 
-def _index_checksums(src: Source, top_level) -> tuple[int, int, int] | None:
-    """(moov, targets, names) as the checksum table stores them (what tells one conversion of a file
-    from another: :class:`FileIdentity`), or None without a table this reader uses. Reads only its
-    fixed fields: a malformed table is :attr:`BznaFile.checksums`' and the source ops' to refuse."""
+def _uuid_boxes(src: Source, top_level, usertype: bytes):
+    """(offset, header size, size) of each top-level ``uuid`` box of this usertype, in file order."""
     for btype, off, header, size in top_level:
-        if btype != "uuid" or size < header + 16:
-            continue
-        if src.read(off + header, 16, box="uuid") != CHECKSUMS_UUID:
-            continue
+        if btype == "uuid" and size >= header + 16 and src.read(off + header, 16, box="uuid") == usertype:
+            yield off, header, size
+
+
+def _checksum_head(src: Source, top_level) -> bytes | None:
+    """The checksum table's fixed fields (version, algorithm, count, and the checksums of the outer
+    index), or None without a table that holds them. Read when the file is opened: a malformed table is
+    :attr:`BznaFile.checksums`' and the source ops' to refuse."""
+    for off, header, size in _uuid_boxes(src, top_level, CHECKSUMS_UUID):
         if size - header - 16 < _CHECKSUM_FIELDS:
             return None
-        head = src.read(off + header + 16, _CHECKSUM_FIELDS, box="uuid")
-        if head[0] != CHECKSUMS_VERSION or head[4:8] != CHECKSUMS_ALGORITHM:
-            return None
-        return struct.unpack_from(">III", head, 12)
+        return src.read(off + header + 16, _CHECKSUM_FIELDS, box="uuid")
     return None
+
+
+def _index_checksums(head: bytes | None) -> tuple[int, int, int] | None:
+    """(moov, targets, names) as a checksum table's fixed fields ``head`` store them (what tells one
+    conversion of a file from another: :class:`FileIdentity`), or None without a table this reader uses."""
+    if head is None or head[0] != CHECKSUMS_VERSION or head[4:8] != CHECKSUMS_ALGORITHM:
+        return None
+    return struct.unpack_from(">III", head, 12)
 
 
 def _top_level(src: Source) -> list[tuple[str, int, int, int]]:

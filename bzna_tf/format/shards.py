@@ -11,7 +11,6 @@ import numpy as np
 
 import bzna_tf.format.wording as wording  # the module itself, not through the package
 from bzna_tf.format.atomic import final_path, partial_path
-from bzna_tf.format.checksums import CHECKSUMS_UUID
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.hints import directory_hint, writing_note
 from bzna_tf.format.reader import BznaFile, is_url
@@ -199,18 +198,21 @@ def _local_path(p: str) -> str | None:
     return rest[slash:] if slash >= 0 else None
 
 
-def _identity(p: str):
-    """What makes two spellings of a path the same file: (device, inode) where it exists (a
-    ``file://`` URL is its local path)."""
-    local = _local_path(p) if is_url(p) else p
-    if local is None:
-        return p
-    p = local
+def file_identity(path):
+    """What makes two local paths one file: (device, inode), which hard links share too; the real path
+    (symbolic links resolved) where the file cannot be stat'ed."""
     try:
-        st = os.stat(p)
-        return (st.st_dev, st.st_ino)
+        st = os.stat(path)
     except OSError:
-        return os.path.realpath(p)
+        return os.path.realpath(path)
+    return st.st_dev, st.st_ino
+
+
+def _identity(p: str):
+    """What makes two spellings of a path the same file: :func:`file_identity` (a ``file://`` URL is its
+    local path); another URL is itself."""
+    local = _local_path(p) if is_url(p) else p
+    return p if local is None else file_identity(local)
 
 
 def _refuse_duplicates(paths) -> None:
@@ -357,20 +359,10 @@ def _mixed_set(a, b, what: str):
 
 
 _TAIL_BYTES = 1 << 20  # a .bzna file's index (moov) is at its end
-_SUMS_HEAD = 24  # the checksum box's version, algorithm, count and checksums of the moov, targets and names
 
 
 def _moov_digest(f) -> bytes:
     return hashlib.blake2b(f.moov.raw(), digest_size=16).digest()
-
-
-def _index_sums(f) -> bytes | None:
-    """The checksum box's first bytes (the checksums of the index, the targets and the names), or None."""
-    for btype, off, header, size in f.top_level:
-        if btype == "uuid" and size >= header + 16 + _SUMS_HEAD:
-            if f._src.read(off + header, 16, box="uuid") == CHECKSUMS_UUID:
-                return f._src.read(off + header + 16, _SUMS_HEAD, box="uuid")
-    return None
 
 
 def _tail_digest(f) -> bytes:
@@ -391,7 +383,7 @@ def _labels_digest(f) -> bytes:
 _SAME_CONTENT = (
     lambda f: (f.file_size, len(f)),
     _moov_digest,
-    _index_sums,
+    lambda f: f._checksum_head,  # read with the index
     _tail_digest,
     _labels_digest,
 )

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bzna_tf.format.shards import file_identity
+
 __all__ = [
     "ALLOW_OUTSIDE_PATHS_HINT",
     "ALLOW_UNLABELLED_HINT",
@@ -462,16 +464,6 @@ def _check_splits(pattern, matches):
 
 # How to go on from a file named twice, at the end of refuse_repeats' refusal.
 _NAME_EACH_ONCE = "Name each file once (patterns that overlap match a file twice)"
-
-
-def file_identity(path):
-    """What makes two paths one file: (device, inode), which hard links share too; the real path
-    (symbolic links resolved) where the file cannot be stat'ed."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):  # ValueError: a NUL in the name
-        return os.path.realpath(path)
-    return st.st_dev, st.st_ino
 
 
 def refuse_repeats(paths, named_by, what: str, fix: str = _NAME_EACH_ONCE):
