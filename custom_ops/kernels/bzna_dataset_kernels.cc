@@ -228,12 +228,8 @@ class TfFile : public ByteSource {
     absl::string_view got;
     const absl::Status s = file->Read(sums_.index_at, sizeof(buf), &got, buf);
     if ((!s.ok() && !absl::IsOutOfRange(s)) || got.size() != sizeof(buf)) return false;
-    auto be32 = [&](size_t k) {
-      const auto* b = reinterpret_cast<const uint8_t*>(got.data()) + k;
-      return static_cast<uint32_t>(b[0]) << 24 | static_cast<uint32_t>(b[1]) << 16 |
-             static_cast<uint32_t>(b[2]) << 8 | static_cast<uint32_t>(b[3]);
-    };
-    return be32(0) == sums_.moov && be32(4) == sums_.targets && be32(8) == sums_.names;
+    const auto* b = reinterpret_cast<const uint8_t*>(got.data());
+    return Be32(b) == sums_.moov && Be32(b + 4) == sums_.targets && Be32(b + 8) == sums_.names;
   }
 
   absl::Status Read(uint64_t offset, size_t n, std::string* out) const override {

@@ -12,6 +12,11 @@
 #include "lib/crc32c.h"
 
 namespace bzna_tf {
+
+uint32_t Be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
 namespace {
 
 constexpr char kInput[] = "bzna_input";
@@ -35,9 +40,6 @@ constexpr char kChecksumsAlgorithm[4] = {'c', '3', '2', 'c'};  // CRC-32C
 constexpr uint64_t kChecksumsFixed = 4 + 4 + 4 + 12 + 1;
 
 uint16_t Be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
-uint32_t Be32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
 uint64_t Be64(const uint8_t* p) { return (uint64_t{Be32(p)} << 32) | Be32(p + 4); }
 
 // Where a buffer being parsed lies: its file, sample, and the absolute file

@@ -101,6 +101,9 @@ struct BznaIndex {
 // anything is allocated).
 absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index);
 
+// The big-endian 32-bit value at `p` (how the format stores its fields).
+uint32_t Be32(const uint8_t* p);
+
 // Whether ReadPicture verifies checksums: on unless the environment variable
 // BZNA_TF_VERIFY_CHECKSUMS is 0, false, no or off when first asked, and
 // SetChecksumVerification changes it for the whole process (it returns the
