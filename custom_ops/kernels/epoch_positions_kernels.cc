@@ -258,8 +258,8 @@ class Dataset : public DatasetBase {
 // the process than this kernel's (tf.distribute places a replica's dataset on
 // that replica's device, while the counter lives in host memory on the first
 // CPU): an eager variable's handle owns it; else the resource manager of the
-// device it names holds it.
-absl::Status FindCounter(OpKernelContext* ctx, const tensorflow::ResourceHandle& handle,
+// device it names holds it. `op` names the asking op in errors.
+absl::Status FindCounter(OpKernelContext* ctx, const char* op, const tensorflow::ResourceHandle& handle,
                          tensorflow::core::RefCountPtr<tensorflow::Var>* counter) {
   if (handle.IsRefCounting()) {
     auto found = handle.GetResource<tensorflow::Var>();
@@ -276,7 +276,7 @@ absl::Status FindCounter(OpKernelContext* ctx, const tensorflow::ResourceHandle&
   }
   if (home->device_type() != tensorflow::DEVICE_CPU) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kOpName, ": the epoch counter must live in host memory; it is on ", handle.device()));
+        absl::StrCat(op, ": the epoch counter must live in host memory; it is on ", handle.device()));
   }
   TF_RETURN_IF_ERROR(handle.ValidateType<tensorflow::Var>());
   tensorflow::Var* var = nullptr;
@@ -292,7 +292,7 @@ class EpochPositionsOp : public tensorflow::data::DatasetOpKernel {
  protected:
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
     tensorflow::core::RefCountPtr<tensorflow::Var> counter;
-    OP_REQUIRES_OK(ctx, FindCounter(ctx, tensorflow::HandleFromInput(ctx, 0), &counter));
+    OP_REQUIRES_OK(ctx, FindCounter(ctx, kOpName, tensorflow::HandleFromInput(ctx, 0), &counter));
     Layout layout;
     for (const auto& [name, field] : {std::pair<const char*, int64_t*>{"per_epoch", &layout.per_epoch},
                                       {"stride", &layout.stride},
@@ -435,7 +435,7 @@ class CounterCheckpointOp : public tensorflow::data::UnaryDatasetOpKernel {
  protected:
   void MakeDataset(OpKernelContext* ctx, DatasetBase* input, DatasetBase** output) override {
     tensorflow::core::RefCountPtr<tensorflow::Var> counter;
-    OP_REQUIRES_OK(ctx, FindCounter(ctx, tensorflow::HandleFromInput(ctx, 1), &counter));
+    OP_REQUIRES_OK(ctx, FindCounter(ctx, kCheckpointOpName, tensorflow::HandleFromInput(ctx, 1), &counter));
     *output = new CounterCheckpointDataset(ctx, input, ctx->input(1), std::move(counter));
   }
 };
