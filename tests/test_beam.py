@@ -12,7 +12,7 @@ pytest.importorskip(
     reason="Apache Beam is an optional extra: pip install 'bzna-tf[beam]' (.ci/extras runs this test)",
 )
 
-from bzna_tf.convert import ConversionSummary, EncodeOptions, ImageFolderSource, convert  # noqa: E402
+from bzna_tf.convert import ConversionError, ConversionSummary, EncodeOptions, ImageFolderSource, convert  # noqa: E402
 from bzna_tf.convert.beam import ConvertShards, merge_summaries, run  # noqa: E402
 from bzna_tf.format import BznaFile  # noqa: E402
 
@@ -111,3 +111,15 @@ def test_merge_summaries_orders_by_shard():
     assert merged.labelled == 1 and merged.unlabelled == {"without a label": [2, "x1"]}
     assert merged.pictures == {"cmyk": [1, "x0"], "alpha": [2, "y0"]}
     assert merge_summaries([], "o.bzna").images == 0
+
+
+def test_merge_summaries_refuses_shards_that_name_a_class_two_ways():
+    # Each shard checks only its own records: the merge is where two shards' names meet.
+    shard = functools.partial(ConversionSummary, "o.bzna", num_shards=2)
+    a = shard(written=["o-00000-of-00002.bzna"], class_names=["cat", "dog"])
+    b = shard(written=["o-00001-of-00002.bzna"], class_names=[None, "wolf"])
+    with pytest.raises(ConversionError, match=r"o-00001-of-00002.bzna names class 1 'wolf', but "
+                       r"o-00000-of-00002.bzna names it 'dog'.*--class-names FILE"):  # fmt: skip
+        merge_summaries([b, a])
+    same = shard(written=["o-00001-of-00002.bzna"], class_names=[None, "dog"])
+    assert merge_summaries([same, a]).class_names == ["cat", "dog"]

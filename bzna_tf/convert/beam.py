@@ -58,7 +58,7 @@ except ImportError as e:  # pragma: no cover - depends on the installation
         f"(import failed: {e})"
     ) from e
 
-from bzna_tf.convert.converter import ConversionSummary, convert
+from bzna_tf.convert.converter import ConversionError, ConversionSummary, convert
 from bzna_tf.convert.plan import plan_shards
 
 __all__ = ["ConvertShards", "merge_summaries", "run"]
@@ -206,6 +206,8 @@ def merge_summaries(summaries, output=None) -> ConversionSummary:
 
     Files, skipped images and class names are taken in shard order; ``seconds``
     is the sum of the shards' times (:func:`run` reports the wall time instead).
+    Raises :class:`~bzna_tf.convert.ConversionError` where two shards name one
+    class differently (each shard checks only its own records).
     """
     parts = sorted(summaries, key=_shard_path)
     if not parts:
@@ -242,8 +244,16 @@ def merge_summaries(summaries, output=None) -> ConversionSummary:
             names.extend([None] * (len(part.class_names) - len(names)))
             for target, name in enumerate(part.class_names):
                 if names[target] is None:
-                    names[target] = name
-    merged.class_names = names
+                    names[target] = (name, _shard_path(part)) if name is not None else None
+                elif name is not None and name != names[target][0]:
+                    first, where = names[target]
+                    raise ConversionError(
+                        f"{_shard_path(part)} names class {target} {name!r}, but {where} names it {first!r}: "
+                        "the shards' records disagree on the class's name, and readers refuse the set. "
+                        "Convert again giving the names with --class-names FILE (class_names=; one per line, "
+                        "by target) and --class-text-key '' (class_text_key=None)"
+                    )
+    merged.class_names = None if names is None else [n[0] if n is not None else None for n in names]
     return merged
 
 
