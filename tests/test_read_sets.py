@@ -322,3 +322,16 @@ def test_imagenet_without_a_split_is_not_read_as_one_pipeline_of_several_splits(
         whole.labelled().as_dataset(batch_size=2, shape=8)  # chosen by label: still both splits
     assert len(ImageNet(per_split / "val.bzna")._splits_read) == 1  # one split: nothing to mix
     next(iter(ImageNet(per_split / "val.bzna").as_dataset(batch_size=2, shape=8)))
+
+
+def test_imagenet_from_a_sample_list_over_shards(per_split, small_imagenet):
+    # A list made from the training shards opens them again (it used to be refused: "ImageNet is one file").
+    picked = ImageNet(per_split, split="train").select([1, 6])
+    again = ImageNet.from_sample_list(picked.to_sample_list(), split="train")
+    assert again.filenames == ["train0_1.png", "train1_2.png"] == picked.filenames
+    assert again.paths == [str(per_split / f"train-0000{k}-of-00002.bzna") for k in range(2)]
+    images, _ = next(iter(again.as_dataset(batch_size=2, shape=8)))
+    assert images.shape == (2, 8, 8, 3)
+    # A list over train and val names both splits' files: read as selected (nothing mixed by accident).
+    both = ImageNet(per_split).select([0, 9])
+    assert ImageNet.from_sample_list(both.to_sample_list()).filenames == ["train0_0.png", "val_1.png"]

@@ -98,12 +98,11 @@ class ImageNet(ClassificationDataset):
     @classmethod
     @keywords(renamed={"input_label": "track"})
     def from_sample_list(cls, sample_list, split: str | None = None, track: str = "bzna_thumb"):
-        """Opens the one ImageNet file a sample list names and selects its samples."""
+        """Opens the ImageNet files a sample list names (one whole file, or per-split files and shards, as
+        ``root`` takes them) and selects its samples."""
         lst = SampleList.of(sample_list)
         paths = lst.data_paths()
-        if len(paths) != 1:
-            raise ValueError(f"ImageNet is one file; the sample list names {len(paths)}: {paths}")
-        return cls(paths[0], split=split, track=track).select(lst)
+        return cls(paths[0] if len(paths) == 1 else paths, split=split, track=track).select(lst)
 
     def _check_selection(self, selection, options, *, listed: bool) -> None:
         named = self._named_splits() if len(self._splits_read) > 1 and not listed else {}
