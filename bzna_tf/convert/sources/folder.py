@@ -47,12 +47,29 @@ _STRANGE = {
     "loop": ("symbolic link in a loop", None),
     "other": ("entry that is neither a file nor a folder (a FIFO, socket or device)", "entries that are "
               "neither files nor folders (FIFOs, sockets or devices)"),
+    "system": ("system folder (zip metadata, thumbnails, ...: no images of its own)", "system folders (zip "
+               "metadata, thumbnails, ...: no images of their own)"),
 }  # fmt: skip
 
 
-def _visible(entries):
-    """Directory entries sorted by name, without hidden ones (``.git``, ``.ipynb_checkpoints``, ...)."""
-    return sorted((e for e in entries if not e.name.startswith(".")), key=lambda e: e.name)
+# Folders that tools and systems leave in a tree, holding no images of their own: macOS's zip metadata
+# (``._x.jpg`` copies of resource forks), Synology's thumbnails (``x.jpg/SYNOPHOTO_THUMB_M.jpg``), a
+# filesystem's root, Windows' bin and volume folder. As class folders they would number the classes after
+# them one higher (an empty class 0 in a split unzipped on a Mac); inside a class, add other files.
+SYSTEM_FOLDERS = frozenset({"__MACOSX", "@eaDir", "lost+found", "$RECYCLE.BIN", "System Volume Information"})
+
+
+def _visible(entries, system=None):
+    """Directory entries sorted by name, without hidden ones (``.git``, ``.ipynb_checkpoints``, ...) and
+    :data:`SYSTEM_FOLDERS` (whose names go to ``system``)."""
+    shown = []
+    for e in entries:
+        if e.name in SYSTEM_FOLDERS:
+            if system is not None:
+                system.append(e)
+        elif not e.name.startswith("."):
+            shown.append(e)
+    return sorted(shown, key=lambda e: e.name)
 
 
 def _is_utf8(name: str) -> bool:
@@ -108,6 +125,21 @@ def _same_dataset(held_out: list, train: list) -> bool:
 def _near(name: str) -> str:
     """A name as two spellings of one class may both give it: no surrounding spaces, NFC, case folded."""
     return unicodedata.normalize("NFC", name.strip()).casefold()
+
+
+def _nfc(name: str) -> str:
+    """A name's Unicode NFC form: one class's folder name as Linux and Windows write it (NFC) and as macOS
+    and some zip tools do (NFD, accents as combining characters) are two strings of one canonical form."""
+    return unicodedata.normalize("NFC", name)
+
+
+def _forms(a: str, b: str) -> str:
+    """How two names of one NFC form differ, for messages (they print alike)."""
+
+    def form(n):
+        return "NFC" if n == _nfc(n) else "NFD" if n == unicodedata.normalize("NFD", n) else "mixed"
+
+    return f"{a!r} ({form(a)}: {ascii(a)}) and {b!r} ({form(b)}: {ascii(b)})"
 
 
 class _Classes:
@@ -224,12 +256,13 @@ class _Classes:
             if not _is_utf8(n):
                 raise SourceError(f"{what}: {position} {k + first} is not valid UTF-8 ({_few([n])})")
         at = {}
-        for k, n in enumerate(self.names):
-            at.setdefault(n, []).append(k + first)
+        for k, n in enumerate(self.names):  # two spellings of one NFC form name one folder
+            at.setdefault(_nfc(n), []).append(k + first)
         twice = {n: ks for n, ks in at.items() if len(ks) > 1}
         if twice:
             shown = ", ".join(
-                f"{n!r} ({position}s {', '.join(map(str, ks))})" for n, ks in list(twice.items())[:5]
+                f"{self.names[ks[0] - first]!r} ({position}s {', '.join(map(str, ks))})"
+                for ks in list(twice.values())[:5]
             )
             raise SourceError(
                 f"{what}: {count(len(twice), 'class', 'classes')} listed more than once: {shown}"
@@ -272,9 +305,12 @@ class ImageFolderSource(Source):
     class folders are an error naming them, unless ``allow_unlabelled``
     stores them as unlabelled images (after the labelled ones). A folder
     without sub-folders gives unlabelled images (a test set). Files whose
-    names do not end in ``extensions`` and hidden files and folders (names
-    starting with '.') are not taken; the conversion summary counts the
-    former and warns about classes without images. Each sample's stored name
+    names do not end in ``extensions``, hidden files and folders (names
+    starting with '.') and :data:`SYSTEM_FOLDERS` (``__MACOSX``, ``@eaDir``,
+    ...) are not taken; the conversion summary counts the former and the
+    system folders, and warns about classes without images. Two class
+    folders of one name in two Unicode forms (NFC, NFD) and a class folder
+    that is a link to ``root`` or above are refused. Each sample's stored name
     is its path relative to ``root`` (``"ant/sub/2.jpg"``), so names are
     unique. Symbolic links to files and folders are followed; one file
     reached through symbolic links by several paths is one image (with one
@@ -299,8 +335,9 @@ class ImageFolderSource(Source):
         (one per line, UTF-8; a byte order mark and blank lines at the end
         ignored), or a path to a .bzna file whose stored class names are
         taken (``STEM.bzna`` also names its shards ``STEM-0000k-of-0000N.bzna``).
-        A class folder's images get its name's position in the list, and the
-        whole list is stored as the class names: a split that lacks a class
+        A class folder's images get its name's position in the list (a
+        folder whose name is a listed one in another Unicode form is that
+        class's), and the whole list is stored as the class names: a split that lacks a class
         folder keeps the targets of the split the list comes from. A listed
         class without a folder has no images (the summary warns); a class
         folder not listed is refused. A string is always a path.
@@ -328,8 +365,9 @@ class ImageFolderSource(Source):
         self.allow_unlabelled = bool(allow_unlabelled)
         listed = _Classes(classes) if classes is not None else None  # read (and refused) before the folder
         self._listed = listed is not None
+        system = []
         with os.scandir(self.root) as it:
-            top = _visible(it)
+            top = _visible(it, system)
         kinds = {e.name: _kind(e) for e in top}
         folders = [e.name for e in top if kinds[e.name] == "dir"]
         unnamed = [c for c in folders if not _is_utf8(c)]
@@ -340,13 +378,19 @@ class ImageFolderSource(Source):
                 f"UTF-8 (shown with \\x escapes: {_few(unnamed)}); a .bzna file stores class names as UTF-8: "
                 f"rename {'it' if len(unnamed) == 1 else 'them'}"
             )
+        top_real = os.path.realpath(self.root)
+        self._refuse_odd_class_folders(folders, top_real)
         if listed is not None:
             self._refuse_unlisted(folders, listed)
         self.classes = listed.names if listed is not None else folders
+        # Each class's folder: its name, or (classes given) the folder of the name's Unicode NFC form.
+        by_form = {_nfc(f): f for f in folders}
+        self._folders = {n: by_form[_nfc(n)] for n in self.classes if _nfc(n) in by_form}
         self.class_names = list(self.classes) or None
         self.num_classes = len(self.classes) or None
         ignored = []
         strange = {kind: [] for kind in _STRANGE}  # entries that are neither files nor folders, by kind
+        strange["system"] += [e.name for e in system]
         for name, kind in kinds.items():
             if kind in strange:
                 strange[kind].append(name)
@@ -354,7 +398,6 @@ class ImageFolderSource(Source):
         ignored += [name for name, kind in kinds.items() if kind == "file" and not self._is_image(name)]
         self._files = []  # (target, path relative to root, '/'-separated)
         empty = []
-        top_real = os.path.realpath(self.root)
         # One file reached through symbolic links by several paths is one image: taken once within its
         # class; in two classes (or in one and beside them) it would have two labels, which is refused.
         owner = {}  # real path -> (target, rel) that took it
@@ -369,10 +412,10 @@ class ImageFolderSource(Source):
             else:
                 clashes.append((rel, target, *first))
 
-        present = set(folders)
         for target, name in enumerate(self.classes):
             # Within a class, a folder reached twice (a link back up, two links) is read once.
-            found = self._walk(name, {top_real}, ignored, strange) if name in present else []
+            folder = self._folders.get(name)
+            found = self._walk(folder, {top_real}, ignored, strange) if folder is not None else []
             if not found:
                 empty.append(f"{name!r} (target {target})")
             for rel, real in found:
@@ -428,10 +471,36 @@ class ImageFolderSource(Source):
             else "in a folder without class folders"
         )
 
+    def _refuse_odd_class_folders(self, folders, top_real):
+        """Refuses two class folders of one name in two Unicode forms (one class's images split in two
+        classes), and a class folder that is a link to the root or a folder above it (a class of no images
+        of its own, numbering the classes after it one higher)."""
+        root = escaped_name(self.root)
+        twins = {}
+        for f in folders:
+            twins.setdefault(_nfc(f), []).append(f)
+        for same in twins.values():
+            if len(same) > 1:
+                raise SourceError(
+                    f"{root}: the class folders {_forms(*same[:2])} are one name in two Unicode forms "
+                    "(folders copied from macOS or unpacked from a zip file often come in NFD): as two "
+                    "classes, one class's images would have two targets. Move the images of one into the "
+                    "other and remove it; if they are two classes, rename one"
+                )
+        for f in folders:
+            real = os.path.realpath(os.path.join(self.root, f))
+            if os.path.commonpath([real, top_real]) == real:
+                raise SourceError(
+                    f"{root}: the class folder {_few([f])} is a symbolic link to {escaped_name(real)}, which "
+                    f"holds {root} itself: it would be a class without images of its own, and the classes "
+                    f"after it would be numbered one higher. Remove the link or move it out of {root}"
+                )
+
     def _refuse_unlisted(self, folders, listed):
-        """Refuses class folders that are not among the classes given: their images would have no target."""
-        known = set(listed.names)
-        unknown = [f for f in folders if f not in known]
+        """Refuses class folders that are not among the classes given: their images would have no target.
+        A folder whose name is a listed one in another Unicode form (NFD, NFC) is that class's folder."""
+        known = {_nfc(n) for n in listed.names}
+        unknown = [f for f in folders if _nfc(f) not in known]
         if not unknown:
             return
         root = escaped_name(self.root)
@@ -468,9 +537,10 @@ class ImageFolderSource(Source):
         swapped for ``train`` or ``training``, compared by words and numbers,
         case-insensitively: ``pets-val.bzna`` and ``pets-train.bzna``,
         ``imagenet-validation-00000-of-00004.bzna`` and
-        ``imagenet-train-*-of-*.bzna``) and stores class names; every class
-        name to be stored is among them, and one of them has another target
-        there.
+        ``imagenet-train-*-of-*.bzna``) and stores class names; a class name
+        to be stored is among them (compared in Unicode NFC) with another
+        target there, or, where no target differs, spelled in another
+        Unicode form (NFD and NFC: readers refuse names that disagree).
 
         Args:
           output: the conversion's output (a local path; a URL is not looked at).
@@ -508,26 +578,49 @@ class ImageFolderSource(Source):
                     theirs = f.class_names
             except (OSError, ValueError):  # unreadable, or being replaced: nothing sure to say
                 continue
-            targets = {n: t for t, n in enumerate(theirs or ()) if n is not None}
-            if not all(n in targets for n in names):
-                continue
-            moved = [(t, n) for t, n in enumerate(names) if targets[n] != t]
+            # Names compared in NFC: a folder copied from macOS may spell a training class's name in NFD.
+            # A name may name several targets there (names given with --class-names: ImageNet's "crane").
+            theirs = list(theirs or ())
+            targets = {}
+            for u, x in enumerate(theirs):
+                if x is not None:
+                    targets.setdefault(_nfc(x), []).append(u)
+            shared = [(t, n, targets[_nfc(n)]) for t, n in enumerate(names) if _nfc(n) in targets]
+            moved = [(t, n, us[0], theirs[us[0]]) for t, n, us in shared if t not in us]
+            moved = moved or [(t, n, t, theirs[t]) for t, n, _ in shared if theirs[t] != n]
             if not moved:
                 continue
-            t, n = moved[0]
-            lacking = [m for m in targets if m not in set(names)]
+            t, n, u, m = moved[0]
+            ours = {_nfc(x) for x in names}
+            lacking = [x for x in theirs if x is not None and _nfc(x) not in ours]
             lacks = f"; this folder has no {_few(lacking)}" if lacking else ""
             given = paths[0]  # a set of shards by the name they derive from, which --classes reads
-            m = SHARD_NAME.match(os.path.basename(given))
-            if len(paths) > 1 and not os.path.lexists(os.path.join(folder, f"{m['stem']}.bzna")):
-                given = os.path.join(folder, f"{m['stem']}.bzna")
-            raise SourceError(
-                f"{escaped_name(self.root)}: its classes, numbered by its own folders, would get other "
-                f"targets than in {how} beside {escaped_name(base)}: {n!r} would be target {t} here and is "
-                f"target {targets[n]} there{lacks}. Pass classes={given!r} (--classes {given}) to number "
-                f"them as {how} does; or, to number this folder's classes on their own, give them yourself "
-                "(classes=[...], --classes FILE: one class folder name per line, by target)"
-            )
+            shard = SHARD_NAME.match(os.path.basename(given))
+            if len(paths) > 1 and not os.path.lexists(os.path.join(folder, f"{shard['stem']}.bzna")):
+                given = os.path.join(folder, f"{shard['stem']}.bzna")
+            if u != t:
+                wrong = (
+                    f"its classes, numbered by its own folders, would get other targets than in {how} beside "
+                    f"{escaped_name(base)}: {n!r} would be target {t} here and is target {u} there{lacks}"
+                )
+            else:
+                wrong = (
+                    f"its class {t} would be stored under another name than in {how} beside "
+                    f"{escaped_name(base)}: {_forms(n, m)}, one name in two Unicode forms, and readers "
+                    "refuse files whose class names disagree"
+                )
+            if any(len(us) > 1 for us in targets.values()):  # --classes takes class folder names, one each
+                how_to = (
+                    f"Give the class folder names by target, as {how} was converted from them "
+                    "(classes=[...], --classes FILE: one class folder name per line)"
+                )
+            else:
+                how_to = (
+                    f"Pass classes={given!r} (--classes {given}) to number them as {how} does; or, to number "
+                    "this folder's classes on their own, give them yourself (classes=[...], --classes FILE: "
+                    "one class folder name per line, by target)"
+                )
+            raise SourceError(f"{escaped_name(self.root)}: {wrong}. {how_to}")
 
     def _is_image(self, name):
         return name.lower().endswith(self.extensions)
@@ -543,8 +636,10 @@ class ImageFolderSource(Source):
             return []
         seen.add(real)
         out = []
+        system = []
         with os.scandir(folder) as it:
-            entries = _visible(it)
+            entries = _visible(it, system)
+        strange["system"] += [f"{rel}/{e.name}" for e in system]
         for e in entries:
             path = f"{rel}/{e.name}"
             kind = _kind(e)

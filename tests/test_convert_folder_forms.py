@@ -1,0 +1,149 @@
+"""Class folders as other systems and tools leave them: names in two Unicode forms, system folders, links
+up the tree, class names that repeat.
+
+A validation folder copied from a Mac spelled "école" in NFD, the training folder in NFC: sorted, the
+two numbered the classes differently ("e" + U+0301 sorts before "z", "é" after), and the check against
+the training file beside it looked only where every name was spelled alike. A ``__MACOSX`` folder (a
+zip file unpacked from a Mac) was class 0 of an empty class, and numbered every other class one higher.
+"""
+
+import os
+import unicodedata
+
+import pytest
+from test_convert_shards import FAST, make_folder
+
+from bzna_tf.cli import main
+from bzna_tf.convert import ImageFolderSource, convert
+from bzna_tf.convert.sources import SourceError
+from bzna_tf.format import BznaFile
+
+CLI_FAST = ["--processes", "0", "--preset", "ultrafast", "--chroma", "average", "--no-progress"]
+NFC, NFD = (unicodedata.normalize(form, "école") for form in ("NFC", "NFD"))
+
+
+def stored(path):
+    """{stored name: stored class name of its target}, and the class names."""
+    with BznaFile(path) as f:
+        names = f.class_names
+        return {n: names[t] for n, t in zip(f.filenames(), f.targets.tolist(), strict=True)}, names
+
+
+def test_a_validation_folder_in_another_unicode_form_is_refused_and_classes_numbers_it(tmp_path, capsys):
+    train = make_folder(tmp_path / "train", {NFC: 1, "zoo": 1}, size=(16, 16))
+    val = make_folder(tmp_path / "val", {NFD: 1, "zoo": 1}, size=(16, 16))
+    out = tmp_path / "out"
+    convert(ImageFolderSource(train), out / "train.bzna", workers=0, **FAST)
+    assert stored(out / "train.bzna")[1] == ["zoo", NFC]
+    assert ImageFolderSource(val).class_names == [NFD, "zoo"]  # numbered on its own: swapped
+    with pytest.raises(SourceError) as e:
+        convert(ImageFolderSource(val), out / "val.bzna", workers=0, **FAST)
+    assert f"{val}: its classes, numbered by its own folders, would get other targets than in train.bzna" in (
+        str(e.value)
+    )
+    assert f"{NFD!r} would be target 0 here and is target 1 there. Pass classes=" in str(e.value)
+    assert not (out / "val.bzna").exists()
+    # What the message says works: the folder of the NFD name is the listed NFC class's, stored as listed.
+    argv = [
+        "convert",
+        "folder",
+        str(val),
+        str(out / "val.bzna"),
+        *CLI_FAST,
+        "--classes",
+        str(out / "train.bzna"),
+    ]
+    assert main(argv) == 0, capsys.readouterr().err
+    labels, names = stored(out / "val.bzna")
+    assert names == ["zoo", NFC] and labels == {f"{NFD}/{NFD}_0.ppm": NFC, "zoo/zoo_0.ppm": "zoo"}
+
+
+def test_the_same_targets_under_names_of_another_form_are_refused_too(tmp_path):
+    # Numbered alike, but stored as other names: readers refuse the two files together.
+    train = make_folder(tmp_path / "train", {"ant": 1, NFC: 1}, size=(16, 16))
+    val = make_folder(tmp_path / "val", {"ant": 1, NFD: 1}, size=(16, 16))
+    convert(ImageFolderSource(train), tmp_path / "train.bzna", workers=0, **FAST)
+    with pytest.raises(SourceError) as e:
+        convert(ImageFolderSource(val), tmp_path / "val.bzna", workers=0, **FAST)
+    assert (
+        f"its class 1 would be stored under another name than in train.bzna beside val.bzna: {NFD!r} (NFD: "
+        f"{ascii(NFD)}) and {NFC!r} (NFC: {ascii(NFC)}), one name in two Unicode forms" in str(e.value)
+    )
+
+
+def test_two_class_folders_of_one_name_in_two_forms_are_refused(tmp_path):
+    root = make_folder(tmp_path / "m", {NFC: 1, NFD: 1, "dog": 1}, size=(16, 16))
+    with pytest.raises(SourceError, match="are one name in two Unicode forms .*Move the images of one"):
+        ImageFolderSource(root)
+    with pytest.raises(SourceError, match="1 class listed more than once"):
+        ImageFolderSource(make_folder(tmp_path / "n", {"dog": 1}, size=(16, 16)), classes=[NFC, NFD, "dog"])
+
+
+def test_system_folders_are_not_classes_nor_images(tmp_path):
+    train = make_folder(tmp_path / "train", {"cat": 1, "dog": 1}, size=(16, 16))
+    val = make_folder(tmp_path / "val", {"cat": 1, "dog": 1}, size=(16, 16))
+    (val / "__MACOSX" / "cat").mkdir(parents=True)
+    (val / "__MACOSX" / "cat" / "._cat_0.ppm").write_bytes(b"\x00\x05\x16\x07 resource fork")
+    (val / "dog" / "@eaDir" / "dog_0.ppm").mkdir(parents=True)  # Synology's thumbnails of dog_1.ppm
+    (val / "dog" / "@eaDir" / "dog_0.ppm" / "SYNOPHOTO_THUMB_M.ppm").write_bytes(
+        (val / "dog" / "dog_0.ppm").read_bytes()
+    )
+    out = tmp_path / "out"
+    convert(ImageFolderSource(train), out / "train.bzna", workers=0, **FAST)
+    source = ImageFolderSource(val)
+    assert source.class_names == ["cat", "dog"] and len(source) == 2
+    assert (
+        "not taken: 2 system folders (zip metadata, thumbnails, ...: no images of their own) ('__MACOSX', "
+        "'dog/@eaDir')" in source.notes
+    )
+    convert(source, out / "val.bzna", workers=0, **FAST)
+    assert stored(out / "val.bzna") == ({"cat/cat_0.ppm": "cat", "dog/dog_0.ppm": "dog"}, ["cat", "dog"])
+
+
+def test_a_class_folder_linking_up_the_tree_is_refused(tmp_path):
+    root = make_folder(tmp_path / "m", {"cat": 1, "dog": 1}, size=(16, 16))
+    os.symlink(".", root / "all")
+    with pytest.raises(SourceError, match=r"the class folder 'all' is a symbolic link to .*, which holds .*m "
+                       "itself: it would be a class without images of its own"):  # fmt: skip
+        ImageFolderSource(root)
+    os.remove(root / "all")
+    os.symlink("..", root / "up")
+    with pytest.raises(SourceError, match="the class folder 'up' is a symbolic link"):
+        ImageFolderSource(root)
+
+
+def test_class_names_that_repeat_number_a_validation_folder_as_the_training_file(tmp_path, capsys):
+    # ImageNet's names repeat ("crane" the bird and the machine): a name is at several targets.
+    (tmp_path / "names.txt").write_text("crane\ncrane\nmaillot\n")
+    train = make_folder(tmp_path / "train", {"n01": 1, "n02": 1, "n03": 1}, size=(16, 16))
+    val = make_folder(tmp_path / "val", {"n01": 1, "n02": 1, "n03": 1}, size=(16, 16))
+    flags = [*CLI_FAST, "--class-names", str(tmp_path / "names.txt")]
+    assert main(["convert", "folder", str(train), str(tmp_path / "o" / "train.bzna"), *flags]) == 0
+    assert main(["convert", "folder", str(val), str(tmp_path / "o" / "val.bzna"), *flags]) == 0
+    assert stored(tmp_path / "o" / "val.bzna")[1] == ["crane", "crane", "maillot"]
+    # A folder that does move a class: the names file the message asks for, not the .bzna file (which
+    # --classes refuses: its names repeat).
+    short = make_folder(tmp_path / "short", {"n01": 1, "n03": 1}, size=(16, 16))
+    (tmp_path / "two.txt").write_text("crane\nmaillot\n")
+    argv = ["convert", "folder", str(short), str(tmp_path / "o" / "test.bzna"), *CLI_FAST]
+    assert main([*argv, "--class-names", str(tmp_path / "two.txt")]) == 1
+    err = capsys.readouterr().err
+    assert "'maillot' would be target 1 here and is target 2 there" in err
+    assert "Give the class folder names by target, as train.bzna was converted from them" in err
+    (tmp_path / "folders.txt").write_text("n01\nn02\nn03\n")
+    assert (
+        main(
+            [*argv, "--classes", str(tmp_path / "folders.txt"), "--class-names", str(tmp_path / "names.txt")]
+        )
+        == 0
+    )
+
+
+def test_a_validation_folder_with_a_class_of_its_own_is_checked_on_the_classes_it_shares(tmp_path):
+    train = make_folder(tmp_path / "train", {"ant": 1, "bee": 1, "cat": 1}, size=(16, 16))
+    val = make_folder(tmp_path / "val", {"ant": 1, "cat": 1, "extra": 1}, size=(16, 16))
+    convert(ImageFolderSource(train), tmp_path / "train.bzna", workers=0, **FAST)
+    with pytest.raises(
+        SourceError, match="'cat' would be target 1 here and is target 2 there; this folder has no 'bee'"
+    ):
+        convert(ImageFolderSource(val), tmp_path / "val.bzna", workers=0, **FAST)
