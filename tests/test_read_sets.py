@@ -150,9 +150,11 @@ def test_shards_of_one_conversion_read_as_one_set(tmp_path, encoded):
         {k: {"shard": 0, "num_shards": 1, "start": 0, "stop": 3} for k in range(3)},
     )
     assert len(ClassificationDataset(d)) == 9
-    # An explicit subset of one conversion's shards.
+    # An explicit subset of one conversion's shards, listed or picked by a pattern (as conversion takes it).
     d = shard_set(tmp_path / "subset", encoded)
     assert len(Dataset([str(d / "train-00000-of-00003.bzna"), str(d / "train-00002-of-00003.bzna")])) == 6
+    assert len(Dataset(str(d / "train-0000[02]-of-00003.bzna"))) == 6
+    assert len(ClassificationDataset(str(d / "train-0000[0-1]-of-*.bzna"))) == 6
 
 
 def test_a_shard_without_conversion_facts_in_a_converted_set_is_refused(tmp_path, encoded):
@@ -335,3 +337,16 @@ def test_imagenet_from_a_sample_list_over_shards(per_split, small_imagenet):
     # A list over train and val names both splits' files: read as selected (nothing mixed by accident).
     both = ImageNet(per_split).select([0, 9])
     assert ImageNet.from_sample_list(both.to_sample_list()).filenames == ["train0_0.png", "val_1.png"]
+
+
+def test_a_pattern_over_a_set_with_a_shard_missing_is_refused_where_it_covers_it(tmp_path, encoded):
+    d = shard_set(tmp_path / "cut", encoded)
+    os.remove(d / "train-00001-of-00003.bzna")
+    for pattern in ("train-*.bzna", "train-0000[0-1]-of-00003.bzna", "*"):
+        with pytest.raises(
+            FileNotFoundError, match=r"1 of the 3 shards .* are missing \(train-00001-of-00003"
+        ):
+            Dataset(str(d / pattern))
+    assert len(Dataset(str(d / "train-0000[02]-of-00003.bzna"))) == 6  # the missing one is not asked for
+    with pytest.raises(FileNotFoundError, match="are missing"):
+        Dataset(d)  # a directory: its whole set

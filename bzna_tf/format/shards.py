@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import os
@@ -138,13 +139,16 @@ def _refuse_past_count(path, what=None) -> None:
         )
 
 
-def check_shard_sets(paths, what) -> None:
+def check_shard_sets(paths, what, pattern=None) -> None:
     """Refuses an incomplete set of ``NAME-0000k-of-0000N.bzna`` shards among ``paths``, a shard
     numbered past its set's count, or two sets of one name with different counts (a conversion redone
     with another number of shards).
 
     A conversion that has not finished (or a copy that lost files) must not
-    silently read as a smaller dataset, nor two conversions as one.
+    silently read as a smaller dataset, nor two conversions as one. With
+    ``pattern`` (the glob ``paths`` are its matches), only the shards whose
+    names it covers must be there: ``train-0000[0-3]-of-01024.bzna`` picks
+    four shards on purpose, ``train-*`` the whole set.
 
     Raises:
       FileNotFoundError: naming the missing shards.
@@ -168,8 +172,16 @@ def check_shard_sets(paths, what) -> None:
                 f"number of shards?): pick one with a pattern ending in -of-{next(iter(seen))}.bzna, or "
                 "remove the other"
             )
+    base = os.path.basename(pattern) if pattern is not None else None
     for (stem, count, width), found in sets.items():
         missing = sorted(set(range(count)) - found)
+        if base is not None:
+            name = os.path.basename(stem)
+            missing = [
+                k
+                for k in missing
+                if fnmatch.fnmatchcase(f"{name}-{k:0{width}d}-of-{count:0{width}d}.bzna", base)
+            ]
         if missing:
             names = ", ".join(
                 f"{os.path.basename(stem)}-{k:0{width}d}-of-{count:0{width}d}.bzna" for k in missing[:5]
@@ -418,7 +430,8 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
     nothing is an error, so a typo never yields an empty dataset. A directory
     gives its one dataset: one set of ``NAME-0000k-of-0000N.bzna`` shards, or
     one file (several are an error listing them). Shards found through a
-    pattern or a directory must be complete, and one name must not come with
+    directory must be complete, those found through a pattern the ones it
+    covers (``x-0000[0-3]-of-00064.bzna`` picks four), and one name must not come with
     two shard counts; a file named as shard k of N with k >= N is an error.
     ``~`` is expanded. A file reached twice (listed twice, matched by two
     patterns, or spelled two ways, a ``file://`` URL and its path included)
@@ -438,7 +451,7 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
             matches = sorted(_gfile().glob(p) if is_url(p) else glob.glob(p))
             if not matches:
                 raise FileNotFoundError(f"no file matches the pattern {p!r}{_pattern_hint(p)}")
-            check_shard_sets(matches, p)
+            check_shard_sets(matches, p, pattern=p)
             out.extend(matches)
         elif _is_dir(p):
             matches = directory_files(p)
