@@ -350,3 +350,17 @@ def test_a_pattern_over_a_set_with_a_shard_missing_is_refused_where_it_covers_it
     assert len(Dataset(str(d / "train-0000[02]-of-00003.bzna"))) == 6  # the missing one is not asked for
     with pytest.raises(FileNotFoundError, match="are missing"):
         Dataset(d)  # a directory: its whole set
+
+
+def test_class_names_that_differ_only_in_spelling_are_said_so(tmp_path, encoded):
+    d = tmp_path / "imagenet"
+    write(d / "train.bzna", encoded, 6, metadata={"class_names": ["cat", "dog", "eel"]})
+    write(d / "val.bzna", encoded, 6, metadata={"class_names": ["Cat", "dog", "eel"]})
+    with pytest.raises(ValueError) as e:
+        ImageNet(d, split="train")  # every split's files are compared
+    assert "class 0 is named 'cat' in an earlier file" in str(e.value)
+    assert "'Cat' here: two spellings of one name ('cat' and 'Cat': case, spaces or Unicode form)" in str(
+        e.value
+    )
+    assert "ImageNet('DIR/train-*.bzna', split='train')" in str(e.value)
+    assert len(ImageNet(str(d / "train*.bzna"), split="train")) == 6  # what the message says works

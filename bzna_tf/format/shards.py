@@ -7,6 +7,7 @@ import glob
 import hashlib
 import os
 import re
+import unicodedata
 
 import numpy as np
 
@@ -240,6 +241,11 @@ def _refuse_duplicates(paths) -> None:
             )
 
 
+def near_name(name: str) -> str:
+    """A class name as its two spellings may both give it: no surrounding spaces, NFC, case folded."""
+    return unicodedata.normalize("NFC", name.strip()).casefold()
+
+
 def _merged_class_names(files) -> list[str | None] | None:
     """The class names of ``files`` merged by target (None: no file names any), refusing two names of
     one target. Elementwise in NumPy: the files of a large set are merged when it is opened."""
@@ -259,12 +265,23 @@ def _merged_class_names(files) -> list[str | None] | None:
         clash = np.flatnonzero(new & (known != None) & (known != here))  # noqa: E711
         if clash.size:
             t = int(clash[0])
+            a, b = merged[t], here[t]
+            if near_name(a) == near_name(b):  # they may print alike
+                why = (
+                    f"two spellings of one name ({ascii(a)} and {ascii(b)}: case, spaces or Unicode form), "
+                    "which the files' labels cannot be matched by"
+                )
+            else:
+                why = (
+                    "the files number their classes differently (converted apart from folders that hold "
+                    "other classes?), so a label would mean one class in one file and another in the other"
+                )
             raise BznaFormatError(
-                f"class {t} is named {merged[t]!r} in an earlier file ({files[named_by[t]].name}) and "
-                f"{here[t]!r} here: the files number their classes differently (converted apart from folders "
-                "that hold other classes?), so a label would mean one class in one file and another in "
-                "the other. Convert them again with the same classes (the same class folders, an empty one "
-                "for a class a folder lacks, or one --class-names list), or read them apart",
+                f"class {t} is named {a!r} in an earlier file ({files[named_by[t]].name}) and {b!r} here: "
+                f"{why}. Convert them again with the same classes (the same class folders, an empty one for "
+                "a class a folder lacks, or one --class-names list), or read them apart (each file or set "
+                "alone; ImageNet's splits by a pattern of one split's files, ImageNet('DIR/train-*.bzna', "
+                "split='train'))",
                 path=f.name,
             )
         fill = np.flatnonzero(new & (known == None))  # noqa: E711

@@ -35,6 +35,7 @@ from bzna_tf.convert.sources.base import (
 )
 from bzna_tf.format.reader import BznaFile, is_url
 from bzna_tf.format.shards import SHARD_NAME, BznaShards, check_shard_sets, shard_sets
+from bzna_tf.format.shards import near_name as _near
 from bzna_tf.format.sniff import SNIFF_BYTES, sniff
 from bzna_tf.format.wording import count
 
@@ -120,11 +121,6 @@ def _same_dataset(held_out: list, train: list) -> bool:
         return False
     swapped = [(h, t) for h, t in zip(held_out, train, strict=True) if h != t]
     return bool(swapped) and all(h in _HELD_OUT_WORDS and t in _TRAIN_WORDS for h, t in swapped)
-
-
-def _near(name: str) -> str:
-    """A name as two spellings of one class may both give it: no surrounding spaces, NFC, case folded."""
-    return unicodedata.normalize("NFC", name.strip()).casefold()
 
 
 def _nfc(name: str) -> str:
