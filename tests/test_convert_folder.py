@@ -181,7 +181,7 @@ def test_an_image_linked_into_a_second_class_is_refused(tmp_path, how):
     assert str(e.value) == (
         f"{root}: 1 image reached through symbolic links in a second class ({clash}): an image has one "
         "label. Remove the links that put an image in a second class; to store a picture in two classes, "
-        "copy the file"
+        "copy the file or make it a hard link (ln), which is a file of its own here"
     )
 
 

@@ -97,7 +97,9 @@ def test_a_copied_file_is_refused_naming_both(tmp_path):
     size = os.path.getsize(copy)
     assert str(e.value) == (
         f"{copy}: the tar shard holds the same {size:,} bytes ({size / 1024:.1f} KiB) as {shards[0]}: a copy "
-        "of one file, whose images would be stored twice. Leave one of them out"
+        "of one file, whose images would be stored twice. Leave one of them out (to read its images twice on "
+        "purpose, oversampling them, convert the file once and select its samples twice when reading: "
+        "Dataset.select)"
     )
     rec = records(tmp_path / "a.tfrecord", [[1], [2]])
     (tmp_path / "b.tfrecord").write_bytes(rec.read_bytes())

@@ -124,6 +124,10 @@ def test_opening_errors(flat_file, tmp_path):
     with pytest.raises(ValueError, match="all 0 or 1, one per sample.*np.asarray\\(mask, bool\\)"):
         d.select(mask)
     assert d.select(mask.astype(bool)).indices.tolist() == np.flatnonzero(mask).tolist()
+    with pytest.raises(ValueError, match="as positions they read sample 1 only"):
+        d.select(np.ones(N, np.int64))  # sample 1, N times: said as what it reads
+    with pytest.raises(ValueError, match="matched no sample"):
+        d.select(d.targets == 99)
     assert d.select([0, 1]).select(np.r_[[0] * (N - 1), 1]).indices.tolist() == [0] * (N - 1) + [1]
     with pytest.raises(ValueError, match="empty"):
         d.select([])

@@ -164,7 +164,10 @@ class Dataset:
                 f"Expected a vector of integer positions. Received: {p.dtype} array of shape {p.shape}"
             )
         if p.size == 0:
-            raise ValueError("Expected at least one position. Received: an empty selection")
+            raise ValueError(
+                "Expected at least one position. Received: an empty selection (a mask that matched no "
+                "sample?)"
+            )
         if p.min() < 0 or p.max() >= len(self):
             raise IndexError(
                 f"position {int(p.min() if p.min() < 0 else p.max())} out of range for a dataset of "
@@ -173,10 +176,11 @@ class Dataset:
         if len(self) > 2 and p.size == len(self) and p.max() <= 1:
             # Integers 0 and 1, one per sample: a mask that lost its dtype (np.where(..., 1, 0), a 0/1
             # column) would read samples 0 and 1 over and over.
+            read = "samples 0 and 1" if p.min() == 0 and p.max() == 1 else f"sample {int(p[0])}"
             raise ValueError(
                 f"Expected positions or a boolean mask. Received: {len(self)} integers, all 0 or 1, one per "
-                "sample: as positions they read samples 0 and 1 only. For a mask, pass it as booleans "
-                "(np.asarray(mask, bool)); to oversample samples 0 and 1, select them first: "
+                f"sample: as positions they read {read} only. For a mask, pass it as booleans "
+                f"(np.asarray(mask, bool)); to oversample {read}, select them first: "
                 "ds.select([0, 1]).select(positions)"
             )
         out = copy.copy(self)

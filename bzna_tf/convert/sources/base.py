@@ -589,7 +589,9 @@ def refuse_copies(paths, what: str):
         later, earlier = found
         raise SourceError(
             f"{paths[later]}: the {what} holds the same {_bytes(os.path.getsize(paths[later]))} as "
-            f"{paths[earlier]}: a copy of one file, whose images would be stored twice. Leave one of them out"
+            f"{paths[earlier]}: a copy of one file, whose images would be stored twice. Leave one of them "
+            "out (to read its images twice on purpose, oversampling them, convert the file once and select "
+            "its samples twice when reading: Dataset.select)"
         )
 
 

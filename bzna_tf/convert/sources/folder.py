@@ -438,7 +438,7 @@ class ImageFolderSource(Source):
                 f"{escaped_name(self.root)}: {count(len(clashes), 'image')} reached through symbolic links "
                 f"in a second class ({', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''}): an image "
                 "has one label. Remove the links that put an image in a second class; to store a picture in "
-                "two classes, copy the file"
+                "two classes, copy the file or make it a hard link (ln), which is a file of its own here"
             )
         if not self._files:
             raise SourceError(f"{escaped_name(self.root)}: no image files ({', '.join(self.extensions)})")
