@@ -14,6 +14,7 @@ import shlex
 
 import _docs_workspace
 import pytest
+from conftest import ROOT
 
 import bzna_tf
 from bzna_tf.cli import build_parser, example_commands, main
@@ -37,6 +38,22 @@ def test_version_prints_the_version(capsys):
         main(["--version"])
     assert e.value.code == 0
     assert capsys.readouterr().out == f"bzna-tf {bzna_tf.__version__}\n"
+
+
+def test_python_m_bzna_tf_is_the_command(tmp_path):
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bzna_tf", "info", str(tmp_path / "none.bzna")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stderr.startswith("bzna-tf info: "), done.stderr
+    assert "none.bzna" in done.stderr
 
 
 def test_every_command_is_checked():
