@@ -2,11 +2,12 @@
 
 import os
 import struct
+from unittest import mock
 
 import numpy as np
 import pytest
 
-from bzna_tf.format import BznaFile, BznaWriter, HvcC, Picture, open_bzna, split_nals
+from bzna_tf.format import BznaFile, BznaWriter, HvcC, Picture, open_bzna, reader, split_nals
 from bzna_tf.format.hevc import to_annexb
 from bzna_tf.format.sample import build_image_mp4, outer_thumb_entry
 from bzna_tf.format.writer import FTYP, build_moov
@@ -52,6 +53,19 @@ def test_round_trip(pictures, tmp_path):
         assert [b[0] for b in f.top_level] == ["ftyp", "mdat", "moov", "uuid", "uuid"]
         assert f.top_level[1][1:3] == (24, 16)
         assert f.tracks["bzna_input"].offset(0) == 40
+    # Opening reads the headers (a uuid box's usertype and the checksum table's fixed fields with its
+    # header), moov, then the metadata: one read each (each one a request on gs://).
+    reads = []
+    real = reader.Source.read
+    with mock.patch.object(
+        reader.Source, "read", lambda src, off, size, **kw: reads.append(size) or real(src, off, size, **kw)
+    ):
+        with BznaFile(path, read_metadata=True) as f:
+            assert f.identity is not None and f.class_names is None
+    top = f.top_level
+    assert len(reads) == 1 + (len(top) - 1) + 1 + 1, (
+        reads
+    )  # the first bytes (ftyp), the other headers, moov, metadata
     # Pictures carry the parameter sets of the encoder; the file gives them back for decoding.
     inp = pictures[0][0]
     with BznaFile(path) as f:

@@ -368,7 +368,10 @@ class BznaFile:
 
     def _open(self):
         src = self._src
-        self.top_level = _top_level(src)
+        # The first bytes of each top-level uuid box, read with the headers: which uuid box is which,
+        # and the checksum table's fixed fields, without a read of their own (each one a request on gs://).
+        self._uuid_heads = {}
+        self.top_level = _top_level(src, self._uuid_heads)
         moov = [b for b in self.top_level if b[0] == "moov"]
         if not moov:
             raise src.where.error(f"no 'moov' box among the top-level boxes {[b[0] for b in self.top_level]}")
@@ -396,7 +399,7 @@ class BznaFile:
             raise t.box.error(
                 f"track '{TARGET}' has {count(len(t), 'sample', grouped=False)}, more than the {n} inputs"
             )
-        self._checksum_head = _checksum_head(src, self.top_level)
+        self._checksum_head = _checksum_head(src, self.top_level, self._uuid_heads)
 
     # Basic facts.
 
@@ -437,7 +440,9 @@ class BznaFile:
         if self._metadata is None:
             found = {}
             with self._src.held():  # one open for the run of reads, when not kept open
-                for off, header, size in _uuid_boxes(self._src, self.top_level, METADATA_UUID):
+                for off, header, size in _uuid_boxes(
+                    self._src, self.top_level, METADATA_UUID, self._uuid_heads
+                ):
                     length = size - header - 16
                     if length > MAX_METADATA_BYTES:
                         raise self._src.where.error(
@@ -475,7 +480,9 @@ class BznaFile:
         if self._checksums is False:
             found = None
             with self._src.held():
-                for off, header, size in _uuid_boxes(self._src, self.top_level, CHECKSUMS_UUID):
+                for off, header, size in _uuid_boxes(
+                    self._src, self.top_level, CHECKSUMS_UUID, self._uuid_heads
+                ):
                     found = parse_checksum_box(
                         self._src.read,
                         off,
@@ -757,22 +764,40 @@ class BznaFile:
         return t.offset(i), t.size(i)
 
 
-def _uuid_boxes(src: Source, top_level, usertype: bytes):
-    """(offset, header size, size) of each top-level ``uuid`` box of this usertype, in file order."""
+def _uuid_boxes(src: Source, top_level, usertype: bytes, heads=None):
+    """(offset, header size, size) of each top-level ``uuid`` box of this usertype, in file order.
+
+    ``heads``: {offset: the box's first bytes} (:func:`_top_level`'s), which spare reading the usertypes.
+    """
     for btype, off, header, size in top_level:
-        if btype == "uuid" and size >= header + 16 and src.read(off + header, 16, box="uuid") == usertype:
+        if btype != "uuid" or size < header + 16:
+            continue
+        head = (heads or {}).get(off, b"")
+        found = (
+            head[header : header + 16] if len(head) >= header + 16 else src.read(off + header, 16, box="uuid")
+        )
+        if found == usertype:
             yield off, header, size
 
 
-def _checksum_head(src: Source, top_level) -> bytes | None:
+def _checksum_head(src: Source, top_level, heads=None) -> bytes | None:
     """The checksum table's fixed fields (version, algorithm, count, and the checksums of the outer
     index), or None without a table that holds them. Read when the file is opened: a malformed table is
     :attr:`BznaFile.checksums`' and the source ops' to refuse."""
-    for off, header, size in _uuid_boxes(src, top_level, CHECKSUMS_UUID):
+    for off, header, size in _uuid_boxes(src, top_level, CHECKSUMS_UUID, heads):
         if size - header - 16 < _CHECKSUM_FIELDS:
             return None
-        return src.read(off + header + 16, _CHECKSUM_FIELDS, box="uuid")
+        start = header + 16
+        head = (heads or {}).get(off, b"")
+        if len(head) >= start + _CHECKSUM_FIELDS:
+            return head[start : start + _CHECKSUM_FIELDS]
+        return src.read(off + start, _CHECKSUM_FIELDS, box="uuid")
     return None
+
+
+# How much of each top-level box :func:`_top_level` reads: a uuid box's header (8 or 16 bytes), usertype
+# (16) and the checksum table's fixed fields (24).
+_HEAD_BYTES = 64
 
 
 def _index_checksums(head: bytes | None) -> tuple[int, int, int] | None:
@@ -783,8 +808,12 @@ def _index_checksums(head: bytes | None) -> tuple[int, int, int] | None:
     return struct.unpack_from(">III", head, 12)
 
 
-def _top_level(src: Source) -> list[tuple[str, int, int, int]]:
-    """(type, offset, header_size, size) of each top-level box, from headers alone."""
+def _top_level(src: Source, uuid_heads=None) -> list[tuple[str, int, int, int]]:
+    """(type, offset, header_size, size) of each top-level box, from headers alone.
+
+    ``uuid_heads``: a dict that gets {offset: the box's first bytes (at most 64, not past the box)} of
+    each uuid box, read with its header.
+    """
     first = src.read(0, min(SNIFF_BYTES, src.size), box="file")
     why = not_bzna_reason(first)  # a JPEG or an empty file, say, before its bytes are read as boxes
     if why is not None:
@@ -793,8 +822,10 @@ def _top_level(src: Source) -> list[tuple[str, int, int, int]]:
     off = 0
     while off < src.size:
         left = src.size - off
-        head = first[:16] if off == 0 else src.read(off, min(16, left), box="file")
+        head = first[:_HEAD_BYTES] if off == 0 else src.read(off, min(_HEAD_BYTES, left), box="file")
         btype, header, size = read_header(head, 0, left, base=off, where=src.where)
         boxes.append((btype, off, header, size))
+        if btype == "uuid" and uuid_heads is not None:
+            uuid_heads[off] = head[:size]
         off += size
     return boxes
