@@ -415,3 +415,23 @@ def test_negative_labels_are_unlabelled_and_put_last_in_a_shuffled_order(tmp_pat
     }
     with pytest.raises(ConversionError, match=r"neg.parquet row [25] \(row group [01]\): label -1 is"):
         convert(src, tmp_path / "raise.bzna", **FAST)
+
+
+def test_the_source_order_puts_rows_known_unlabelled_after_the_labelled_ones(tmp_path):
+    # The source reads its label column up front: in the source order too, null and negative labels go
+    # last, each group in the rows' order (it stopped: "a labelled image after unlabelled ones").
+    pics = images(8)
+    labels = [0, None, 1, -1, 0, 1, None, 1]
+    path = write_parquet(tmp_path / "mixed.parquet", pics, labels, 3, hf_names=["a", "b"])
+    out = tmp_path / "mixed.bzna"
+    src = ParquetSource(path, allow_unlabelled=True)
+    summary = convert(src, out, order="source", negative_labels="unlabelled", **FAST)
+    assert summary.labelled == 5
+    with BznaFile(out) as f:
+        assert f.filenames() == [f"img_{i:05d}.ppm" for i in (0, 2, 4, 5, 7, 1, 3, 6)]
+        assert f.targets.tolist()[: f.num_targets] == [0, 1, 0, 1, 1] and f.num_labelled == 5
+    # All labelled first already: the same file as before (no other order).
+    first = write_parquet(tmp_path / "first.parquet", pics[:4], [0, 1, None, None], 3, hf_names=["a", "b"])
+    convert(ParquetSource(first, allow_unlabelled=True), tmp_path / "first.bzna", order="source", **FAST)
+    with BznaFile(tmp_path / "first.bzna") as f:
+        assert f.filenames() == [f"img_{i:05d}.ppm" for i in range(4)]

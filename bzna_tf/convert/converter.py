@@ -870,6 +870,9 @@ def convert(
                     negative = source.negative_labels()  # unlabelled too, so after the labelled ones
                     if negative is not None:
                         labelled = labelled & ~negative
+                if order == "source" and missing_label is not None:
+                    # Unlabelled images get a target: the source's order stays as it is.
+                    labelled = None
                 positions = conversion_order(total, order, seed, labelled)
             labels = _Labels(
                 names, negative_labels, on_error, int(getattr(source, "label_offset", 0) or 0),

@@ -160,13 +160,17 @@ def conversion_order(
     index, when the source knows it up front), the labelled images are
     shuffled among themselves first and the unlabelled ones after them: the
     format stores targets for a prefix of each file's samples.
-    ``"source"``: ``0 .. total - 1``.
+    ``"source"``: ``0 .. total - 1``; with ``labelled``, the labelled indices
+    in that order, then the unlabelled ones in that order (the converter
+    passes ``labelled`` there only without ``missing_label``, where
+    unlabelled images must come last).
     """
     check_order(order, seed)
     if order == "source":
-        return np.arange(total, dtype=np.int64)
-    key = _mix64(np.array([seed], np.uint64))[0] ^ np.arange(total, dtype=np.uint64)
-    perm = np.argsort(_mix64(key), kind="stable").astype(np.int64)
+        perm = np.arange(total, dtype=np.int64)
+    else:
+        key = _mix64(np.array([seed], np.uint64))[0] ^ np.arange(total, dtype=np.uint64)
+        perm = np.argsort(_mix64(key), kind="stable").astype(np.int64)
     if labelled is not None:
         labelled = np.asarray(labelled, bool)
         perm = np.concatenate([perm[labelled[perm]], perm[~labelled[perm]]])
