@@ -141,3 +141,61 @@ def test_dangling_and_looping_links_and_fifos_are_counted_as_not_taken(tmp_path,
     assert "not taken: 3 dangling symbolic links ('top.ppm', 'cat/sub/gone.ppm', 'dog/gone.ppm')\n" in said
     with BznaFile(tmp_path / "x.bzna") as f:
         assert len(f) == 5 and np.array_equal(np.sort(f.targets), [0, 0, 1, 1, 1])
+
+
+def locked(monkeypatch, *paths):
+    """``os.scandir`` refusing ``paths`` as ``chmod 000`` makes it (root, as in CI containers, reads any
+    folder, so the refusal is simulated)."""
+    scandir, refused = os.scandir, {os.fspath(p) for p in paths}
+
+    def listing(path="."):
+        if os.fspath(path) in refused:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", listing)
+
+
+def test_a_folder_that_cannot_be_read_stops_naming_it_and_its_class_even_with_on_error_skip(
+    tmp_path, monkeypatch, capsys
+):
+    """It stopped with a bare "PATH: Permission denied", even with --on-error skip. Its images cannot be
+    listed, and the folder is read when the source is made (before the conversion and its on_error):
+    leaving it out would drop them without a word, so it stops, naming the folder and its class."""
+    root = folder(tmp_path / "m", per_class=1)
+    (root / "dog" / "locked").mkdir()
+    (root / "dog" / "locked" / "1.ppm").write_bytes(ppm(gradient(16, 24)))
+    tail = (
+        ". Its images cannot be listed, and a folder is not a record that --on-error skip can leave out "
+        "(folders are listed when the source is made, before the conversion; leaving one out would drop its "
+        f"images without a word): make it readable (chmod -R u+rX), or move it out of {root} to convert "
+        "without its images"
+    )
+    nested = (
+        f"{root / 'dog' / 'locked'}: cannot read this folder (in class 'dog'): permission denied (Permission "
+        f"denied, errno 13){tail}"
+    )
+    locked(monkeypatch, root / "dog" / "locked")
+    with pytest.raises(SourceError) as e:
+        ImageFolderSource(root)
+    assert str(e.value) == nested
+    out = tmp_path / "x.bzna"
+    assert main(["convert", "folder", str(root), str(out), *CLI, "--on-error", "skip"]) == 1
+    assert capsys.readouterr().err == f"bzna-tf convert: {nested}\n"
+    assert not out.exists()
+    # A class folder itself.
+    locked(monkeypatch, root / "cat")
+    with pytest.raises(SourceError) as e:
+        ImageFolderSource(root)
+    assert str(e.value) == (
+        f"{root / 'cat'}: cannot read this folder (the folder of class 'cat'): permission denied (Permission "
+        f"denied, errno 13){tail}"
+    )
+    # The folder to convert.
+    locked(monkeypatch, root)
+    with pytest.raises(SourceError) as e:
+        ImageFolderSource(root)
+    assert str(e.value) == (
+        f"{root}: cannot read this folder: permission denied (Permission denied, errno 13): make it readable "
+        "(chmod u+rX), or convert as a user who can read it"
+    )

@@ -253,25 +253,82 @@ def test_keys_that_start_again_in_each_shard_convert_with_per_shard_keys(tmp_pat
                       ("a.ppm", pics[1]), ("a.cls", b"2")])  # fmt: skip
     with pytest.raises(SourceError, match=f"^{re.escape(str(twice))}: key 'a' appears again later in the"):
         WebDatasetSource(str(twice), per_shard_keys=True)
-    # Two shards of one file name (in two folders) would store their samples under the same names.
-    other = tmp_path / "other" / "train-000000.tar"
-    other.parent.mkdir()
-    restarting_shards(other.parent, samples[3:4], per_shard=1)
-    with pytest.raises(SourceError) as e:
-        WebDatasetSource([str(s0), str(other)], per_shard_keys=True)
-    assert str(e.value) == (
-        f"{s0} and {other} have one file name ('train-000000'): with --per-shard-keys "
-        "(per_shard_keys=True) each sample is stored as SHARD/KEY, SHARD the shard's file name without .tar, "
-        "so their samples would be stored under the same names. Leave out a shard that is a copy of the "
-        "other; if they hold different samples, rename one"
-    )
     dot = tmp_path / "dot" / "..tar"  # stored as ./00000
     restarting_shards(tmp_path / "dot", samples[:1], per_shard=1)[0].rename(dot)
     with pytest.raises(SourceError) as e:
         WebDatasetSource(str(dot), per_shard_keys=True)
     assert str(e.value) == (
         f"{dot}: with --per-shard-keys (per_shard_keys=True) each sample is stored as SHARD/KEY, SHARD the "
-        "shard's file name without .tar, and '.' has an empty or '.' part: rename the shard"
+        "shard's file name without .tar (its path from the shards' common folder when two shards have one "
+        "file name), and '.' has an empty or '.' part: rename the shard"
+    )
+
+
+def test_shards_of_one_file_name_in_two_folders_are_stored_under_their_paths(tmp_path, capsys):
+    """part1/train-000000.tar and part2/train-000000.tar (two img2dataset runs, keys starting again in each)
+    were refused with --per-shard-keys, asking to rename one (often impossible: read-only shared data)."""
+    samples = wds_samples(8)
+    runs = tmp_path / "runs"
+    p1 = restarting_shards(runs / "part1", samples[:6], per_shard=3)
+    p2 = restarting_shards(runs / "part2", samples[6:], per_shard=3)
+    patterns = [str(runs / "part1" / "*.tar"), str(runs / "part2" / "*.tar")]
+    src = WebDatasetSource(patterns, per_shard_keys=True)
+    shards = ["part1/train-000000", "part1/train-000001", "part2/train-000000"]
+    names = [f"{shards[i // 3]}/{i % 3:05d}" for i in range(8)]
+    assert [it.filename for it in src] == names
+    assert src.item(6).origin == f"{p2[0]} key '00000'"
+    # The fingerprint names the files as the samples are: from the common folder, so that a resumed
+    # conversion of other folders (part3/train-000000.tar, a copy of part2's) is not taken for this one.
+    assert [f[0] for f in src.describe()["files"]] == [f"{s}.tar" for s in shards]
+    # Shards whose file names differ keep their names and fingerprints (earlier conversions still resume).
+    one_run = WebDatasetSource(patterns[0], per_shard_keys=True)
+    assert [it.filename for it in one_run] == [f"train-{i // 3:06d}/{i % 3:05d}" for i in range(6)]
+    assert [f[0] for f in one_run.describe()["files"]] == ["train-000000.tar", "train-000001.tar"]
+    pics = images(2)
+    write_tar(tmp_path / "c1" / "s.tar", [("a.ppm", pics[0]), ("a.cls", b"0")])
+    write_tar(tmp_path / "c2" / "s.tar", [("b.ppm", pics[1]), ("b.cls", b"1")])
+    without = WebDatasetSource([str(tmp_path / "c1" / "s.tar"), str(tmp_path / "c2" / "s.tar")])
+    assert [it.filename for it in without] == ["a", "b"]
+    assert [f[0] for f in without.describe()["files"]] == ["s.tar", "s.tar"]
+    summary = convert(src, tmp_path / "out" / "x.bzna", workers=0, **FAST)
+    assert summary.images == 8
+    items = [Item(name, int(s["cls"]), data=s["ppm"]) for name, s in zip(names, samples, strict=True)]
+    assert pictures_by_name([tmp_path / "out" / "x.bzna"]) == reference(tmp_path, items, **FAST)
+    # Without the flag, the refusal names the name the flag would give.
+    with pytest.raises(SourceError, match=re.escape("its key (part1/train-000001/00000) (5 samples in all")):
+        WebDatasetSource(patterns)
+    # The command line, with one pattern over both folders.
+    from bzna_tf.cli import main
+
+    argv = ["convert", "webdataset", str(runs / "part*" / "*.tar"), str(tmp_path / "cli.bzna"), "-j", "0"]
+    assert main([*argv, "--no-progress", "--per-shard-keys"]) == 0
+    assert pictures_by_name([tmp_path / "cli.bzna"]).keys() == set(names)
+    # Two shards of one name without .tar in one folder are still refused.
+    upper = runs / "part2" / "train-000000.TAR"
+    upper.write_bytes(p1[1].read_bytes())
+    with pytest.raises(SourceError) as e:
+        WebDatasetSource([str(p2[0]), str(upper)], per_shard_keys=True)
+    assert str(e.value) == (
+        f"{p2[0]} and {upper} have one name without .tar ('train-000000'): with --per-shard-keys "
+        "(per_shard_keys=True) each sample is stored as SHARD/KEY, SHARD the shard's file name without .tar "
+        "(its path from the shards' common folder when two shards have one file name), so their samples "
+        "would be stored under the same names. Leave out a shard that is a copy of the other; if they hold "
+        "different samples, rename one"
+    )
+    # A shard beside a folder of its name: part1/train-000000.tar's key x/00000 and part1/train-000000/x.tar's
+    # key 00000 are both stored as part1/train-000000/x/00000.
+    write_tar(runs / "part1" / "train-000000" / "x.tar", [("00000.ppm", pics[1]), ("00000.cls", b"1")])
+    at = write_tar(p1[0], [("x/00000.ppm", pics[0]), ("x/00000.cls", b"0")])
+    with pytest.raises(SourceError) as e:
+        WebDatasetSource([str(p1[0]), str(runs / "part1" / "train-000000" / "x.tar"), str(p2[0])],
+                         per_shard_keys=True)  # fmt: skip
+    assert str(e.value) == (
+        f"members x/00000.ppm, x/00000.cls at byte {at['x/00000.ppm']} of {p1[0]} and members 00000.ppm, "
+        f"00000.cls at byte 512 of {runs / 'part1' / 'train-000000' / 'x.tar'} would both be stored as "
+        "'part1/train-000000/x/00000': with --per-shard-keys (per_shard_keys=True) each sample is stored as "
+        "SHARD/KEY, SHARD the shard's file name without .tar (its path from the shards' common folder when "
+        "two shards have one file name), and a name holds one image. Leave one of the shards out, or convert "
+        "it on its own"
     )
 
 

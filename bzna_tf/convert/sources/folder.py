@@ -33,6 +33,7 @@ from bzna_tf.convert.sources.base import (
     escaped_name,
     file_facts,
 )
+from bzna_tf.format.atomic import file_error
 from bzna_tf.format.reader import BznaFile, is_url
 from bzna_tf.format.shards import SHARD_NAME, BznaShards, check_shard_sets, shard_sets
 from bzna_tf.format.shards import near_name as _near
@@ -343,9 +344,11 @@ class ImageFolderSource(Source):
         beside its class folders without ``allow_unlabelled``, has a class
         folder whose name is not UTF-8 or (with ``classes``) not listed, or
         has an image that symbolic links put in a second class (or beside the
-        class folders too); ``classes`` lists a name twice, an empty name or
-        none, or is a file that is not a list of names, or a .bzna file
-        without a name for each of its targets.
+        class folders too), or has a folder that cannot be read (permission
+        denied: named with its class; it is listed here, before the
+        conversion, so ``on_error="skip"`` cannot leave it out); ``classes``
+        lists a name twice, an empty name or none, or is a file that is not a
+        list of names, or a .bzna file without a name for each of its targets.
       TypeError: ``classes`` is neither a path nor a list of strings.
     """
 
@@ -362,8 +365,15 @@ class ImageFolderSource(Source):
         listed = _Classes(classes) if classes is not None else None  # read (and refused) before the folder
         self._listed = listed is not None
         system = []
-        with os.scandir(self.root) as it:
-            top = _visible(it, system)
+        try:
+            with os.scandir(self.root) as it:
+                top = _visible(it, system)
+        except OSError as e:
+            said = file_error(e, self.root, "cannot read this folder").strerror or str(e)
+            raise SourceError(
+                f"{escaped_name(self.root)}: {said}: make it readable (chmod u+rX), or convert as a user who "
+                "can read it"
+            ) from e
         kinds = {e.name: _kind(e) for e in top}
         folders = [e.name for e in top if kinds[e.name] == "dir"]
         unnamed = [c for c in folders if not _is_utf8(c)]
@@ -411,7 +421,7 @@ class ImageFolderSource(Source):
         for target, name in enumerate(self.classes):
             # Within a class, a folder reached twice (a link back up, two links) is read once.
             folder = self._folders.get(name)
-            found = self._walk(folder, {top_real}, ignored, strange) if folder is not None else []
+            found = self._walk(folder, name, {top_real}, ignored, strange) if folder is not None else []
             if not found:
                 empty.append(f"{name!r} (target {target})")
             for rel, real in found:
@@ -621,10 +631,14 @@ class ImageFolderSource(Source):
     def _is_image(self, name):
         return name.lower().endswith(self.extensions)
 
-    def _walk(self, rel, seen, ignored, strange):
-        """(image path relative to root, its real path) under the folder ``rel``, sorted level by level.
+    def _walk(self, rel, name, seen, ignored, strange):
+        """(image path relative to root, its real path) under the folder ``rel`` of class ``name``, sorted
+        level by level.
 
         Other files go to ``ignored``, entries that are neither files nor folders to ``strange``.
+
+        Raises:
+          SourceError: a folder that cannot be read (permission denied, ...), naming it and its class.
         """
         folder = os.path.join(self.root, rel)
         real = os.path.realpath(folder)
@@ -633,14 +647,26 @@ class ImageFolderSource(Source):
         seen.add(real)
         out = []
         system = []
-        with os.scandir(folder) as it:
-            entries = _visible(it, system)
+        try:
+            with os.scandir(folder) as it:
+                entries = _visible(it, system)
+        except OSError as e:
+            # The folder is listed when the source is made, before the conversion and its on_error: leaving
+            # it out would drop its images without a word, so it stops here (--on-error skip or not).
+            where = f"the folder of class {name!r}" if "/" not in rel else f"in class {name!r}"
+            said = file_error(e, folder, f"cannot read this folder ({where})").strerror or str(e)
+            raise SourceError(
+                f"{escaped_name(folder)}: {said}. Its images cannot be listed, and a folder is not a record "
+                "that --on-error skip can leave out (folders are listed when the source is made, before the "
+                "conversion; leaving one out would drop its images without a word): make it readable "
+                f"(chmod -R u+rX), or move it out of {escaped_name(self.root)} to convert without its images"
+            ) from e
         strange["system"] += [f"{rel}/{e.name}" for e in system]
         for e in entries:
             path = f"{rel}/{e.name}"
             kind = _kind(e)
             if kind == "dir":
-                out += self._walk(path, seen, ignored, strange)
+                out += self._walk(path, name, seen, ignored, strange)
             elif kind == "file":
                 if self._is_image(e.name):
                     out.append((path, _real_path(e, real)))

@@ -144,7 +144,7 @@ class _Index:
         self.errors = {}  # sample -> why it cannot be converted
         self.starts = [0]  # the first sample of each shard, then the total
         self.hashes = array("q")  # hash(name) of each sample, to find a name seen twice (then dropped)
-        # With per_shard_keys: each shard's "SHARD/" (its file name without .tar), before its samples' keys.
+        # With per_shard_keys: each shard's "SHARD/" (see _shard_names), before its samples' keys.
         self.prefixes = None
 
     def __len__(self):
@@ -468,12 +468,17 @@ class WebDatasetSource(LabelledSource):
         ``00000``, ... in every shard, as some writers number them): each
         sample is stored as ``SHARD/KEY``, ``SHARD`` its shard's file name
         without ``.tar`` (``train-000001/00000``), so that a key may be in
-        several shards; a key twice in one shard is still refused. By default
-        a key in two shards is refused (a shard named twice or copied).
+        several shards; a key twice in one shard is still refused. When two
+        shards have one file name (``part1/shard-000000.tar`` and
+        ``part2/shard-000000.tar``), ``SHARD`` is each shard's path from the
+        shards' common folder, without ``.tar`` (``part2/shard-000000/00000``).
+        By default a key in two shards is refused (a shard named twice or
+        copied).
 
     Raises:
       SourceError: a key in two shards (without ``per_shard_keys``; with it,
-        two shards of one file name) or twice in one shard, a file that is not
+        two samples stored under one name, or two shards of one name without
+        ``.tar`` in one folder) or twice in one shard, a file that is not
         a tar file, a compressed one (decompress it first), a corrupt header
         that hides the rest of a shard (or a GNU long name or pax header over
         1 MiB), or no pattern match. A bad sample
@@ -499,6 +504,7 @@ class WebDatasetSource(LabelledSource):
         self.class_names = list(class_names) if class_names is not None else None
         self.allow_unlabelled = bool(allow_unlabelled)
         self.per_shard_keys = bool(per_shard_keys)
+        self._shard_names, self._shard_root = _shard_names(self.paths)
         if self.per_shard_keys:
             self._check_shard_names()
         self._idx = None
@@ -529,23 +535,21 @@ class WebDatasetSource(LabelledSource):
         return {**self.__dict__, "_idx": None}
 
     def _check_shard_names(self):
-        """Refuses, with per_shard_keys, two shards of one file name or a name that cannot be stored."""
+        """Refuses, with per_shard_keys, two shards stored under one name or a name that cannot be stored."""
         seen = {}
-        for path in self.paths:
-            stem = _shard_name(path)
+        for path, stem in zip(self.paths, self._shard_names, strict=True):
             why = _unstorable(stem)
             if why:
                 raise SourceError(
                     f"{path}: with --per-shard-keys (per_shard_keys=True) each sample is stored as "
-                    f"SHARD/KEY, SHARD the shard's file name without .tar, and {stem!r} {why}: rename the "
-                    "shard"
+                    f"SHARD/KEY, {_SHARD_RULE}, and {stem!r} {why}: rename the shard"
                 )
-            if stem in seen:
+            if stem in seen:  # left only in one folder: x.tar and x.TAR, or x and x.tar
                 raise SourceError(
-                    f"{seen[stem]} and {path} have one file name ({stem!r}): with --per-shard-keys "
-                    "(per_shard_keys=True) each sample is stored as SHARD/KEY, SHARD the shard's file name "
-                    "without .tar, so their samples would be stored under the same names. Leave out a shard "
-                    "that is a copy of the other; if they hold different samples, rename one"
+                    f"{seen[stem]} and {path} have one name without .tar ({stem!r}): with --per-shard-keys "
+                    f"(per_shard_keys=True) each sample is stored as SHARD/KEY, {_SHARD_RULE}, so their "
+                    "samples would be stored under the same names. Leave out a shard that is a copy of the "
+                    "other; if they hold different samples, rename one"
                 )
             seen[stem] = path
 
@@ -553,7 +557,7 @@ class WebDatasetSource(LabelledSource):
         """Reads every member header of every shard (seeking over the data) into ``self._idx``."""
         idx = _Index()
         if self.per_shard_keys:
-            idx.prefixes = [_shard_name(p) + "/" for p in self.paths]
+            idx.prefixes = [name + "/" for name in self._shard_names]
         # Members that are not samples are counted, with the first three names for the summary.
         self._not_taken, self._not_regular = [0, []], [0, []]
         for path in self.paths:
@@ -589,13 +593,20 @@ class WebDatasetSource(LabelledSource):
                 "a key names one sample (the image is stored under it): re-create the shard with each "
                 f"sample's members together and each key once{more}"
             )
+        if self.per_shard_keys:  # a shard in a folder named as another shard: p/a.tar's x/0 and p/a/x.tar's 0
+            raise SourceError(
+                f"{members(earlier)} of {self.paths[earlier.shard]} and {members(later)} of "
+                f"{self.paths[later.shard]} would both be stored as {later.name!r}: with --per-shard-keys "
+                f"(per_shard_keys=True) each sample is stored as SHARD/KEY, {_SHARD_RULE}, and a name holds "
+                f"one image. Leave one of the shards out, or convert it on its own{more}"
+            )
         raise SourceError(
             f"key {later.key!r} is in two shards: {members(earlier)} of {self.paths[earlier.shard]}, and "
             f"{members(later)} of {self.paths[later.shard]}: a shard named twice or copied would store its "
             "images twice, and a key names one sample (the image is stored under it). Leave the repeated "
             "shard out; if the shards hold different samples (keys that start again in each shard), convert "
             "with --per-shard-keys (per_shard_keys=True), which stores each sample under its shard's name "
-            f"and its key ({_shard_name(self.paths[later.shard])}/{later.key}){more}"
+            f"and its key ({self._shard_names[later.shard]}/{later.key}){more}"
         )
 
     def _loaded(self):
@@ -723,8 +734,11 @@ class WebDatasetSource(LabelledSource):
         return has
 
     def _describe(self):
+        # With per_shard_keys, the files' names are what the samples are stored under: their paths from the
+        # shards' common folder when their file names repeat (never the case in conversions made before).
+        root = self._shard_root if self.per_shard_keys else None
         return {
-            "files": [file_facts(p) for p in self.paths],
+            "files": [file_facts(p, root) for p in self.paths],
             "image_key": self.image_key,
             "label_key": self.label_key,
             **allow_unlabelled_fact(self.allow_unlabelled),
@@ -849,10 +863,33 @@ class WebDatasetSource(LabelledSource):
                    allow_unlabelled=allow_unlabelled, per_shard_keys=per_shard_keys)  # fmt: skip
 
 
-def _shard_name(path):
-    """A shard's file name without .tar: the folder its samples are stored in with per_shard_keys."""
-    name = os.path.basename(path)
+# How per_shard_keys names a shard's folder (in messages, after "stored as SHARD/KEY, ").
+_SHARD_RULE = (
+    "SHARD the shard's file name without .tar (its path from the shards' common folder when two shards have "
+    "one file name)"
+)
+
+
+def _without_tar(name):
     return name[:-4] if name.lower().endswith(".tar") else name
+
+
+def _shard_names(paths):
+    """(the folder each shard's samples are stored in with per_shard_keys, the folder the names start in).
+
+    A shard's file name without .tar (``train-000001``; folder None). When
+    two shards have one such name (``part1/shard-000000.tar`` and
+    ``part2/shard-000000.tar``, as two img2dataset runs leave them), every
+    shard's path from the shards' common folder, without .tar
+    (``part2/shard-000000``), and that folder: the names of shards whose file
+    names differ are the same as before (stored names and fingerprints).
+    """
+    names = [_without_tar(os.path.basename(p)) for p in paths]
+    if len(set(names)) == len(names):
+        return names, None
+    full = [os.path.abspath(p) for p in paths]
+    root = os.path.commonpath([os.path.dirname(p) for p in full])
+    return [_without_tar(os.path.relpath(p, root).replace(os.sep, "/")) for p in full], root
 
 
 def _tally(seen, shown):
