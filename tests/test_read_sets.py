@@ -364,3 +364,19 @@ def test_class_names_that_differ_only_in_spelling_are_said_so(tmp_path, encoded)
     )
     assert "ImageNet('DIR/train-*.bzna', split='train')" in str(e.value)
     assert len(ImageNet(str(d / "train*.bzna"), split="train")) == 6  # what the message says works
+
+
+def test_shards_by_file_count_the_files_of_the_split(per_split, small_imagenet):
+    train = ImageNet(per_split, split="train")  # holds val.bzna too: train's two files hold the split
+    for k in range(3):
+        with pytest.raises(
+            ValueError, match="needs at least as many files as shards: 2 files holding the sampl"
+        ):
+            train.as_dataset(batch_size=2, shape=8, shard=(3, k), shard_by="files")
+    seen = []
+    for k in range(2):
+        per_file = train.as_dataset(
+            batch_size=2, shape=8, shard=(2, k), shard_by="files", with_filenames=True
+        )
+        seen += [n.decode().split("_")[0] for _, _, names in per_file for n in names.numpy()]
+    assert sorted(seen) == ["train0"] * 4 + ["train1"] * 4

@@ -501,14 +501,15 @@ class Dataset:
         An empty shard is an error when training or repeated endlessly, named here, where the shard
         asked for is known (the pipeline then reads this one as its only shard).
         """
-        num_files = len(self._index.files)
-        if num_files < count and training:
-            raise ValueError(
-                "shard_by='files' needs at least as many files as shards: "
-                f"{wording.count(num_files, 'file')} for {count} shards (use more, smaller .bzna files, or "
-                "shard_by='samples')"
-            )
         files = file_numbers(self._index.starts, sel)
+        # The files that hold the selection: a split of ImageNet's per-split files is in its own files.
+        num_files = len(np.unique(files))
+        if num_files < count and training:
+            held = "" if num_files == len(self._index.files) else " holding the samples selected"
+            raise ValueError(
+                f"shard_by='files' needs at least as many files as shards: {wording.count(num_files, 'file')}"
+                f"{held} for {count} shards (use more, smaller .bzna files, or shard_by='samples')"
+            )
         mine = sel[files % count == index]
         if not len(mine) and (training or endless):
             holding = sorted(set(files.tolist()))
