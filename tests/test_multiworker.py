@@ -101,9 +101,8 @@ def _free_ports(n):
     return ports
 
 
-def test_two_worker_processes_split_every_epoch_and_train_in_step(small_file, tmp_path):
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
+def _run_workers(script, small_file, tmp_path):
+    """Runs ``script`` as two workers of one job; what each wrote, parsed."""
     ports = ",".join(str(p) for p in _free_ports(2))
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     outs = [tmp_path / f"worker{k}.json" for k in range(2)]
@@ -126,7 +125,13 @@ def test_two_worker_processes_split_every_epoch_and_train_in_step(small_file, tm
             p.kill()
     for k, p in enumerate(procs):
         assert p.returncode == 0 and f"OK {k}" in said[k], said[k][-4000:]
-    runs = [json.loads(o.read_text()) for o in outs]
+    return [json.loads(o.read_text()) for o in outs]
+
+
+def test_two_worker_processes_split_every_epoch_and_train_in_step(small_file, tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    runs = _run_workers(script, small_file, tmp_path)
     everything = sorted(f"m{i:02d}.png" for i in range(SAMPLES))
     for epoch in range(2):
         a, b = (r["epochs"][epoch] for r in runs)
@@ -138,3 +143,34 @@ def test_two_worker_processes_split_every_epoch_and_train_in_step(small_file, tm
     np.testing.assert_allclose(runs[0]["losses"], runs[1]["losses"], rtol=1e-6)
     for u, v in zip(runs[0]["weights"], runs[1]["weights"], strict=True):
         np.testing.assert_allclose(u, v, rtol=1e-6, atol=1e-7)
+
+
+SHARDED_WORKER = textwrap.dedent(
+    """
+    import json, os, sys
+    index, ports, path, out = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], sys.argv[4]
+    os.environ["TF_CONFIG"] = json.dumps(
+        {"cluster": {"worker": [f"localhost:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
+    )
+    import tensorflow as tf
+    import bzna_tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    data = bzna_tf.ClassificationDataset(path)
+    # One pipeline per worker, sharded by hand, handed to experimental_distribute_dataset (as model.fit
+    # does): its auto-sharding must not keep 1/N of the shard again.
+    ds = data.as_dataset(batch_size=2, shape=8, shuffle=True, seed=3, with_filenames=True, shard=(2, index))
+    names = [n.decode() for _, _, files in strategy.experimental_distribute_dataset(ds)
+             for t in strategy.experimental_local_results(files) for n in t.numpy()]
+    json.dump(names, open(out, "w"))
+    print("OK", index)
+    """
+)
+
+
+def test_a_pipeline_sharded_by_hand_is_not_sharded_again_by_tf_distribute(small_file, tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(SHARDED_WORKER)
+    a, b = _run_workers(script, small_file, tmp_path)
+    assert len(a) == len(b) == SAMPLES // 2  # a quarter of the samples on each worker, before
+    assert sorted(a + b) == sorted(f"m{i:02d}.png" for i in range(SAMPLES))

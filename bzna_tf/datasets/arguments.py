@@ -116,6 +116,7 @@ class Options:
     # distribution
     shard: tuple[int, int]  # (count, index)
     shard_by: str
+    sharded: bool  # asked for one shard of several (shard_by="files" reads its files as shard (1, 0))
     # tf.data tuning
     num_parallel_calls: int | None
     prefetch: int | None
@@ -181,8 +182,9 @@ def check(
         antialias=getattr(layer, "antialias", True) if antialias is None else antialias,
         bias=bias,
         norm=norm,
-        shard=_distribution(shard, input_context, shard_by, shuffle, seed),
+        shard=(shards := _distribution(shard, input_context, shard_by, shuffle, seed)),
         shard_by=shard_by,
+        sharded=shards[0] > 1,
         num_parallel_calls=num_parallel_calls,
         prefetch=prefetch,
     )

@@ -136,14 +136,20 @@ def _build(source: Source, options) -> tf.data.Dataset:
         # tf.data appends a prefetch of its own to a pipeline ending otherwise).
         ds = _CounterCheckpoint(ds, state.variable.handle)
     ds = ds.prefetch(autotune if options.prefetch is None else options.prefetch)
+    tf_options = tf.data.Options()
     if state is not None or options.skip:
         # The root reads and advances the epoch variable once per iteration;
         # an iterator checkpoint need not (and cannot) hold that read: the
         # running iteration's range is in the root's saved state, and the
         # variable's value in BznaEpochCounterCheckpoint's. Nor need it hold
         # the skip counter (reporting only).
-        tf_options = tf.data.Options()
         tf_options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    if options.sharded:
+        # This pipeline is already its worker's shard: tf.distribute's
+        # auto-sharding (experimental_distribute_dataset, and so model.fit
+        # under MultiWorkerMirroredStrategy) would keep 1/N of it again.
+        tf_options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    if tf_options != tf.data.Options():
         ds = ds.with_options(tf_options)
     if state is not None:
         ds.bzna_epochs = state
