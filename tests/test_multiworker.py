@@ -28,7 +28,8 @@ pytest.importorskip("tensorflow")
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = 14
 
-WORKER = textwrap.dedent(
+# Each worker script's start: this worker of a job of two, its strategy and the file.
+WORKER_START = textwrap.dedent(
     """
     import json, os, sys
     index, ports, path, out = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], sys.argv[4]
@@ -40,6 +41,11 @@ WORKER = textwrap.dedent(
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     data = bzna_tf.ClassificationDataset(path)
+    """
+)
+
+WORKER = WORKER_START + textwrap.dedent(
+    """
     GLOBAL = 4
 
     def pipeline(ctx):
@@ -145,18 +151,8 @@ def test_two_worker_processes_split_every_epoch_and_train_in_step(small_file, tm
         np.testing.assert_allclose(u, v, rtol=1e-6, atol=1e-7)
 
 
-SHARDED_WORKER = textwrap.dedent(
+SHARDED_WORKER = WORKER_START + textwrap.dedent(
     """
-    import json, os, sys
-    index, ports, path, out = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], sys.argv[4]
-    os.environ["TF_CONFIG"] = json.dumps(
-        {"cluster": {"worker": [f"localhost:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
-    )
-    import tensorflow as tf
-    import bzna_tf
-
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    data = bzna_tf.ClassificationDataset(path)
     # One pipeline per worker, sharded by hand, handed to experimental_distribute_dataset (as model.fit
     # does): its auto-sharding must not keep 1/N of the shard again.
     ds = data.as_dataset(batch_size=2, shape=8, shuffle=True, seed=3, with_filenames=True, shard=(2, index))
