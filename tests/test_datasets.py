@@ -620,6 +620,43 @@ def test_an_unsharded_pipeline_in_a_multi_worker_job_warns_once(flat_file, monke
     assert "2 workers" in message and "input_context" in message and "DATA" in message
 
 
+def test_an_unsharded_shuffle_without_a_seed_in_a_multi_worker_job_is_refused(flat_file, monkeypatch):
+    # Each worker would draw its own order; DATA auto-sharding then keeps every N-th batch of N orders
+    # (two real workers read some samples twice and others never).
+    import json
+
+    d = ClassificationDataset(flat_file).labelled()
+    cluster = {"cluster": {"worker": ["host0:2222", "host1:2222"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
+    with pytest.raises(
+        ValueError, match=r"shuffle=True\) without a `seed` in a job of 2 workers: each worker"
+    ):
+        d.as_dataset(batch_size=2, shape=8, shuffle=True)
+    with pytest.warns(UserWarning, match="DATA"):  # said where it is not refused
+        d.as_dataset(batch_size=2, shape=8, shuffle=True, seed=3)
+    d.as_dataset(batch_size=2, shape=8, shuffle=True, shard=(2, 0), seed=1)
+    tf.random.set_seed(5)  # one global seed: the same order on every worker
+    try:
+        d.as_dataset(batch_size=2, shape=8, shuffle=True)
+    finally:
+        tf.random.set_seed(None)
+
+
+def test_as_dataset_in_a_tf_function_needs_an_initial_epoch(flat_file):
+    # ParameterServerStrategy's create_per_worker_dataset traces the dataset function: autograph's own
+    # names were taken for arguments (TypeError: check() got an unexpected keyword argument 'do_return'),
+    # and a pipeline on the tracing process's epoch counter hung on the workers.
+    d = ClassificationDataset(flat_file).labelled()
+
+    @tf.function
+    def cardinality(**kwargs):
+        return tf.data.experimental.cardinality(d.as_dataset(batch_size=4, shape=8, **kwargs))
+
+    assert int(cardinality(initial_epoch=0)) == -(-len(d) // 4)
+    with pytest.raises(ValueError, match=r"as_dataset\(initial_epoch=None\) called in a tf.function"):
+        cardinality()
+
+
 def test_iterations_continue_the_epochs_and_the_state_checkpoints(flat_file, tmp_path):
     d = ClassificationDataset(flat_file)
 

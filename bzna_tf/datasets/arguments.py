@@ -162,6 +162,27 @@ def check(
     bias, norm = normalization(normalize)
     draws = bool(shuffle) or (bool(training) and not _fixed_warp(transform))
     seed_value, drawn = resolve_seed(seed, draws=draws)
+    # (No assignment expression here: autograph, as_dataset called in a tf.function, cannot convert one.)
+    workers = _num_workers() if shuffle and drawn and shard is None and input_context is None else 1
+    if workers > 1:
+        # DATA auto-sharding keeps every N-th batch of each worker's pipeline: of N orders when drawn apart.
+        raise ValueError(
+            f"as_dataset(shuffle=True) without a `seed` in a job of {workers} workers: each worker would "
+            "draw its own order, and tf.distribute's auto-sharding (every N-th batch of each worker's "
+            "pipeline) would read some samples twice and others never. Give every worker the same `seed` "
+            "(or one global seed: keras.utils.set_random_seed), or better, build the pipeline per worker: "
+            "strategy.distribute_datasets_from_function(lambda ctx: ds.as_dataset(..., input_context=ctx, "
+            "seed=...))"
+        )
+    shards = _distribution(shard, input_context, shard_by, shuffle, seed)
+    if initial_epoch is None and _inside_function():
+        raise ValueError(
+            "as_dataset(initial_epoch=None) called in a tf.function (ParameterServerStrategy's "
+            "create_per_worker_dataset traces the dataset function, say): its epoch counter is a variable "
+            "of the process that builds the pipeline, which the workers that run the function cannot "
+            "reach. Pass initial_epoch= (a stateless pipeline: every iteration yields the epochs from it; "
+            "repeat=True for an endless stream)"
+        )
     return Options(
         batch_size=batch_size,
         shape=hw,
@@ -182,7 +203,7 @@ def check(
         antialias=getattr(layer, "antialias", True) if antialias is None else antialias,
         bias=bias,
         norm=norm,
-        shard=(shards := _distribution(shard, input_context, shard_by, shuffle, seed)),
+        shard=shards,
         shard_by=shard_by,
         sharded=shards[0] > 1,
         num_parallel_calls=num_parallel_calls,
@@ -428,6 +449,13 @@ def _distribution(shard, input_context, shard_by, shuffle, seed) -> tuple[int, i
             "for the shards to stay disjoint"
         )
     return count, index
+
+
+def _inside_function() -> bool:
+    """Whether the caller is being traced into a tf.function (not TF1's graph mode)."""
+    import tensorflow as tf
+
+    return tf.inside_function()
 
 
 def _shard(shard, input_context):

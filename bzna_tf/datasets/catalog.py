@@ -10,6 +10,7 @@ the samples to read to the pipeline (:mod:`.pipeline`), which builds the
 from __future__ import annotations
 
 import copy
+import inspect
 
 import numpy as np
 
@@ -465,8 +466,9 @@ class Dataset:
             (``image_size``, ``batch``, ``split``) is a ``TypeError`` saying
             which to use.
         """
-        # Every argument but self and the sample list, by name: the signature is their only list.
-        arguments = {k: v for k, v in locals().items() if k not in ("self", "sample_list")}
+        # Every argument but self and the sample list, by name: the signature is their only list (and
+        # the only names taken from locals(): autograph adds its own, as_dataset called in a tf.function).
+        arguments = {k: v for k, v in locals().items() if k in _AS_DATASET_ARGUMENTS}
         return self._as_dataset(sample_list, arguments)
 
     def _as_dataset(self, sample_list, arguments):
@@ -522,3 +524,7 @@ class Dataset:
                 "a validation shard be empty, when it is not repeated endlessly)"
             )
         return mine
+
+
+# Dataset.as_dataset's arguments that check() takes, by name.
+_AS_DATASET_ARGUMENTS = frozenset(inspect.signature(Dataset.as_dataset).parameters) - {"self", "sample_list"}

@@ -9,7 +9,7 @@ import numpy as np
 
 import bzna_tf.format.wording as wording
 from bzna_tf.datasets.arguments import HINTS, RENAMED
-from bzna_tf.datasets.catalog import Dataset
+from bzna_tf.datasets.catalog import _AS_DATASET_ARGUMENTS, Dataset
 from bzna_tf.format.keywords import keywords
 from bzna_tf.format.labels import is_labelled
 
@@ -149,8 +149,9 @@ class ClassificationDataset(Dataset):
           ValueError, TypeError: bad arguments (as for :meth:`Dataset.as_dataset`).
           ValueError: unlabelled samples among those read.
         """
-        # Dataset.as_dataset's arguments, by name: the signature is their only list here.
-        arguments = {k: v for k, v in locals().items() if k not in ("self", "sample_list", "unlabelled")}
+        # Dataset.as_dataset's arguments, by name: the signature is their only list here (autograph adds
+        # names of its own to locals(), as_dataset called in a tf.function).
+        arguments = {k: v for k, v in locals().items() if k in _AS_DATASET_ARGUMENTS}
         if unlabelled not in UNLABELLED:
             raise ValueError(f"Expected `unlabelled` in {UNLABELLED}. Received: unlabelled={unlabelled!r}")
         return self._reading_unlabelled(unlabelled)._as_dataset(sample_list, arguments)
