@@ -16,7 +16,7 @@ import pytest
 from _sources_data import gradient, ppm
 
 from bzna_tf.cli import main
-from bzna_tf.convert import ConversionError, ImageFolderSource, Item, SourceError, convert
+from bzna_tf.convert import ConversionError, EncodeOptions, ImageFolderSource, Item, SourceError, convert
 from bzna_tf.format import BznaFile
 
 CLI = ["--processes", "0", "--preset", "ultrafast", "--crf", "24", "--chroma", "average", "--no-progress"]
@@ -199,3 +199,31 @@ def test_a_folder_that_cannot_be_read_stops_naming_it_and_its_class_even_with_on
         f"{root}: cannot read this folder: permission denied (Permission denied, errno 13): make it readable "
         "(chmod u+rX), or convert as a user who can read it"
     )
+
+
+def test_a_rerun_refused_after_the_folder_changed_says_which_images_changed(tmp_path):
+    root = folder(tmp_path / "m", per_class=3)
+    out = tmp_path / "out" / "x.bzna"
+    fast = {"workers": 0, "progress": False, "encoding": EncodeOptions(preset="ultrafast", crf=30)}
+    convert(ImageFolderSource(root), out, num_shards=2, **fast)
+    (root / "cat" / "new.ppm").write_bytes(ppm(gradient(16, 24, seed=77)))
+    os.remove(root / "dog" / "2.ppm")
+    with pytest.raises(ConversionError) as e:
+        convert(ImageFolderSource(root), out, num_shards=2, **fast)
+    assert "written by a conversion with other sources or options" in str(e.value)
+    assert str(e.value).endswith(
+        ". The source's images by name: 1 image added since (cat/new.ppm), 1 image gone (dog/2.ppm)"
+    )
+    os.remove(root / "cat" / "new.ppm")
+    (root / "dog" / "2.ppm").write_bytes(ppm(gradient(16, 24, seed=78)))  # the same name, other bytes
+    later = (
+        os.stat(root / "dog" / "1.ppm").st_mtime_ns + 5 * 10**9
+    )  # (a whole second on: fingerprints count them)
+    os.utime(root / "dog" / "2.ppm", ns=(later, later))
+    with pytest.raises(ConversionError, match="The source holds the same images by name: their sizes, dates"):
+        convert(ImageFolderSource(root), out, num_shards=2, **fast)
+    os.remove(out.parent / "x-00001-of-00002.bzna")  # a shard missing: its images are not "added"
+    (root / "cat" / "0.ppm").unlink()
+    with pytest.raises(ConversionError) as e:
+        convert(ImageFolderSource(root), out, num_shards=2, **fast)
+    assert "added" not in str(e.value)

@@ -79,7 +79,7 @@ from bzna_tf.convert.sources.base import (
     escaped_name,
     few,
 )
-from bzna_tf.format import BznaFormatError
+from bzna_tf.format import BznaFile, BznaFormatError
 from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.progress import PlainProgress, progress_mode
 from bzna_tf.format.sample import build_image_mp4
@@ -858,7 +858,8 @@ def convert(
                                      class_names=class_names)  # fmt: skip
             _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary)
             todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
-                           settings["max_pixels"], settings["max_image_bytes"])  # fmt: skip
+                           settings["max_pixels"], settings["max_image_bytes"],
+                           changed=lambda: _changed_images(source, plan))  # fmt: skip
             if not todo:
                 summary.seconds = time.perf_counter() - start_time
                 return summary
@@ -1182,9 +1183,56 @@ def _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary):
     )
 
 
+_OTHER_SOURCES = "written by a conversion with other sources or options"
+
+
+def _changed_images(source, plan) -> str:
+    """How the images ``source`` lists differ from those stored in the plan's existing files, by name
+    (": 1 image added since (a/new.jpg), 1 gone (b/2.jpg)"), for the refusal of files written from other
+    sources; "" where the source does not list its images' names without reading them."""
+    listing = getattr(source, "stored_names", None)
+    now = listing() if listing is not None else None
+    if now is None:
+        return ""
+    stored, complete = set(), True
+    for spec in plan:
+        if not os.path.exists(spec.path):
+            complete = False
+            continue
+        try:
+            with BznaFile(spec.path) as f:
+                stored.update(f.filenames())
+        except (BznaFormatError, OSError, ValueError):
+            return ""
+    now = set(now)
+    gone = sorted(stored - now)
+    added = sorted(now - stored) if complete else []  # a missing shard's images are not "added"
+
+    def few(names):
+        return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+    parts = []
+    if added:
+        parts.append(f"{count(len(added), 'image')} added since ({few(added)})")
+    if gone:
+        parts.append(f"{count(len(gone), 'image')} gone ({few(gone)})")
+    if parts:
+        return ". The source's images by name: " + ", ".join(parts)
+    if complete:
+        return (
+            ". The source holds the same images by name: their sizes, dates or labels, or the options, "
+            "changed since"
+        )
+    return ""
+
+
 def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise",
-            max_pixels=DEFAULT_MAX_PIXELS, max_image_bytes=DEFAULT_MAX_IMAGE_BYTES):  # fmt: skip
+            max_pixels=DEFAULT_MAX_PIXELS, max_image_bytes=DEFAULT_MAX_IMAGE_BYTES,
+            changed=None):  # fmt: skip
     """The shards to convert; finished ones go to ``summary.finished``; other existing files are refused.
+
+    ``changed``: a function saying how the source's images differ from those the existing files hold,
+    for a refusal of files written from other sources ("" where it cannot say).
 
     A finished shard that does not fit ``lenient`` is converted again (it was written without it and
     left images out that it may keep, or with it and may hold repaired pictures), as is one that does
@@ -1233,9 +1281,10 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
             kept_out += len(skipped)
     if refused:
         more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
+        since = changed() if changed is not None and any(_OTHER_SOURCES in r for r in refused) else ""
         raise ConversionError(
             "refusing to replace existing files that this conversion did not finish; pass --overwrite "
-            f"(overwrite=True) to replace them: {'; '.join(refused[:3])}{more}"
+            f"(overwrite=True) to replace them: {'; '.join(refused[:3])}{more}{since}"
         )
     if left_out:
         more = f" (and {len(left_out) - 3} more files)" if len(left_out) > 3 else ""

@@ -688,6 +688,10 @@ class ImageFolderSource(Source):
     def bad_records(self):
         return self._bad  # the image files whose names are not UTF-8
 
+    def stored_names(self):
+        """The names the images are stored under, in index order (read from the listing, not the files)."""
+        return [escaped_name(rel) for _, rel in self._files]
+
     def _describe(self):
         return {
             # Only when given, so that the fingerprints of conversions made before the option still match.
