@@ -18,6 +18,7 @@ from bzna_tf.convert import (  # noqa: E402
     convert,
     shard_paths,
 )
+from bzna_tf.convert.plan import fingerprint  # noqa: E402
 from bzna_tf.datasets import ClassificationDataset  # noqa: E402
 from bzna_tf.format import BznaFile  # noqa: E402
 
@@ -430,8 +431,21 @@ def test_the_source_order_puts_rows_known_unlabelled_after_the_labelled_ones(tmp
     with BznaFile(out) as f:
         assert f.filenames() == [f"img_{i:05d}.ppm" for i in (0, 2, 4, 5, 7, 1, 3, 6)]
         assert f.targets.tolist()[: f.num_targets] == [0, 1, 0, 1, 1] and f.num_labelled == 5
-    # All labelled first already: the same file as before (no other order).
+    # Moved, the order is another conversion than the plain source order (which earlier versions wrote,
+    # and succeeded with where each shard's unlabelled images came last): their shards must not mix.
+    with BznaFile(out) as f:
+        facts = f.metadata["conversion"]
+    plain = dict(missing_label=None, negative_labels="unlabelled", total=8, num_shards=1)
+    assert facts["fingerprint"] == fingerprint(src, FAST["encoding"], **plain, order="source", seed=None,
+                                               class_names=None, unlabelled_last=True)  # fmt: skip
+    assert facts["fingerprint"] != fingerprint(src, FAST["encoding"], **plain, order="source", seed=None,
+                                               class_names=None)  # fmt: skip
+    # All labelled first already: the same file as before (no other order, the same fingerprint).
     first = write_parquet(tmp_path / "first.parquet", pics[:4], [0, 1, None, None], 3, hf_names=["a", "b"])
     convert(ParquetSource(first, allow_unlabelled=True), tmp_path / "first.bzna", order="source", **FAST)
     with BznaFile(tmp_path / "first.bzna") as f:
         assert f.filenames() == [f"img_{i:05d}.ppm" for i in range(4)]
+        unmoved = f.metadata["conversion"]["fingerprint"]
+    assert unmoved == fingerprint(ParquetSource(first, allow_unlabelled=True), FAST["encoding"],
+                                  missing_label=None, negative_labels="error", total=4, num_shards=1,
+                                  order="source", seed=None, class_names=None)  # fmt: skip

@@ -32,6 +32,8 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from bzna_tf.convert.encode import (
     CHROMA_MODES,
     DEFAULT_LAYOUT,
@@ -849,20 +851,6 @@ def convert(
                 plan = [ShardSpec(0, 1, 0, -1, plan[0].path)]
             summary.num_shards = len(plan)
             mine = _selected(plan, shards, worker_index, num_workers)
-            fp = fingerprint(source, encoding, missing_label=missing_label, negative_labels=negative_labels,
-                             total=total, num_shards=len(plan), order=order, seed=summary.seed,
-                             class_names=class_names)  # fmt: skip
-            # The order and seed are compared as such (_check_siblings says which differs).
-            sibling_fp = fingerprint(source, encoding, mtimes=False, missing_label=missing_label,
-                                     negative_labels=negative_labels, total=total, num_shards=len(plan),
-                                     class_names=class_names)  # fmt: skip
-            _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary)
-            todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
-                           settings["max_pixels"], settings["max_image_bytes"],
-                           changed=lambda: _changed_images(source, plan))  # fmt: skip
-            if not todo:
-                summary.seconds = time.perf_counter() - start_time
-                return summary
             positions = None
             if total is not None:
                 labelled = source.labelled() if hasattr(source, "labelled") else None
@@ -875,6 +863,24 @@ def convert(
                     # Unlabelled images get a target: the source's order stays as it is.
                     labelled = None
                 positions = conversion_order(total, order, seed, labelled)
+            # A source order with the unlabelled images moved last is another conversion than the plain
+            # source order (which earlier versions wrote, shard by shard): its shards must not mix.
+            moved = order == "source" and positions is not None and np.any(positions != np.arange(total))
+            extra = {"unlabelled_last": True} if moved else {}
+            fp = fingerprint(source, encoding, missing_label=missing_label, negative_labels=negative_labels,
+                             total=total, num_shards=len(plan), order=order, seed=summary.seed,
+                             class_names=class_names, **extra)  # fmt: skip
+            # The order and seed are compared as such (_check_siblings says which differs).
+            sibling_fp = fingerprint(source, encoding, mtimes=False, missing_label=missing_label,
+                                     negative_labels=negative_labels, total=total, num_shards=len(plan),
+                                     class_names=class_names, **extra)  # fmt: skip
+            _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary)
+            todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
+                           settings["max_pixels"], settings["max_image_bytes"],
+                           changed=lambda: _changed_images(source, plan))  # fmt: skip
+            if not todo:
+                summary.seconds = time.perf_counter() - start_time
+                return summary
             labels = _Labels(
                 names, negative_labels, on_error, int(getattr(source, "label_offset", 0) or 0),
                 takes_offset="label_offset" in getattr(source, "cli_options", ()),
