@@ -640,6 +640,12 @@ def test_an_unsharded_shuffle_without_a_seed_in_a_multi_worker_job_is_refused(fl
         d.as_dataset(batch_size=2, shape=8, shuffle=True)
     finally:
         tf.random.set_seed(None)
+    # ParameterServerStrategy (a "ps" job) does not auto-shard, and traces the dataset function: a seed
+    # drawn there is a constant of the graph every worker runs.
+    tf.function(lambda: d.as_dataset(batch_size=2, shape=8, shuffle=True, initial_epoch=0).cardinality())()
+    pss = {"chief": ["h0:1"], "worker": ["h1:1", "h2:1"], "ps": ["h3:1"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": pss, "task": {"type": "chief", "index": 0}}))
+    d.as_dataset(batch_size=2, shape=8, shuffle=True)
 
 
 def test_as_dataset_in_a_tf_function_needs_an_initial_epoch(flat_file):

@@ -163,7 +163,8 @@ def check(
     draws = bool(shuffle) or (bool(training) and not _fixed_warp(transform))
     seed_value, drawn = resolve_seed(seed, draws=draws)
     # (No assignment expression here: autograph, as_dataset called in a tf.function, cannot convert one.)
-    workers = _num_workers() if shuffle and drawn and shard is None and input_context is None else 1
+    unsharded = shuffle and drawn and shard is None and input_context is None
+    workers = _auto_sharded_workers() if unsharded else 1
     if workers > 1:
         # DATA auto-sharding keeps every N-th batch of each worker's pipeline: of N orders when drawn apart.
         raise ValueError(
@@ -439,8 +440,10 @@ def normalization(normalize):
 def _distribution(shard, input_context, shard_by, shuffle, seed) -> tuple[int, int]:
     """(count, index) of this pipeline's shard, checked with how samples go to shards."""
     count, index = _shard(shard, input_context)
-    if shard is None and input_context is None and (workers := _num_workers()) > 1:
-        _warn_auto_shard(workers)
+    if shard is None and input_context is None:
+        workers = _auto_sharded_workers()  # (no assignment expression: autograph cannot convert one)
+        if workers > 1:
+            _warn_auto_shard(workers)
     if shard_by not in SHARD_BY:
         raise ValueError(f"Expected `shard_by` in {SHARD_BY}. Received: shard_by={shard_by!r}")
     if shuffle and count > 1 and shard_by == "samples" and seed is None:
@@ -483,9 +486,9 @@ def _shard(shard, input_context):
 _warned_auto_shard = False
 
 
-def _num_workers() -> int:
-    """Workers of the multi-worker job this process belongs to (1 when none): from a
-    distribution strategy in scope, else from ``$TF_CONFIG``."""
+def _cluster() -> dict:
+    """The jobs of the cluster this process belongs to ({} when none): from a distribution strategy in
+    scope, else from ``$TF_CONFIG``."""
     import tensorflow as tf
 
     cluster = None
@@ -498,6 +501,19 @@ def _num_workers() -> int:
             cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
         except (ValueError, AttributeError):
             cluster = {}
+    return cluster if isinstance(cluster, dict) else {}
+
+
+def _auto_sharded_workers() -> int:
+    """The workers among which tf.distribute's DATA auto-sharding would split a pipeline built here (1
+    where none would): those of the multi-worker job this process belongs to; not under
+    ParameterServerStrategy (a "ps" job), which does not auto-shard, nor in a tf.function (its
+    create_per_worker_dataset traces one, and a seed drawn there is a constant every worker runs)."""
+    if _inside_function():
+        return 1
+    cluster = _cluster()
+    if "ps" in cluster:
+        return 1
     return sum(len(cluster.get(job) or ()) for job in ("chief", "worker")) or 1
 
 

@@ -349,7 +349,9 @@ class Dataset:
             TensorFlow's global seed when one is set
             (``keras.utils.set_random_seed``), else at random (then runs
             differ). Sharded shuffling needs one (every worker must draw the
-            same permutation).
+            same permutation), and so does an unsharded shuffle in a job of
+            several workers (tf.distribute's auto-sharding splits the
+            batches of each worker's own order).
           repeat: False (one epoch per iteration), True (endless: pass
             ``steps_per_epoch`` to ``model.fit``), or a number of epochs per
             iteration. Batches run across epoch boundaries.
@@ -358,7 +360,9 @@ class Dataset:
             a counter in ``ds.bzna_epochs`` (:class:`EpochState`) that
             :class:`bzna_tf.callbacks.SyncEpochs` keeps in step with Keras'
             epochs; the counter lives in this process, so such a pipeline
-            cannot be sent to tf.data service. An int: a stateless pipeline,
+            cannot be sent to tf.data service, nor built in a
+            ``tf.function`` (ParameterServerStrategy's
+            ``create_per_worker_dataset``). An int: a stateless pipeline,
             every iteration yields epochs ``initial_epoch ...``; it
             serialises, as tf.data service needs.
           warp: a ``bzna_tf.layers`` warp layer (``RandomResizedCrop(224, 224,
@@ -436,7 +440,10 @@ class Dataset:
             ``input_pipeline_id`` of ``num_input_pipelines``.
           shard: ``(count, index)``: read only shard ``index`` of ``count``
             (workers, ranks). Shards are disjoint and together hold every
-            sample once per epoch.
+            sample once per epoch. A sharded pipeline (and one built with
+            ``input_context``) turns tf.data's auto-sharding off
+            (``auto_shard_policy`` ``OFF``): ``experimental_distribute_dataset``
+            does not shard it again.
           shard_by: how samples go to shards. ``"samples"`` (default): every
             ``count``-th sample of each epoch's order; shards differ in size by
             at most one and, with ``shuffle``, are drawn from each epoch's
@@ -465,6 +472,8 @@ class Dataset:
             keyword of Keras or TFDS that as_dataset spells otherwise
             (``image_size``, ``batch``, ``split``) is a ``TypeError`` saying
             which to use.
+          ValueError: an unsharded shuffle without a seed in a job of several
+            workers; ``initial_epoch=None`` in a ``tf.function``.
         """
         # Every argument but self and the sample list, by name: the signature is their only list (and
         # the only names taken from locals(): autograph adds its own, as_dataset called in a tf.function).
