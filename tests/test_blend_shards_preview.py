@@ -86,11 +86,21 @@ def test_validation_strides_files_across_workers_some_get_nothing(flat_shards):
     assert sorted(seen) == sorted((k, i) for k, n in enumerate(SHARD_SIZES) for i in range(n))
     with pytest.raises(ValueError, match="is empty"):
         d.as_dataset(batch_size=2, shape=8, shard=(4, 3), shard_by="files", training=False, repeat=True)
-    # A selection in one file: the shard asked for is named, and why it is empty.
+    # A selection in one file: fewer files hold it than there are shards.
     first = d.select(np.arange(SHARD_SIZES[0]))
-    empty = r"Shard 1 of 2 \(shard_by='files': file k goes to shard k % 2\) is empty: the 7 samples selected"
-    with pytest.raises(ValueError, match=empty + r" are in file 0, none of this shard's\. Use shard_by="):
+    with pytest.raises(
+        ValueError, match="as many files as shards: 1 file holding the samples selected for 2"
+    ):
         first.as_dataset(batch_size=2, shape=8, shard=(2, 1), shard_by="files")
+    # In files 0 and 2: shard 1 (file 1) is empty; it is named, and why.
+    ends = np.cumsum([0, *SHARD_SIZES])
+    outer = d.select(np.r_[ends[0] : ends[1], ends[2] : ends[3]])
+    n = SHARD_SIZES[0] + SHARD_SIZES[2]
+    empty = (
+        rf"Shard 1 of 2 \(shard_by='files': file k goes to shard k % 2\) is empty: the {n} samples selected"
+    )
+    with pytest.raises(ValueError, match=empty + r" are in files 0, 2, none of this shard's\. Use shard_by="):
+        outer.as_dataset(batch_size=2, shape=8, shard=(2, 1), shard_by="files")
     with pytest.raises(ValueError, match="shard_by"):
         d.as_dataset(batch_size=2, shape=8, shard_by="rows")
 
