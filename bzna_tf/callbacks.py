@@ -115,17 +115,49 @@ class SyncEpochs(keras.callbacks.Callback):
                 )
             self._states.append(state)
         self._warned = False
+        self._warned_ahead = False
         self._epoch = None  # the Keras epoch under way (None outside model.fit)
+        self._first = True  # the next epoch is the first of this fit (a resumed one: set, even backwards)
         self._set = []  # each state as on_epoch_begin left it
         self._trained = []  # whether training read it this epoch (its counter moved before validation)
+        self._ever_trained = [False] * len(self._states)  # read by training in an earlier epoch of this fit
+
+    def on_train_begin(self, logs=None):
+        self._first = True
+        self._ever_trained = [False] * len(self._states)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = int(epoch)
         steps = (self.params or {}).get("steps")
         self._set, self._trained = [], [None] * len(self._states)
         for state in self._states:
-            state.set(*self._position(state, self._epoch, steps))
+            target = self._position(state, self._epoch, steps)
+            if self._first or target >= state.get():
+                state.set(*target)
+            else:
+                # Within a fit the counter only goes forward: an iteration past the target already started
+                # (an iterator that outlives Keras' epochs and reads ahead: a .repeat() over the pipeline),
+                # and setting it back would read that iteration twice.
+                self._ahead(state, target)
             self._set.append(state.get())
+        self._first = False
+
+    def _ahead(self, state, target):
+        steps = (self.params or {}).get("steps")
+        one_per_epoch = state.batches is not None and (steps is None or int(steps) == state.batches)
+        if self._warned_ahead or not one_per_epoch:  # other combinations: on_epoch_end's warning
+            return
+        self._warned_ahead = True
+        warnings.warn(
+            f"SyncEpochs: at the start of Keras epoch {self._epoch} the pipeline's next data iteration is "
+            f"{state.get()[0]}, past {target[0]}: an iterator that outlives Keras' epochs (a .repeat() over "
+            "the pipeline, say) already started it. It is not set back (that would read an iteration "
+            "twice), so Keras epochs do not match data epochs and a resumed fit reads other data. Pass "
+            "model.fit the pipeline as as_dataset returns it (repeat=True with steps_per_epoch for an "
+            "endless stream).",
+            UserWarning,
+            stacklevel=2,
+        )
 
     def on_test_begin(self, logs=None):
         # Keras validates after the epoch's training. A finite pipeline that training did not read is a
@@ -146,12 +178,27 @@ class SyncEpochs(keras.callbacks.Callback):
             if trained and finite_elsewhere and not self._warned:
                 self._warned = True
                 _log.warning(
-                    "SyncEpochs: steps_per_epoch=%s with a finite dataset of %s batches: a resumed fit "
-                    "restarts at the data iteration at or before its position, not batch-exact. Use "
-                    "repeat=True (with steps_per_epoch) or leave steps_per_epoch unset.",
+                    "SyncEpochs: Keras reads %s batches per epoch (steps_per_epoch, or a take() or filter() "
+                    "over the pipeline) of a finite pipeline of %s batches: a resumed fit restarts at the "
+                    "data iteration at or before its position, not batch-exact. Use repeat=True (with "
+                    "steps_per_epoch), or pass model.fit the pipeline as as_dataset returns it.",
                     steps,
                     state.batches,
                 )
+            one_per_epoch = state.batches is not None and (steps is None or int(steps) == state.batches)
+            if self._ever_trained[i] and not trained and one_per_epoch and not self._warned:
+                # Read for training before, not in this epoch (nor validated): something above it replays.
+                self._warned = True
+                warnings.warn(
+                    f"SyncEpochs: Keras epoch {int(epoch)} did not read the pipeline, which an earlier epoch "
+                    "trained on: something over it replays what it read (a .cache() or .snapshot(), or a "
+                    "dataset saved and loaded), so every epoch has the first one's order and crops. Drop it "
+                    "(as_dataset's decoding is the cache), or build the pipeline with initial_epoch=0 to "
+                    "say that one epoch's data is meant.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            self._ever_trained[i] = self._ever_trained[i] or bool(trained)
         self._epoch = None
 
     def _position(self, state, epoch: int, steps) -> tuple[int, int]:
