@@ -53,8 +53,16 @@ class SyncEpochs(keras.callbacks.Callback):
 
     Other combinations (a finite dataset with a different
     ``steps_per_epoch``, whose iterators Keras restarts at their end
-    mid-epoch) are resumed at the iteration boundary at or before ``e * S``
-    batches, with a warning: not batch-exact.
+    mid-epoch, or a ``take()`` over the pipeline) are resumed at the
+    iteration boundary at or before ``e * S`` batches, with a warning: not
+    batch-exact.
+
+    Within one ``fit`` a counter only moves forward: only the first epoch of
+    a ``fit`` (a resumed one) may set it back. An iteration already started
+    past the one for epoch ``e`` (a ``.repeat()`` over the pipeline reads
+    ahead) is not set back, with a ``UserWarning``; so is a Keras epoch that
+    did not read a pipeline an earlier epoch trained on (a ``.cache()`` or
+    ``.snapshot()`` over it replays the first epoch).
 
     A validation pipeline (``validation_data``) is read once per Keras epoch,
     after training: a finite pipeline that training did not read during
