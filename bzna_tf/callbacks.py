@@ -53,16 +53,17 @@ class SyncEpochs(keras.callbacks.Callback):
 
     Other combinations (a finite dataset with a different
     ``steps_per_epoch``, whose iterators Keras restarts at their end
-    mid-epoch, or a ``take()`` over the pipeline) are resumed at the
-    iteration boundary at or before ``e * S`` batches, with a warning: not
-    batch-exact.
+    mid-epoch) are resumed near ``e * S`` batches, at an iteration boundary,
+    with a warning: not batch-exact.
 
-    Within one ``fit`` a counter only moves forward: only the first epoch of
-    a ``fit`` (a resumed one) may set it back. An iteration already started
-    past the one for epoch ``e`` (a ``.repeat()`` over the pipeline reads
-    ahead) is not set back, with a ``UserWarning``; so is a Keras epoch that
-    did not read a pipeline an earlier epoch trained on (a ``.cache()`` or
-    ``.snapshot()`` over it replays the first epoch).
+    It assumes that ``fit`` reads the pipeline as ``as_dataset`` returned it.
+    Over ``pipeline.take(k)``, Keras' ``k`` steps are taken for a
+    ``steps_per_epoch`` that continues one iterator (each data epoch is read
+    by two or more Keras epochs); over ``pipeline.repeat()``, whose
+    read-ahead starts the next iteration before Keras' next epoch, that
+    iteration is set back and read twice; over ``.cache()``, every epoch is
+    the first. Use ``repeat=True`` with ``steps_per_epoch``, and ``select``
+    or a split for fewer samples.
 
     A validation pipeline (``validation_data``) is read once per Keras epoch,
     after training: a finite pipeline that training did not read during
@@ -123,49 +124,17 @@ class SyncEpochs(keras.callbacks.Callback):
                 )
             self._states.append(state)
         self._warned = False
-        self._warned_ahead = False
         self._epoch = None  # the Keras epoch under way (None outside model.fit)
-        self._first = True  # the next epoch is the first of this fit (a resumed one: set, even backwards)
         self._set = []  # each state as on_epoch_begin left it
         self._trained = []  # whether training read it this epoch (its counter moved before validation)
-        self._ever_trained = [False] * len(self._states)  # read by training in an earlier epoch of this fit
-
-    def on_train_begin(self, logs=None):
-        self._first = True
-        self._ever_trained = [False] * len(self._states)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = int(epoch)
         steps = (self.params or {}).get("steps")
         self._set, self._trained = [], [None] * len(self._states)
         for state in self._states:
-            target = self._position(state, self._epoch, steps)
-            if self._first or target >= state.get():
-                state.set(*target)
-            else:
-                # Within a fit the counter only goes forward: an iteration past the target already started
-                # (an iterator that outlives Keras' epochs and reads ahead: a .repeat() over the pipeline),
-                # and setting it back would read that iteration twice.
-                self._ahead(state, target)
+            state.set(*self._position(state, self._epoch, steps))
             self._set.append(state.get())
-        self._first = False
-
-    def _ahead(self, state, target):
-        steps = (self.params or {}).get("steps")
-        one_per_epoch = state.batches is not None and (steps is None or int(steps) == state.batches)
-        if self._warned_ahead or not one_per_epoch:  # other combinations: on_epoch_end's warning
-            return
-        self._warned_ahead = True
-        warnings.warn(
-            f"SyncEpochs: at the start of Keras epoch {self._epoch} the pipeline's next data iteration is "
-            f"{state.get()[0]}, past {target[0]}: an iterator that outlives Keras' epochs (a .repeat() over "
-            "the pipeline, say) already started it. It is not set back (that would read an iteration "
-            "twice), so Keras epochs do not match data epochs and a resumed fit reads other data. Pass "
-            "model.fit the pipeline as as_dataset returns it (repeat=True with steps_per_epoch for an "
-            "endless stream).",
-            UserWarning,
-            stacklevel=2,
-        )
 
     def on_test_begin(self, logs=None):
         # Keras validates after the epoch's training. A finite pipeline that training did not read is a
@@ -187,26 +156,12 @@ class SyncEpochs(keras.callbacks.Callback):
                 self._warned = True
                 _log.warning(
                     "SyncEpochs: Keras reads %s batches per epoch (steps_per_epoch, or a take() or filter() "
-                    "over the pipeline) of a finite pipeline of %s batches: a resumed fit restarts at the "
-                    "data iteration at or before its position, not batch-exact. Use repeat=True (with "
+                    "over the pipeline) of a finite pipeline of %s batches: a resumed fit restarts at a data "
+                    "iteration boundary near its position, not batch-exact. Use repeat=True (with "
                     "steps_per_epoch), or pass model.fit the pipeline as as_dataset returns it.",
                     steps,
                     state.batches,
                 )
-            one_per_epoch = state.batches is not None and (steps is None or int(steps) == state.batches)
-            if self._ever_trained[i] and not trained and one_per_epoch and not self._warned:
-                # Read for training before, not in this epoch (nor validated): something above it replays.
-                self._warned = True
-                warnings.warn(
-                    f"SyncEpochs: Keras epoch {int(epoch)} did not read the pipeline, which an earlier epoch "
-                    "trained on: something over it replays what it read (a .cache() or .snapshot(), or a "
-                    "dataset saved and loaded), so every epoch has the first one's order and crops. Drop it "
-                    "(as_dataset's decoding is the cache), or build the pipeline with initial_epoch=0 to "
-                    "say that one epoch's data is meant.",
-                    UserWarning,
-                    stacklevel=2,
-                )
-            self._ever_trained[i] = self._ever_trained[i] or bool(trained)
         self._epoch = None
 
     def _position(self, state, epoch: int, steps) -> tuple[int, int]:

@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -752,55 +751,3 @@ def test_sync_epochs_gives_a_validation_pipeline_one_iteration_per_keras_epoch(f
     assert (
         "SyncEpochs: Keras reads 3 batches per epoch (steps_per_epoch, or a take() or filter()" in caplog.text
     )
-
-
-def test_sync_epochs_never_sets_a_running_fit_back(flat_file):
-    # Within a fit the counter only goes forward. A .repeat() over the pipeline reads ahead into the next
-    # iteration before Keras' next epoch, and SyncEpochs set it back: that iteration was read twice (the
-    # same order and crops, timing-dependent). Over p.take(k), Keras' k steps were taken for a
-    # steps_per_epoch continuing one iterator, and each data epoch was read by two Keras epochs.
-    import keras
-
-    d = ClassificationDataset(flat_file).labelled()
-
-    def pipeline():
-        return d.as_dataset(batch_size=4, shape=8, shuffle=True, seed=7, with_filenames=True)
-
-    reference = pipeline()
-    epochs = [[n for *_, names in reference for n in names.numpy().tolist()] for _ in range(4)]
-    read = {}
-
-    class Recorder(keras.Model):
-        def __init__(self):
-            super().__init__()
-            self.dense = keras.layers.Dense(1)
-
-        def train_step(self, data):
-            read.setdefault(self.epoch, []).extend(data[2].numpy().tolist())
-            return {"read": 0.0}
-
-    class Epoch(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            model.epoch = epoch
-
-    def fit(wrap, **kwargs):
-        read.clear()
-        p = pipeline()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model.fit(wrap(p), verbose=0, callbacks=[Epoch(), bzna_tf.callbacks.SyncEpochs(p)], **kwargs)
-        return [read[e] for e in sorted(read)], [
-            str(w.message) for w in caught if "SyncEpochs" in str(w.message)
-        ]
-
-    model = Recorder()
-    model.compile(run_eagerly=True)
-    batches = reference.bzna_epochs.batches
-    got, said = fit(lambda p: p.take(2), epochs=3)
-    assert got == [e[:8] for e in epochs[:3]] and not said  # was epochs 0, 0, 1
-    got, said = fit(lambda p: p.repeat(), steps_per_epoch=batches, epochs=3)
-    assert got == epochs[:3]  # no iteration twice, whatever the read-ahead
-    assert not said or "an iterator that outlives Keras' epochs" in said[0]
-    got, said = fit(lambda p: p.cache(), epochs=3)
-    assert got == [epochs[0]] * 3  # tf.data's cache replays epoch 0: said
-    assert len(said) == 1 and "Keras epoch 1 did not read the pipeline" in said[0] and ".cache()" in said[0]
