@@ -222,6 +222,13 @@ def test_a_rerun_refused_after_the_folder_changed_says_which_images_changed(tmp_
     os.utime(root / "dog" / "2.ppm", ns=(later, later))
     with pytest.raises(ConversionError, match="The source holds the same images by name: their sizes, dates"):
         convert(ImageFolderSource(root), out, num_shards=2, **fast)
+    # Images left out (on_error="skip") were in the folder: not "added" since.
+    (root / "cat" / "bad.ppm").write_bytes(b"P6\n16 24\n255\n")  # no pixels
+    convert(ImageFolderSource(root), out, num_shards=2, overwrite=True, on_error="skip", **fast)
+    os.remove(root / "dog" / "0.ppm")
+    with pytest.raises(ConversionError) as e:
+        convert(ImageFolderSource(root), out, num_shards=2, on_error="skip", **fast)
+    assert str(e.value).endswith(". The source's images by name: 1 image gone (dog/0.ppm)")
     os.remove(out.parent / "x-00001-of-00002.bzna")  # a shard missing: its images are not "added"
     (root / "cat" / "0.ppm").unlink()
     with pytest.raises(ConversionError) as e:

@@ -646,6 +646,13 @@ def test_an_unsharded_shuffle_without_a_seed_in_a_multi_worker_job_is_refused(fl
     pss = {"chief": ["h0:1"], "worker": ["h1:1", "h2:1"], "ps": ["h3:1"]}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": pss, "task": {"type": "chief", "index": 0}}))
     d.as_dataset(batch_size=2, shape=8, shuffle=True)
+    # An evaluator beside the workers, and a strategy without a cluster in scope: nothing auto-shards.
+    job = {"worker": ["h1:1", "h2:1"], "evaluator": ["h4:1"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": job, "task": {"type": "evaluator", "index": 0}}))
+    d.as_dataset(batch_size=2, shape=8, shuffle=True)
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
+    with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        d.as_dataset(batch_size=2, shape=8, shuffle=True)
 
 
 def test_as_dataset_in_a_tf_function_needs_an_initial_epoch(flat_file):

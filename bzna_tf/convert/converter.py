@@ -1208,8 +1208,14 @@ def _changed_images(source, plan) -> str:
         try:
             with BznaFile(spec.path) as f:
                 stored.update(f.filenames())
+                skipped = (f.metadata.get("conversion") or {}).get("skipped") or []
         except (BznaFormatError, OSError, ValueError):
             return ""
+        # Images left out (on_error="skip") were in the source then: by their names under its root.
+        root = getattr(source, "root", None)
+        for entry in skipped if root is not None else ():
+            if isinstance(entry, (list, tuple)) and entry and isinstance(entry[0], str):
+                stored.add(os.path.relpath(entry[0], root).replace(os.sep, "/"))
     now = set(now)
     gone = sorted(stored - now)
     added = sorted(now - stored) if complete else []  # a missing shard's images are not "added"

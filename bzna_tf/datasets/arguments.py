@@ -486,22 +486,24 @@ def _shard(shard, input_context):
 _warned_auto_shard = False
 
 
-def _cluster() -> dict:
-    """The jobs of the cluster this process belongs to ({} when none): from a distribution strategy in
-    scope, else from ``$TF_CONFIG``."""
+def _cluster() -> tuple[dict, str | None]:
+    """(the jobs of the cluster this process belongs to, this process's task type): from the
+    distribution strategy in scope (({}, None) for one without a cluster, such as MirroredStrategy),
+    else from ``$TF_CONFIG``."""
     import tensorflow as tf
 
-    cluster = None
     if tf.distribute.has_strategy():
         resolver = getattr(tf.distribute.get_strategy(), "cluster_resolver", None)
-        if resolver is not None:
-            cluster = resolver.cluster_spec().as_dict()
-    if cluster is None:
-        try:
-            cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
-        except (ValueError, AttributeError):
-            cluster = {}
-    return cluster if isinstance(cluster, dict) else {}
+        if resolver is None:
+            return {}, None
+        cluster = resolver.cluster_spec().as_dict()
+        return (cluster if isinstance(cluster, dict) else {}), getattr(resolver, "task_type", None)
+    try:
+        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+        cluster, task = config.get("cluster") or {}, (config.get("task") or {}).get("type")
+    except (ValueError, AttributeError):
+        return {}, None
+    return (cluster if isinstance(cluster, dict) else {}), (task if isinstance(task, str) else None)
 
 
 def _auto_sharded_workers() -> int:
@@ -511,8 +513,8 @@ def _auto_sharded_workers() -> int:
     create_per_worker_dataset traces one, and a seed drawn there is a constant every worker runs)."""
     if _inside_function():
         return 1
-    cluster = _cluster()
-    if "ps" in cluster:
+    cluster, task = _cluster()
+    if "ps" in cluster or task not in (None, "chief", "worker"):  # an evaluator reads its own data
         return 1
     return sum(len(cluster.get(job) or ()) for job in ("chief", "worker")) or 1
 
