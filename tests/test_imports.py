@@ -56,6 +56,7 @@ TABLE = {
     "bzna_tf.verify": "datasets/layers",  # checks whole files (checksums, decoding), as a reader does
     "bzna_tf.convert": "convert/cli",  # the converter: sources, encoders, shards, Beam
     "bzna_tf.cli": "convert/cli",  # bzna-tf's commands
+    "bzna_tf.__main__": "convert/cli",  # python -m bzna_tf: the same commands
     "bzna_tf": "convert/cli",  # the package root, the public surface: it imports from the layers below
 }
 # Tooling: bzna_tf never imports it (top-level names; the modules of the GPU kit and the TensorFlow carry).
