@@ -306,7 +306,8 @@ class SampleList:
     # ---------------------------------------------------------------- resolving
 
     def _base(self) -> str:
-        base = self.base if is_url(self.base) else os.path.expanduser(self.base)
+        # A NUL names no file (nor a user for "~user": expanduser raises): the base is then no folder here.
+        base = self.base if is_url(self.base) or "\0" in self.base else os.path.expanduser(self.base)
         if is_url(base) or os.path.isabs(base) or self.path is None or is_url(self.path):
             return base
         return os.path.join(os.path.dirname(os.path.abspath(self.path)), base)
