@@ -147,3 +147,14 @@ def test_a_validation_folder_with_a_class_of_its_own_is_checked_on_the_classes_i
         SourceError, match="'cat' would be target 1 here and is target 2 there; this folder has no 'bee'"
     ):
         convert(ImageFolderSource(val), tmp_path / "val.bzna", workers=0, **FAST)
+
+
+def test_class_folders_that_differ_only_in_case_are_two_classes_with_a_warning(tmp_path):
+    root = make_folder(tmp_path / "m", {"Cat": 1, "cat": 1, "dog": 1}, size=(16, 16))
+    source = ImageFolderSource(root)
+    assert source.class_names == ["Cat", "cat", "dog"]  # as Keras and torchvision number them
+    assert (
+        "warning: class folders whose names differ only in case or surrounding spaces, each its own class: "
+        "'Cat', 'cat' (merge them if they are one class)" in source.notes
+    )
+    assert not any("differ only" in n for n in ImageFolderSource(make_folder(tmp_path / "n", {"a": 1})).notes)

@@ -456,6 +456,16 @@ class ImageFolderSource(Source):
         if empty:
             n = count(len(empty), "class", "classes")
             notes.append(f"warning: {n} without images: {', '.join(empty)}")
+        alike = {}
+        for name in folders:
+            alike.setdefault(_near(name), []).append(name)
+        alike = [names for names in alike.values() if len(names) > 1]
+        if alike:
+            shown = "; ".join(_few(names) for names in alike[:3]) + ("; ..." if len(alike) > 3 else "")
+            notes.append(
+                f"warning: class folders whose names differ only in case or surrounding spaces, each its "
+                f"own class: {shown} (merge them if they are one class)"
+            )
         if again:
             notes.append(
                 f"not taken: {count(len(again), 'path')} to an image already taken, through symbolic links "
