@@ -764,7 +764,7 @@ class BznaFile:
         return t.offset(i), t.size(i)
 
 
-def _uuid_boxes(src: Source, top_level, usertype: bytes, heads=None):
+def _uuid_boxes(src: Source, top_level, usertype: bytes, heads):
     """(offset, header size, size) of each top-level ``uuid`` box of this usertype, in file order.
 
     ``heads``: {offset: the box's first bytes} (:func:`_top_level`'s), which spare reading the usertypes.
@@ -772,7 +772,7 @@ def _uuid_boxes(src: Source, top_level, usertype: bytes, heads=None):
     for btype, off, header, size in top_level:
         if btype != "uuid" or size < header + 16:
             continue
-        head = (heads or {}).get(off, b"")
+        head = heads.get(off, b"")
         found = (
             head[header : header + 16] if len(head) >= header + 16 else src.read(off + header, 16, box="uuid")
         )
@@ -780,7 +780,7 @@ def _uuid_boxes(src: Source, top_level, usertype: bytes, heads=None):
             yield off, header, size
 
 
-def _checksum_head(src: Source, top_level, heads=None) -> bytes | None:
+def _checksum_head(src: Source, top_level, heads) -> bytes | None:
     """The checksum table's fixed fields (version, algorithm, count, and the checksums of the outer
     index), or None without a table that holds them. Read when the file is opened: a malformed table is
     :attr:`BznaFile.checksums`' and the source ops' to refuse."""
@@ -788,7 +788,7 @@ def _checksum_head(src: Source, top_level, heads=None) -> bytes | None:
         if size - header - 16 < _CHECKSUM_FIELDS:
             return None
         start = header + 16
-        head = (heads or {}).get(off, b"")
+        head = heads.get(off, b"")
         if len(head) >= start + _CHECKSUM_FIELDS:
             return head[start : start + _CHECKSUM_FIELDS]
         return src.read(off + start, _CHECKSUM_FIELDS, box="uuid")
