@@ -162,10 +162,9 @@ def check(
     bias, norm = normalization(normalize)
     draws = bool(shuffle) or (bool(training) and not _fixed_warp(transform))
     seed_value, drawn = resolve_seed(seed, draws=draws)
-    # (No assignment expression here: autograph, as_dataset called in a tf.function, cannot convert one.)
-    unsharded = shuffle and drawn and shard is None and input_context is None
-    workers = _auto_sharded_workers() if unsharded else 1
-    if workers > 1:
+    # The workers among which tf.distribute's DATA auto-sharding would split an unsharded pipeline.
+    workers = _auto_sharded_workers() if shard is None and input_context is None else 1
+    if workers > 1 and shuffle and drawn:
         # DATA auto-sharding keeps every N-th batch of each worker's pipeline: of N orders when drawn apart.
         raise ValueError(
             f"as_dataset(shuffle=True) without a `seed` in a job of {workers} workers: each worker would "
@@ -175,7 +174,7 @@ def check(
             "strategy.distribute_datasets_from_function(lambda ctx: ds.as_dataset(..., input_context=ctx, "
             "seed=...))"
         )
-    shards = _distribution(shard, input_context, shard_by, shuffle, seed)
+    shards = _distribution(shard, input_context, shard_by, shuffle, seed, workers)
     if initial_epoch is None and _inside_function():
         raise ValueError(
             "as_dataset(initial_epoch=None) called in a tf.function (ParameterServerStrategy's "
@@ -437,13 +436,12 @@ def normalization(normalize):
 # ------------------------------------------------------------------ distribution
 
 
-def _distribution(shard, input_context, shard_by, shuffle, seed) -> tuple[int, int]:
-    """(count, index) of this pipeline's shard, checked with how samples go to shards."""
+def _distribution(shard, input_context, shard_by, shuffle, seed, workers) -> tuple[int, int]:
+    """(count, index) of this pipeline's shard, checked with how samples go to shards; ``workers``: those
+    that DATA auto-sharding splits it among (:func:`_auto_sharded_workers`; 1 for a sharded pipeline)."""
     count, index = _shard(shard, input_context)
-    if shard is None and input_context is None:
-        workers = _auto_sharded_workers()  # (no assignment expression: autograph cannot convert one)
-        if workers > 1:
-            _warn_auto_shard(workers)
+    if workers > 1:
+        _warn_auto_shard(workers)
     if shard_by not in SHARD_BY:
         raise ValueError(f"Expected `shard_by` in {SHARD_BY}. Received: shard_by={shard_by!r}")
     if shuffle and count > 1 and shard_by == "samples" and seed is None:
