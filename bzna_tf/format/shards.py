@@ -175,29 +175,27 @@ def check_shard_sets(paths, what, pattern=None) -> None:
             )
     base = os.path.basename(pattern) if pattern is not None else None
     for (stem, count, width), found in sets.items():
+        name = os.path.basename(stem)
+
+        def shard(k, name=name, count=count, width=width):
+            return f"{name}-{k:0{width}d}-of-{count:0{width}d}.bzna"
+
         missing = sorted(set(range(count)) - found)
-        if base is not None:
-            name = os.path.basename(stem)
-            missing = [
-                k
-                for k in missing
-                if fnmatch.fnmatchcase(f"{name}-{k:0{width}d}-of-{count:0{width}d}.bzna", base)
-            ]
+        if base is not None:  # only the shards the pattern covers
+            missing = [k for k in missing if fnmatch.fnmatchcase(shard(k), base)]
         if missing:
-            names = ", ".join(
-                f"{os.path.basename(stem)}-{k:0{width}d}-of-{count:0{width}d}.bzna" for k in missing[:5]
-            )
+            names = ", ".join(shard(k) for k in missing[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            pattern = f"{os.path.basename(stem)}-*-of-{count:0{width}d}.bzna"
+            whole = f"{name}-*-of-{count:0{width}d}.bzna"
             why = "an unfinished conversion? Rerun it to finish them"
             if not is_url(stem):  # a conversion writing them leaves their partial files
-                shards = [f"{stem}-{k:0{width}d}-of-{count:0{width}d}.bzna" for k in missing]
+                shards = [os.path.join(os.path.dirname(stem), shard(k)) for k in missing]
                 partials = [(partial_path(s), os.path.basename(s)) for s in shards]
                 partials = [pair for pair in partials if os.path.exists(pair[0])]
                 if partials:
                     why = writing_note(*partials[0], len(partials) - 1)
             raise FileNotFoundError(
-                f"{what}: {len(missing)} of the {count} shards {pattern} are missing ({names}{more}): {why}"
+                f"{what}: {len(missing)} of the {count} shards {whole} are missing ({names}{more}): {why}"
             )
 
 
