@@ -1201,6 +1201,7 @@ def _changed_images(source, plan) -> str:
     if now is None:
         return ""
     stored, complete = set(), True
+    root = getattr(source, "root", None)  # images left out (on_error="skip") are named by path under it
     for spec in plan:
         if not os.path.exists(spec.path):
             complete = False
@@ -1212,7 +1213,6 @@ def _changed_images(source, plan) -> str:
         except (BznaFormatError, OSError, ValueError):
             return ""
         # Images left out (on_error="skip") were in the source then: by their names under its root.
-        root = getattr(source, "root", None)
         for entry in skipped if root is not None else ():
             if isinstance(entry, (list, tuple)) and entry and isinstance(entry[0], str):
                 stored.add(os.path.relpath(entry[0], root).replace(os.sep, "/"))

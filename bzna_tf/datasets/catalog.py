@@ -514,7 +514,8 @@ class Dataset:
         """
         files = file_numbers(self._index.starts, sel)
         # The files that hold the selection: a split of ImageNet's per-split files is in its own files.
-        num_files = len(np.unique(files))
+        holding = np.unique(files).tolist()
+        num_files = len(holding)
         if num_files < count and training:
             held = "" if num_files == len(self._index.files) else " holding the samples selected"
             raise ValueError(
@@ -523,7 +524,6 @@ class Dataset:
             )
         mine = sel[files % count == index]
         if not len(mine) and (training or endless):
-            holding = sorted(set(files.tolist()))
             plural = "s" if len(holding) > 1 else ""
             raise ValueError(
                 f"Shard {index} of {count} (shard_by='files': file k goes to shard k % {count}) is empty: "
