@@ -390,6 +390,69 @@ def test_checkpoint_mid_epoch_restores_the_continuation(flat_file, tmp_path):
             np.testing.assert_array_equal(u.numpy(), v.numpy())
 
 
+def small_file(path, order):
+    """Flat pictures ``order`` (sample i: img_00i.png, colour(i), target i % 4), written in that order."""
+    from bzna_tf.convert import encode_image
+
+    with BznaWriter(path) as w:
+        for i in order:
+            inp, thumb = encode_image(np.broadcast_to(colour(i), (24, 32, 3)).copy(), preset="ultrafast")
+            w.append(inp, thumb=thumb, target=i % 4, filename=f"img_{i:03d}.png")
+    return path
+
+
+@pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
+def test_a_checkpoint_restores_only_into_a_pipeline_over_the_same_samples(tmp_path, symbolic):
+    # The iterators save stream positions: restored into a pipeline over a file converted again in another
+    # order, another shard, selection, seed or batch size, they went on reading other samples (some twice in
+    # the epoch, others never) without a word. A staged copy (another path and modification time) restores.
+    path = small_file(tmp_path / "train.bzna", range(12))
+    options = tf.data.Options()
+    options.experimental_symbolic_checkpoint = symbolic
+
+    def make(batch_size=2, split=None, **kwargs):
+        ds = ClassificationDataset(path, split=split).as_dataset(
+            batch_size=batch_size, shape=8, shuffle=kwargs.pop("shuffle", True), seed=kwargs.pop("seed", 1),
+            with_filenames=True, **kwargs,
+        )  # fmt: skip
+        return ds.with_options(options)
+
+    def saved_after_one_batch(**kwargs):
+        it = iter(make(**kwargs))
+        next(it)
+        return tf.train.Checkpoint(iterator=it).write(str(tmp_path / "ckpt" / "it")), it
+
+    for before, after, said in [
+        ({"shard": (2, 0)}, {"shard": (2, 1)}, "shard: then 0 of 2, now 1 of 2"),
+        ({"shard": (4, 0)}, {"shard": (3, 0)}, "shard: then 0 of 4, now 0 of 3"),
+        ({"split": "[:50%]"}, {"split": "[50%:]"}, "selection: then 6 samples ("),
+        ({}, {"batch_size": 3}, "batch size: then 2, now 3"),
+        ({}, {"seed": 2}, "seed: then 1, now 2"),
+        ({}, {"shuffle": False}, "order: then shuffled, now as selected"),
+    ]:
+        saved, _ = saved_after_one_batch(**before)
+        with pytest.raises(tf.errors.FailedPreconditionError, match="another pipeline") as e:
+            tf.train.Checkpoint(iterator=iter(make(**after))).read(saved)
+        assert said in e.value.message
+        assert "would read other samples" in e.value.message
+
+    # The same pipeline restores (its continuation), also over a staged copy of the file.
+    saved, it = saved_after_one_batch()
+    rest = names(it)
+    staged = tmp_path / "ssd" / "train.bzna"
+    staged.parent.mkdir()
+    staged.write_bytes(path.read_bytes())  # a new modification time, another path
+    path = staged
+    again = iter(make())
+    tf.train.Checkpoint(iterator=again).read(saved).assert_consumed()
+    assert names(again) == rest
+
+    # The file converted again (the same pictures in another order): refused.
+    path = small_file(tmp_path / "again.bzna", range(11, -1, -1))
+    with pytest.raises(tf.errors.FailedPreconditionError, match="files: then 1 file of 12 samples"):
+        tf.train.Checkpoint(iterator=iter(make())).read(saved)
+
+
 @pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
 def test_a_checkpoint_restores_into_the_same_pipeline_after_the_counter_moved_on(
     flat_file, tmp_path, symbolic

@@ -15,6 +15,8 @@
     counter    initial_epoch=None: BznaEpochCounterCheckpoint, which passes
                the batches on and puts the epoch counter in the iterator's
                checkpoints
+    facts      BznaCheckpointFacts: what a checkpoint must agree on to
+               restore (the files, selection, shard, seed, batch size)
     prefetch   and the options every iterator needs
     ahead      device="gpu": decode and skip move here, after prefetch: the
                BznaDecodeWarpDataset op, placed on the GPU, decodes `depth`
@@ -26,6 +28,7 @@ and the pipeline (with an ``initial_epoch``) serialises to a graph.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import uuid
 import warnings
@@ -110,6 +113,55 @@ class _CounterCheckpoint(dataset_ops.UnaryUnchangedStructureDataset):
         super().__init__(input_dataset, variant)
 
 
+class _CheckpointFacts(dataset_ops.UnaryUnchangedStructureDataset):
+    """``input_dataset``'s elements; its iterators' checkpoints hold ``facts``, compared at a restore.
+
+    The BznaCheckpointFacts op: a restore into a pipeline whose facts differ
+    (the files converted again, another selection, shard, seed, order or
+    batch size: the saved positions would read other samples) fails with
+    FailedPreconditionError naming each difference.
+    """
+
+    def __init__(self, input_dataset, facts):
+        self._input_dataset = input_dataset
+        variant = load_library().bzna_checkpoint_facts(
+            input_dataset._variant_tensor, tf.constant(facts, tf.string), **input_dataset._flat_structure
+        )
+        super().__init__(input_dataset, variant)
+
+
+def checkpoint_facts(source: Source, options) -> list[str]:
+    """What an iterator checkpoint of the pipeline must agree on to restore: each ``"name: value"``.
+
+    The samples each stream position reads follow from them: the files (their
+    sizes and stored index checksums, or modification times where they have
+    none: not their paths, so that a staged copy restores), the selection, the
+    shard, the order and its seed, and the batch size.
+    """
+    files = []
+    for k, identity in enumerate(source.identities or [None] * len(source.files)):
+        size = int(source.starts[k + 1] - source.starts[k])
+        if identity is None:
+            files.append([size])
+        elif identity.moov != -1:  # the stored index checksums: a conversion's own, whatever the copy
+            files.append([size, identity.size, identity.moov, identity.targets, identity.names])
+        else:
+            files.append([size, identity.size, identity.mtime_ns])
+    digest = hashlib.sha256(repr(files).encode()).hexdigest()[:12]
+    chosen = np.ascontiguousarray(source.selection, np.int64)
+    picked = hashlib.sha256(chosen.tobytes()).hexdigest()[:12]
+    count, index = options.shard
+    return [
+        f"files: {wording.count(len(source.files), 'file')} of "
+        f"{wording.count(int(source.starts[-1]), 'sample')} (identity {digest})",
+        f"selection: {wording.count(len(chosen), 'sample')} ({picked})",
+        f"shard: {index} of {count}",
+        f"order: {'shuffled' if options.shuffle else 'as selected'}",
+        f"seed: {options.seed}{' (drawn at random: give as_dataset a seed)' if options.seed_drawn else ''}",
+        f"batch size: {options.batch_size}",
+    ]
+
+
 def _build(source: Source, options) -> tf.data.Dataset:
     count, index = options.shard
     per_epoch = len(range(index, len(source.selection), count))
@@ -135,6 +187,7 @@ def _build(source: Source, options) -> tf.data.Dataset:
         # Under the prefetch, which keeps its input to the end (and stays last:
         # tf.data appends a prefetch of its own to a pipeline ending otherwise).
         ds = _CounterCheckpoint(ds, state.variable.handle)
+    ds = _CheckpointFacts(ds, checkpoint_facts(source, options))  # under the prefetch too, as above
     ds = ds.prefetch(autotune if options.prefetch is None else options.prefetch)
     tf_options = tf.data.Options()
     if state is not None or options.skip:

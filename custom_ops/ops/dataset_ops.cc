@@ -146,6 +146,32 @@ counter: the [iteration, skip] variable (ds.bzna_epochs) that the pipeline's
   BznaEpochPositions reads.
 )doc");
 
+REGISTER_OP("BznaCheckpointFacts")
+    .Input("input_dataset: variant")
+    .Input("facts: string")
+    .Output("handle: variant")
+    .Attr("output_types: list(type) >= 1")
+    .Attr("output_shapes: list(shape) >= 1")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &unused));
+      return tensorflow::shape_inference::ScalarShape(c);
+    })
+    .Doc(R"doc(
+The elements of input_dataset, unchanged; its iterator's checkpoints (explicit
+and symbolic) hold `facts` as well, and a restore compares them with the
+restoring dataset's before anything below it is restored: where a fact differs
+(a checkpoint saved from a pipeline over other data, another selection, shard,
+order or batch size), the restore fails with FailedPrecondition naming each
+difference, since the saved positions would read other samples. A checkpoint
+without facts (written before this op) restores unchecked. as_dataset puts it
+under its prefetch. input_dataset's iterator keeps the checkpoint keys it has
+without this op.
+
+input_dataset: the pipeline.
+facts: what the checkpoint must agree on, each "name: value" (names unique).
+)doc");
+
 REGISTER_OP("BznaEpochSchedule")
     .Input("positions: int64")
     .Input("selection: int64")
