@@ -347,3 +347,31 @@ def test_only_the_training_file_of_the_same_dataset_is_looked_at(tmp_path):
                 check(folder / output)
         else:
             check(folder / output)  # nothing said: not this dataset's training file
+
+
+@pytest.mark.parametrize("splits_named", [("train", "val"), ("train2017", "val2017", "test2017"), ("val",)])
+def test_a_root_of_split_folders_is_refused_as_classes(tmp_path, splits_named):
+    # dogs_vs_cats/{train,val}/{cat,dog}/... converted as one folder made the splits the classes: every
+    # training image labelled 0 and every validation image 1, in one file, without a word.
+    root = tmp_path / "pets"
+    for split in splits_named:
+        make_folder(root / split, {"cat": 1, "dog": 1}, size=(16, 16))
+    with pytest.raises(SourceError, match="named as splits of a dataset") as e:
+        ImageFolderSource(root)
+    first = splits_named[0]  # the training split's, where there is one
+    assert f"bzna-tf convert folder {root / first} {first}.bzna" in str(e.value)
+    assert f"{first}/cat/" in str(e.value)
+    assert "--classes FILE" in str(e.value)
+    # Given as the classes, they are: the caller chose.
+    source = ImageFolderSource(root, classes=list(splits_named))
+    assert source.classes == list(splits_named)
+
+
+def test_split_named_classes_of_images_or_beside_other_classes_are_classes(tmp_path):
+    # Refused only where every class folder is named as a split and holds folders: "test" and "train" as
+    # classes of images, or beside other classes, stay classes.
+    flat = make_folder(tmp_path / "flat", {"train": 1, "test": 1}, size=(16, 16))
+    assert ImageFolderSource(flat).classes == ["test", "train"]
+    mixed = make_folder(tmp_path / "mixed", {"cat": 1}, size=(16, 16))
+    make_folder(mixed / "train", {"a": 1}, size=(16, 16))
+    assert ImageFolderSource(mixed).classes == ["cat", "train"]

@@ -388,6 +388,8 @@ class ImageFolderSource(Source):
         self._refuse_odd_class_folders(folders, top_real)
         if listed is not None:
             self._refuse_unlisted(folders, listed)
+        else:
+            self._refuse_split_folders(folders)
         self.classes = listed.names if listed is not None else folders
         # Each class's folder: its name, or (classes given) the folder of the name's Unicode NFC form.
         by_form = {_nfc(f): f for f in folders}
@@ -511,6 +513,45 @@ class ImageFolderSource(Source):
                     f"holds {root} itself: it would be a class without images of its own, and the classes "
                     f"after it would be numbered one higher. Remove the link or move it out of {root}"
                 )
+
+    def _refuse_split_folders(self, folders):
+        """Refuses a root whose class folders are all named as splits (train, val, test2017, ...) and each
+        hold folders: a download's splits, which as classes would label every image by its split (train 0,
+        val 1) and store the splits in one file. ``classes=`` given says they are the classes."""
+        splits = [
+            f for f in folders if set(re.findall(r"[a-z]+", f.lower())) & (_TRAIN_WORDS | _HELD_OUT_WORDS)
+        ]
+        if not folders or len(splits) != len(folders):
+            return
+        inner = {}
+        for f in splits:
+            try:
+                with os.scandir(os.path.join(self.root, f)) as it:
+                    inner[f] = min(
+                        (e.name for e in it if _kind(e) == "dir" and e.name[:1] != "."), default=None
+                    )
+            except OSError:  # _walk says why it cannot be read
+                return
+        if not all(inner.values()):
+            return
+        root = escaped_name(self.root)
+        first = next((f for f in splits if set(re.findall(r"[a-z]+", f.lower())) & _TRAIN_WORDS), splits[0])
+        held = next((f for f in splits if f is not first), None)
+        then = (
+            f", then bzna-tf convert folder {escaped_name(os.path.join(self.root, held))} "
+            f"{held}.bzna --classes {first}.bzna (numbered as the first split's classes)"
+            if held is not None
+            else ""
+        )
+        raise SourceError(
+            f"{root}: its class folders ({_few(splits)}) are named as splits of a dataset, and each holds "
+            f"folders ({escaped_name(first)}/{escaped_name(inner[first])}/, ...): taken as classes, every "
+            f"image would be labelled by its split ({', '.join(f'{f} {t}' for t, f in enumerate(splits[:3]))}"
+            f"{', ...' if len(splits) > 3 else ''}), the splits stored together in one file. Convert each "
+            f"split on its own: bzna-tf convert folder {escaped_name(os.path.join(self.root, first))} "
+            f"{first}.bzna{then}. If these folders are the classes, say so: list them in a text file, one "
+            "per line, and pass --classes FILE (classes=[...])"
+        )
 
     def _refuse_unlisted(self, folders, listed):
         """Refuses class folders that are not among the classes given: their images would have no target.
