@@ -78,6 +78,27 @@ def test_train_shards_beside_a_val_file_are_not_one_dataset(tmp_path, encoded):
         ImageNet(tmp_path, split="val")
 
 
+@pytest.mark.parametrize(
+    "union", ["train_val.bzna", "train-val.bzna", "imagenet.trainval.val.bzna", "val-test.bzna"]
+)
+def test_a_file_whose_name_names_two_splits_is_refused_as_imagenet_split(tmp_path, encoded, union):
+    """train_val.bzna (train and val together, for a final fit) beside train.bzna was ImageNet's val split
+    (its last word): evaluation on training images."""
+    write(tmp_path / "train.bzna", encoded, [0, 1, 2])
+    write(tmp_path / union, encoded, [0, 1, 2, 0, 1, 2])
+    for root in (tmp_path, str(tmp_path / "*.bzna"), [tmp_path / "train.bzna", tmp_path / union]):
+        with pytest.raises(
+            ValueError, match=r"its name names the .* splits, so it may hold more than one"
+        ) as e:
+            ImageNet(root, split="val")
+        assert union in str(e.value) and "ClassificationDataset" in str(e.value)
+    with pytest.raises(ValueError, match="its name names the"):
+        ImageNet(tmp_path / union)  # one such file too: which split is it?
+    (tmp_path / union).unlink()
+    write(tmp_path / "val.bzna", encoded, [0, 1])  # one split's words only: read as before
+    assert len(ImageNet(tmp_path, split="val")) == 2 and len(ImageNet(tmp_path, split="train")) == 3
+
+
 def test_a_file_reached_twice_is_refused(tmp_path, encoded):
     f = write(tmp_path / "a.bzna", encoded, [0, 1])
     write(tmp_path / "b.bzna", encoded, [0, 1])

@@ -154,10 +154,34 @@ _SPLIT_FILE = re.compile(r"^(?:.*[-_.])?(train|val|validation|test)(?:-\d{5,}-of
 _PER_SPLIT = "train.bzna, val.bzna, test.bzna, or shards such as train-00000-of-00004.bzna"
 
 
+# The words of a file's name that name a split, and the splits they name.
+_SPLIT_WORDS = {"train": ("train",), "training": ("train",), "trainval": ("train", "val"), "val": ("val",)}
+_SPLIT_WORDS.update(valid=("val",), validation=("val",), test=("test",), testing=("test",))
+
+
 def _split_of(path) -> str | None:
-    """The ImageNet split a file's name gives it (``val`` for ``validation``), or None."""
-    m = _SPLIT_FILE.match(os.path.basename(path))
-    return {"validation": "val"}.get(m[1], m[1]) if m else None
+    """The ImageNet split a file's name gives it (``val`` for ``validation``), or None.
+
+    Raises:
+      ValueError: a name of a split whose name holds another split's word too (``train_val.bzna``, the
+        union of two splits; ``val-test.bzna``): read as its last word's split, it would mix them.
+    """
+    name = os.path.basename(path)
+    m = _SPLIT_FILE.match(name)
+    if not m:
+        return None
+    split = {"validation": "val"}.get(m[1], m[1])
+    words = {s for w in re.findall(r"[a-z]+", name.lower()) for s in _SPLIT_WORDS.get(w, ())}
+    others = sorted(words - {split})
+    if others:
+        raise ValueError(
+            f"{path}: its name names the {' and '.join(sorted(words))} splits, so it may hold more than one "
+            f"(a union of {' and '.join(sorted(words))} for a final fit?): read by its last word as the "
+            f"{split} split, it would mix them. Rename it to name one split ({split}.bzna) if it holds only "
+            f"that one, else move it out of the files ImageNet reads and open it with "
+            "bzna_tf.ClassificationDataset"
+        )
+    return split
 
 
 def _imagenet_layout(root):
