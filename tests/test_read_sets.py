@@ -366,6 +366,20 @@ def test_class_names_that_differ_only_in_spelling_are_said_so(tmp_path, encoded)
     assert len(ImageNet(str(d / "train*.bzna"), split="train")) == 6  # what the message says works
 
 
+def test_class_names_of_two_vocabularies_are_said_to_be_two_lists(tmp_path, encoded):
+    # Train from ImageNet's TFRecords (words), val from its synset folders (WordNet ids): the message said
+    # the files "number their classes differently", which nothing showed.
+    d = tmp_path / "imagenet"
+    write(d / "train.bzna", encoded, 6, metadata={"class_names": ["tench", "goldfish", "great white shark"]})
+    write(d / "val.bzna", encoded, 6, metadata={"class_names": ["n01440764", "n01443537", "n01484850"]})
+    with pytest.raises(ValueError) as e:
+        ImageNet(d, split="val")
+    said = str(e.value)
+    assert "class 0 is named 'tench' in an earlier file" in said
+    assert "two lists that share no name (WordNet ids and words" in said
+    assert "--class-names FILE" in said and "number their classes differently" not in said
+
+
 def test_shards_by_file_count_the_files_of_the_split(per_split, small_imagenet):
     train = ImageNet(per_split, split="train")  # holds val.bzna too: train's two files hold the split
     for k in range(3):

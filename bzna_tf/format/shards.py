@@ -269,6 +269,16 @@ def _merged_class_names(files) -> list[str | None] | None:
                     f"two spellings of one name ({ascii(a)} and {ascii(b)}: case, spaces or Unicode form), "
                     "which the files' labels cannot be matched by"
                 )
+            elif not {near_name(n) for n in merged if n is not None} & {near_name(n) for n in here if n}:
+                # No name in common: two vocabularies (ImageNet's WordNet ids and its words, from folders
+                # and from TFRecords), which may number the same classes alike; nothing here can tell.
+                why = (
+                    "the files name their classes from two lists that share no name (WordNet ids and words, "
+                    "from class folders and from TFRecords?): they may number the same classes alike, but "
+                    "no label can be matched by name, and a label would mean one class in one file and "
+                    "maybe another in the other. Give one file the other's names (convert it again with "
+                    "--class-names FILE, one name per target)"
+                )
             else:
                 why = (
                     "the files number their classes differently (converted apart from folders that hold "
