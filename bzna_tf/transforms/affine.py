@@ -19,9 +19,15 @@ translation, and (sy, sx) the scale (1 unless ``resize``)::
       . [[1, 0, tx - (Wo-1)/2], [0, 1, ty - (Ho-1)/2], [0, 0, 1]]
 
 With ``resize``, sx = |cw cos t - ch sin t| / Wo and
-sy = |cw sin t + ch cos t| / Ho (the rotated crop's extent over the output),
+sy = |cw sin t + ch cos t| / Ho (SPEC section 5, Benzina's formula: the
+rotated half-diagonal (cw, ch), not the rotated crop's bounding box),
 both their minimum when ``keep_ratio``. A plain resize is the half-pixel
-convention, X = (x + 0.5) Wi / Wo - 0.5.
+convention, X = (x + 0.5) Wi / Wo - 0.5. With a rotation the two scales
+therefore differ (the output is stretched along one axis, which axis
+following the angle's sign), and sx or sy reaches 0 where the angle is
+the crop's diagonal (45 degrees for a square crop): the output collapses
+to a line (to a point with ``keep_ratio``). Keep rotations with ``resize``
+to a few degrees.
 """
 
 from __future__ import annotations
@@ -113,8 +119,9 @@ def compute_affine_matrix(
     displayed, x right and y down); the output centre lands on the crop
     centre, then moves by ``translate``. Without ``resize`` one output pixel
     is one source pixel (the crop's size only matters for ``resize``); with
-    it, the rotated crop's extent is stretched over the output, with one
-    scale for both axes (the smaller) when ``keep_ratio``.
+    it, the scales are those of SPEC section 5 (see the module's docstring:
+    with a rotation they differ, and they reach 0 at the crop's diagonal),
+    one for both axes (the smaller) when ``keep_ratio``.
 
     Args:
       in_shape: the source (height, width), shape (..., 2).
