@@ -239,3 +239,17 @@ def test_sync_epochs_warns_when_a_resume_cannot_be_exact(partly_labelled):
         bzna_tf.callbacks.SyncEpochs(d.as_dataset(batch_size=2, warp=warp, shuffle=True, seed=1))
         bzna_tf.callbacks.SyncEpochs(d.as_dataset(batch_size=2, shape=8))  # nothing random: exact anyway
         bzna_tf.callbacks.SyncEpochs(d.as_dataset(batch_size=2, warp=warp, training=False))
+        # Warps of no random range draw nothing either (they were taken as random: a seed drawn, a warning).
+        for fixed in (
+            bzna_tf.layers.SimilarityTransform(8, 8, resize=True, keep_ratio=True),
+            bzna_tf.layers.SimilarityTransform(8, 8, degrees=(5, 5), flip_h=1.0),
+            bzna_tf.layers.SimilarityTransform(8, 8, scale=(0.5, 0.5), ratio=(1, 1)),
+        ):
+            bzna_tf.callbacks.SyncEpochs(d.as_dataset(batch_size=2, warp=fixed))
+    for drawing in (
+        bzna_tf.layers.SimilarityTransform(8, 8, flip_h=0.5),
+        bzna_tf.layers.SimilarityTransform(8, 8, translate=0.1),
+        bzna_tf.layers.RandomResizedCrop(8, 8, scale=(0.5, 0.5), ratio=(1, 1)),  # the position is drawn
+    ):
+        with pytest.warns(UserWarning, match="built without a `seed`"):
+            bzna_tf.callbacks.SyncEpochs(d.as_dataset(batch_size=2, warp=drawing))

@@ -133,10 +133,29 @@ class Options:
 
 
 def _fixed_warp(transform) -> bool:
-    """Whether a warp draws nothing (the same matrix for a picture in every epoch)."""
-    from bzna_tf.transforms import CenterResizedCrop, ConstantWarpTransform
+    """Whether a warp draws nothing (the same matrix for a picture in every epoch): CenterResizedCrop,
+    ConstantWarpTransform, or a SimilarityTransform (RandomResizedCrop) of no random range."""
+    from bzna_tf.transforms import (
+        CenterResizedCrop,
+        ConstantWarpTransform,
+        RandomResizedCrop,
+        SimilarityTransform,
+    )
 
-    return isinstance(transform, (CenterResizedCrop, ConstantWarpTransform))
+    if isinstance(transform, (CenterResizedCrop, ConstantWarpTransform)):
+        return True
+    if type(transform) not in (SimilarityTransform, RandomResizedCrop):  # a subclass may draw more
+        return False
+    t = transform
+    return (
+        t.scale[0] == t.scale[1]
+        and (t.ratio is None or t.ratio[0] == t.ratio[1])
+        and t.degrees[0] == t.degrees[1]
+        and not any(t.translate)
+        and t.flip_h in (0.0, 1.0)
+        and t.flip_v in (0.0, 1.0)
+        and not t.random_crop
+    )
 
 
 def check(
