@@ -335,6 +335,17 @@ def test_same_seed_epoch_index_same_parameters_whatever_the_batch():
     assert not np.any(np.all(np.isclose(other_seed, full), axis=(1, 2)))
 
 
+def test_both_backends_take_any_integer_seed_wrapped_to_64_bits():
+    # The TensorFlow backend refused seeds of 2**63 and more (no int64 tensor holds them), which NumPy took.
+    t = RandomResizedCrop(degrees=10, flip_h=0.5)
+    shapes, idx = np.array([[60, 80], [90, 40]]), np.array([3, 7])
+    for seed, same in [(2**63 + 5, 2**63 + 5 - 2**64), (2**64 + 9, 9), (-1, 2**64 - 1)]:
+        want = t.matrices(shapes, (16, 16), seed=same, epoch=2, indices=idx, backend="numpy")
+        for backend in ("numpy", "tensorflow"):
+            got = np.asarray(t.matrices(shapes, (16, 16), seed=seed, epoch=2, indices=idx, backend=backend))
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     "transform",
     [

@@ -77,6 +77,8 @@ class NumpyOps:
     # uint64 arithmetic, wrapping modulo 2**64.
     @staticmethod
     def u64(x):
+        if isinstance(x, int) and not isinstance(x, bool):  # any Python int, wrapped (as the TF backend)
+            return np.uint64(x % 2**64)
         a = np.asarray(x)
         if a.dtype == np.uint64:
             return a
@@ -182,6 +184,8 @@ class TensorFlowOps:
 
     @staticmethod
     def u64(x):
+        if isinstance(x, int) and not isinstance(x, bool):  # 2**63 and above fit no int64 tensor: wrapped
+            return tf.constant(x % 2**64, tf.uint64)
         t = tf.convert_to_tensor(x)
         if t.dtype == tf.uint64:
             return t
