@@ -207,3 +207,25 @@ def test_a_new_dataset_of_a_file_rewritten_in_place_reads_its_new_index(encoded,
     pipe = new.as_dataset(batch_size=2, shape=8, training=False, with_filenames=True)
     assert names(pipe) == [f"img_{i}.png" for i in [5, 4, 3, 2, 1, 0]]
     del running
+
+
+@pytest.mark.parametrize("change", ["truncated", "zeroed"])
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "no-checksums"])
+def test_a_file_damaged_between_epochs_is_refused_as_changed(encoded, tmp_path, checksums, change):
+    # Its index no longer reads: what differs from the file the dataset was opened on says more than the box
+    # that does not parse.
+    path = str(tmp_path / "a.bzna")
+    write(path, encoded, range(N), checksums=checksums)
+    os.utime(path, ns=(10**18, 10**18))  # a time the change's cannot be
+    pipe = Dataset(path).as_dataset(batch_size=2, shape=8, training=False, with_filenames=True)
+    assert len(names(pipe)) == N
+    size = os.path.getsize(path)
+    if change == "truncated":
+        os.truncate(path, size // 2)
+        why = rf"{size} bytes then, {size // 2} now"
+    else:
+        with open(path, "r+b") as f:
+            f.write(bytes(size))
+        why = r"modified at 1000000000\.000000000 then, \d+\.\d{9} now"
+    with pytest.raises(tf.errors.FailedPreconditionError, match=re.escape(path) + CHANGED + why + AGAIN):
+        names(pipe)  # not a DataLossError about a box of the file

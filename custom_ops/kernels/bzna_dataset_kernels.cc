@@ -150,6 +150,11 @@ std::string Mtime(int64_t ns) {
   return absl::StrCat(ns / 1000000000, ".", absl::Dec(ns % 1000000000, absl::kZeroPad9));
 }
 
+// "modified at <then> then, <now> now", how errors say that a file was modified.
+std::string Modified(int64_t then, int64_t now) {
+  return absl::StrCat("modified at ", Mtime(then), " then, ", Mtime(now), " now");
+}
+
 absl::Status StatFile(const std::string& name, FileStat* out) {
   tensorflow::FileStatistics tf_stat;
   TF_RETURN_IF_ERROR(tensorflow::Env::Default()->Stat(name, &tf_stat));
@@ -185,7 +190,7 @@ std::string StatDifference(const FileStat& then, const FileStat& now) {
     return absl::StrCat("another file under that name: inode ", then.inode, " then, ", now.inode, " now");
   }
   if (then.mtime_nsec != now.mtime_nsec) {
-    return absl::StrCat("modified at ", Mtime(then.mtime_nsec), " then, ", Mtime(now.mtime_nsec), " now");
+    return Modified(then.mtime_nsec, now.mtime_nsec);
   }
   if (then.is_directory != now.is_directory) return "a directory now";
   return "";
@@ -363,7 +368,7 @@ std::string IdentityDifference(const OpenFile& f, const Identity& want) {
   }
   if (c.has_index) return "no checksum table then, one now";
   if (want.mtime_nsec != now.mtime_nsec) {
-    return absl::StrCat("modified at ", Mtime(want.mtime_nsec), " then, ", Mtime(now.mtime_nsec), " now");
+    return Modified(want.mtime_nsec, now.mtime_nsec);
   }
   return "";
 }
@@ -372,6 +377,16 @@ absl::Status Changed(const std::string& name, const std::string& difference) {
   return absl::FailedPreconditionError(
       absl::StrCat(name, ": the file changed since the dataset was opened (converted again or replaced: ", difference,
                    "), so the dataset's index would name the wrong pictures: build the dataset again"));
+}
+
+// How a file whose stat is `now` differs from `want` as far as the stat tells
+// ("" when it does not): its size, and for a file that had no checksum table,
+// its modification time. Compared before the index is parsed: a file
+// truncated since is refused as changed, not as a damaged one.
+std::string StatIdentityDifference(const FileStat& now, const Identity& want) {
+  if (static_cast<uint64_t>(want.size) != now.size) return absl::StrCat(want.size, " bytes then, ", now.size, " now");
+  if (want.moov < 0 && want.mtime_nsec != now.mtime_nsec) return Modified(want.mtime_nsec, now.mtime_nsec);
+  return "";
 }
 
 // Opens `name`, reusing the index parsed by a live dataset when the file is
@@ -385,6 +400,10 @@ absl::Status OpenBzna(const std::string& name, const Identity* want, std::shared
   TF_RETURN_IF_ERROR(StatFile(name, &stat));
   if (stat.is_directory) {
     return absl::InvalidArgumentError(absl::StrCat(name, " is a directory, expected a .bzna file"));
+  }
+  if (want) {
+    const std::string difference = StatIdentityDifference(stat, *want);
+    if (!difference.empty()) return Changed(name, difference);
   }
   const std::string key =
       absl::StrCat(name, "\n", stat.size, "\n", stat.mtime_nsec, "\n", stat.device, "\n", stat.inode);
@@ -401,7 +420,13 @@ absl::Status OpenBzna(const std::string& name, const Identity* want, std::shared
   }
   auto file = std::make_shared<OpenFile>();
   TF_RETURN_IF_ERROR(TfFile::Open(name, stat, &file->file));
-  TF_RETURN_IF_ERROR(ReadBznaIndex(*file->file, &file->index));
+  absl::Status s = ReadBznaIndex(*file->file, &file->index);
+  if (!s.ok()) {
+    // A file of the caller's size whose index does not parse any more, and
+    // that was modified since: rewritten in place, not damaged.
+    if (want && want->mtime_nsec != stat.mtime_nsec) return Changed(name, Modified(want->mtime_nsec, stat.mtime_nsec));
+    return s;
+  }
   file->file->KeepIndexChecksums(file->index.checksums);
   if (want) {
     const std::string difference = IdentityDifference(*file, *want);
