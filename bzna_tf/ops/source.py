@@ -122,7 +122,10 @@ class BznaDataset(dataset_ops.DatasetSource):
 
     Iterators check that the files are still those the dataset opened (size,
     modification time, the same file), and refuse one that changed with
-    ``tf.errors.FailedPreconditionError``: make the dataset again.
+    ``tf.errors.FailedPreconditionError``: make the dataset again. A sample
+    that fails to read is checked so too: a file truncated or rewritten in
+    place (``cp`` over it) during an iteration raises that error, not a
+    ``DataLossError`` about the sample.
 
     Raises:
       ValueError: bad ``track`` or argument shapes.
@@ -270,7 +273,9 @@ def read_samples(
     A file that cannot be opened or indexed fails the op either way, and so
     does one that is not what its entry of ``identities`` (None, or one
     :attr:`bzna_tf.format.BznaFile.identity` per file, as :class:`BznaDataset`
-    takes them) describes: ``tf.errors.FailedPreconditionError``.
+    takes them) describes, or one that changed since the op opened it
+    (truncated, or rewritten in place: looked at when a sample fails to
+    read): ``tf.errors.FailedPreconditionError``.
     """
     if track not in TRACKS:
         raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")

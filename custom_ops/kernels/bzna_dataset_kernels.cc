@@ -196,6 +196,17 @@ std::string StatDifference(const FileStat& then, const FileStat& now) {
   return "";
 }
 
+std::string Hex32(int64_t c) { return absl::StrCat("0x", absl::Hex(c, absl::kZeroPad8)); }
+
+// How the index checksums (moov, targets, names) of a checksum table differ,
+// for errors.
+std::string IndexChecksumsDifference(int64_t moov, int64_t targets, int64_t names, int64_t moov_now,
+                                     int64_t targets_now, int64_t names_now) {
+  return absl::StrCat("index checksums (moov, targets, names) ", Hex32(moov), ", ", Hex32(targets), ", ",
+                      Hex32(names), " then, ", Hex32(moov_now), ", ", Hex32(targets_now), ", ", Hex32(names_now),
+                      " now");
+}
+
 // One file through TensorFlow's filesystem layer (local, gs://, s3://, ...),
 // opened while it is read (see OpenHandles). A reopened file must still be
 // the one whose index was read: the same FileStat.
@@ -227,14 +238,19 @@ class TfFile : public ByteSource {
   // back under its name). Reads 12 bytes through a fresh handle.
   bool SameConversion(const FileStat& now) const {
     if (!sums_.has_index || now.size != stat_.size || now.is_directory) return false;
-    std::unique_ptr<tensorflow::RandomAccessFile> file;
-    if (!tensorflow::Env::Default()->NewRandomAccessFile(name_, &file).ok()) return false;
-    char buf[12];
-    absl::string_view got;
-    const absl::Status s = file->Read(sums_.index_at, sizeof(buf), &got, buf);
-    if ((!s.ok() && !absl::IsOutOfRange(s)) || got.size() != sizeof(buf)) return false;
-    const auto* b = reinterpret_cast<const uint8_t*>(got.data());
-    return Be32(b) == sums_.moov && Be32(b + 4) == sums_.targets && Be32(b + 8) == sums_.names;
+    uint32_t sums[3];
+    return IndexChecksumsNow(sums) && sums[0] == sums_.moov && sums[1] == sums_.targets && sums[2] == sums_.names;
+  }
+
+  // How the index checksums in the file now differ from those read with its
+  // index ("" when they do not, or cannot be read, or it has no checksum
+  // table): what tells a file rewritten in place under the same size,
+  // modification time and inode. Reads 12 bytes through a fresh handle.
+  std::string IndexChecksumChange() const {
+    uint32_t sums[3];
+    if (!sums_.has_index || !IndexChecksumsNow(sums)) return "";
+    if (sums[0] == sums_.moov && sums[1] == sums_.targets && sums[2] == sums_.names) return "";
+    return IndexChecksumsDifference(sums_.moov, sums_.targets, sums_.names, sums[0], sums[1], sums[2]);
   }
 
   absl::Status Read(uint64_t offset, size_t n, std::string* out) const override {
@@ -257,6 +273,21 @@ class TfFile : public ByteSource {
 
  private:
   TfFile(std::string name, const FileStat& stat) : name_(std::move(name)), stat_(stat) {}
+
+  // The moov, targets and names checksums stored where the checksum table
+  // read with the index keeps them, read now through a fresh handle (false
+  // when they cannot be read).
+  bool IndexChecksumsNow(uint32_t out[3]) const {
+    std::unique_ptr<tensorflow::RandomAccessFile> file;
+    if (!tensorflow::Env::Default()->NewRandomAccessFile(name_, &file).ok()) return false;
+    char buf[12];
+    absl::string_view got;
+    const absl::Status s = file->Read(sums_.index_at, sizeof(buf), &got, buf);
+    if ((!s.ok() && !absl::IsOutOfRange(s)) || got.size() != sizeof(buf)) return false;
+    const auto* b = reinterpret_cast<const uint8_t*>(got.data());
+    for (int k = 0; k < 3; ++k) out[k] = Be32(b + 4 * k);
+    return true;
+  }
 
   // The open handle, reopening the file when OpenHandles dropped it. A file
   // that is gone or changed fails with FailedPrecondition, which on_error =
@@ -346,8 +377,6 @@ absl::Status ParseIdentities(const std::vector<int64_t>& flat, size_t num_files,
   return absl::OkStatus();
 }
 
-std::string Hex32(int64_t c) { return absl::StrCat("0x", absl::Hex(c, absl::kZeroPad8)); }
-
 // How the open file `f` differs from the one the caller's index was read
 // from ("" when it does not): its size; then, when the caller saw a checksum
 // table, the index checksums stored in it (they tell two conversions apart
@@ -360,9 +389,7 @@ std::string IdentityDifference(const OpenFile& f, const Identity& want) {
   if (want.moov >= 0) {
     if (!c.has_index) return "a checksum table then, none now";
     if (c.moov != want.moov || c.targets != want.targets || c.names != want.names) {
-      return absl::StrCat("index checksums (moov, targets, names) ", Hex32(want.moov), ", ", Hex32(want.targets),
-                          ", ", Hex32(want.names), " then, ", Hex32(c.moov), ", ", Hex32(c.targets), ", ",
-                          Hex32(c.names), " now");
+      return IndexChecksumsDifference(want.moov, want.targets, want.names, c.moov, c.targets, c.names);
     }
     return "";
   }
@@ -454,6 +481,31 @@ absl::Status CheckUnchanged(const OpenFile& f) {
   const std::string difference = StatDifference(f.file->stat(), now);
   if (difference.empty() || f.file->SameConversion(now)) return absl::OkStatus();
   return Changed(f.file->name(), difference);
+}
+
+// `s`, the error of a sample of `f` that could not be read (a short read, a
+// box that does not parse, a checksum mismatch), or FailedPrecondition
+// (Changed()) when the file opened changed under the reads: truncated, or
+// rewritten in place (a copy of another conversion over it) by a running
+// pipeline. Its index then names bytes of another content, so every later
+// sample would fail the same way (or read another picture): not a bad sample
+// to skip. Only failures pay for the check (a stat; for a file whose stat did
+// not change and that has a checksum table, a 12-byte read).
+absl::Status UnlessChanged(const OpenFile& f, const absl::Status& s) {
+  if (s.ok() || absl::IsFailedPrecondition(s)) return s;
+  FileStat now;
+  if (!StatFile(f.file->name(), &now).ok()) return s;  // gone: the reads go on through the open handle
+  const FileStat& then = f.file->stat();
+  // Another file renamed over it: the reads go on through the handle on the
+  // one opened (TfFile refuses to reopen it), and `s` is that file's.
+  if (now.device != then.device || now.inode != then.inode) return s;
+  std::string difference = StatDifference(then, now);
+  if (difference.empty()) {
+    difference = f.file->IndexChecksumChange();
+  } else if (f.file->SameConversion(now)) {
+    return s;  // touched, or copied back under its name: the sample's own error
+  }
+  return difference.empty() ? s : Changed(f.file->name(), difference);
 }
 
 // Opens the files of `names` (a scalar or a vector); with `identities` (empty
@@ -563,13 +615,15 @@ class Dataset : public DatasetBase {
     const int64_t local = global - starts_[k];
     const OpenFile& f = *files_[k];
     Picture pic;
-    TF_RETURN_IF_ERROR(Named(f.file->name(), local,
-                             ReadPicture(*f.file, f.index, local,
-                                         track_ == "input" ? PictureTrack::kInput : PictureTrack::kThumb, &pic)));
+    TF_RETURN_IF_ERROR(UnlessChanged(
+        f, Named(f.file->name(), local,
+                 ReadPicture(*f.file, f.index, local,
+                             track_ == "input" ? PictureTrack::kInput : PictureTrack::kThumb, &pic))));
     out->emplace_back(tstring(std::move(pic.annexb)));
     if (with_filename_) {
       std::string name;
-      TF_RETURN_IF_ERROR(Named(f.file->name(), local, ReadFilename(*f.file, f.index, local, &name)));
+      TF_RETURN_IF_ERROR(
+          UnlessChanged(f, Named(f.file->name(), local, ReadFilename(*f.file, f.index, local, &name))));
       out->emplace_back(tstring(std::move(name)));
     }
     out->emplace_back(static_cast<int32_t>(pic.height));
@@ -859,7 +913,8 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
   // With on_error = "skip", a sample that cannot be read (a malformed or
   // damaged sample, a short or failed read) is reported in `errors` instead of
   // failing the batch; running out of memory or descriptors, cancellation, and
-  // a file that is gone or changed since it was opened (TfFile) still fail it.
+  // a file that is gone or changed since it was opened (TfFile, UnlessChanged)
+  // still fail it.
   bool Skippable(const absl::Status& s) const {
     return skip_ && s.code() != absl::StatusCode::kResourceExhausted && s.code() != absl::StatusCode::kCancelled &&
            s.code() != absl::StatusCode::kFailedPrecondition;
@@ -895,7 +950,7 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
       absl::Status s = ReadPicture(*file.file, file.index, local, track_, &pic);
       if (s.ok() && with_filename_) s = ReadFilename(*file.file, file.index, local, &name);
       if (!s.ok()) {
-        s = Named(file.file->name(), local, s);
+        s = UnlessChanged(file, Named(file.file->name(), local, s));
         OP_REQUIRES(ctx, Skippable(s), s);
         // Skipped: no picture, sizes 0, the reason in errors.
         errors->flat<tstring>()(t) = tstring(std::string(s.message()));

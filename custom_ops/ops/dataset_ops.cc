@@ -66,7 +66,9 @@ identities: empty (no check), or five int64 per file describing the file the
   opened (converted again or replaced: ...)": another size, other index
   checksums, or, without a checksum table, another modification time. Each
   iterator also refuses a file that changed (size, modification time, or
-  another file renamed over it) since the dataset opened it.
+  another file renamed over it) since the dataset opened it, and a sample
+  that fails to read from a file changed since (truncated, or rewritten in
+  place) fails with that FailedPrecondition, not as a damaged sample.
 )doc");
 
 REGISTER_OP("BznaNumSamples")
@@ -220,7 +222,9 @@ errors: one string per sample, empty when it was read. With on_error =
   errors is all empty; with "skip" a sample that cannot be read (malformed,
   damaged, a short or failed read) gets an empty picture, sizes 0 and its
   reason ("<file>, sample <i>: ...") here. Files that cannot be opened or
-  indexed, and indices out of range, fail the op either way.
+  indexed, a file that changed since the kernel opened it (truncated or
+  rewritten in place: looked at when a sample fails to read), and indices out
+  of range, fail the op either way.
 identities: as BznaDataset's: a file that is not the one its identity
   describes fails the op (FailedPrecondition) when the kernel opens its
   files, on_error = "skip" or not.
