@@ -19,6 +19,7 @@ REGISTER_OP("BznaDataset")
     .Attr(absl::StrCat(kTrackAttr, ": {'thumb', 'input'} = 'thumb'"))
     .Attr(absl::StrCat(kWithFilenameAttr, ": bool = false"))
     .Attr(absl::StrCat(kIdentitiesAttr, ": list(int) = []"))
+    .Attr(absl::StrCat(kWorkingDirectoryAttr, ": string = ''"))
     // Source dataset ops are stateful so that constant folding leaves them be.
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
@@ -69,6 +70,11 @@ identities: empty (no check), or five int64 per file describing the file the
   another file renamed over it) since the dataset opened it, and a sample
   that fails to read from a file changed since (truncated, or rewritten in
   place) fails with that FailedPrecondition, not as a damaged sample.
+working_directory: the directory relative local filenames are opened from
+  (the working directory when the dataset was made, so that a later chdir
+  does not lead to other files); errors name the files as given. Empty
+  (graphs saved before it): the process's working directory when the files
+  are opened.
 )doc");
 
 REGISTER_OP("BznaNumSamples")
@@ -198,6 +204,7 @@ REGISTER_OP("BznaReadSamples")
     .Attr(absl::StrCat(kWithFilenameAttr, ": bool = false"))
     .Attr("on_error: {'raise', 'skip'} = 'raise'")
     .Attr(absl::StrCat(kIdentitiesAttr, ": list(int) = []"))
+    .Attr(absl::StrCat(kWorkingDirectoryAttr, ": string = ''"))
     // Not stateful (like ReadFile): iterators of pipelines that use it can be
     // checkpointed. Its inputs are never constants in as_dataset's pipeline.
     .SetShapeFn([](InferenceContext* c) {
@@ -228,6 +235,7 @@ errors: one string per sample, empty when it was read. With on_error =
 identities: as BznaDataset's: a file that is not the one its identity
   describes fails the op (FailedPrecondition) when the kernel opens its
   files, on_error = "skip" or not.
+working_directory: as BznaDataset's.
 )doc");
 
 }  // namespace bzna_tf
