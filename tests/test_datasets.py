@@ -135,6 +135,26 @@ def test_opening_errors(flat_file, tmp_path):
         d.select(np.ones(3, bool))
 
 
+def test_a_dataset_opened_by_a_relative_path_keeps_its_file_after_a_chdir(flat_file, tmp_path, monkeypatch):
+    # Later, the working directory moves (a notebook's %cd) to a folder with another file of that name: the
+    # dataset and its pipelines, made before the move or after, read the file it opened.
+    import shutil
+
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    shutil.copy(flat_file, tmp_path / "a" / "x.bzna")
+    (tmp_path / "b" / "x.bzna").write_bytes(b"another file")
+    monkeypatch.chdir(tmp_path / "a")
+    ds = Dataset("x.bzna")
+    before = ds.as_dataset(batch_size=8, shape=8, with_filenames=True, training=False)
+    assert names(before) == list(range(N))
+    monkeypatch.chdir(tmp_path / "b")
+    assert names(before) == list(range(N))
+    after = ds.as_dataset(batch_size=8, shape=8, with_filenames=True, training=False)
+    assert names(after) == list(range(N))
+    assert ds.filenames[0] == "img_000.png" and ds.paths == ["x.bzna"]
+
+
 @pytest.fixture(scope="session")
 def imagenet_index(tmp_path_factory):
     """An index-only file with ImageNet's 1,431,167 entries (placeholder payloads, real index)."""

@@ -1,5 +1,7 @@
 """The C++ source op (BznaDataset) against the Python reader, checkpoints, tf.data service."""
 
+import shutil
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -76,6 +78,30 @@ def test_argument_errors(original_path, tmp_path):
         BznaDataset(tmp_path / "missing.bzna")
     with pytest.raises(tf.errors.InvalidArgumentError, match="at least one"):
         BznaDataset([])
+
+
+def test_a_relative_path_is_opened_from_the_working_directory_the_op_was_made_in(
+    original_path, tmp_path, monkeypatch
+):
+    # Later, the working directory moves (a notebook's %cd) to a folder with another file of that name: the
+    # dataset's iterators and a read_samples traced before the move read the file meant when they were
+    # made, and errors still name it as given.
+    from bzna_tf.ops import read_samples
+
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    shutil.copy(original_path, tmp_path / "a" / "x.bzna")
+    (tmp_path / "b" / "x.bzna").write_bytes(b"another file")
+    monkeypatch.chdir(tmp_path / "a")
+    ds = BznaDataset("x.bzna", [0, 11], with_filenames=True)
+    read = tf.function(lambda i: read_samples("x.bzna", i, with_filenames=True)["filename"])
+    traced = read.get_concrete_function(tf.TensorSpec([None], tf.int64))
+    want = [e["filename"] for e in _elements(ds)]
+    monkeypatch.chdir(tmp_path / "b")
+    assert [e["filename"] for e in _elements(ds)] == want
+    assert traced(tf.constant([0, 11], tf.int64)).numpy().tolist() == want
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"index 12 is out of range: x\.bzna holds 12"):
+        traced(tf.constant([12], tf.int64))
 
 
 def test_checkpoint_mid_epoch_then_restore_in_a_fresh_pipeline(original_path, tmp_path):

@@ -4,6 +4,7 @@ pipeline and the ops compare the file they open with it."""
 
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -207,3 +208,104 @@ def test_a_new_dataset_of_a_file_rewritten_in_place_reads_its_new_index(encoded,
     pipe = new.as_dataset(batch_size=2, shape=8, training=False, with_filenames=True)
     assert names(pipe) == [f"img_{i}.png" for i in [5, 4, 3, 2, 1, 0]]
     del running
+
+
+def copy_over(src, path):
+    """What cp or shutil.copyfile of another file over ``path`` does: the same inode, truncated and written
+    again."""
+    ino = os.stat(path).st_ino
+    shutil.copyfile(src, path)
+    assert os.stat(path).st_ino == ino
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+@pytest.mark.parametrize("change", ["copied over", "truncated"])
+def test_a_file_changed_in_place_under_a_running_epoch_stops_it(encoded, tmp_path, change, on_error):
+    # The rest of the epoch would read the new bytes through the old index: the file changed, which is
+    # never a run of bad samples to skip.
+    path, new = str(tmp_path / "a.bzna"), str(tmp_path / "new.bzna")
+    order = [i % N for i in range(4 * N)]
+    write(path, encoded, order)
+    os.utime(path, ns=(10**18, 10**18))  # a time the copy's cannot be
+    write(new, encoded, order[::-1])  # another conversion of the same size
+    size = os.path.getsize(path)
+    assert os.path.getsize(new) == size
+    pipe = Dataset(path).as_dataset(
+        batch_size=2, shape=8, training=False, with_filenames=True, prefetch=1, num_parallel_calls=1,
+        on_error=on_error,
+    )  # fmt: skip
+    running = iter(pipe)
+    read = [n.decode() for n in next(running)[-1].numpy()]
+    if change == "copied over":
+        copy_over(new, path)
+        # A read racing the copy may find it part-written.
+        why = rf"(modified at 1000000000\.000000000 then, \d+\.\d{{9}} now|{size} bytes then, \d+ now)"
+    else:
+        os.truncate(path, size // 2)
+        why = rf"{size} bytes then, {size // 2} now"
+    # The read-ahead holds a few batches read before the change; the later ones are read after it.
+    with pytest.raises(tf.errors.FailedPreconditionError, match=re.escape(path) + CHANGED + why + AGAIN):
+        for el in running:
+            read += [n.decode() for n in el[-1].numpy()]
+    assert read[:2] == ["img_0.png", "img_1.png"] and len(read) < len(order)
+    if on_error == "skip":
+        assert pipe.bzna_skipped.count == 0
+
+
+def test_an_iterator_refuses_a_file_rewritten_in_place_with_its_size_and_time(encoded, tmp_path):
+    # Size, modification time and inode all kept: the failed read's check finds other index checksums.
+    from bzna_tf.ops import BznaDataset
+
+    path = str(tmp_path / "a.bzna")
+    write(path, encoded, range(N))
+    ds = BznaDataset(path, with_filenames=True)
+    running = iter(ds)
+    assert next(running)["filename"].numpy() == b"img_0.png"
+    st = os.stat(path)
+    write(tmp_path / "b.bzna", encoded, [5, 4, 3, 2, 1, 0])
+    with open(path, "r+b") as f:
+        f.write((tmp_path / "b.bzna").read_bytes())
+        f.truncate()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_size == st.st_size and os.stat(path).st_ino == st.st_ino
+    why = r"index checksums \(moov, targets, names\) 0x[0-9a-f]{8}, .* then, 0x[0-9a-f]{8}, .* now"
+    with pytest.raises(tf.errors.FailedPreconditionError, match=re.escape(path) + CHANGED + why + AGAIN):
+        list(running)
+
+
+def test_read_samples_refuses_samples_of_a_file_truncated_since_it_opened_it(encoded, tmp_path):
+    from bzna_tf.ops import read_samples
+
+    path = str(tmp_path / "a.bzna")
+    write(path, encoded, range(N))
+    with BznaFile(path) as f:
+        ident = f.identity
+    first = read_samples([path], tf.constant([0], tf.int64), identities=[ident], on_error="skip")
+    assert first["errors"].numpy().tolist() == [b""]
+    size = os.path.getsize(path)
+    os.truncate(path, size // 2)
+    grew = re.escape(path) + CHANGED + rf"{size} bytes then, {size // 2} now" + AGAIN
+    with pytest.raises(tf.errors.FailedPreconditionError, match=grew):
+        read_samples([path], tf.constant([N - 1], tf.int64), identities=[ident], on_error="skip")
+
+
+@pytest.mark.parametrize("change", ["truncated", "zeroed"])
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "no-checksums"])
+def test_a_file_damaged_between_epochs_is_refused_as_changed(encoded, tmp_path, checksums, change):
+    # Its index no longer reads: what differs from the file the dataset was opened on says more than the box
+    # that does not parse.
+    path = str(tmp_path / "a.bzna")
+    write(path, encoded, range(N), checksums=checksums)
+    os.utime(path, ns=(10**18, 10**18))  # a time the change's cannot be
+    pipe = Dataset(path).as_dataset(batch_size=2, shape=8, training=False, with_filenames=True)
+    assert len(names(pipe)) == N
+    size = os.path.getsize(path)
+    if change == "truncated":
+        os.truncate(path, size // 2)
+        why = rf"{size} bytes then, {size // 2} now"
+    else:
+        with open(path, "r+b") as f:
+            f.write(bytes(size))
+        why = r"modified at 1000000000\.000000000 then, \d+\.\d{9} now"
+    with pytest.raises(tf.errors.FailedPreconditionError, match=re.escape(path) + CHANGED + why + AGAIN):
+        names(pipe)  # not a DataLossError about a box of the file

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 
 import numpy as np
 
@@ -18,6 +19,7 @@ import bzna_tf.format.wording as wording
 from bzna_tf.datasets.arguments import HINTS, RENAMED
 from bzna_tf.datasets.arguments import check as check_arguments
 from bzna_tf.format.keywords import keywords
+from bzna_tf.format.reader import is_url
 from bzna_tf.format.samplelist import SampleList, SampleListError
 from bzna_tf.format.shards import BznaShards, file_numbers
 from bzna_tf.format.splits import select_split
@@ -500,7 +502,13 @@ class Dataset:
             sel = self._file_shard(sel, count, index, options.training, options.epochs is None)
             options = replace(options, shard=(1, 0))
         identities = [f.identity for f in self._index.files]  # the read op refuses other files
-        source = Source(list(self.paths), self._index.starts, self._track, sel, self._labels, identities)
+        # The files the dataset opened: a path as given (errors name it so) while it still leads there, else
+        # (a relative one, the working directory changed since) the absolute path opened.
+        files = [
+            p if is_url(p) or os.path.abspath(p) == f.path else f.path
+            for p, f in zip(self.paths, self._index.files, strict=True)
+        ]
+        source = Source(files, self._index.starts, self._track, sel, self._labels, identities)
         return source, options
 
     def _check_selection(self, selection, options, *, listed: bool) -> None:

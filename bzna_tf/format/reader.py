@@ -121,6 +121,9 @@ class Source:
             self._closer = weakref.finalize(self, self._handle.close)
             self.size, self._identity = None, None
             self._handle.obj = self._open_path()
+            if not is_url(self._path):
+                # Opened again by this path: the file opened now, whatever the working directory is then.
+                self._path = os.path.abspath(self._path)
         elif hasattr(source, "read") and hasattr(source, "seek"):
             if not keep_open:
                 raise ValueError(
@@ -410,6 +413,12 @@ class BznaFile:
     @property
     def file_size(self) -> int:
         return self._src.size
+
+    @property
+    def path(self) -> str | None:
+        """The path the file is read from: absolute for a local file (a later ``os.chdir`` does not lead
+        it to another file), the URL for a remote one; None for a file object."""
+        return self._src._path
 
     def __len__(self) -> int:
         return len(self.tracks[INPUT])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops
 
 from bzna_tf.format.keywords import keywords
+from bzna_tf.format.reader import is_url
 from bzna_tf.ops._load import load_library
 
 __all__ = [
@@ -32,6 +35,21 @@ def _filenames(filenames) -> tf.Tensor:
     elif t.shape.rank is not None and t.shape.rank != 1:
         raise ValueError(f"Expected one filename or a list of them. Received: filenames with shape {t.shape}")
     return t
+
+
+def _working_directory(filenames: tf.Tensor) -> str:
+    """The ops' ``working_directory``: the current one when a name is a relative local path (or the names
+    are not known yet), so that the ops open the files meant now whatever the process's working directory
+    is when they read them; else ``""``."""
+    names = tf.get_static_value(filenames)
+    if names is not None:
+        names = [n.decode("utf-8", "surrogateescape") if isinstance(n, bytes) else str(n) for n in names.flat]
+        if all(is_url(n) or os.path.isabs(n) for n in names):
+            return ""
+    try:
+        return os.getcwd()
+    except OSError:  # removed since: the ops open relative paths as the process would
+        return ""
 
 
 IDENTITY_FIELDS = 5  # size, mtime_ns, moov, targets, names: bzna_tf.format.reader.FileIdentity
@@ -120,9 +138,16 @@ class BznaDataset(dataset_ops.DatasetSource):
         index checksums, or, without a checksum table, another modification
         time) is refused with ``tf.errors.FailedPreconditionError``.
 
+    A relative path is opened from the working directory when the dataset
+    is made (errors name it as given): a later ``os.chdir`` does not lead
+    the dataset to another file.
+
     Iterators check that the files are still those the dataset opened (size,
     modification time, the same file), and refuse one that changed with
-    ``tf.errors.FailedPreconditionError``: make the dataset again.
+    ``tf.errors.FailedPreconditionError``: make the dataset again. A sample
+    that fails to read is checked so too: a file truncated or rewritten in
+    place (``cp`` over it) during an iteration raises that error, not a
+    ``DataLossError`` about the sample.
 
     Raises:
       ValueError: bad ``track`` or argument shapes.
@@ -173,7 +198,12 @@ class BznaDataset(dataset_ops.DatasetSource):
         self._spec = spec
         # The op's attribute keeps its first name: graphs saved with it still load.
         variant = lib.bzna_dataset(
-            self._filenames, indices, track=track, with_filename=self._with_filenames, identities=identities
+            self._filenames,
+            indices,
+            track=track,
+            with_filename=self._with_filenames,
+            identities=identities,
+            working_directory=_working_directory(self._filenames),
         )
         super().__init__(variant)
 
@@ -260,7 +290,9 @@ def read_samples(
     Returns a dict of vectors: ``data``, ``height``, ``width``, ``target``,
     ``errors`` and, with ``with_filenames``, ``filename`` (formerly
     ``with_filename``, which still works until the next release, with a
-    ``FutureWarning``). The files' indices are parsed once per process.
+    ``FutureWarning``). The files' indices are parsed once per process. A
+    relative path is opened from the working directory when the op is made
+    (for a pipeline, when it is built), as :class:`BznaDataset` does.
 
     ``on_error="raise"`` (default): a sample that cannot be read (malformed,
     damaged, a checksum mismatch, a short or failed read) fails the op with an
@@ -270,7 +302,9 @@ def read_samples(
     A file that cannot be opened or indexed fails the op either way, and so
     does one that is not what its entry of ``identities`` (None, or one
     :attr:`bzna_tf.format.BznaFile.identity` per file, as :class:`BznaDataset`
-    takes them) describes: ``tf.errors.FailedPreconditionError``.
+    takes them) describes, or one that changed since the op opened it
+    (truncated, or rewritten in place: looked at when a sample fails to
+    read): ``tf.errors.FailedPreconditionError``.
     """
     if track not in TRACKS:
         raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")
@@ -282,6 +316,7 @@ def read_samples(
         with_filename=bool(with_filenames),
         on_error=check_on_error(on_error),
         identities=_identities(identities, files),
+        working_directory=_working_directory(files),
     )
     out = {"data": data, "height": height, "index": indices, "target": target, "width": width}
     out["errors"] = errors

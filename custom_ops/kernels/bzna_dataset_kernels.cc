@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/bzna_format.h"
@@ -150,6 +151,11 @@ std::string Mtime(int64_t ns) {
   return absl::StrCat(ns / 1000000000, ".", absl::Dec(ns % 1000000000, absl::kZeroPad9));
 }
 
+// "modified at <then> then, <now> now", how errors say that a file was modified.
+std::string Modified(int64_t then, int64_t now) {
+  return absl::StrCat("modified at ", Mtime(then), " then, ", Mtime(now), " now");
+}
+
 absl::Status StatFile(const std::string& name, FileStat* out) {
   tensorflow::FileStatistics tf_stat;
   TF_RETURN_IF_ERROR(tensorflow::Env::Default()->Stat(name, &tf_stat));
@@ -185,21 +191,43 @@ std::string StatDifference(const FileStat& then, const FileStat& now) {
     return absl::StrCat("another file under that name: inode ", then.inode, " then, ", now.inode, " now");
   }
   if (then.mtime_nsec != now.mtime_nsec) {
-    return absl::StrCat("modified at ", Mtime(then.mtime_nsec), " then, ", Mtime(now.mtime_nsec), " now");
+    return Modified(then.mtime_nsec, now.mtime_nsec);
   }
   if (then.is_directory != now.is_directory) return "a directory now";
   return "";
 }
 
+std::string Hex32(int64_t c) { return absl::StrCat("0x", absl::Hex(c, absl::kZeroPad8)); }
+
+// How the index checksums (moov, targets, names) of a checksum table differ,
+// for errors.
+std::string IndexChecksumsDifference(int64_t moov, int64_t targets, int64_t names, int64_t moov_now,
+                                     int64_t targets_now, int64_t names_now) {
+  return absl::StrCat("index checksums (moov, targets, names) ", Hex32(moov), ", ", Hex32(targets), ", ",
+                      Hex32(names), " then, ", Hex32(moov_now), ", ", Hex32(targets_now), ", ", Hex32(names_now),
+                      " now");
+}
+
+// The path to open for `name`: a relative local path is taken from
+// `working_directory` (the ops' attribute: the working directory when the
+// dataset was made, so that a later chdir does not lead the ops to another
+// file), a URL or an absolute path, or any name without one, as it is.
+std::string PathOf(const std::string& name, const std::string& working_directory) {
+  if (working_directory.empty() || name.empty() || name[0] == '/' || IsUrl(name)) return name;
+  return absl::StrCat(working_directory, absl::EndsWith(working_directory, "/") ? "" : "/", name);
+}
+
 // One file through TensorFlow's filesystem layer (local, gs://, s3://, ...),
 // opened while it is read (see OpenHandles). A reopened file must still be
-// the one whose index was read: the same FileStat.
+// the one whose index was read: the same FileStat. `name` is how errors name
+// it (as the caller did), `path` what is opened (PathOf).
 class TfFile : public ByteSource {
  public:
-  static absl::Status Open(const std::string& name, const FileStat& stat, std::unique_ptr<TfFile>* out) {
+  static absl::Status Open(const std::string& name, const std::string& path, const FileStat& stat,
+                           std::unique_ptr<TfFile>* out) {
     std::unique_ptr<tensorflow::RandomAccessFile> file;
-    TF_RETURN_IF_ERROR(tensorflow::Env::Default()->NewRandomAccessFile(name, &file));
-    out->reset(new TfFile(name, stat));
+    TF_RETURN_IF_ERROR(tensorflow::Env::Default()->NewRandomAccessFile(path, &file));
+    out->reset(new TfFile(name, path, stat));
     OpenHandles::Global().Keep(out->get(), std::move(file));
     return absl::OkStatus();
   }
@@ -207,6 +235,7 @@ class TfFile : public ByteSource {
   ~TfFile() override { OpenHandles::Global().Forget(this); }
 
   const std::string& name() const override { return name_; }
+  const std::string& path() const { return path_; }
   uint64_t size() const override { return stat_.size; }
   // What the file was when it was opened (and its index read).
   const FileStat& stat() const { return stat_; }
@@ -222,14 +251,19 @@ class TfFile : public ByteSource {
   // back under its name). Reads 12 bytes through a fresh handle.
   bool SameConversion(const FileStat& now) const {
     if (!sums_.has_index || now.size != stat_.size || now.is_directory) return false;
-    std::unique_ptr<tensorflow::RandomAccessFile> file;
-    if (!tensorflow::Env::Default()->NewRandomAccessFile(name_, &file).ok()) return false;
-    char buf[12];
-    absl::string_view got;
-    const absl::Status s = file->Read(sums_.index_at, sizeof(buf), &got, buf);
-    if ((!s.ok() && !absl::IsOutOfRange(s)) || got.size() != sizeof(buf)) return false;
-    const auto* b = reinterpret_cast<const uint8_t*>(got.data());
-    return Be32(b) == sums_.moov && Be32(b + 4) == sums_.targets && Be32(b + 8) == sums_.names;
+    uint32_t sums[3];
+    return IndexChecksumsNow(sums) && sums[0] == sums_.moov && sums[1] == sums_.targets && sums[2] == sums_.names;
+  }
+
+  // How the index checksums in the file now differ from those read with its
+  // index ("" when they do not, or cannot be read, or it has no checksum
+  // table): what tells a file rewritten in place under the same size,
+  // modification time and inode. Reads 12 bytes through a fresh handle.
+  std::string IndexChecksumChange() const {
+    uint32_t sums[3];
+    if (!sums_.has_index || !IndexChecksumsNow(sums)) return "";
+    if (sums[0] == sums_.moov && sums[1] == sums_.targets && sums[2] == sums_.names) return "";
+    return IndexChecksumsDifference(sums_.moov, sums_.targets, sums_.names, sums[0], sums[1], sums[2]);
   }
 
   absl::Status Read(uint64_t offset, size_t n, std::string* out) const override {
@@ -251,7 +285,23 @@ class TfFile : public ByteSource {
   }
 
  private:
-  TfFile(std::string name, const FileStat& stat) : name_(std::move(name)), stat_(stat) {}
+  TfFile(std::string name, std::string path, const FileStat& stat)
+      : name_(std::move(name)), path_(std::move(path)), stat_(stat) {}
+
+  // The moov, targets and names checksums stored where the checksum table
+  // read with the index keeps them, read now through a fresh handle (false
+  // when they cannot be read).
+  bool IndexChecksumsNow(uint32_t out[3]) const {
+    std::unique_ptr<tensorflow::RandomAccessFile> file;
+    if (!tensorflow::Env::Default()->NewRandomAccessFile(path_, &file).ok()) return false;
+    char buf[12];
+    absl::string_view got;
+    const absl::Status s = file->Read(sums_.index_at, sizeof(buf), &got, buf);
+    if ((!s.ok() && !absl::IsOutOfRange(s)) || got.size() != sizeof(buf)) return false;
+    const auto* b = reinterpret_cast<const uint8_t*>(got.data());
+    for (int k = 0; k < 3; ++k) out[k] = Be32(b + 4 * k);
+    return true;
+  }
 
   // The open handle, reopening the file when OpenHandles dropped it. A file
   // that is gone or changed fails with FailedPrecondition, which on_error =
@@ -259,7 +309,7 @@ class TfFile : public ByteSource {
   absl::Status Handle(OpenHandles::Handle* out) const {
     if ((*out = OpenHandles::Global().Find(this))) return absl::OkStatus();
     FileStat now;
-    absl::Status s = StatFile(name_, &now);
+    absl::Status s = StatFile(path_, &now);
     if (!s.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat(name_, ": cannot reopen the file (", s.message(), "); build the dataset again"));
@@ -270,7 +320,7 @@ class TfFile : public ByteSource {
           "): its index would name the wrong pictures; build the dataset again"));
     }
     std::unique_ptr<tensorflow::RandomAccessFile> file;
-    s = tensorflow::Env::Default()->NewRandomAccessFile(name_, &file);
+    s = tensorflow::Env::Default()->NewRandomAccessFile(path_, &file);
     if (!s.ok()) {
       if (absl::IsResourceExhausted(s)) return s;
       return absl::FailedPreconditionError(
@@ -281,6 +331,7 @@ class TfFile : public ByteSource {
   }
 
   const std::string name_;
+  const std::string path_;
   const FileStat stat_;
   BznaChecksums sums_;  // of the index read (KeepIndexChecksums); has_index false until then
 };
@@ -341,8 +392,6 @@ absl::Status ParseIdentities(const std::vector<int64_t>& flat, size_t num_files,
   return absl::OkStatus();
 }
 
-std::string Hex32(int64_t c) { return absl::StrCat("0x", absl::Hex(c, absl::kZeroPad8)); }
-
 // How the open file `f` differs from the one the caller's index was read
 // from ("" when it does not): its size; then, when the caller saw a checksum
 // table, the index checksums stored in it (they tell two conversions apart
@@ -355,15 +404,13 @@ std::string IdentityDifference(const OpenFile& f, const Identity& want) {
   if (want.moov >= 0) {
     if (!c.has_index) return "a checksum table then, none now";
     if (c.moov != want.moov || c.targets != want.targets || c.names != want.names) {
-      return absl::StrCat("index checksums (moov, targets, names) ", Hex32(want.moov), ", ", Hex32(want.targets),
-                          ", ", Hex32(want.names), " then, ", Hex32(c.moov), ", ", Hex32(c.targets), ", ",
-                          Hex32(c.names), " now");
+      return IndexChecksumsDifference(want.moov, want.targets, want.names, c.moov, c.targets, c.names);
     }
     return "";
   }
   if (c.has_index) return "no checksum table then, one now";
   if (want.mtime_nsec != now.mtime_nsec) {
-    return absl::StrCat("modified at ", Mtime(want.mtime_nsec), " then, ", Mtime(now.mtime_nsec), " now");
+    return Modified(want.mtime_nsec, now.mtime_nsec);
   }
   return "";
 }
@@ -374,20 +421,38 @@ absl::Status Changed(const std::string& name, const std::string& difference) {
                    "), so the dataset's index would name the wrong pictures: build the dataset again"));
 }
 
-// Opens `name`, reusing the index parsed by a live dataset when the file is
-// unchanged (its FileStat: a pipeline rebuilt every epoch must not re-read a
-// 45 MB moov each time). With `want`, the file must be the one it describes
-// (else FailedPrecondition, Changed()).
-absl::Status OpenBzna(const std::string& name, const Identity* want, std::shared_ptr<const OpenFile>* out) {
+// How a file whose stat is `now` differs from `want` as far as the stat tells
+// ("" when it does not): its size, and for a file that had no checksum table,
+// its modification time. Compared before the index is parsed: a file
+// truncated since is refused as changed, not as a damaged one.
+std::string StatIdentityDifference(const FileStat& now, const Identity& want) {
+  if (static_cast<uint64_t>(want.size) != now.size) return absl::StrCat(want.size, " bytes then, ", now.size, " now");
+  if (want.moov < 0 && want.mtime_nsec != now.mtime_nsec) return Modified(want.mtime_nsec, now.mtime_nsec);
+  return "";
+}
+
+// Opens `name` (at `path`, PathOf), reusing the index parsed by a live
+// dataset when the file is unchanged (its FileStat: a pipeline rebuilt every
+// epoch must not re-read a 45 MB moov each time). With `want`, the file must
+// be the one it describes (else FailedPrecondition, Changed()).
+absl::Status OpenBzna(const std::string& name, const std::string& path, const Identity* want,
+                      std::shared_ptr<const OpenFile>* out) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* cache = new std::map<std::string, std::weak_ptr<const OpenFile>>();
   FileStat stat;
-  TF_RETURN_IF_ERROR(StatFile(name, &stat));
+  if (absl::Status s = StatFile(path, &stat); !s.ok()) {
+    // Named as the caller named it.
+    return path == name ? s : absl::Status(s.code(), absl::StrReplaceAll(s.message(), {{path, name}}));
+  }
   if (stat.is_directory) {
     return absl::InvalidArgumentError(absl::StrCat(name, " is a directory, expected a .bzna file"));
   }
-  const std::string key =
-      absl::StrCat(name, "\n", stat.size, "\n", stat.mtime_nsec, "\n", stat.device, "\n", stat.inode);
+  if (want) {
+    const std::string difference = StatIdentityDifference(stat, *want);
+    if (!difference.empty()) return Changed(name, difference);
+  }
+  const std::string key = absl::StrCat(name, "\n", path, "\n", stat.size, "\n", stat.mtime_nsec, "\n", stat.device,
+                                       "\n", stat.inode);
   absl::MutexLock lock(&mu);
   auto it = cache->find(key);
   out->reset();
@@ -400,8 +465,14 @@ absl::Status OpenBzna(const std::string& name, const Identity* want, std::shared
     }
   }
   auto file = std::make_shared<OpenFile>();
-  TF_RETURN_IF_ERROR(TfFile::Open(name, stat, &file->file));
-  TF_RETURN_IF_ERROR(ReadBznaIndex(*file->file, &file->index));
+  TF_RETURN_IF_ERROR(TfFile::Open(name, path, stat, &file->file));
+  absl::Status s = ReadBznaIndex(*file->file, &file->index);
+  if (!s.ok()) {
+    // A file of the caller's size whose index does not parse any more, and
+    // that was modified since: rewritten in place, not damaged.
+    if (want && want->mtime_nsec != stat.mtime_nsec) return Changed(name, Modified(want->mtime_nsec, stat.mtime_nsec));
+    return s;
+  }
   file->file->KeepIndexChecksums(file->index.checksums);
   if (want) {
     const std::string difference = IdentityDifference(*file, *want);
@@ -421,7 +492,7 @@ absl::Status OpenBzna(const std::string& name, const Identity* want, std::shared
 // place reads the new bytes through it).
 absl::Status CheckUnchanged(const OpenFile& f) {
   FileStat now;
-  absl::Status s = StatFile(f.file->name(), &now);
+  absl::Status s = StatFile(f.file->path(), &now);
   if (!s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(f.file->name(), ": cannot find the file again (", s.message(),
                                                       "); build the dataset again"));
@@ -431,10 +502,36 @@ absl::Status CheckUnchanged(const OpenFile& f) {
   return Changed(f.file->name(), difference);
 }
 
-// Opens the files of `names` (a scalar or a vector); with `identities` (empty
+// `s`, the error of a sample of `f` that could not be read (a short read, a
+// box that does not parse, a checksum mismatch), or FailedPrecondition
+// (Changed()) when the file opened changed under the reads: truncated, or
+// rewritten in place (a copy of another conversion over it) by a running
+// pipeline. Its index then names bytes of another content, so every later
+// sample would fail the same way (or read another picture): not a bad sample
+// to skip. Only failures pay for the check (a stat; for a file whose stat did
+// not change and that has a checksum table, a 12-byte read).
+absl::Status UnlessChanged(const OpenFile& f, const absl::Status& s) {
+  if (s.ok() || absl::IsFailedPrecondition(s)) return s;
+  FileStat now;
+  if (!StatFile(f.file->path(), &now).ok()) return s;  // gone: the reads go on through the open handle
+  const FileStat& then = f.file->stat();
+  // Another file renamed over it: the reads go on through the handle on the
+  // one opened (TfFile refuses to reopen it), and `s` is that file's.
+  if (now.device != then.device || now.inode != then.inode) return s;
+  std::string difference = StatDifference(then, now);
+  if (difference.empty()) {
+    difference = f.file->IndexChecksumChange();
+  } else if (f.file->SameConversion(now)) {
+    return s;  // touched, or copied back under its name: the sample's own error
+  }
+  return difference.empty() ? s : Changed(f.file->name(), difference);
+}
+
+// Opens the files of `names` (a scalar or a vector), relative ones from
+// `working_directory` when it is not empty (PathOf); with `identities` (empty
 // or one per file), each must be the file its identity describes.
-absl::Status OpenAll(const Tensor& names, const std::vector<int64_t>& identities, std::vector<std::string>* filenames,
-                     std::vector<std::shared_ptr<const OpenFile>>* files) {
+absl::Status OpenAll(const Tensor& names, const std::vector<int64_t>& identities, const std::string& working_directory,
+                     std::vector<std::string>* filenames, std::vector<std::shared_ptr<const OpenFile>>* files) {
   if (names.dims() > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected filenames as a scalar or a vector. Received: shape ", names.shape().DebugString()));
@@ -448,7 +545,8 @@ absl::Status OpenAll(const Tensor& names, const std::vector<int64_t>& identities
   for (int64_t k = 0; k < flat.size(); ++k) {
     filenames->emplace_back(flat(k));
     std::shared_ptr<const OpenFile> f;
-    TF_RETURN_IF_ERROR(OpenBzna(filenames->back(), want.empty() ? nullptr : &want[k], &f));
+    TF_RETURN_IF_ERROR(OpenBzna(filenames->back(), PathOf(filenames->back(), working_directory),
+                                want.empty() ? nullptr : &want[k], &f));
     files->push_back(std::move(f));
   }
   return absl::OkStatus();
@@ -496,14 +594,16 @@ class PositionSplitProvider : public tensorflow::data::SplitProvider {
 class Dataset : public DatasetBase {
  public:
   Dataset(OpKernelContext* ctx, std::vector<std::string> filenames, std::vector<std::shared_ptr<const OpenFile>> files,
-          Tensor indices, std::string track, bool with_filename, std::vector<int64_t> identities)
+          Tensor indices, std::string track, bool with_filename, std::vector<int64_t> identities,
+          std::string working_directory)
       : DatasetBase(DatasetContext(ctx)),
         filenames_(std::move(filenames)),
         files_(std::move(files)),
         indices_(std::move(indices)),
         track_(std::move(track)),
         with_filename_(with_filename),
-        identities_(std::move(identities)) {
+        identities_(std::move(identities)),
+        working_directory_(std::move(working_directory)) {
     int64_t start = 0;
     for (const auto& f : files_) {
       starts_.push_back(start);
@@ -538,13 +638,15 @@ class Dataset : public DatasetBase {
     const int64_t local = global - starts_[k];
     const OpenFile& f = *files_[k];
     Picture pic;
-    TF_RETURN_IF_ERROR(Named(f.file->name(), local,
-                             ReadPicture(*f.file, f.index, local,
-                                         track_ == "input" ? PictureTrack::kInput : PictureTrack::kThumb, &pic)));
+    TF_RETURN_IF_ERROR(UnlessChanged(
+        f, Named(f.file->name(), local,
+                 ReadPicture(*f.file, f.index, local,
+                             track_ == "input" ? PictureTrack::kInput : PictureTrack::kThumb, &pic))));
     out->emplace_back(tstring(std::move(pic.annexb)));
     if (with_filename_) {
       std::string name;
-      TF_RETURN_IF_ERROR(Named(f.file->name(), local, ReadFilename(*f.file, f.index, local, &name)));
+      TF_RETURN_IF_ERROR(
+          UnlessChanged(f, Named(f.file->name(), local, ReadFilename(*f.file, f.index, local, &name))));
       out->emplace_back(tstring(std::move(name)));
     }
     out->emplace_back(static_cast<int32_t>(pic.height));
@@ -561,12 +663,16 @@ class Dataset : public DatasetBase {
     tensorflow::Node* indices = nullptr;
     TF_RETURN_IF_ERROR(b->AddVector(filenames_, &filenames));
     TF_RETURN_IF_ERROR(b->AddTensor(indices_, &indices));
-    tensorflow::AttrValue track, with_filename, identities;
+    tensorflow::AttrValue track, with_filename, identities, working_directory;
     b->BuildAttrValue(track_, &track);
     b->BuildAttrValue(with_filename_, &with_filename);
     b->BuildAttrValue(identities_, &identities);
+    b->BuildAttrValue(working_directory_, &working_directory);
     return b->AddDataset(this, {filenames, indices},
-                         {{kTrackAttr, track}, {kWithFilenameAttr, with_filename}, {kIdentitiesAttr, identities}},
+                         {{kTrackAttr, track},
+                          {kWithFilenameAttr, with_filename},
+                          {kIdentitiesAttr, identities},
+                          {kWorkingDirectoryAttr, working_directory}},
                          output);
   }
 
@@ -660,6 +766,7 @@ class Dataset : public DatasetBase {
   const std::string track_;
   const bool with_filename_;
   const std::vector<int64_t> identities_;  // the attribute, for AsGraphDefInternal
+  const std::string working_directory_;    // likewise
   std::vector<int64_t> starts_;  // global index of each file's first sample
   DataTypeVector dtypes_;
   std::vector<PartialTensorShape> shapes_;
@@ -671,13 +778,14 @@ class BznaDatasetOp : public tensorflow::data::DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kTrackAttr, &track_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kWithFilenameAttr, &with_filename_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kIdentitiesAttr, &identities_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kWorkingDirectoryAttr, &working_directory_));
   }
 
  protected:
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
     std::vector<std::string> filenames;
     std::vector<std::shared_ptr<const OpenFile>> files;
-    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), identities_, &filenames, &files));
+    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), identities_, working_directory_, &filenames, &files));
     const Tensor& indices = ctx->input(1);
     OP_REQUIRES(ctx, indices.dims() == 1,
                 absl::InvalidArgumentError(absl::StrCat("expected indices as a vector. Received: shape ",
@@ -692,13 +800,15 @@ class BznaDatasetOp : public tensorflow::data::DatasetOpKernel {
                       filenames.size() == 1 ? absl::StrCat(filenames[0], " holds ") : "the files hold ", total,
                       total == 1 ? " sample" : " samples")));
     }
-    *output = new Dataset(ctx, std::move(filenames), std::move(files), indices, track_, with_filename_, identities_);
+    *output = new Dataset(ctx, std::move(filenames), std::move(files), indices, track_, with_filename_, identities_,
+                          working_directory_);
   }
 
  private:
   std::string track_;
   bool with_filename_ = false;
   std::vector<int64_t> identities_;
+  std::string working_directory_;
 };
 
 class BznaNumSamplesOp : public tensorflow::OpKernel {
@@ -708,7 +818,7 @@ class BznaNumSamplesOp : public tensorflow::OpKernel {
   void Compute(OpKernelContext* ctx) override {
     std::vector<std::string> filenames;
     std::vector<std::shared_ptr<const OpenFile>> files;
-    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), {}, &filenames, &files));
+    OP_REQUIRES_OK(ctx, OpenAll(ctx->input(0), {}, "", &filenames, &files));
     const int64_t n = static_cast<int64_t>(files.size());
     Tensor* samples = nullptr;
     Tensor* labelled = nullptr;
@@ -829,12 +939,14 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("on_error", &on_error));
     skip_ = on_error == "skip";
     OP_REQUIRES_OK(ctx, ctx->GetAttr(kIdentitiesAttr, &identities_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr(kWorkingDirectoryAttr, &working_directory_));
   }
 
   // With on_error = "skip", a sample that cannot be read (a malformed or
   // damaged sample, a short or failed read) is reported in `errors` instead of
   // failing the batch; running out of memory or descriptors, cancellation, and
-  // a file that is gone or changed since it was opened (TfFile) still fail it.
+  // a file that is gone or changed since it was opened (TfFile, UnlessChanged)
+  // still fail it.
   bool Skippable(const absl::Status& s) const {
     return skip_ && s.code() != absl::StatusCode::kResourceExhausted && s.code() != absl::StatusCode::kCancelled &&
            s.code() != absl::StatusCode::kFailedPrecondition;
@@ -870,7 +982,7 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
       absl::Status s = ReadPicture(*file.file, file.index, local, track_, &pic);
       if (s.ok() && with_filename_) s = ReadFilename(*file.file, file.index, local, &name);
       if (!s.ok()) {
-        s = Named(file.file->name(), local, s);
+        s = UnlessChanged(file, Named(file.file->name(), local, s));
         OP_REQUIRES(ctx, Skippable(s), s);
         // Skipped: no picture, sizes 0, the reason in errors.
         errors->flat<tstring>()(t) = tstring(std::string(s.message()));
@@ -900,7 +1012,7 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
     if (files_.empty() || wanted != names_) {
       std::vector<std::string> opened;
       std::vector<std::shared_ptr<const OpenFile>> fresh;
-      TF_RETURN_IF_ERROR(OpenAll(names, identities_, &opened, &fresh));
+      TF_RETURN_IF_ERROR(OpenAll(names, identities_, working_directory_, &opened, &fresh));
       names_ = std::move(opened);
       files_ = std::move(fresh);
       starts_.assign(1, 0);
@@ -915,6 +1027,7 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
   bool with_filename_ = false;
   bool skip_ = false;
   std::vector<int64_t> identities_;
+  std::string working_directory_;
   absl::Mutex mu_;
   std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<const OpenFile>> files_ ABSL_GUARDED_BY(mu_);

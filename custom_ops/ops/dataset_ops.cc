@@ -19,6 +19,7 @@ REGISTER_OP("BznaDataset")
     .Attr(absl::StrCat(kTrackAttr, ": {'thumb', 'input'} = 'thumb'"))
     .Attr(absl::StrCat(kWithFilenameAttr, ": bool = false"))
     .Attr(absl::StrCat(kIdentitiesAttr, ": list(int) = []"))
+    .Attr(absl::StrCat(kWorkingDirectoryAttr, ": string = ''"))
     // Source dataset ops are stateful so that constant folding leaves them be.
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
@@ -66,7 +67,14 @@ identities: empty (no check), or five int64 per file describing the file the
   opened (converted again or replaced: ...)": another size, other index
   checksums, or, without a checksum table, another modification time. Each
   iterator also refuses a file that changed (size, modification time, or
-  another file renamed over it) since the dataset opened it.
+  another file renamed over it) since the dataset opened it, and a sample
+  that fails to read from a file changed since (truncated, or rewritten in
+  place) fails with that FailedPrecondition, not as a damaged sample.
+working_directory: the directory relative local filenames are opened from
+  (the working directory when the dataset was made, so that a later chdir
+  does not lead to other files); errors name the files as given. Empty
+  (graphs saved before it): the process's working directory when the files
+  are opened.
 )doc");
 
 REGISTER_OP("BznaNumSamples")
@@ -222,6 +230,7 @@ REGISTER_OP("BznaReadSamples")
     .Attr(absl::StrCat(kWithFilenameAttr, ": bool = false"))
     .Attr("on_error: {'raise', 'skip'} = 'raise'")
     .Attr(absl::StrCat(kIdentitiesAttr, ": list(int) = []"))
+    .Attr(absl::StrCat(kWorkingDirectoryAttr, ": string = ''"))
     // Not stateful (like ReadFile): iterators of pipelines that use it can be
     // checkpointed. Its inputs are never constants in as_dataset's pipeline.
     .SetShapeFn([](InferenceContext* c) {
@@ -246,10 +255,13 @@ errors: one string per sample, empty when it was read. With on_error =
   errors is all empty; with "skip" a sample that cannot be read (malformed,
   damaged, a short or failed read) gets an empty picture, sizes 0 and its
   reason ("<file>, sample <i>: ...") here. Files that cannot be opened or
-  indexed, and indices out of range, fail the op either way.
+  indexed, a file that changed since the kernel opened it (truncated or
+  rewritten in place: looked at when a sample fails to read), and indices out
+  of range, fail the op either way.
 identities: as BznaDataset's: a file that is not the one its identity
   describes fails the op (FailedPrecondition) when the kernel opens its
   files, on_error = "skip" or not.
+working_directory: as BznaDataset's.
 )doc");
 
 }  // namespace bzna_tf

@@ -11,6 +11,10 @@ constexpr char kWithFilenameAttr[] = "with_filename";
 // and names checksums of its checksum table, -1 without one): the files the
 // caller's index was read from. Empty: no check.
 constexpr char kIdentitiesAttr[] = "identities";
+// The working directory when the dataset was made: relative local filenames
+// are opened from it (errors still name them as given). Empty: from the
+// process's working directory at each open.
+constexpr char kWorkingDirectoryAttr[] = "working_directory";
 
 }  // namespace bzna_tf
 
