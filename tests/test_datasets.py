@@ -604,6 +604,34 @@ def test_files_of_other_filesystems(flat_file):
     assert names(d.as_dataset(batch_size=8, shape=8, with_filenames=True, **ALL)) == list(range(N))
 
 
+@pytest.mark.parametrize("initial_epoch", [None, 0])
+def test_tf_distribute_auto_shards_an_unsharded_pipeline(flat_file, initial_epoch):
+    # A pipeline handed whole to a one-device strategy (MirroredStrategy on one GPU, OneDeviceStrategy)
+    # failed at once: "Unable to shard this input" (auto-sharding adds its shard op only after an op whose
+    # name ends in "Dataset", and the ops under the prefetch were named otherwise). DATA auto-sharding of
+    # several workers keeps every N-th batch.
+    import keras
+    from tensorflow.python.data.experimental.ops.distribute import _AutoShardDataset
+
+    d = ClassificationDataset(flat_file).labelled()
+
+    def make():
+        return d.as_dataset(batch_size=4, shape=8, shuffle=True, seed=3, initial_epoch=initial_epoch)
+
+    want = [y.tolist() for _, y in run(make())]
+    for strategy in (tf.distribute.MirroredStrategy(["/cpu:0"]), tf.distribute.OneDeviceStrategy("/cpu:0")):
+        got = [y.numpy().tolist() for _, y in strategy.experimental_distribute_dataset(make())]
+        assert got == want, type(strategy).__name__
+    halves = [[y.tolist() for _, y in run(_AutoShardDataset(make(), 2, k))] for k in (0, 1)]
+    assert halves == [want[0::2], want[1::2]]
+    with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+        model = keras.Sequential(
+            [keras.Input((8, 8, 3)), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4)]
+        )
+        model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert len(model.fit(make(), epochs=1, verbose=0).history["loss"]) == 1
+
+
 def test_model_fit_under_mirrored_strategy(flat_file):
     """Two logical CPU devices (set before TensorFlow starts, hence a fresh process)."""
     script = textwrap.dedent(

@@ -48,7 +48,7 @@ class EpochState:
     restarted ``model.fit`` sees the data an uninterrupted one saw. An
     iterator checkpoint of the pipeline holds the variable's value too, and
     its restore moves the variable there unless it is further already (the
-    BznaEpochCounterCheckpoint op: ``bzna_tf.datasets.pipeline``).
+    BznaEpochCounterCheckpointDataset op: ``bzna_tf.datasets.pipeline``).
 
     The variable lives in the process that built the pipeline: such a
     pipeline cannot run in another one (a tf.data service worker). There it

@@ -12,10 +12,10 @@
                DecodeWarp instead)
     skip       on_error="skip": samples that failed dropped from their batch
     count      the batches per iteration, stated (Keras reads it)
-    counter    initial_epoch=None: BznaEpochCounterCheckpoint, which passes
+    counter    initial_epoch=None: BznaEpochCounterCheckpointDataset, which passes
                the batches on and puts the epoch counter in the iterator's
                checkpoints
-    facts      BznaCheckpointFacts: what a checkpoint must agree on to
+    facts      BznaCheckpointFactsDataset: what a checkpoint must agree on to
                restore (the files, selection, shard, seed, batch size)
     prefetch   and the options every iterator needs
     ahead      device="gpu": decode and skip move here, after prefetch: the
@@ -95,7 +95,7 @@ def build(source: Source, options, input_context=None) -> tf.data.Dataset:
 class _CounterCheckpoint(dataset_ops.UnaryUnchangedStructureDataset):
     """``input_dataset``'s elements; its iterators' checkpoints hold the epoch counter too.
 
-    The BznaEpochCounterCheckpoint op: its iterator's state is the counter's
+    The BznaEpochCounterCheckpointDataset op: its iterator's state is the counter's
     value (explicit checkpoints: when saved; symbolic ones: after each
     element), and a restore moves the counter there unless it is there or
     further already. So a checkpoint of the iterator alone resumes the
@@ -107,7 +107,7 @@ class _CounterCheckpoint(dataset_ops.UnaryUnchangedStructureDataset):
 
     def __init__(self, input_dataset, counter):
         self._input_dataset = input_dataset
-        variant = load_library().bzna_epoch_counter_checkpoint(
+        variant = load_library().bzna_epoch_counter_checkpoint_dataset(
             input_dataset._variant_tensor, counter, **input_dataset._flat_structure
         )
         super().__init__(input_dataset, variant)
@@ -116,7 +116,7 @@ class _CounterCheckpoint(dataset_ops.UnaryUnchangedStructureDataset):
 class _CheckpointFacts(dataset_ops.UnaryUnchangedStructureDataset):
     """``input_dataset``'s elements; its iterators' checkpoints hold ``facts``, compared at a restore.
 
-    The BznaCheckpointFacts op: a restore into a pipeline whose facts differ
+    The BznaCheckpointFactsDataset op: a restore into a pipeline whose facts differ
     (the files converted again, another selection, shard, seed, order or
     batch size: the saved positions would read other samples) fails with
     FailedPreconditionError naming each difference.
@@ -124,7 +124,7 @@ class _CheckpointFacts(dataset_ops.UnaryUnchangedStructureDataset):
 
     def __init__(self, input_dataset, facts):
         self._input_dataset = input_dataset
-        variant = load_library().bzna_checkpoint_facts(
+        variant = load_library().bzna_checkpoint_facts_dataset(
             input_dataset._variant_tensor, tf.constant(facts, tf.string), **input_dataset._flat_structure
         )
         super().__init__(input_dataset, variant)
@@ -194,7 +194,7 @@ def _build(source: Source, options) -> tf.data.Dataset:
         # The root reads and advances the epoch variable once per iteration;
         # an iterator checkpoint need not (and cannot) hold that read: the
         # running iteration's range is in the root's saved state, and the
-        # variable's value in BznaEpochCounterCheckpoint's. Nor need it hold
+        # variable's value in BznaEpochCounterCheckpointDataset's. Nor need it hold
         # the skip counter (reporting only).
         tf_options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     if options.sharded:

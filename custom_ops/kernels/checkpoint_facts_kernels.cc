@@ -1,4 +1,4 @@
-// BznaCheckpointFacts: under the prefetch of an as_dataset pipeline
+// BznaCheckpointFactsDataset: under the prefetch of an as_dataset pipeline
 // (bzna_tf/datasets/pipeline.py), its input's elements as they are. Its
 // iterator's checkpoints hold the pipeline's facts ("files: ...", "shard: ...",
 // each "name: value"), and a restore compares them with the restoring
@@ -41,7 +41,10 @@ using ::tensorflow::data::IteratorStateReader;
 using ::tensorflow::data::IteratorStateWriter;
 using ::tensorflow::data::SerializationContext;
 
-constexpr char kOpName[] = "BznaCheckpointFacts";
+// The name ends in "Dataset": tf.distribute's auto-sharding (a ShardDataset
+// added under the pipeline's prefetch, after this op) adds its shard only after
+// ops so named, and failed with "Unable to shard this input" otherwise.
+constexpr char kOpName[] = "BznaCheckpointFactsDataset";
 constexpr int64_t kMaxFacts = 64;  // a saved count above it is damage, not facts
 
 // "name: value" -> (name, value); a fact without ": " is all name.

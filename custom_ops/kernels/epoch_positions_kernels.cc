@@ -9,7 +9,7 @@
 // without reading the counter again. (A map over the variable re-read it on a
 // symbolic restore, and restored iterators then yielded other epochs.)
 //
-// BznaEpochCounterCheckpoint: above the root in such a pipeline (under its
+// BznaEpochCounterCheckpointDataset: above the root in such a pipeline (under its
 // prefetch, which keeps its input to the end), its input's elements as they
 // are; its iterator's state is the counter's value, so that a checkpoint of
 // the pipeline's iterator alone carries it. A restore moves the counter there
@@ -311,7 +311,11 @@ class EpochPositionsOp : public tensorflow::data::DatasetOpKernel {
 
 REGISTER_KERNEL_BUILDER(Name(kOpName).Device(tensorflow::DEVICE_CPU), EpochPositionsOp);
 
-constexpr char kCheckpointOpName[] = "BznaEpochCounterCheckpoint";
+constexpr char kCheckpointOpName[] = "BznaEpochCounterCheckpointDataset";
+// Its iterators' checkpoint keys keep the op's first name: checkpoints written
+// before the rename restore. (The name ends in "Dataset" because tf.distribute's
+// auto-sharding adds its shard op only after ops so named.)
+constexpr char kCheckpointIteratorName[] = "::BznaEpochCounterCheckpoint";
 
 class CounterCheckpointDataset : public DatasetBase {
  public:
@@ -324,7 +328,7 @@ class CounterCheckpointDataset : public DatasetBase {
 
   std::unique_ptr<tensorflow::data::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override {
     return std::make_unique<Iterator>(
-        Iterator::Params{this, absl::StrCat(prefix, "::BznaEpochCounterCheckpoint")}, prefix);
+        Iterator::Params{this, absl::StrCat(prefix, kCheckpointIteratorName)}, prefix);
   }
   const DataTypeVector& output_dtypes() const override { return input_->output_dtypes(); }
   const std::vector<PartialTensorShape>& output_shapes() const override { return input_->output_shapes(); }

@@ -123,7 +123,7 @@ first = iteration * stride * per_epoch (+ skip * batch_size when endless),
 stop = first + stride * per_epoch, or endless_stop when that is > 0. The
 iterator's state is its place in that range: checkpoints (explicit and
 symbolic) restore it without reading the counter again (as_dataset puts
-BznaEpochCounterCheckpoint above it, whose state is the counter).
+BznaEpochCounterCheckpointDataset above it, whose state is the counter).
 
 counter: the [iteration, skip] variable (ds.bzna_epochs).
 per_epoch: positions per data epoch.
@@ -132,7 +132,7 @@ batch_size: positions per batch (skip counts batches).
 endless_stop: > 0: each iteration is endless, up to this position.
 )doc");
 
-REGISTER_OP("BznaEpochCounterCheckpoint")
+REGISTER_OP("BznaEpochCounterCheckpointDataset")
     .Input("input_dataset: variant")
     .Input("counter: resource")
     .Output("handle: variant")
@@ -154,7 +154,7 @@ counter: the [iteration, skip] variable (ds.bzna_epochs) that the pipeline's
   BznaEpochPositions reads.
 )doc");
 
-REGISTER_OP("BznaCheckpointFacts")
+REGISTER_OP("BznaCheckpointFactsDataset")
     .Input("input_dataset: variant")
     .Input("facts: string")
     .Output("handle: variant")
