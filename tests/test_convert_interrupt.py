@@ -136,6 +136,47 @@ def test_ctrl_c_in_python_is_a_keyboard_interrupt_carrying_the_summary(tmp_path)
     assert isinstance(items[0], Item)
 
 
+class _StopsAt(ImageFolderSource):
+    """A folder source whose image ``stop`` is a Ctrl-C (KeyboardInterrupt) when read (None: its labels)."""
+
+    def __init__(self, root, stop):
+        super().__init__(root)
+        self.stop = stop
+
+    def item(self, index):
+        if index == self.stop:
+            raise KeyboardInterrupt
+        return super().item(index)
+
+    def labelled(self):  # read before the shards to write are known
+        if self.stop is None:
+            raise KeyboardInterrupt
+        return super().labelled()
+
+
+@pytest.mark.parametrize(
+    "stop, said",
+    [
+        # Nothing finished of 3 shards: "to convert it" (one file) was said of several shards.
+        (1, "kept 0 of 3 shards finished; removed the unfinished .x-00000-of-00003.bzna.partial; run the "
+            "same command again to convert them"),
+        (3, "kept 1 of 3 shards finished (x-00000-of-00003.bzna); removed the unfinished "
+            ".x-00001-of-00003.bzna.partial; run the same command again to convert the other 2 shards "
+            "(finished ones are skipped)"),
+        (None, "kept 0 of 3 shards finished; run the same command again to convert them"),
+    ],
+)  # fmt: skip
+def test_the_interrupted_line_counts_the_shards_left(tmp_path, stop, said):
+    from bzna_tf.convert import ConversionInterrupted
+
+    src = make_folder(tmp_path / "src", {"a": 6}, size=(8, 8))
+    with pytest.raises(ConversionInterrupted) as e:
+        convert(_StopsAt(src, stop), tmp_path / "out" / "x.bzna", num_shards=3, order="source", workers=0,
+                progress=False)  # fmt: skip
+    assert str(e.value) == f"interrupted: {said}"
+    assert e.value.remaining == (None if stop is None else 3 - int(stop >= 2))
+
+
 def _cmdline(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:

@@ -139,7 +139,8 @@ class ConversionInterrupted(KeyboardInterrupt):
       summary: the :class:`ConversionSummary` of the files finished so far
         (``written`` by this run, ``finished`` before it).
       removed: the unfinished file's temporary name, removed, or None.
-      remaining: the shards of this run's share that are not finished.
+      remaining: the shards of this run's share that are not finished (None when the interrupt came
+        before they were known: while the source was read or the finished files checked).
     """
 
     def __init__(self, summary, removed, remaining):
@@ -156,12 +157,14 @@ class ConversionInterrupted(KeyboardInterrupt):
         else:
             what = f"kept {kept[0]}" if kept else "nothing finished"
         removed = f"; removed the unfinished {os.path.basename(self.removed)}" if self.removed else ""
-        again = (
-            f"run the same command again to convert the other {count(self.remaining, 'shard')} "
-            "(finished ones are skipped)"
-            if kept and self.remaining
-            else "run the same command again to convert it"
-        )
+        if self.remaining == 0:  # stopped after its last file was written
+            again = "nothing is left to convert"
+        elif kept:
+            rest = f"the other {count(self.remaining, 'shard')}" if self.remaining else "the rest"
+            again = f"run the same command again to convert {rest} (finished ones are skipped)"
+        else:
+            one = self.remaining == 1 or (self.remaining is None and s.num_shards <= 1)
+            again = f"run the same command again to convert {'it' if one else 'them'}"
         return f"interrupted: {what}{removed}; {again}"
 
 
@@ -841,7 +844,7 @@ def convert(
         alpha_background=encoding.alpha_background,
     )  # fmt: skip
     writer = None
-    todo = []
+    todo = None  # the shards to write, once known
     try:
         with _Encoder(workers, settings) as enc:
             if shard_size is not None:
@@ -900,7 +903,7 @@ def convert(
                     raise
     except KeyboardInterrupt:
         done = set(summary.written) | {p for p, _ in summary.finished}
-        remaining = sum(spec.path not in done for spec in todo)
+        remaining = sum(spec.path not in done for spec in todo) if todo is not None else None
         removed = writer.removed if writer is not None else None
         raise ConversionInterrupted(summary, removed, remaining) from None
     except BrokenProcessPool:  # a worker killed (by the kernel's out-of-memory killer, say)
@@ -909,7 +912,7 @@ def convert(
             f"shard it worked on is not written{_what_is_kept(summary, 'run the same command again')}"
         ) from None
     except OSError as e:
-        if e.errno is None or e.filename not in {spec.partial for spec in todo}:
+        if e.errno is None or e.filename not in {spec.partial for spec in todo or ()}:
             raise
         raise OSError(e.errno, e.strerror + _what_is_kept(summary), e.filename) from e
     summary.seconds = time.perf_counter() - start_time
