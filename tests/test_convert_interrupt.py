@@ -85,6 +85,64 @@ def test_ctrl_c_keeps_the_finished_shards_says_so_in_one_line_and_the_same_comma
             assert a.read() == b.read(), mine
 
 
+def _wait_for(condition, job, what, timeout=300):
+    deadline = time.monotonic() + timeout
+    while not condition() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not condition():
+        job.kill()
+        pytest.fail(f"{what} never happened: {job.communicate()[1][-3000:]}")
+
+
+def test_ctrl_c_again_while_the_images_in_flight_are_finished_stops_the_workers_at_once(tmp_path):
+    # Ctrl-C twice (the second while the first was handled: the pool waiting for its images in flight)
+    # printed the line, then hung for good: the second KeyboardInterrupt broke off the join of the pool's
+    # thread, and the exit waited for workers never told to stop. A worker here never finishes one image
+    # (as a huge one takes long), so the first Ctrl-C alone waits in the shutdown, where the second comes.
+    src = make_folder(tmp_path / "src", {"a": 12}, size=(48, 64))
+    out = tmp_path / "out" / "x.bzna"
+    held = tmp_path / "held"
+    args = ["convert", "folder", str(src), str(out), "--order", "source", *FLAGS]
+    job = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_gated_cli.py"), "1000", str(tmp_path / "never"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        env={**os.environ, "GATED_CLI_HOLD_IMAGE": "a/a_5.ppm", "GATED_CLI_HOLD_MARKER": str(held)},
+    )
+    try:
+        partial = out.parent / ".x.bzna.partial"
+        # A worker holds image 5, and images before it are written: the file is open.
+        _wait_for(lambda: held.exists() and partial.exists(), job, "the held image and the partial file")
+        workers = children(job.pid)
+        os.killpg(job.pid, signal.SIGINT)
+        _wait_for(lambda: not partial.exists(), job, "the first Ctrl-C's removal of the partial file")
+        os.killpg(job.pid, signal.SIGINT)  # again, hammered: the pool is waiting for image 5
+        os.killpg(job.pid, signal.SIGINT)
+        try:
+            _, stderr = job.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the conversion hung after a second Ctrl-C")
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+    assert job.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert lines == [
+        "bzna-tf convert: interrupted: nothing finished; removed the unfinished .x.bzna.partial; run the "
+        "same command again to convert it"
+    ], stderr
+    deadline = time.monotonic() + 60  # a bound, not a wait: they are gone at once
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert workers and not [w for w in workers if alive(w)], {w: _cmdline(w) for w in workers if alive(w)}
+    assert os.listdir(out.parent) == []
+
+
 def test_a_killed_worker_stops_the_conversion_in_one_line(tmp_path):
     # A worker killed (the kernel's out-of-memory killer, say) broke the process pool: a traceback
     # ending in BrokenProcessPool, saying nothing of what was kept.

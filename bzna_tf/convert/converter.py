@@ -641,19 +641,75 @@ def _selected(plan, shards, worker_index, num_workers):
     return [plan[k] for k in wanted]
 
 
+def _replace_sigint(handler):
+    """Sets ``handler`` for SIGINT and returns the Python handler it replaced, or does nothing and returns
+    None: outside the main thread (where no KeyboardInterrupt is raised), and where SIGINT is ignored, has
+    its default action or a handler set outside Python."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):
+        return None
+    signal.signal(signal.SIGINT, handler)
+    return previous
+
+
 class _Encoder:
-    """Encodes items in order, in this process or in a pool of workers, started on first use."""
+    """Encodes items in order, in this process or in a pool of workers, started on first use.
+
+    When the work stops (Ctrl-C, an error, or its end), the pool finishes the images in flight and its
+    workers exit; a Ctrl-C meanwhile stops them at once (:meth:`_stopping`).
+    """
 
     def __init__(self, workers, settings):
         self.workers, self.settings = workers, settings
         self.pool = None
+        self._previous = None  # the SIGINT handler that _stopping replaced, until __exit__ puts it back
+        self._stopped = None  # (signum, frame) of a Ctrl-C that _stop_now took
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        if self.pool is not None:
+    def __exit__(self, exc_type, exc, tb):
+        if self.pool is None:
+            return
+        previous = None
+        try:
+            self._stopping()
             self.pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException:  # a Ctrl-C before _stop_now took over: the workers stop all the same
+            self._terminate()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            self.pool = None
+            previous, self._previous = self._previous, None
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        if self._stopped is not None and exc_type is None:  # its files all written, but interrupted
+            previous(*self._stopped)
+
+    def _stopping(self):
+        """From now on, until :meth:`__exit__` is done, a Ctrl-C stops the workers at once (they hold no
+        final file) instead of raising KeyboardInterrupt (:meth:`_stop_now`).
+
+        Called as soon as the work stops, in :meth:`run`, so that a second Ctrl-C while the first is
+        handled (the unfinished file removed, the images in flight finished) is one too. A
+        KeyboardInterrupt raised in the pool's shutdown would break off its join of the pool's thread,
+        which then passes for stopped while it runs: the exit waited for workers never told to stop.
+        """
+        if self.pool is not None and self._previous is None:
+            self._previous = _replace_sigint(self._stop_now)
+
+    def _stop_now(self, signum, frame):
+        self._stopped = (signum, frame)
+        self._terminate()
+
+    def _terminate(self):
+        """Stops the workers now (SIGTERM); the pool then shuts down as after a worker that died."""
+        # Every worker is started by now: they start only in submit (in run, in this thread).
+        for p in list((getattr(self.pool, "_processes", None) or {}).values()):
+            p.terminate()
 
     def _pool(self):
         if self.pool is None:
@@ -683,6 +739,7 @@ class _Encoder:
         except BaseException:
             for *_, future in queue:
                 future.cancel()
+            self._stopping()
             raise
 
 
