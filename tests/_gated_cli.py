@@ -11,6 +11,10 @@ With $GATED_CLI_RELEASE naming a file, the source goes on once that file exists.
 With $GATED_CLI_HOLD_IMAGE naming an image (its stored name, "a/a_5.ppm"), the worker process that is
 given it creates the file $GATED_CLI_HOLD_MARKER and never finishes it (as a huge image would take long):
 a conversion stopped then waits for that image, in its shutdown.
+
+With $GATED_CLI_WORKER_GATE naming a path, each worker process, as it starts (importing this file, before
+the pool's initializer), creates the file GATE.PID and waits until GATE.release exists: a test then
+interrupts the conversion while its workers are starting.
 """
 
 import os
@@ -21,6 +25,14 @@ from bzna_tf.cli import main
 from bzna_tf.convert import ImageFolderSource, converter
 
 handed_out = 0
+
+if __name__ == "__mp_main__" and os.environ.get("GATED_CLI_WORKER_GATE"):
+    _gate = os.environ["GATED_CLI_WORKER_GATE"]
+    with open(f"{_gate}.{os.getpid()}", "w"):
+        pass
+    _parent, _deadline = os.getppid(), time.monotonic() + 120
+    while not os.path.exists(f"{_gate}.release") and os.getppid() == _parent and time.monotonic() < _deadline:
+        time.sleep(0.02)
 _encode_item = converter.encode_item
 
 

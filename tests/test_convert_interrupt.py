@@ -143,6 +143,49 @@ def test_ctrl_c_again_while_the_images_in_flight_are_finished_stops_the_workers_
     assert os.listdir(out.parent) == []
 
 
+def test_ctrl_c_while_the_workers_start_prints_one_line(tmp_path):
+    # The workers ignored SIGINT only from their initializer on: a Ctrl-C while they were importing
+    # printed a KeyboardInterrupt traceback from each. Here each worker waits in its start until told.
+    src = make_folder(tmp_path / "src", {"a": 8}, size=(48, 64))
+    out = tmp_path / "out" / "x.bzna"
+    gate = tmp_path / "worker"
+    args = ["convert", "folder", str(src), str(out), *FLAGS]
+    job = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_gated_cli.py"), "1000", str(tmp_path / "never"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        env={**os.environ, "GATED_CLI_WORKER_GATE": str(gate)},
+    )
+    try:
+        started = lambda: [n for n in os.listdir(tmp_path) if n.startswith("worker.")]  # noqa: E731
+        _wait_for(lambda: len(started()) == 2, job, "the start of both workers")
+        workers = children(job.pid)
+        os.killpg(job.pid, signal.SIGINT)  # both workers are importing
+        time.sleep(0.2)  # where SIGINT is not blocked, it is taken by now
+        (tmp_path / "worker.release").touch()
+        try:
+            _, stderr = job.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the conversion hung after a Ctrl-C while its workers started")
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+    assert job.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines == [
+        "bzna-tf convert: interrupted: nothing finished; run the same command again to convert it"
+    ], stderr
+    deadline = time.monotonic() + 60
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [w for w in workers if alive(w)], {w: _cmdline(w) for w in workers if alive(w)}
+
+
 def test_a_killed_worker_stops_the_conversion_in_one_line(tmp_path):
     # A worker killed (the kernel's out-of-memory killer, say) broke the process pool: a traceback
     # ending in BrokenProcessPool, saying nothing of what was kept.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import ctypes
 import dataclasses
 import multiprocessing
@@ -117,6 +118,7 @@ _X265_MAX_LUMA_SAMPLES = 142_606_336
 # Images queued per worker: enough to keep every worker busy while the main
 # process writes, few enough that memory does not grow with the dataset.
 _IN_FLIGHT_PER_WORKER = 4
+_SIGMASK = hasattr(signal, "pthread_sigmask")
 # Images encoded to estimate the output size for `shard_size`.
 _ESTIMATE_IMAGES = 16
 DEFAULT_MAX_IMAGE_BYTES = 256 << 20
@@ -548,9 +550,13 @@ def _die_with_parent(parent_pid: int) -> None:
     worker of a killed parent is re-parented and would otherwise idle forever.
     A terminal's Ctrl-C sends SIGINT to every process of the job: the parent
     alone handles it (it finishes the images in flight and stops the workers),
-    so no worker prints a traceback or leaves the pool broken.
+    so no worker prints a traceback or leaves the pool broken. A worker starts
+    with SIGINT blocked (:func:`_sigint_held`), so a Ctrl-C while it imports,
+    before this runs, is held, then dropped here.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _SIGMASK:  # started with it blocked (_sigint_held): ignored from now on
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -654,6 +660,33 @@ def _replace_sigint(handler):
     return previous
 
 
+@contextlib.contextmanager
+def _sigint_held():
+    """Holds back Ctrl-C while the pool may start a worker process (its ``submit``).
+
+    SIGINT is blocked in this thread, and the blocked mask is inherited by the process started (a
+    disposition set in Python is not: it is reset by exec), so a worker takes a Ctrl-C only once its
+    initializer ignores it (:func:`_die_with_parent`): none prints a KeyboardInterrupt traceback from
+    its imports. In this process a Ctrl-C meanwhile is held (blocked, or taken by a handler that notes
+    it where another thread receives it) and raised once the pool has started and counted the worker: a
+    KeyboardInterrupt in the middle would leave a worker that is never told to stop.
+    """
+    caught = []
+    previous = _replace_sigint(lambda signum, frame: caught.append((signum, frame)))
+    try:
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if _SIGMASK else None
+        try:
+            yield
+        finally:
+            if blocked is not None and signal.SIGINT not in blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a held one is noted now
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if caught:
+        previous(*caught[0])
+
+
 class _Encoder:
     """Encodes items in order, in this process or in a pool of workers, started on first use.
 
@@ -729,7 +762,12 @@ class _Encoder:
         queue = collections.deque()
         try:
             for key, item in pairs:
-                queue.append((key, item, pool.submit(encode_item, item, self.settings)))
+                if len(getattr(pool, "_processes", None) or ()) < self.workers:  # it may start one
+                    with _sigint_held():
+                        future = pool.submit(encode_item, item, self.settings)
+                else:
+                    future = pool.submit(encode_item, item, self.settings)
+                queue.append((key, item, future))
                 while len(queue) >= self.workers * _IN_FLIGHT_PER_WORKER or (queue and queue[0][2].done()):
                     k, done_item, future = queue.popleft()
                     finish(k, done_item, future.result())
