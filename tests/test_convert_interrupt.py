@@ -85,6 +85,107 @@ def test_ctrl_c_keeps_the_finished_shards_says_so_in_one_line_and_the_same_comma
             assert a.read() == b.read(), mine
 
 
+def _wait_for(condition, job, what, timeout=300):
+    deadline = time.monotonic() + timeout
+    while not condition() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not condition():
+        job.kill()
+        pytest.fail(f"{what} never happened: {job.communicate()[1][-3000:]}")
+
+
+def test_ctrl_c_again_while_the_images_in_flight_are_finished_stops_the_workers_at_once(tmp_path):
+    # Ctrl-C twice (the second while the first was handled: the pool waiting for its images in flight)
+    # printed the line, then hung for good: the second KeyboardInterrupt broke off the join of the pool's
+    # thread, and the exit waited for workers never told to stop. A worker here never finishes one image
+    # (as a huge one takes long), so the first Ctrl-C alone waits in the shutdown, where the second comes.
+    src = make_folder(tmp_path / "src", {"a": 12}, size=(48, 64))
+    out = tmp_path / "out" / "x.bzna"
+    held = tmp_path / "held"
+    args = ["convert", "folder", str(src), str(out), "--order", "source", *FLAGS]
+    job = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_gated_cli.py"), "1000", str(tmp_path / "never"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        env={**os.environ, "GATED_CLI_HOLD_IMAGE": "a/a_5.ppm", "GATED_CLI_HOLD_MARKER": str(held)},
+    )
+    try:
+        partial = out.parent / ".x.bzna.partial"
+        # A worker holds image 5, and images before it are written: the file is open.
+        _wait_for(lambda: held.exists() and partial.exists(), job, "the held image and the partial file")
+        workers = children(job.pid)
+        os.killpg(job.pid, signal.SIGINT)
+        _wait_for(lambda: not partial.exists(), job, "the first Ctrl-C's removal of the partial file")
+        os.killpg(job.pid, signal.SIGINT)  # again, hammered: the pool is waiting for image 5
+        os.killpg(job.pid, signal.SIGINT)
+        try:
+            _, stderr = job.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the conversion hung after a second Ctrl-C")
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+    assert job.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert lines == [
+        "bzna-tf convert: interrupted: nothing finished; removed the unfinished .x.bzna.partial; run the "
+        "same command again to convert it"
+    ], stderr
+    deadline = time.monotonic() + 60  # a bound, not a wait: they are gone at once
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert workers and not [w for w in workers if alive(w)], {w: _cmdline(w) for w in workers if alive(w)}
+    assert os.listdir(out.parent) == []
+
+
+def test_ctrl_c_while_the_workers_start_prints_one_line(tmp_path):
+    # The workers ignored SIGINT only from their initializer on: a Ctrl-C while they were importing
+    # printed a KeyboardInterrupt traceback from each. Here each worker waits in its start until told.
+    src = make_folder(tmp_path / "src", {"a": 8}, size=(48, 64))
+    out = tmp_path / "out" / "x.bzna"
+    gate = tmp_path / "worker"
+    args = ["convert", "folder", str(src), str(out), *FLAGS]
+    job = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_gated_cli.py"), "1000", str(tmp_path / "never"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        env={**os.environ, "GATED_CLI_WORKER_GATE": str(gate)},
+    )
+    try:
+        started = lambda: [n for n in os.listdir(tmp_path) if n.startswith("worker.")]  # noqa: E731
+        _wait_for(lambda: len(started()) == 2, job, "the start of both workers")
+        workers = children(job.pid)
+        os.killpg(job.pid, signal.SIGINT)  # both workers are importing
+        time.sleep(0.2)  # where SIGINT is not blocked, it is taken by now
+        (tmp_path / "worker.release").touch()
+        try:
+            _, stderr = job.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the conversion hung after a Ctrl-C while its workers started")
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+    assert job.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines == [
+        "bzna-tf convert: interrupted: nothing finished; run the same command again to convert it"
+    ], stderr
+    deadline = time.monotonic() + 60
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [w for w in workers if alive(w)], {w: _cmdline(w) for w in workers if alive(w)}
+
+
 def test_a_killed_worker_stops_the_conversion_in_one_line(tmp_path):
     # A worker killed (the kernel's out-of-memory killer, say) broke the process pool: a traceback
     # ending in BrokenProcessPool, saying nothing of what was kept.
@@ -134,6 +235,47 @@ def test_ctrl_c_in_python_is_a_keyboard_interrupt_carrying_the_summary(tmp_path)
     )
     assert os.listdir(tmp_path) == ["src"]
     assert isinstance(items[0], Item)
+
+
+class _StopsAt(ImageFolderSource):
+    """A folder source whose image ``stop`` is a Ctrl-C (KeyboardInterrupt) when read (None: its labels)."""
+
+    def __init__(self, root, stop):
+        super().__init__(root)
+        self.stop = stop
+
+    def item(self, index):
+        if index == self.stop:
+            raise KeyboardInterrupt
+        return super().item(index)
+
+    def labelled(self):  # read before the shards to write are known
+        if self.stop is None:
+            raise KeyboardInterrupt
+        return super().labelled()
+
+
+@pytest.mark.parametrize(
+    "stop, said",
+    [
+        # Nothing finished of 3 shards: "to convert it" (one file) was said of several shards.
+        (1, "kept 0 of 3 shards finished; removed the unfinished .x-00000-of-00003.bzna.partial; run the "
+            "same command again to convert them"),
+        (3, "kept 1 of 3 shards finished (x-00000-of-00003.bzna); removed the unfinished "
+            ".x-00001-of-00003.bzna.partial; run the same command again to convert the other 2 shards "
+            "(finished ones are skipped)"),
+        (None, "kept 0 of 3 shards finished; run the same command again to convert them"),
+    ],
+)  # fmt: skip
+def test_the_interrupted_line_counts_the_shards_left(tmp_path, stop, said):
+    from bzna_tf.convert import ConversionInterrupted
+
+    src = make_folder(tmp_path / "src", {"a": 6}, size=(8, 8))
+    with pytest.raises(ConversionInterrupted) as e:
+        convert(_StopsAt(src, stop), tmp_path / "out" / "x.bzna", num_shards=3, order="source", workers=0,
+                progress=False)  # fmt: skip
+    assert str(e.value) == f"interrupted: {said}"
+    assert e.value.remaining == (None if stop is None else 3 - int(stop >= 2))
 
 
 def _cmdline(pid):

@@ -172,3 +172,33 @@ def test_files_of_one_size_are_told_apart_by_their_first_4_kib(tmp_path, monkeyp
     monkeypatch.setattr(base, "_digest", lambda path, limit=None: limits.append(limit) or digest(path, limit))
     assert len(expand_patterns(str(tmp_path / "wds" / "*.tar"), "tar shard")) == 3
     assert limits == [4096] * 3
+
+
+def test_a_pattern_leaves_out_bzna_files_and_partial_files_a_name_given_is_kept(tmp_path, capsys):
+    """'imagenet/train-*' beside the conversion's own train-0000k-of-00004.bzna matched them too: a
+    second set of shards, refused, so the documented rerun of the same command failed."""
+    d = tmp_path / "imagenet"
+    d.mkdir()
+    recs = [records(d / f"train-{k:05d}-of-00002", [[k], [1 - k]]) for k in range(2)]
+    outputs = [d / f"train-{k:05d}-of-00004.bzna" for k in range(3)]
+    for p in outputs:
+        p.write_bytes(b"not a record")
+    partials = [d / ".train-00003-of-00004.bzna.partial", d / ".train-00003-of-00004.bzna.0a1b2c3d.partial"]
+    for p in partials:
+        p.write_bytes(b"")
+    assert expand_patterns(str(d / "train-*"), "TFRecord file") == [str(p) for p in recs]
+    assert expand_patterns(str(d / "*"), "TFRecord file") == [str(p) for p in recs]
+    # A pattern that matches only such files matches nothing, and says why.
+    with pytest.raises(SourceError) as e:
+        TFRecordSource(str(d / "*.bzna"), label_offset=0)
+    assert str(e.value) == (
+        f"no TFRecord file matches {str(d / '*.bzna')!r}: it matches only 3 conversion outputs "
+        f"({str(outputs[0])!r}, {str(outputs[1])!r}, {str(outputs[2])!r}), which a pattern leaves out: "
+        "a .bzna file is never a TFRecord file"
+    )
+    with pytest.raises(SourceError, match=r"no tar shard matches .*: it matches only 2 conversion outputs"):
+        WebDatasetSource(str(d / ".train-*"))
+    # A .bzna file named as it is stays the argument given: its own error says it is not a record file.
+    assert main(["convert", "tfrecord", str(outputs[0]), str(tmp_path / "x.bzna"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"{outputs[0]}: record 0 at byte 0:" in err and "not a TFRecord file" in err, err

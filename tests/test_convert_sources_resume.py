@@ -7,8 +7,10 @@ import time
 
 import pytest
 from _sources_data import images, wds_samples, write_parquet, write_shards
+from test_convert_labels import FAST, ZERO, records
 from test_convert_resume import alive, kill_while_encoding
 
+from bzna_tf.cli import main
 from bzna_tf.convert import SOURCES, convert, shard_paths
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,3 +58,36 @@ def test_sigkill_then_rerun_gives_the_same_bytes(tmp_path, kind):
         with open(mine, "rb") as a, open(theirs, "rb") as b:
             assert a.read() == b.read(), f"{mine} differs from the uninterrupted conversion (seed {seed})"
     assert sorted(os.listdir(tmp_path / "out")) == sorted(os.path.basename(p) for p in shard_paths(out, 4))
+
+
+@pytest.mark.parametrize("kind", ["tfrecord", "webdataset"])
+def test_output_beside_the_records_then_the_same_command_resumes(tmp_path, capsys, kind):
+    """The docs' own pattern, 'imagenet/train-*' with imagenet/train.bzna: a rerun's pattern also matched
+    the conversion's shards (train-0000k-of-00004.bzna), refused as a second set of shards (a tar
+    pattern read them as tar shards), so neither a resume nor a rerun of a finished conversion worked."""
+    d = tmp_path / "imagenet"
+    if kind == "tfrecord":
+        d.mkdir()
+        for k in range(2):
+            records(d / f"train-{k:05d}-of-00002", [[(k + i) % 3] for i in range(4)])
+        flags = ZERO
+    else:
+        write_shards(d, wds_samples(8), per_shard=4)
+        flags = []
+    argv = ["convert", kind, str(d / "train-*"), str(d / "train.bzna"), "--num-shards", "4", *FAST, *flags]
+    assert main(argv) == 0, capsys.readouterr().err
+    shards = shard_paths(d / "train.bzna", 4)
+    with open(shards[3], "rb") as f:
+        last = f.read()
+    # As a run killed in its last shard leaves it: that shard missing, its partial file there.
+    os.remove(shards[3])
+    with open(d / f".{os.path.basename(shards[3])}.partial", "wb") as f:
+        f.write(last[:100])
+    capsys.readouterr()
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "skipped 3 files" in capsys.readouterr().out
+    with open(shards[3], "rb") as f:
+        assert f.read() == last
+    assert main(argv) == 0, capsys.readouterr().err  # and once finished, it is all skipped
+    assert "skipped 4 files" in capsys.readouterr().out
+    assert not [n for n in os.listdir(d) if n.endswith(".partial")]

@@ -230,6 +230,53 @@ def test_a_partial_file_another_process_writes_is_left_alone(tmp_path):
         assert tmp.read_bytes() == b"theirs"
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink") or not hasattr(os, "mkfifo"), reason="POSIX links, FIFOs")
+@pytest.mark.parametrize("kind", ["link", "dangling link", "fifo"])
+def test_a_link_or_fifo_at_the_partial_name_is_removed_never_followed(pictures, tmp_path, kind):
+    # A symbolic link at .x.bzna.partial (stale, or put in a shared output folder by someone else) was
+    # followed: its target truncated and overwritten with the file, anywhere the user can write, and the
+    # link renamed to the final name. A dangling link created its target; a FIFO blocked the open.
+    import signal
+
+    final, tmp, target = tmp_path / "x.bzna", tmp_path / ".x.bzna.partial", tmp_path / "notes.txt"
+    if kind == "fifo":
+        os.mkfifo(tmp)
+    else:
+        if kind == "link":
+            target.write_text("important text\n")
+        os.symlink(target, tmp)
+
+    def hung(*_):
+        raise TimeoutError("the writer blocked opening its partial file")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)  # a hang fails the test instead of blocking it
+    try:
+        w = BznaWriter(final, partial=tmp)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not tmp.is_symlink() and tmp.is_file()
+    w.append(pictures[0][0], target=1, filename="a")
+    w.close()
+    assert not final.is_symlink()
+    with BznaFile(final) as f:
+        assert len(f) == 1
+    if kind == "link":
+        assert target.read_text() == "important text\n"
+    assert _leftovers(tmp_path) == (["notes.txt", "x.bzna"] if kind == "link" else ["x.bzna"])
+
+
+def test_a_folder_at_the_partial_name_is_an_error_naming_it(tmp_path):
+    tmp = tmp_path / ".x.bzna.partial"
+    tmp.mkdir()
+    (tmp / "kept").write_bytes(b"")
+    with pytest.raises(OSError) as e:
+        BznaWriter(tmp_path / "x.bzna", partial=tmp)
+    assert e.value.filename == str(tmp) and "cannot create it" in e.value.strerror
+    assert (tmp / "kept").exists()
+
+
 def test_a_partial_file_renamed_away_while_it_is_claimed_is_not_truncated(pictures, tmp_path, monkeypatch):
     # Another writer of the same shard finishes (renames its partial file to the final name) between
     # this one's open of the partial name and its lock: the file locked is then the finished shard,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import ctypes
 import dataclasses
 import multiprocessing
@@ -117,6 +118,7 @@ _X265_MAX_LUMA_SAMPLES = 142_606_336
 # Images queued per worker: enough to keep every worker busy while the main
 # process writes, few enough that memory does not grow with the dataset.
 _IN_FLIGHT_PER_WORKER = 4
+_SIGMASK = hasattr(signal, "pthread_sigmask")
 # Images encoded to estimate the output size for `shard_size`.
 _ESTIMATE_IMAGES = 16
 DEFAULT_MAX_IMAGE_BYTES = 256 << 20
@@ -139,7 +141,8 @@ class ConversionInterrupted(KeyboardInterrupt):
       summary: the :class:`ConversionSummary` of the files finished so far
         (``written`` by this run, ``finished`` before it).
       removed: the unfinished file's temporary name, removed, or None.
-      remaining: the shards of this run's share that are not finished.
+      remaining: the shards of this run's share that are not finished (None when the interrupt came
+        before they were known: while the source was read or the finished files checked).
     """
 
     def __init__(self, summary, removed, remaining):
@@ -156,12 +159,14 @@ class ConversionInterrupted(KeyboardInterrupt):
         else:
             what = f"kept {kept[0]}" if kept else "nothing finished"
         removed = f"; removed the unfinished {os.path.basename(self.removed)}" if self.removed else ""
-        again = (
-            f"run the same command again to convert the other {count(self.remaining, 'shard')} "
-            "(finished ones are skipped)"
-            if kept and self.remaining
-            else "run the same command again to convert it"
-        )
+        if self.remaining == 0:  # stopped after its last file was written
+            again = "nothing is left to convert"
+        elif kept:
+            rest = f"the other {count(self.remaining, 'shard')}" if self.remaining else "the rest"
+            again = f"run the same command again to convert {rest} (finished ones are skipped)"
+        else:
+            one = self.remaining == 1 or (self.remaining is None and s.num_shards <= 1)
+            again = f"run the same command again to convert {'it' if one else 'them'}"
         return f"interrupted: {what}{removed}; {again}"
 
 
@@ -545,9 +550,13 @@ def _die_with_parent(parent_pid: int) -> None:
     worker of a killed parent is re-parented and would otherwise idle forever.
     A terminal's Ctrl-C sends SIGINT to every process of the job: the parent
     alone handles it (it finishes the images in flight and stops the workers),
-    so no worker prints a traceback or leaves the pool broken.
+    so no worker prints a traceback or leaves the pool broken. A worker starts
+    with SIGINT blocked (:func:`_sigint_held`), so a Ctrl-C while it imports,
+    before this runs, is held, then dropped here.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _SIGMASK:  # started with it blocked (_sigint_held): ignored from now on
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -638,19 +647,102 @@ def _selected(plan, shards, worker_index, num_workers):
     return [plan[k] for k in wanted]
 
 
+def _replace_sigint(handler):
+    """Sets ``handler`` for SIGINT and returns the Python handler it replaced, or does nothing and returns
+    None: outside the main thread (where no KeyboardInterrupt is raised), and where SIGINT is ignored, has
+    its default action or a handler set outside Python."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):
+        return None
+    signal.signal(signal.SIGINT, handler)
+    return previous
+
+
+@contextlib.contextmanager
+def _sigint_held():
+    """Holds back Ctrl-C while the pool may start a worker process (its ``submit``).
+
+    SIGINT is blocked in this thread, and the blocked mask is inherited by the process started (a
+    disposition set in Python is not: it is reset by exec), so a worker takes a Ctrl-C only once its
+    initializer ignores it (:func:`_die_with_parent`): none prints a KeyboardInterrupt traceback from
+    its imports. In this process a Ctrl-C meanwhile is held (blocked, or taken by a handler that notes
+    it where another thread receives it) and raised once the pool has started and counted the worker: a
+    KeyboardInterrupt in the middle would leave a worker that is never told to stop.
+    """
+    caught = []
+    previous = _replace_sigint(lambda signum, frame: caught.append((signum, frame)))
+    try:
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if _SIGMASK else None
+        try:
+            yield
+        finally:
+            if blocked is not None and signal.SIGINT not in blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a held one is noted now
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if caught:
+        previous(*caught[0])
+
+
 class _Encoder:
-    """Encodes items in order, in this process or in a pool of workers, started on first use."""
+    """Encodes items in order, in this process or in a pool of workers, started on first use.
+
+    When the work stops (Ctrl-C, an error, or its end), the pool finishes the images in flight and its
+    workers exit; a Ctrl-C meanwhile stops them at once (:meth:`_stopping`).
+    """
 
     def __init__(self, workers, settings):
         self.workers, self.settings = workers, settings
         self.pool = None
+        self._previous = None  # the SIGINT handler that _stopping replaced, until __exit__ puts it back
+        self._stopped = None  # (signum, frame) of a Ctrl-C that _stop_now took
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        if self.pool is not None:
+    def __exit__(self, exc_type, exc, tb):
+        if self.pool is None:
+            return
+        previous = None
+        try:
+            self._stopping()
             self.pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException:  # a Ctrl-C before _stop_now took over: the workers stop all the same
+            self._terminate()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            self.pool = None
+            previous, self._previous = self._previous, None
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        if self._stopped is not None and exc_type is None:  # its files all written, but interrupted
+            previous(*self._stopped)
+
+    def _stopping(self):
+        """From now on, until :meth:`__exit__` is done, a Ctrl-C stops the workers at once (they hold no
+        final file) instead of raising KeyboardInterrupt (:meth:`_stop_now`).
+
+        Called as soon as the work stops, in :meth:`run`, so that a second Ctrl-C while the first is
+        handled (the unfinished file removed, the images in flight finished) is one too. A
+        KeyboardInterrupt raised in the pool's shutdown would break off its join of the pool's thread,
+        which then passes for stopped while it runs: the exit waited for workers never told to stop.
+        """
+        if self.pool is not None and self._previous is None:
+            self._previous = _replace_sigint(self._stop_now)
+
+    def _stop_now(self, signum, frame):
+        self._stopped = (signum, frame)
+        self._terminate()
+
+    def _terminate(self):
+        """Stops the workers now (SIGTERM); the pool then shuts down as after a worker that died."""
+        # Every worker is started by now: they start only in submit (in run, in this thread).
+        for p in list((getattr(self.pool, "_processes", None) or {}).values()):
+            p.terminate()
 
     def _pool(self):
         if self.pool is None:
@@ -670,7 +762,12 @@ class _Encoder:
         queue = collections.deque()
         try:
             for key, item in pairs:
-                queue.append((key, item, pool.submit(encode_item, item, self.settings)))
+                if len(getattr(pool, "_processes", None) or ()) < self.workers:  # it may start one
+                    with _sigint_held():
+                        future = pool.submit(encode_item, item, self.settings)
+                else:
+                    future = pool.submit(encode_item, item, self.settings)
+                queue.append((key, item, future))
                 while len(queue) >= self.workers * _IN_FLIGHT_PER_WORKER or (queue and queue[0][2].done()):
                     k, done_item, future = queue.popleft()
                     finish(k, done_item, future.result())
@@ -680,6 +777,7 @@ class _Encoder:
         except BaseException:
             for *_, future in queue:
                 future.cancel()
+            self._stopping()
             raise
 
 
@@ -841,7 +939,7 @@ def convert(
         alpha_background=encoding.alpha_background,
     )  # fmt: skip
     writer = None
-    todo = []
+    todo = None  # the shards to write, once known
     try:
         with _Encoder(workers, settings) as enc:
             if shard_size is not None:
@@ -900,7 +998,7 @@ def convert(
                     raise
     except KeyboardInterrupt:
         done = set(summary.written) | {p for p, _ in summary.finished}
-        remaining = sum(spec.path not in done for spec in todo)
+        remaining = sum(spec.path not in done for spec in todo) if todo is not None else None
         removed = writer.removed if writer is not None else None
         raise ConversionInterrupted(summary, removed, remaining) from None
     except BrokenProcessPool:  # a worker killed (by the kernel's out-of-memory killer, say)
@@ -909,7 +1007,7 @@ def convert(
             f"shard it worked on is not written{_what_is_kept(summary, 'run the same command again')}"
         ) from None
     except OSError as e:
-        if e.errno is None or e.filename not in {spec.partial for spec in todo}:
+        if e.errno is None or e.filename not in {spec.partial for spec in todo or ()}:
             raise
         raise OSError(e.errno, e.strerror + _what_is_kept(summary), e.filename) from e
     summary.seconds = time.perf_counter() - start_time

@@ -9,8 +9,10 @@ an exception, an interrupt or a crash never leaves a file at the final name.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import stat
 import struct
 import weakref
 from array import array
@@ -43,6 +45,10 @@ except ImportError:  # not POSIX: no lock, deterministic partial names are then 
 __all__ = ["BznaWriter", "build_moov", "FTYP", "MDAT_HEADER_SIZE"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# A partial name is never followed out (a link's target is not ours to truncate), and a FIFO put there
+# does not block the open (no reader: ENXIO).
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 FTYP = box(b"ftyp", b"isom", struct.pack(">I", 0), b"bzna", b"isom")
 MDAT_HEADER_SIZE = 16
@@ -308,16 +314,27 @@ def _claim_partial(tmp):
     """Opens ``tmp`` for writing from scratch, locked: an fd, or an error if a live process writes it.
 
     The lock (``flock``) dies with its process, however it dies, so the
-    partial file of a killed conversion is simply taken over.
+    partial file of a killed conversion is simply taken over. A symbolic link
+    at ``tmp`` is never followed (its target is not ours to truncate): it is
+    removed as the stale temporary it is, as are a FIFO, a socket or a device
+    node there (:func:`_remove_non_file`); a folder there is an error.
     """
     for _ in range(100):
+        _remove_non_file(tmp)
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | _CLOEXEC, 0o666)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | _CLOEXEC | _NOFOLLOW | _NONBLOCK, 0o666)
         except OSError as e:
+            # A link or a FIFO put at the name since the check: removed on the next round.
+            if e.errno in (errno.ELOOP, errno.ENXIO) and _remove_non_file(tmp):
+                continue
             raise file_error(e, tmp, "cannot create it") from e
         locked = False
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a device node put there since the check
+                os.close(fd)
+                continue
             if fcntl is not None:
+                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -329,7 +346,7 @@ def _claim_partial(tmp):
                 # finished and renamed it, or gave up and removed it): then that file is not ours to
                 # truncate. Open the name again.
                 try:
-                    named = os.stat(tmp)
+                    named = os.lstat(tmp)
                 except FileNotFoundError:
                     named = None
                 mine = os.fstat(fd)
@@ -347,6 +364,35 @@ def _claim_partial(tmp):
             raise
         return fd
     raise FileExistsError(f"{tmp}: other processes keep replacing this partial file; stop them first")
+
+
+def _remove_non_file(tmp) -> bool:
+    """Removes what is at ``tmp`` when it is neither a regular file nor a folder (a symbolic link, a FIFO,
+    a socket, a device node: never a partial file, and removing the name leaves what it points at as it
+    is); True when something was removed.
+
+    Raises:
+      OSError: it cannot be removed (a link another user put in a shared folder with the sticky bit),
+        naming it and saying what it is.
+    """
+    try:
+        st = os.lstat(tmp)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise file_error(e, tmp, "cannot create it") from e
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return False
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise file_error(
+            e, tmp, f"is {what}, where this partial file goes (never followed), and cannot be removed"
+        ) from e
+    return True
 
 
 def _discard(f, tmp):

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bzna_tf.format.shards import file_identity
+from bzna_tf.format.wording import count
 
 __all__ = [
     "ALLOW_OUTSIDE_PATHS_HINT",
@@ -334,13 +335,18 @@ def expand_patterns(patterns, what: str) -> list[str]:
     An argument that names an existing file is that file, even when it holds
     glob characters (``part[1].tfrecord``), as a shell passes such a name; it
     is refused when, read as a pattern, it would also match other files (which
-    is meant cannot be told).
+    is meant cannot be told). A pattern's matches leave out .bzna files and a
+    conversion's partial files (:func:`conversion_output`): an output written
+    beside the records (``imagenet/train-*`` with ``imagenet/train.bzna``)
+    is never read as one of them, so the same command resumes. A name given
+    as it is stays as given.
 
     Raises:
-      SourceError: a pattern that matches nothing, a name that does not
-        exist, a name that is both a file and a pattern matching others, a
-        pattern over two sets or splits (see ``_check_shard_sets``), a file
-        given twice or a copy of another one given, or no name at all.
+      SourceError: a pattern that matches nothing (or only .bzna files), a
+        name that does not exist, a name that is both a file and a pattern
+        matching others, a pattern over two sets or splits (see
+        ``_check_shard_sets``), a file given twice or a copy of another one
+        given, or no name at all.
     """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [patterns]
@@ -349,8 +355,17 @@ def expand_patterns(patterns, what: str) -> list[str]:
         p = os.path.expanduser(os.fspath(p))
         pattern = glob.has_magic(p) and not _literal(p, what)
         matches = sorted(glob.glob(p)) if pattern else [p]
+        outputs = [m for m in matches if conversion_output(m)] if pattern else []
+        if outputs:
+            matches = [m for m in matches if not conversion_output(m)]
         if not matches:
-            raise SourceError(f"no {what} matches {p!r}")
+            only = (
+                f": it matches only {count(len(outputs), 'conversion output')} ({few(outputs, 3)}), which a "
+                f"pattern leaves out: a .bzna file is never a {what}"
+                if outputs
+                else ""
+            )
+            raise SourceError(f"no {what} matches {p!r}{only}")
         for m in matches:
             if not os.path.exists(m):
                 raise SourceError(f"{m}: no such {what}")
@@ -372,7 +387,7 @@ def _literal(p, what) -> bool:
     """
     if not os.path.exists(p):
         return False
-    others = [m for m in sorted(glob.glob(p)) if m != p]
+    others = [m for m in sorted(glob.glob(p)) if m != p and not conversion_output(m)]
     if others:
         raise SourceError(
             f"{p!r} names an existing {what}, and read as a glob pattern it matches {few(others, 3)} "
@@ -380,6 +395,17 @@ def _literal(p, what) -> bool:
             f"escaped ({glob.escape(p)!r}), or the files the pattern matches by their own names"
         )
     return True
+
+
+# A conversion's output (NAME.bzna), or its partial file: .NAME.bzna.partial (a resumable conversion's),
+# .NAME.bzna.1a2b3c4d.partial (BznaWriter's own).
+_OUTPUT = re.compile(r"(?i:.*\.bzna)|\..*\.(?i:bzna)(\.[0-9a-f]{8})?\.partial", re.DOTALL)
+
+
+def conversion_output(path) -> bool:
+    """Whether ``path`` names a .bzna file or a conversion's partial file: never a record file of a source
+    (TFRecord, tar, Parquet, GulpIO), so a pattern's matches leave it out (:func:`expand_patterns`)."""
+    return _OUTPUT.fullmatch(os.path.basename(os.fspath(path))) is not None
 
 
 # NAME-00003-of-00016[.ext]: a file of a set of shards (TFRecords, TFDS, Parquet, tar shards).
