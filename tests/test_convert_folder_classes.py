@@ -375,3 +375,16 @@ def test_split_named_classes_of_images_or_beside_other_classes_are_classes(tmp_p
     mixed = make_folder(tmp_path / "mixed", {"cat": 1}, size=(16, 16))
     make_folder(mixed / "train", {"a": 1}, size=(16, 16))
     assert ImageFolderSource(mixed).classes == ["cat", "train"]
+
+
+def test_an_empty_last_class_folder_still_counts_in_num_classes(tmp_path):
+    # train/{ant,bee,zebra} with zebra/ empty: num_classes was 2 (1 + the largest target), one short of the
+    # class names, so Dense(num_classes) could not output the zebra that another split stores as 2.
+    from bzna_tf import ClassificationDataset
+
+    root = make_folder(tmp_path / "train", {"ant": 1, "bee": 1}, size=(16, 16))
+    (root / "zebra").mkdir()
+    convert(ImageFolderSource(root), tmp_path / "train.bzna", workers=0, **FAST)
+    ds = ClassificationDataset(tmp_path / "train.bzna")
+    assert ds.class_names == ["ant", "bee", "zebra"] and ds.num_classes == 3
+    assert ds.targets.max() == 1

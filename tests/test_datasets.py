@@ -432,7 +432,8 @@ def test_a_checkpoint_restores_only_into_a_pipeline_over_the_same_samples(tmp_pa
 
     def make(batch_size=2, split=None, **kwargs):
         ds = ClassificationDataset(path, split=split).as_dataset(
-            batch_size=batch_size, shape=8, shuffle=kwargs.pop("shuffle", True), seed=kwargs.pop("seed", 1),
+            batch_size=batch_size, shape=kwargs.pop("shape", 8), shuffle=kwargs.pop("shuffle", True),
+            seed=kwargs.pop("seed", 1),
             with_filenames=True, **kwargs,
         )  # fmt: skip
         return ds.with_options(options)
@@ -449,6 +450,8 @@ def test_a_checkpoint_restores_only_into_a_pipeline_over_the_same_samples(tmp_pa
         ({}, {"batch_size": 3}, "batch size: then 2, now 3"),
         ({}, {"seed": 2}, "seed: then 1, now 2"),
         ({}, {"shuffle": False}, "order: then shuffled, now as selected"),
+        ({}, {"repeat": 2}, "epochs per iteration: then 1, now 2"),
+        ({}, {"shape": 4}, "images: then 8 x 8, channels_last, now 4 x 4, channels_last"),
     ]:
         saved, _ = saved_after_one_batch(**before)
         with pytest.raises(tf.errors.FailedPreconditionError, match="another pipeline") as e:

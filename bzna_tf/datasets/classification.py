@@ -65,9 +65,12 @@ class ClassificationDataset(Dataset):
 
     @property
     def num_classes(self) -> int:
-        """1 + the largest target in the files (0 when nothing is labelled)."""
+        """The number of classes: 1 + the largest target in the files, or the number of stored class names
+        where that is more (a last class without images, an empty class folder, still counts); 0 when
+        nothing is labelled and no class is named."""
         t = self._index.targets
-        return int(t.max()) + 1 if t.size and t.max() >= 0 else 0
+        named = len(self.class_names or ())
+        return max(int(t.max()) + 1 if t.size and t.max() >= 0 else 0, named)
 
     @property
     def class_names(self) -> list[str | None] | None:

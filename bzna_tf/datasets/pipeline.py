@@ -136,7 +136,9 @@ def checkpoint_facts(source: Source, options) -> list[str]:
     The samples each stream position reads follow from them: the files (their
     sizes and stored index checksums, or modification times where they have
     none: not their paths, so that a staged copy restores), the selection, the
-    shard, the order and its seed, and the batch size.
+    shard, the order and its seed, and the batch size. And the epochs per
+    iteration and the images' shape, which a restored iterator cannot change
+    (it failed late, with TensorFlow's cardinality or shape error).
     """
     files = []
     for k, identity in enumerate(source.identities or [None] * len(source.files)):
@@ -159,6 +161,10 @@ def checkpoint_facts(source: Source, options) -> list[str]:
         f"order: {'shuffled' if options.shuffle else 'as selected'}",
         f"seed: {options.seed}{' (drawn at random: give as_dataset a seed)' if options.seed_drawn else ''}",
         f"batch size: {options.batch_size}",
+        # Not a sample's place, but a restore into another fails late and unclearly: an explicit
+        # checkpoint's buffered batches have the old shape; another count of epochs, another cardinality.
+        f"epochs per iteration: {options.epochs if options.epochs is not None else 'endless'}",
+        f"images: {options.shape[0]} x {options.shape[1]}, {options.data_format}",
     ]
 
 
