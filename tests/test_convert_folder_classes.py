@@ -349,7 +349,10 @@ def test_only_the_training_file_of_the_same_dataset_is_looked_at(tmp_path):
             check(folder / output)  # nothing said: not this dataset's training file
 
 
-@pytest.mark.parametrize("splits_named", [("train", "val"), ("train2017", "val2017", "test2017"), ("val",)])
+@pytest.mark.parametrize(
+    "splits_named",
+    [("train", "val"), ("train2017", "val2017", "test2017"), ("seg_train", "seg_test"), ("val",)],
+)
 def test_a_root_of_split_folders_is_refused_as_classes(tmp_path, splits_named):
     # dogs_vs_cats/{train,val}/{cat,dog}/... converted as one folder made the splits the classes: every
     # training image labelled 0 and every validation image 1, in one file, without a word.
@@ -359,6 +362,11 @@ def test_a_root_of_split_folders_is_refused_as_classes(tmp_path, splits_named):
     with pytest.raises(SourceError, match="named as splits of a dataset") as e:
         ImageFolderSource(root)
     first = splits_named[0]  # the training split's, where there is one
+    spaced = tmp_path / "my pets"
+    root.rename(spaced)
+    with pytest.raises(SourceError, match=f"bzna-tf convert folder '{spaced / first}' {first}.bzna"):
+        ImageFolderSource(spaced)  # commands to paste: the paths quoted
+    spaced.rename(root)
     assert f"bzna-tf convert folder {root / first} {first}.bzna" in str(e.value)
     assert f"{first}/cat/" in str(e.value)
     assert "--classes FILE" in str(e.value)
@@ -368,10 +376,19 @@ def test_a_root_of_split_folders_is_refused_as_classes(tmp_path, splits_named):
 
 
 def test_split_named_classes_of_images_or_beside_other_classes_are_classes(tmp_path):
-    # Refused only where every class folder is named as a split and holds folders: "test" and "train" as
-    # classes of images, or beside other classes, stay classes.
+    # Refused only where every class folder is named as a split of one dataset and holds folders: "test"
+    # and "train" as classes of images (system folders in them are no folders), beside other classes, or
+    # names that merely hold a split word, stay classes.
     flat = make_folder(tmp_path / "flat", {"train": 1, "test": 1}, size=(16, 16))
+    for name in ("train", "test"):
+        (flat / name / "@eaDir").mkdir()
+        (flat / name / "__MACOSX").mkdir()
     assert ImageFolderSource(flat).classes == ["test", "train"]
+    for classes in (("test_negative", "test_positive"), ("not_valid", "valid")):
+        root = tmp_path / classes[0]
+        for name in classes:
+            make_folder(root / name, {"patient1": 1}, size=(16, 16))
+        assert ImageFolderSource(root).classes == list(classes)
     mixed = make_folder(tmp_path / "mixed", {"cat": 1}, size=(16, 16))
     make_folder(mixed / "train", {"a": 1}, size=(16, 16))
     assert ImageFolderSource(mixed).classes == ["cat", "train"]

@@ -719,7 +719,9 @@ class _Encoder:
             previous, self._previous = self._previous, None
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
-        if self._stopped is not None and exc_type is None:  # its files all written, but interrupted
+        if self._stopped is not None and (exc_type is None or not issubclass(exc_type, KeyboardInterrupt)):
+            # Interrupted with its files all written, or while stopping after an error: the caller's
+            # handler hears of it (Python's raises KeyboardInterrupt, in place of the error).
             previous(*self._stopped)
 
     def _stopping(self):
@@ -743,6 +745,14 @@ class _Encoder:
         # Every worker is started by now: they start only in submit (in run, in this thread).
         for p in list((getattr(self.pool, "_processes", None) or {}).values()):
             p.terminate()
+        if sys.version_info < (3, 11):
+            # CPython gh-94777: 3.10's pool never closes the reading end of its call queue after workers
+            # died, so its feeder thread stays blocked writing an item of over 64 KiB (a record's bytes)
+            # that no worker reads, and the shutdown never returns. Closed, the write fails and it ends.
+            reader = getattr(getattr(self.pool, "_call_queue", None), "_reader", None)
+            if reader is not None:
+                with contextlib.suppress(OSError):
+                    reader.close()
 
     def _pool(self):
         if self.pool is None:

@@ -19,6 +19,7 @@ import errno
 import glob
 import os
 import re
+import shlex
 import unicodedata
 
 import numpy as np
@@ -515,42 +516,54 @@ class ImageFolderSource(Source):
                 )
 
     def _refuse_split_folders(self, folders):
-        """Refuses a root whose class folders are all named as splits (train, val, test2017, ...) and each
-        hold folders: a download's splits, which as classes would label every image by its split (train 0,
-        val 1) and store the splits in one file. ``classes=`` given says they are the classes."""
-        splits = [
-            f for f in folders if set(re.findall(r"[a-z]+", f.lower())) & (_TRAIN_WORDS | _HELD_OUT_WORDS)
-        ]
-        if not folders or len(splits) != len(folders):
+        """Refuses a root whose class folders are one dataset's splits (train and val, train2017 and
+        val2017, seg_train and seg_test; or one folder named as a split) and each hold folders: a
+        download's splits, which as classes would label every image by its split (train 0, val 1) and
+        store the splits in one file. Class names that merely hold a split word (test_positive,
+        test_negative) are not: their other words differ. ``classes=`` given says they are the classes."""
+        if not folders:
+            return
+        words = _TRAIN_WORDS | _HELD_OUT_WORDS
+        shapes = set()
+        for f in folders:
+            tokens = re.findall(r"[a-z]+|[0-9]+", f.lower())
+            if sum(t in words for t in tokens) != 1:
+                return
+            shapes.add(tuple("" if t in words else t for t in tokens))
+        if len(shapes) != 1:  # the splits of one dataset differ in their split word only
             return
         inner = {}
-        for f in splits:
+        for f in folders:
             try:
                 with os.scandir(os.path.join(self.root, f)) as it:
-                    inner[f] = min(
-                        (e.name for e in it if _kind(e) == "dir" and e.name[:1] != "."), default=None
-                    )
+                    inner[f] = next((e.name for e in _visible(it) if _kind(e) == "dir"), None)
             except OSError:  # _walk says why it cannot be read
                 return
         if not all(inner.values()):
             return
-        root = escaped_name(self.root)
-        first = next((f for f in splits if set(re.findall(r"[a-z]+", f.lower())) & _TRAIN_WORDS), splits[0])
-        held = next((f for f in splits if f is not first), None)
+        first = next((f for f in folders if set(re.findall(r"[a-z]+", f.lower())) & _TRAIN_WORDS), folders[0])
+        held = next((f for f in folders if f != first), None)
+
+        def command(split, *more):
+            folder = shlex.quote(escaped_name(os.path.join(self.root, split)))
+            return " ".join(["bzna-tf convert folder", folder, shlex.quote(f"{split}.bzna"), *more])
+
         then = (
-            f", then bzna-tf convert folder {escaped_name(os.path.join(self.root, held))} "
-            f"{held}.bzna --classes {first}.bzna (numbered as the first split's classes)"
+            f", then {command(held, '--classes', shlex.quote(f'{first}.bzna'))} (numbered as the first "
+            "split's classes)"
             if held is not None
             else ""
         )
+        labels = ", ".join(f"{f} {t}" for t, f in enumerate(folders[:3])) + (
+            ", ..." if len(folders) > 3 else ""
+        )
         raise SourceError(
-            f"{root}: its class folders ({_few(splits)}) are named as splits of a dataset, and each holds "
-            f"folders ({escaped_name(first)}/{escaped_name(inner[first])}/, ...): taken as classes, every "
-            f"image would be labelled by its split ({', '.join(f'{f} {t}' for t, f in enumerate(splits[:3]))}"
-            f"{', ...' if len(splits) > 3 else ''}), the splits stored together in one file. Convert each "
-            f"split on its own: bzna-tf convert folder {escaped_name(os.path.join(self.root, first))} "
-            f"{first}.bzna{then}. If these folders are the classes, say so: list them in a text file, one "
-            "per line, and pass --classes FILE (classes=[...])"
+            f"{escaped_name(self.root)}: its class folders ({_few(folders)}) are named as splits of a "
+            f"dataset, and each holds folders ({escaped_name(first)}/{escaped_name(inner[first])}/, ...): "
+            f"taken as classes, every image would be labelled by its split ({labels}), the splits stored "
+            f"together in one file. Convert each split on its own: {command(first)}{then}. If these folders "
+            "are the classes, say so: list them in a text file, one per line, and pass --classes FILE "
+            "(classes=[...])"
         )
 
     def _refuse_unlisted(self, folders, listed):
