@@ -97,6 +97,9 @@ def test_a_file_whose_name_names_two_splits_is_refused_as_imagenet_split(tmp_pat
     (tmp_path / union).unlink()
     write(tmp_path / "val.bzna", encoded, [0, 1])  # one split's words only: read as before
     assert len(ImageNet(tmp_path, split="val")) == 2 and len(ImageNet(tmp_path, split="train")) == 3
+    # A split word elsewhere in the name is the dataset's name, not a second split.
+    for name in ("my_test_set-val.bzna", "testing_run-val.bzna", "contest-val.bzna"):
+        assert len(ImageNet(write(tmp_path / "other" / name, encoded, [0, 1]), split="val")) == 2
 
 
 def test_a_file_reached_twice_is_refused(tmp_path, encoded):

@@ -376,8 +376,15 @@ def test_class_names_of_two_vocabularies_are_said_to_be_two_lists(tmp_path, enco
         ImageNet(d, split="val")
     said = str(e.value)
     assert "class 0 is named 'tench' in an earlier file" in said
-    assert "two lists that share no name (WordNet ids and words" in said
+    assert "one file names its classes by WordNet ids and the other by words" in said
     assert "--class-names FILE" in said and "number their classes differently" not in said
+    # Other classes altogether: said to be numbered differently, with no advice to rename them.
+    other = tmp_path / "other"
+    write(other / "train.bzna", encoded, 6, metadata={"class_names": ["cat", "dog", "eel"]})
+    write(other / "val.bzna", encoded, 6, metadata={"class_names": ["carp", "trout", "pike"]})
+    with pytest.raises(ValueError, match="number their classes differently") as e:
+        ImageNet(other, split="val")
+    assert "WordNet" not in str(e.value)
 
 
 def test_shards_by_file_count_the_files_of_the_split(per_split, small_imagenet):

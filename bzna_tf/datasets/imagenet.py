@@ -163,17 +163,18 @@ def _split_of(path) -> str | None:
     """The ImageNet split a file's name gives it (``val`` for ``validation``), or None.
 
     Raises:
-      ValueError: a name of a split whose name holds another split's word too (``train_val.bzna``, the
-        union of two splits; ``val-test.bzna``): read as its last word's split, it would mix them.
+      ValueError: a name whose split word follows another split's (``train_val.bzna``, the union of two
+        splits; ``val-test.bzna``): read as its last word's split, it would mix them. A split word
+        elsewhere in the name (``my_test_set-val.bzna``) is the dataset's name.
     """
     name = os.path.basename(path)
     m = _SPLIT_FILE.match(name)
     if not m:
         return None
     split = {"validation": "val"}.get(m[1], m[1])
-    words = {s for w in re.findall(r"[a-z]+", name.lower()) for s in _SPLIT_WORDS.get(w, ())}
-    others = sorted(words - {split})
-    if others:
+    before = re.findall(r"[a-z]+|[0-9]+", name[: m.start(1)].lower())[-1:]  # the word before it
+    words = {split, *(s for w in before for s in _SPLIT_WORDS.get(w, ()))}
+    if len(words) > 1:
         raise ValueError(
             f"{path}: its name names the {' and '.join(sorted(words))} splits, so it may hold more than one "
             f"(a union of {' and '.join(sorted(words))} for a final fit?): read by its last word as the "

@@ -136,7 +136,7 @@ def checkpoint_facts(source: Source, options) -> list[str]:
     The samples each stream position reads follow from them: the files (their
     sizes and stored index checksums, or modification times where they have
     none: not their paths, so that a staged copy restores), the selection, the
-    shard, the order and its seed, and the batch size. And the epochs per
+    shard, the order (with its seed when shuffled), and the batch size. And the epochs per
     iteration and the images' shape, which a restored iterator cannot change
     (it failed late, with TensorFlow's cardinality or shape error).
     """
@@ -153,13 +153,14 @@ def checkpoint_facts(source: Source, options) -> list[str]:
     chosen = np.ascontiguousarray(source.selection, np.int64)
     picked = hashlib.sha256(chosen.tobytes()).hexdigest()[:12]
     count, index = options.shard
+    drawn = " (drawn at random: give as_dataset a seed)" if options.seed_drawn else ""
     return [
         f"files: {wording.count(len(source.files), 'file')} of "
         f"{wording.count(int(source.starts[-1]), 'sample')} (identity {digest})",
         f"selection: {wording.count(len(chosen), 'sample')} ({picked})",
         f"shard: {index} of {count}",
-        f"order: {'shuffled' if options.shuffle else 'as selected'}",
-        f"seed: {options.seed}{' (drawn at random: give as_dataset a seed)' if options.seed_drawn else ''}",
+        # The seed only where it orders the samples (else it draws the warps alone, which are not checked).
+        f"order: {f'shuffled with seed {options.seed}{drawn}' if options.shuffle else 'as selected'}",
         f"batch size: {options.batch_size}",
         # Not a sample's place, but a restore into another fails late and unclearly: an explicit
         # checkpoint's buffered batches have the old shape; another count of epochs, another cardinality.

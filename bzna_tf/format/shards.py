@@ -244,6 +244,19 @@ def near_name(name: str) -> str:
     return unicodedata.normalize("NFC", name.strip()).casefold()
 
 
+_WORDNET_ID = re.compile(r"n[0-9]{8}")
+
+
+def _wordnet_and_words(a, b) -> bool:
+    """Whether one list of class names is all WordNet ids (n01440764) and the other none, of one length."""
+    a, b = [n for n in a if n is not None], [n for n in b if n is not None]
+
+    def ids(names):
+        return sum(bool(_WORDNET_ID.fullmatch(n)) for n in names)
+
+    return bool(a) and len(a) == len(b) and sorted((ids(a), ids(b))) == [0, len(a)]
+
+
 def _merged_class_names(files) -> list[str | None] | None:
     """The class names of ``files`` merged by target (None: no file names any), refusing two names of
     one target. Elementwise in NumPy: the files of a large set are merged when it is opened."""
@@ -269,15 +282,15 @@ def _merged_class_names(files) -> list[str | None] | None:
                     f"two spellings of one name ({ascii(a)} and {ascii(b)}: case, spaces or Unicode form), "
                     "which the files' labels cannot be matched by"
                 )
-            elif not {near_name(n) for n in merged if n is not None} & {near_name(n) for n in here if n}:
-                # No name in common: two vocabularies (ImageNet's WordNet ids and its words, from folders
-                # and from TFRecords), which may number the same classes alike; nothing here can tell.
+            elif _wordnet_and_words(merged, here):
+                # ImageNet's two vocabularies (WordNet ids from its class folders, words from its TFRecords),
+                # which may number the same classes alike; nothing here can tell.
                 why = (
-                    "the files name their classes from two lists that share no name (WordNet ids and words, "
-                    "from class folders and from TFRecords?): they may number the same classes alike, but "
-                    "no label can be matched by name, and a label would mean one class in one file and "
-                    "maybe another in the other. Give one file the other's names (convert it again with "
-                    "--class-names FILE, one name per target)"
+                    "one file names its classes by WordNet ids and the other by words (from class folders "
+                    "and from TFRecords?): if they are the same classes, numbered alike, no label can show "
+                    "it by name. Give one file the other's names (convert it again with --class-names FILE, "
+                    "one name per target); if they are not, a label would mean one class in one file and "
+                    "another in the other"
                 )
             else:
                 why = (

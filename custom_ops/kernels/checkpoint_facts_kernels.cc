@@ -77,20 +77,20 @@ class CheckpointFactsDataset : public DatasetBase {
   }
   absl::Status CheckExternalState() const override { return input_->CheckExternalState(); }
 
-  // OK where the saved facts are this dataset's; else FailedPrecondition naming each difference.
+  // OK where the saved facts agree with this dataset's; else FailedPrecondition
+  // naming each difference. Only the facts of a name both have are compared: a
+  // checkpoint written by a version that saved fewer (or other) facts restores
+  // as far as they go, as one without any restores unchecked.
   absl::Status Compare(const std::vector<std::string>& saved) const {
-    std::map<std::string, std::string> then, now;
+    std::map<std::string, std::string> then;
     for (const auto& f : saved) then.insert(SplitFact(f));
-    for (const auto& f : facts_) now.insert(SplitFact(f));
     std::vector<std::string> differ;
     for (const auto& f : facts_) {
       const auto [name, value] = SplitFact(f);
       const auto it = then.find(name);
-      const std::string was = it == then.end() ? "(not saved)" : it->second;
-      if (was != value) differ.push_back(absl::StrCat(name, ": then ", was, ", now ", value));
-    }
-    for (const auto& [name, value] : then) {
-      if (now.count(name) == 0) differ.push_back(absl::StrCat(name, ": then ", value, ", now (none)"));
+      if (it != then.end() && it->second != value) {
+        differ.push_back(absl::StrCat(name, ": then ", it->second, ", now ", value));
+      }
     }
     if (differ.empty()) return absl::OkStatus();
     return absl::FailedPreconditionError(absl::StrCat(
@@ -119,8 +119,7 @@ class CheckpointFactsDataset : public DatasetBase {
     Iterator(const Params& params, std::string input_prefix)
         : DatasetIterator<CheckpointFactsDataset>(params), input_prefix_(std::move(input_prefix)) {}
 
-    // (No `override`: TensorFlow 2.16's IteratorBase does not declare it yet.)
-    bool SymbolicCheckpointCompatible() const { return true; }
+    bool SymbolicCheckpointCompatible() const override { return true; }
 
     absl::Status Initialize(IteratorContext* ctx) override {
       return dataset()->input_->MakeIterator(ctx, this, input_prefix_, &input_impl_);

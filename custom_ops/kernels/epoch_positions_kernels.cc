@@ -445,6 +445,8 @@ class CounterCheckpointOp : public tensorflow::data::UnaryDatasetOpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name(kCheckpointOpName).Device(tensorflow::DEVICE_CPU), CounterCheckpointOp);
+// Its former name (custom_ops/ops/dataset_ops.cc): graphs written before the rename load.
+REGISTER_KERNEL_BUILDER(Name("BznaEpochCounterCheckpoint").Device(tensorflow::DEVICE_CPU), CounterCheckpointOp);
 
 }  // namespace
 }  // namespace bzna_tf

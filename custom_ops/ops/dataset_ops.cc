@@ -154,6 +154,21 @@ counter: the [iteration, skip] variable (ds.bzna_epochs) that the pipeline's
   BznaEpochPositions reads.
 )doc");
 
+// The former name of BznaEpochCounterCheckpointDataset: graphs and SavedModels
+// written before the rename still load (as_dataset builds the new one).
+REGISTER_OP("BznaEpochCounterCheckpoint")
+    .Input("input_dataset: variant")
+    .Input("counter: resource")
+    .Output("handle: variant")
+    .Attr("output_types: list(type) >= 1")
+    .Attr("output_shapes: list(shape) >= 1")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc(R"doc(
+BznaEpochCounterCheckpointDataset under its former name, for graphs written
+before the rename.
+)doc");
+
 REGISTER_OP("BznaCheckpointFactsDataset")
     .Input("input_dataset: variant")
     .Input("facts: string")
