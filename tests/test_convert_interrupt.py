@@ -85,6 +85,35 @@ def test_ctrl_c_keeps_the_finished_shards_says_so_in_one_line_and_the_same_comma
             assert a.read() == b.read(), mine
 
 
+def _gated_cli(args, tmp_path, **env):
+    """``bzna-tf ARGS`` through tests/_gated_cli.py (its gate never opens: ``env`` holds images or workers)
+    in a process group of its own, with Python's Ctrl-C handling, as from a terminal."""
+    return subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_gated_cli.py"), "1000", str(tmp_path / "never"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        env={**os.environ, **env},
+    )
+
+
+def _stderr_at_its_end(job, timeout, when):
+    """The standard error of ``job`` once it exits; past ``timeout`` seconds the test fails (a hang)."""
+    try:
+        return job.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the conversion hung {when}")
+
+
+def _kill_if_running(job):
+    """Kills ``job``'s process group if it still runs (a test that failed before it ended)."""
+    if job.poll() is None:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.communicate()
+
+
 def _wait_for(condition, job, what, timeout=300):
     deadline = time.monotonic() + timeout
     while not condition() and job.poll() is None and time.monotonic() < deadline:
@@ -103,15 +132,7 @@ def test_ctrl_c_again_while_the_images_in_flight_are_finished_stops_the_workers_
     out = tmp_path / "out" / "x.bzna"
     held = tmp_path / "held"
     args = ["convert", "folder", str(src), str(out), "--order", "source", *FLAGS]
-    job = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "_gated_cli.py"), "1000", str(tmp_path / "never"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        env={**os.environ, "GATED_CLI_HOLD_IMAGE": "a/a_5.ppm", "GATED_CLI_HOLD_MARKER": str(held)},
-    )
+    job = _gated_cli(args, tmp_path, GATED_CLI_HOLD_IMAGE="a/a_5.ppm", GATED_CLI_HOLD_MARKER=str(held))
     try:
         partial = out.parent / ".x.bzna.partial"
         # A worker holds image 5, and images before it are written: the file is open.
@@ -121,14 +142,9 @@ def test_ctrl_c_again_while_the_images_in_flight_are_finished_stops_the_workers_
         _wait_for(lambda: not partial.exists(), job, "the first Ctrl-C's removal of the partial file")
         os.killpg(job.pid, signal.SIGINT)  # again, hammered: the pool is waiting for image 5
         os.killpg(job.pid, signal.SIGINT)
-        try:
-            _, stderr = job.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the conversion hung after a second Ctrl-C")
+        stderr = _stderr_at_its_end(job, 60, "after a second Ctrl-C")
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.communicate()
+        _kill_if_running(job)
     assert job.returncode == 130, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
@@ -150,15 +166,7 @@ def test_ctrl_c_while_the_workers_start_prints_one_line(tmp_path):
     out = tmp_path / "out" / "x.bzna"
     gate = tmp_path / "worker"
     args = ["convert", "folder", str(src), str(out), *FLAGS]
-    job = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "_gated_cli.py"), "1000", str(tmp_path / "never"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        env={**os.environ, "GATED_CLI_WORKER_GATE": str(gate)},
-    )
+    job = _gated_cli(args, tmp_path, GATED_CLI_WORKER_GATE=str(gate))
     try:
         started = lambda: [n for n in os.listdir(tmp_path) if n.startswith("worker.")]  # noqa: E731
         _wait_for(lambda: len(started()) == 2, job, "the start of both workers")
@@ -166,14 +174,9 @@ def test_ctrl_c_while_the_workers_start_prints_one_line(tmp_path):
         os.killpg(job.pid, signal.SIGINT)  # both workers are importing
         time.sleep(0.2)  # where SIGINT is not blocked, it is taken by now
         (tmp_path / "worker.release").touch()
-        try:
-            _, stderr = job.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the conversion hung after a Ctrl-C while its workers started")
+        stderr = _stderr_at_its_end(job, 120, "after a Ctrl-C while its workers started")
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.communicate()
+        _kill_if_running(job)
     assert job.returncode == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]

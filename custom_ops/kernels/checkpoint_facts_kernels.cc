@@ -11,6 +11,7 @@
 // cardinality error at its end).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,23 +21,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/pass_through_dataset.h"
 #include "tensorflow/core/framework/dataset.h"
-#include "tensorflow/core/framework/model.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 
 namespace bzna_tf {
 namespace {
 
-using ::tensorflow::DataTypeVector;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
-using ::tensorflow::PartialTensorShape;
 using ::tensorflow::Tensor;
 using ::tensorflow::data::DatasetBase;
-using ::tensorflow::data::DatasetContext;
-using ::tensorflow::data::DatasetIterator;
-using ::tensorflow::data::IteratorContext;
 using ::tensorflow::data::IteratorStateReader;
 using ::tensorflow::data::IteratorStateWriter;
 using ::tensorflow::data::SerializationContext;
@@ -54,27 +50,11 @@ std::pair<std::string, std::string> SplitFact(const std::string& fact) {
   return {fact.substr(0, at), fact.substr(at + 2)};
 }
 
-class CheckpointFactsDataset : public DatasetBase {
+class CheckpointFactsDataset : public PassThroughDataset {
  public:
   CheckpointFactsDataset(OpKernelContext* ctx, const DatasetBase* input, std::vector<std::string> facts)
-      : DatasetBase(DatasetContext(ctx)), input_(input), facts_(std::move(facts)) {
-    input_->Ref();
-  }
-  ~CheckpointFactsDataset() override { input_->Unref(); }
+      : PassThroughDataset(ctx, input, kOpName, absl::StrCat("::", kOpName)), facts_(std::move(facts)) {}
 
-  std::unique_ptr<tensorflow::data::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override {
-    return std::make_unique<Iterator>(Iterator::Params{this, absl::StrCat(prefix, "::", kOpName)}, prefix);
-  }
-  const DataTypeVector& output_dtypes() const override { return input_->output_dtypes(); }
-  const std::vector<PartialTensorShape>& output_shapes() const override { return input_->output_shapes(); }
-  std::string DebugString() const override { return absl::StrCat(kOpName, "Op::Dataset"); }
-  int64_t CardinalityInternal(tensorflow::data::CardinalityOptions options) const override {
-    return input_->Cardinality(options);
-  }
-  absl::Status InputDatasets(std::vector<const DatasetBase*>* inputs) const override {
-    inputs->push_back(input_);
-    return absl::OkStatus();
-  }
   absl::Status CheckExternalState() const override { return input_->CheckExternalState(); }
 
   // OK where the saved facts agree with this dataset's; else FailedPrecondition
@@ -111,65 +91,36 @@ class CheckpointFactsDataset : public DatasetBase {
     return b->AddDataset(this, {input, facts}, output);
   }
 
+  absl::Status SaveState(IteratorStateWriter* writer, const std::string& prefix) const override {
+    TF_RETURN_IF_ERROR(writer->WriteScalar(prefix, "facts", static_cast<int64_t>(facts_.size())));
+    for (size_t i = 0; i < facts_.size(); ++i) {
+      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix, absl::StrCat("fact_", i), facts_[i]));
+    }
+    return absl::OkStatus();
+  }
+
+  // Compared before the input is restored: its restore could fail less clearly, or not at all.
+  absl::Status RestoreState(IteratorStateReader* reader, const std::string& prefix,
+                            const std::function<absl::Status()>& restore_input) const override {
+    if (reader->Contains(prefix, "facts")) {
+      int64_t n = 0;
+      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix, "facts", &n));
+      if (n < 0 || n > kMaxFacts) {
+        return absl::DataLossError(
+            absl::StrCat("restoring a ", kOpName, " iterator: the checkpoint says it holds ", n, " facts"));
+      }
+      std::vector<std::string> saved(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        tensorflow::tstring fact;
+        TF_RETURN_IF_ERROR(reader->ReadScalar(prefix, absl::StrCat("fact_", i), &fact));
+        saved[static_cast<size_t>(i)] = std::string(fact);
+      }
+      TF_RETURN_IF_ERROR(Compare(saved));
+    }
+    return restore_input();
+  }
+
  private:
-  class Iterator : public DatasetIterator<CheckpointFactsDataset> {
-   public:
-    // The input's iterator keeps the prefix it had without this op, so that
-    // checkpoints written before it existed restore.
-    Iterator(const Params& params, std::string input_prefix)
-        : DatasetIterator<CheckpointFactsDataset>(params), input_prefix_(std::move(input_prefix)) {}
-
-    bool SymbolicCheckpointCompatible() const override { return true; }
-
-    absl::Status Initialize(IteratorContext* ctx) override {
-      return dataset()->input_->MakeIterator(ctx, this, input_prefix_, &input_impl_);
-    }
-
-    absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out_tensors,
-                                 bool* end_of_sequence) override {
-      return input_impl_->GetNext(ctx, out_tensors, end_of_sequence);
-    }
-
-   protected:
-    std::shared_ptr<tensorflow::data::model::Node> CreateNode(
-        IteratorContext*, tensorflow::data::model::Node::Args args) const override {
-      return tensorflow::data::model::MakeKnownRatioNode(std::move(args), /*ratio=*/1);
-    }
-
-    absl::Status SaveInternal(SerializationContext* ctx, IteratorStateWriter* writer) override {
-      const auto& facts = dataset()->facts_;
-      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "facts", static_cast<int64_t>(facts.size())));
-      for (size_t i = 0; i < facts.size(); ++i) {
-        TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), absl::StrCat("fact_", i), facts[i]));
-      }
-      return SaveInput(ctx, writer, input_impl_);
-    }
-
-    absl::Status RestoreInternal(IteratorContext* ctx, IteratorStateReader* reader) override {
-      if (reader->Contains(prefix(), "facts")) {
-        int64_t n = 0;
-        TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "facts", &n));
-        if (n < 0 || n > kMaxFacts) {
-          return absl::DataLossError(
-              absl::StrCat("restoring a ", kOpName, " iterator: the checkpoint says it holds ", n, " facts"));
-        }
-        std::vector<std::string> saved(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) {
-          tensorflow::tstring fact;
-          TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), absl::StrCat("fact_", i), &fact));
-          saved[static_cast<size_t>(i)] = std::string(fact);
-        }
-        TF_RETURN_IF_ERROR(dataset()->Compare(saved));
-      }
-      return RestoreInput(ctx, reader, input_impl_);
-    }
-
-   private:
-    const std::string input_prefix_;
-    std::unique_ptr<tensorflow::data::IteratorBase> input_impl_;
-  };
-
-  const DatasetBase* const input_;
   const std::vector<std::string> facts_;
 };
 

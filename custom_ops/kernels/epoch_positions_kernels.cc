@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/pass_through_dataset.h"
 #include "tensorflow/core/common_runtime/device_mgr.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/device.h"
@@ -317,29 +318,14 @@ constexpr char kCheckpointOpName[] = "BznaEpochCounterCheckpointDataset";
 // auto-sharding adds its shard op only after ops so named.)
 constexpr char kCheckpointIteratorName[] = "::BznaEpochCounterCheckpoint";
 
-class CounterCheckpointDataset : public DatasetBase {
+class CounterCheckpointDataset : public PassThroughDataset {
  public:
   CounterCheckpointDataset(OpKernelContext* ctx, const DatasetBase* input, Tensor handle,
                            tensorflow::core::RefCountPtr<tensorflow::Var> counter)
-      : DatasetBase(DatasetContext(ctx)), input_(input), handle_(std::move(handle)), counter_(std::move(counter)) {
-    input_->Ref();
-  }
-  ~CounterCheckpointDataset() override { input_->Unref(); }
+      : PassThroughDataset(ctx, input, kCheckpointOpName, kCheckpointIteratorName),
+        handle_(std::move(handle)),
+        counter_(std::move(counter)) {}
 
-  std::unique_ptr<tensorflow::data::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override {
-    return std::make_unique<Iterator>(
-        Iterator::Params{this, absl::StrCat(prefix, kCheckpointIteratorName)}, prefix);
-  }
-  const DataTypeVector& output_dtypes() const override { return input_->output_dtypes(); }
-  const std::vector<PartialTensorShape>& output_shapes() const override { return input_->output_shapes(); }
-  std::string DebugString() const override { return absl::StrCat(kCheckpointOpName, "Op::Dataset"); }
-  int64_t CardinalityInternal(tensorflow::data::CardinalityOptions options) const override {
-    return input_->Cardinality(options);
-  }
-  absl::Status InputDatasets(std::vector<const DatasetBase*>* inputs) const override {
-    inputs->push_back(input_);
-    return absl::OkStatus();
-  }
   absl::Status CheckExternalState() const override {
     return absl::FailedPreconditionError(
         absl::StrCat(kCheckpointOpName, " reads and sets an epoch counter variable"));
@@ -372,62 +358,29 @@ class CounterCheckpointDataset : public DatasetBase {
     return b->AddDataset(this, {input, counter}, output);
   }
 
+  absl::Status SaveState(IteratorStateWriter* writer, const std::string& prefix) const override {
+    int64_t iteration = 0, skip = 0;
+    if (!Counter(&iteration, &skip)) return absl::OkStatus();
+    TF_RETURN_IF_ERROR(writer->WriteScalar(prefix, "iteration", iteration));
+    return writer->WriteScalar(prefix, "skip", skip);
+  }
+
+  absl::Status RestoreState(IteratorStateReader* reader, const std::string& prefix,
+                            const std::function<absl::Status()>& restore_input) const override {
+    TF_RETURN_IF_ERROR(restore_input());
+    if (!reader->Contains(prefix, "iteration")) return absl::OkStatus();  // no counter saved
+    int64_t iteration = 0, skip = 0;
+    TF_RETURN_IF_ERROR(reader->ReadScalar(prefix, "iteration", &iteration));
+    TF_RETURN_IF_ERROR(reader->ReadScalar(prefix, "skip", &skip));
+    if (iteration < 0 || skip < 0) {
+      return absl::DataLossError(absl::StrCat("restoring a ", kCheckpointOpName, " iterator: saved epoch counter [",
+                                              iteration, ", ", skip, "] is negative"));
+    }
+    MoveCounterTo(iteration, skip);
+    return absl::OkStatus();
+  }
+
  private:
-  class Iterator : public DatasetIterator<CounterCheckpointDataset> {
-   public:
-    // The input's iterator keeps the prefix it had without this op, so that
-    // checkpoints written before it existed restore.
-    Iterator(const Params& params, std::string input_prefix)
-        : DatasetIterator<CounterCheckpointDataset>(params), input_prefix_(std::move(input_prefix)) {}
-
-    // Saved after each element, as its input.
-    // (No `override`: TensorFlow 2.16's IteratorBase does not declare it yet.)
-    bool SymbolicCheckpointCompatible() const { return true; }
-
-    absl::Status Initialize(IteratorContext* ctx) override {
-      return dataset()->input_->MakeIterator(ctx, this, input_prefix_, &input_impl_);
-    }
-
-    absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out_tensors,
-                                 bool* end_of_sequence) override {
-      return input_impl_->GetNext(ctx, out_tensors, end_of_sequence);
-    }
-
-   protected:
-    std::shared_ptr<tensorflow::data::model::Node> CreateNode(
-        IteratorContext*, tensorflow::data::model::Node::Args args) const override {
-      return tensorflow::data::model::MakeKnownRatioNode(std::move(args), /*ratio=*/1);
-    }
-
-    absl::Status SaveInternal(SerializationContext* ctx, IteratorStateWriter* writer) override {
-      TF_RETURN_IF_ERROR(SaveInput(ctx, writer, input_impl_));
-      int64_t iteration = 0, skip = 0;
-      if (!dataset()->Counter(&iteration, &skip)) return absl::OkStatus();
-      TF_RETURN_IF_ERROR(writer->WriteScalar(prefix(), "iteration", iteration));
-      return writer->WriteScalar(prefix(), "skip", skip);
-    }
-
-    absl::Status RestoreInternal(IteratorContext* ctx, IteratorStateReader* reader) override {
-      TF_RETURN_IF_ERROR(RestoreInput(ctx, reader, input_impl_));
-      if (!reader->Contains(prefix(), "iteration")) return absl::OkStatus();  // no counter saved
-      int64_t iteration = 0, skip = 0;
-      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "iteration", &iteration));
-      TF_RETURN_IF_ERROR(reader->ReadScalar(prefix(), "skip", &skip));
-      if (iteration < 0 || skip < 0) {
-        return absl::DataLossError(absl::StrCat("restoring a ", kCheckpointOpName,
-                                                " iterator: saved epoch counter [", iteration, ", ", skip,
-                                                "] is negative"));
-      }
-      dataset()->MoveCounterTo(iteration, skip);
-      return absl::OkStatus();
-    }
-
-   private:
-    const std::string input_prefix_;
-    std::unique_ptr<tensorflow::data::IteratorBase> input_impl_;
-  };
-
-  const DatasetBase* const input_;
   const Tensor handle_;
   const tensorflow::core::RefCountPtr<tensorflow::Var> counter_;
 };
