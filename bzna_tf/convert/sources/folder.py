@@ -526,7 +526,7 @@ class ImageFolderSource(Source):
         words = _TRAIN_WORDS | _HELD_OUT_WORDS
         shapes = set()
         for f in folders:
-            tokens = re.findall(r"[a-z]+|[0-9]+", f.lower())
+            tokens = _tokens(f)
             if sum(t in words for t in tokens) != 1:
                 return
             shapes.add(tuple("" if t in words else t for t in tokens))
@@ -541,7 +541,7 @@ class ImageFolderSource(Source):
                 return
         if not all(inner.values()):
             return
-        first = next((f for f in folders if set(re.findall(r"[a-z]+", f.lower())) & _TRAIN_WORDS), folders[0])
+        first = next((f for f in folders if set(_tokens(f)) & _TRAIN_WORDS), folders[0])
         held = next((f for f in folders if f != first), None)
 
         def command(split, *more):
