@@ -660,6 +660,12 @@ def _replace_sigint(handler):
     return previous
 
 
+def _worker_processes(pool) -> dict:
+    """A ProcessPoolExecutor's started worker processes by pid (its private ``_processes``: none where a
+    Python lacks it, or after its shutdown)."""
+    return getattr(pool, "_processes", None) or {}
+
+
 @contextlib.contextmanager
 def _sigint_held():
     """Holds back Ctrl-C while the pool may start a worker process (its ``submit``).
@@ -706,7 +712,6 @@ class _Encoder:
     def __exit__(self, exc_type, exc, tb):
         if self.pool is None:
             return
-        previous = None
         try:
             self._stopping()
             self.pool.shutdown(wait=True, cancel_futures=True)
@@ -743,7 +748,7 @@ class _Encoder:
     def _terminate(self):
         """Stops the workers now (SIGTERM); the pool then shuts down as after a worker that died."""
         # Every worker is started by now: they start only in submit (in run, in this thread).
-        for p in list((getattr(self.pool, "_processes", None) or {}).values()):
+        for p in list(_worker_processes(self.pool).values()):
             p.terminate()
         if sys.version_info < (3, 11):
             # CPython gh-94777: 3.10's pool never closes the reading end of its call queue after workers
@@ -772,10 +777,8 @@ class _Encoder:
         queue = collections.deque()
         try:
             for key, item in pairs:
-                if len(getattr(pool, "_processes", None) or ()) < self.workers:  # it may start one
-                    with _sigint_held():
-                        future = pool.submit(encode_item, item, self.settings)
-                else:
+                starts = len(_worker_processes(pool)) < self.workers  # this submit may start a worker
+                with _sigint_held() if starts else contextlib.nullcontext():
                     future = pool.submit(encode_item, item, self.settings)
                 queue.append((key, item, future))
                 while len(queue) >= self.workers * _IN_FLIGHT_PER_WORKER or (queue and queue[0][2].done()):
