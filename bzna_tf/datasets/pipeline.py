@@ -142,13 +142,13 @@ def checkpoint_facts(source: Source, options) -> list[str]:
     """
     files = []
     for k, identity in enumerate(source.identities or [None] * len(source.files)):
-        size = int(source.starts[k + 1] - source.starts[k])
+        samples = int(source.starts[k + 1] - source.starts[k])
         if identity is None:
-            files.append([size])
+            files.append([samples])
         elif identity.moov != -1:  # the stored index checksums: a conversion's own, whatever the copy
-            files.append([size, identity.size, identity.moov, identity.targets, identity.names])
+            files.append([samples, identity.size, identity.moov, identity.targets, identity.names])
         else:
-            files.append([size, identity.size, identity.mtime_ns])
+            files.append([samples, identity.size, identity.mtime_ns])
     digest = hashlib.sha256(repr(files).encode()).hexdigest()[:12]
     chosen = np.ascontiguousarray(source.selection, np.int64)
     picked = hashlib.sha256(chosen.tobytes()).hexdigest()[:12]
