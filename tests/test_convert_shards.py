@@ -146,6 +146,35 @@ def test_rerun_skips_finished_shards_and_refuses_other_files(tmp_path, folder):
         convert(ImageFolderSource(folder), out, num_shards=2, workers=0, **CRF30)
 
 
+def test_a_file_written_meanwhile_by_another_conversion_is_never_replaced(tmp_path, folder, monkeypatch):
+    from bzna_tf.convert import converter
+
+    out = tmp_path / "d.bzna"
+    paths = shard_paths(out, 2)
+    real = converter._triage
+
+    def triage_then_another_conversion_finishes(*args, **kwargs):
+        todo = real(*args, **kwargs)  # both shards absent: to convert
+        monkeypatch.setattr(converter, "_triage", real)
+        convert(ImageFolderSource(folder), out, num_shards=2, workers=0, **CRF30)  # the other run
+        return todo
+
+    monkeypatch.setattr(converter, "_triage", triage_then_another_conversion_finishes)
+    said = r"d-00000-of-00002.bzna appeared while this conversion wrote it \(another .*\): that file is kept"
+    with pytest.raises(ConversionError, match=said + ".*--overwrite"):
+        convert(ImageFolderSource(folder), out, num_shards=2, workers=0, **FAST)
+    theirs = [open(p, "rb").read() for p in paths]
+    # The other conversion's files are whole and its own: a rerun of it finds them finished.
+    again = convert(ImageFolderSource(folder), out, num_shards=2, workers=0, **CRF30)
+    assert again.written == [] and [open(p, "rb").read() for p in paths] == theirs
+    assert sorted(os.listdir(tmp_path)) == ["d-00000-of-00002.bzna", "d-00001-of-00002.bzna", "src"]
+
+    # With --overwrite, it replaces them.
+    monkeypatch.setattr(converter, "_triage", triage_then_another_conversion_finishes)
+    redone = convert(ImageFolderSource(folder), out, num_shards=2, workers=0, overwrite=True, **FAST)
+    assert redone.written == paths
+
+
 def test_array_workers_and_shard_lists_make_the_same_files(tmp_path, folder):
     whole = tmp_path / "whole"
     whole.mkdir()

@@ -1,5 +1,6 @@
 """Write -> read round trips with real libx265 pictures, and the writer's guarantees."""
 
+import errno
 import os
 import struct
 from unittest import mock
@@ -325,6 +326,39 @@ def test_a_finished_writer_keeps_its_lock_until_the_rename(pictures, tmp_path, m
     monkeypatch.setattr(writer.os, "replace", replace)
     w.close()
     assert locked == [True]
+
+
+@pytest.mark.parametrize("hard_links", [True, False], ids=["hard-links", "no-hard-links"])
+def test_replace_false_keeps_a_file_that_appeared_while_writing(pictures, tmp_path, monkeypatch, hard_links):
+    from bzna_tf.format import writer
+
+    if not hard_links:  # a file system without hard links (FAT, some network file systems)
+
+        def no_link(src, dst):
+            raise PermissionError(errno.EPERM, "Operation not permitted", src)
+
+        monkeypatch.setattr(writer.os, "link", no_link)
+    path = tmp_path / "x.bzna"
+    w = BznaWriter(path, replace=False)
+    w.append(pictures[0][0], target=1, filename="a")
+    path.write_bytes(b"another process's file")
+    with pytest.raises(FileExistsError, match=r"x.bzna appeared while this file was being written .* not "
+                       r"replaced, and the file written here is removed"):  # fmt: skip
+        w.close()
+    assert path.read_bytes() == b"another process's file" and _leftovers(tmp_path) == ["x.bzna"]
+    # With nothing there, the file is put in place, the partial name gone (hard link, then unlink).
+    w = BznaWriter(tmp_path / "y.bzna", replace=False)
+    w.append(pictures[0][0], target=1, filename="a")
+    w.close()
+    with BznaFile(tmp_path / "y.bzna") as f:
+        assert len(f) == 1
+    assert _leftovers(tmp_path) == ["x.bzna", "y.bzna"]
+    # The default replaces what is there.
+    w = BznaWriter(path)
+    w.append(pictures[0][0], target=1, filename="a")
+    w.close()
+    with BznaFile(path) as f:
+        assert len(f) == 1
 
 
 def test_existing_file_survives_a_failed_rewrite(pictures, tmp_path):

@@ -869,7 +869,7 @@ def convert(
         ... (a SLURM array: ``worker_index=$SLURM_ARRAY_TASK_ID``).
       overwrite: replace existing outputs. Without it, an output that this very conversion already
         finished (same sources, options, order, seed and plan) is skipped, and any other existing
-        file is refused.
+        file is refused, as is one that another process writes under an output name meanwhile.
       missing_label: the target stored for an unlabelled image that is followed by labelled ones
         (the format stores targets for a prefix of each file's samples, so unlabelled images must
         come last unless this is given, e.g. -1).
@@ -986,8 +986,9 @@ def convert(
                                      negative_labels=negative_labels, total=total, num_shards=len(plan),
                                      class_names=class_names, **extra)  # fmt: skip
             _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary)
+            replaceable = set()
             todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
-                           settings["max_pixels"], settings["max_image_bytes"],
+                           settings["max_pixels"], settings["max_image_bytes"], replaceable=replaceable,
                            changed=lambda: _changed_images(source, plan))  # fmt: skip
             if not todo:
                 summary.seconds = time.perf_counter() - start_time
@@ -1001,6 +1002,9 @@ def convert(
             )  # fmt: skip
             writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log, settings,
                                   sibling_fp)  # fmt: skip
+            # Any file found at a shard's name when it closes that _triage did not find was written
+            # meanwhile by another process: it is kept (_ShardWriter.close).
+            writer.replaceable = replaceable
             pairs = ((spec, labels.check(item)) for spec in todo for item in _items(source, positions, spec))
             with _progress_bar(progress, todo, total, log) as writer.bar:
                 try:
@@ -1351,11 +1355,13 @@ def _changed_images(source, plan) -> str:
 
 def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise",
             max_pixels=DEFAULT_MAX_PIXELS, max_image_bytes=DEFAULT_MAX_IMAGE_BYTES,
-            changed=None):  # fmt: skip
+            changed=None, replaceable=None):  # fmt: skip
     """The shards to convert; finished ones go to ``summary.finished``; other existing files are refused.
 
     ``changed``: a function saying how the source's images differ from those the existing files hold,
-    for a refusal of files written from other sources ("" where it cannot say).
+    for a refusal of files written from other sources ("" where it cannot say). ``replaceable``: a set
+    that receives the paths of the shards to convert whose existing file may be replaced (all of them
+    with ``overwrite``; else those found here and converted again); the others were absent.
 
     A finished shard that does not fit ``lenient`` is converted again (it was written without it and
     left images out that it may keep, or with it and may hold repaired pictures), as is one that does
@@ -1363,11 +1369,13 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
     under a smaller ``max_image_bytes``; one that left images out is refused with ``on_error="raise"``,
     which would have stopped there.
     """
-    todo, refused, left_out, kept_out = [], [], [], 0
+    todo, refused, left_out, kept_out, absent = [], [], [], 0, set()
     for spec in mine:
         done, why, facts = finished(spec, fp, order, seed) if spec.stop >= 0 else (False, "", None)
         if overwrite or not os.path.exists(spec.path):
             todo.append(spec)
+            if not overwrite:
+                absent.add(spec.path)
             continue
         if not done:
             refused.append(f"{spec.path}: {why or 'exists'}")
@@ -1402,6 +1410,8 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
         else:
             summary.finished.append((spec.path, len(spec) - len(skipped)))
             kept_out += len(skipped)
+    if replaceable is not None:
+        replaceable.update(spec.path for spec in todo if spec.path not in absent)
     if refused:
         more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
         since = changed() if changed is not None and any(_OTHER_SOURCES in r for r in refused) else ""
@@ -1494,11 +1504,12 @@ class _ShardWriter:
         self.low = self.high = None
         self.stored_names = None
         self.removed = None  # the partial file of an aborted shard
+        self.replaceable = set()  # the shards' paths whose existing file this conversion may replace
 
     def _open(self, spec):
         self.close()
         self.spec = spec
-        self.writer = BznaWriter(spec.path, partial=spec.partial)
+        self.writer = BznaWriter(spec.path, partial=spec.partial, replace=spec.path in self.replaceable)
         self.shard_skipped = []
         self.shard_too_large = 0  # images left out for their size (max_image_bytes)
         self.shard_pictures = dict.fromkeys(PICTURE_FACTS, 0)
@@ -1599,7 +1610,15 @@ class _ShardWriter:
             for target, name in enumerate(self.names):
                 merged[target] = merged[target] if merged[target] is not None else name
             self.stored_names = merged
-        writer.close()
+        try:
+            writer.close()
+        except FileExistsError:
+            raise ConversionError(
+                f"{spec.path} appeared while this conversion wrote it (another conversion of the same "
+                "output running at the same time?): that file is kept, and this conversion's copy is "
+                "removed. Rerun with --overwrite (overwrite=True) to replace it, or let the other "
+                "conversion finish and rerun this one to check what it wrote"
+            ) from None
         self.summary.written.append(spec.path)
         self.summary.bytes += os.path.getsize(spec.path)
 

@@ -75,6 +75,11 @@ class BznaWriter:
       checksums: store a CRC-32C of each picture (both tracks) and of the
         outer index in a last ``uuid`` box the original tools ignore
         (:mod:`bzna_tf.format.checksums`); readers verify them. False: no box.
+      replace: True (default): :meth:`close` puts the file at ``path``
+        whatever is there. False: ``close`` never replaces a file that
+        appeared at ``path`` while this one was written (another process
+        wrote it): it raises :class:`FileExistsError` naming ``path``, and
+        the finished partial file is removed.
 
     Examples:
       >>> with BznaWriter("small.bzna") as w:                     # doctest: +SKIP
@@ -85,6 +90,8 @@ class BznaWriter:
     Raises:
       ValueError: on close with no sample; on a labelled sample after an
         unlabelled one (the format stores targets for a prefix of the samples).
+      FileExistsError: on close with ``replace=False``, when a file exists at
+        ``path``.
       OSError: the partial file cannot be created or written (a full disk, a
         read-only file system, no permission): the error names it and says
         which (``cannot write it: the disk is full (No space left on device,
@@ -99,8 +106,10 @@ class BznaWriter:
         metadata: dict | None = None,
         partial: str | os.PathLike | None = None,
         checksums: bool = True,
+        replace: bool = True,
     ):
         self.path = os.fspath(path)
+        self.replace = bool(replace)
         self.force_co64 = force_co64
         self.checksums = bool(checksums)
         self.metadata = dict(metadata) if metadata else {}
@@ -275,8 +284,20 @@ class BznaWriter:
             # Renamed while still open, so still locked: closed first, the lock would go with it, and
             # another process claiming the partial name (_claim_partial) could truncate the finished
             # file just before this rename put it under the final name.
-            os.replace(self._tmp, self.path)
+            if self.replace:
+                os.replace(self._tmp, self.path)
+            else:
+                _rename_no_replace(self._tmp, self.path)
             f.close()
+        except FileExistsError as e:
+            if self.replace:
+                raise self._failed(e) from e
+            self.abort()
+            raise FileExistsError(
+                e.errno,
+                f"{self.path} appeared while this file was being written (another process wrote it); "
+                "it was not replaced, and the file written here is removed",
+            ) from None
         except OSError as e:
             raise self._failed(e) from e
         except BaseException:
@@ -295,6 +316,35 @@ class BznaWriter:
         """Stop and delete the partial file; nothing is left at the final name."""
         self._closed = True
         self._cleanup()
+
+
+def _rename_no_replace(src, dst):
+    """Renames ``src`` to ``dst`` unless something exists at ``dst``: then :class:`FileExistsError`.
+
+    A hard link is created at ``dst`` (which fails atomically on an existing
+    name), then ``src`` is unlinked. Where the file system has no hard links,
+    an existence check then ``os.replace`` (a window of a few system calls).
+    """
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno not in _NO_HARD_LINKS:
+            raise
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst) from None
+        os.replace(src, dst)
+        return
+    os.unlink(src)
+
+
+# What os.link raises on a file system without hard links (FAT, some network and FUSE file systems).
+_NO_HARD_LINKS = frozenset(
+    getattr(errno, name)
+    for name in ("EPERM", "EOPNOTSUPP", "ENOTSUP", "ENOSYS", "EMLINK", "EXDEV", "EACCES")
+    if hasattr(errno, name)
+)
 
 
 def _create_partial(folder, base):
