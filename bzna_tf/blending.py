@@ -31,6 +31,41 @@ def _weights(weights, n):
     return [v / total for v in w]
 
 
+def _class_names(datasets):
+    """The class names of ``datasets`` merged by target, with what they come from (None: none is named),
+    refusing a target named differently by two of them.
+
+    A dataset straight from ``as_dataset`` of a labelled dataset (or a blend)
+    carries its class names (``bzna_class_names``); one transformed since
+    (``.map``, ...) carries none and is not compared.
+    """
+    merged, named_by = [], []
+    for i, d in enumerate(datasets):
+        names, what = getattr(d, "bzna_class_names", (None, None))
+        if names is None:
+            continue
+        for t, name in enumerate(names):
+            if t == len(merged):
+                merged.append(None)
+                named_by.append(None)
+            if name is None:
+                continue
+            if merged[t] is None:
+                merged[t], named_by[t] = name, (i, what)
+            elif merged[t] != name:
+                j, theirs = named_by[t]
+                raise ValueError(
+                    f"dataset {i} ({what}) names class {t} {name!r}, and dataset {j} ({theirs}) names it "
+                    f"{merged[t]!r}: blend keeps each dataset's labels as they are, so label {t} would mean "
+                    "one class in one dataset and another in the other. Convert them with the same classes "
+                    "(--classes train.bzna, or one --class-names list), or, if their labels are meant to "
+                    "differ, map one dataset's labels to yours first (ds.map(...)), which blend then takes "
+                    "as they are"
+                )
+    whats = sorted({nb[1] for nb in named_by if nb is not None})
+    return (merged, "the blend of " + ", ".join(whats)) if whats else None
+
+
 def _batch_size(spec):
     import tensorflow as tf
 
@@ -74,7 +109,10 @@ def blend(
 
     Args:
       datasets: the batched datasets (for example from ``as_dataset``), all
-        with the same element structure and dtypes.
+        with the same element structure and dtypes. Labels are blended as
+        they are: datasets straight from ``as_dataset`` whose class names
+        give one target two names are refused (a dataset mapped since is
+        not compared).
       weights: one non-negative weight per dataset (normalised); default equal.
       seed: an integer, or None (drawn: see above).
       mix: ``"batch"`` or ``"sample"``.
@@ -87,7 +125,8 @@ def blend(
       A ``tf.data.Dataset`` with the sources' element structure.
 
     Raises:
-      ValueError: bad weights, mix or batch_size, or sources whose elements differ.
+      ValueError: bad weights, mix or batch_size, sources whose elements differ, or sources that
+        name one class target differently.
     """
     import tensorflow as tf
 
@@ -109,6 +148,7 @@ def blend(
         for a, b in zip(tf.nest.flatten(first), tf.nest.flatten(spec), strict=True):
             if a.dtype != b.dtype or not a.shape[1:].is_compatible_with(b.shape[1:]):
                 raise ValueError(f"dataset {i}'s elements {spec} differ from dataset 0's {first}")
+    names = _class_names(sources)
     if seed is None:
         seed = resolve_seed(None)[0]
     if mix == "sample":
@@ -131,6 +171,8 @@ def blend(
         out = out.batch(batch_size, drop_remainder=bool(endless))
     out = out.prefetch(tf.data.AUTOTUNE)
     out.bzna_blend = True
+    if names is not None:
+        out.bzna_class_names = names
     for d in sources:
         if hasattr(d, "bzna_epochs"):
             # SyncEpochs refuses it while a blend of it lives: its position depends on the draws.

@@ -221,6 +221,38 @@ def test_blend_argument_errors(flat_shards):
         bzna_tf.blend([])
 
 
+def _named(path, names, targets):
+    """A small file whose pictures have ``targets`` and whose stored class names are ``names``."""
+    from bzna_tf import BznaWriter
+    from bzna_tf.convert import encode_image
+
+    with BznaWriter(path, metadata={"class_names": names}) as w:
+        for i, t in enumerate(targets):
+            inp, thumb = encode_image(np.full((16, 16, 3), 40 * t, np.uint8), preset="ultrafast")
+            w.append(inp, thumb=thumb, target=t, filename=f"{i}.png")
+    return ClassificationDataset(path).as_dataset(batch_size=2, shape=4, repeat=True)
+
+
+def test_blend_refuses_datasets_that_number_their_classes_differently(tmp_path):
+    pets = _named(tmp_path / "pets.bzna", ["cat", "dog"], [0, 1])
+    extra = _named(tmp_path / "extra.bzna", ["dog", "eel"], [0, 1])  # converted from other class folders
+    said = (
+        r"dataset 1 \(ClassificationDataset\('.*extra.bzna'.*\)\) names class 0 'dog', and dataset 0 "
+        r"\(ClassificationDataset\('.*pets.bzna'.*\)\) names it 'cat': blend keeps each dataset's labels "
+        r"as they are"
+    )
+    with pytest.raises(ValueError, match=said):
+        bzna_tf.blend([pets, extra], seed=1)
+    # Numbered alike (one more class, or an unnamed target): blended, the names merged by target.
+    more = _named(tmp_path / "more.bzna", ["cat", "dog", "eel"], [2, 0])
+    blended = bzna_tf.blend([pets, more], seed=1)
+    assert blended.bzna_class_names[0] == ["cat", "dog", "eel"]
+    with pytest.raises(ValueError, match=r"names class 2 'ant'.* names it 'eel'"):  # a blend of blends too
+        bzna_tf.blend([blended, _named(tmp_path / "ant.bzna", ["cat", "dog", "ant"], [2])], seed=1)
+    # Labels mapped by the user are theirs: not compared.
+    bzna_tf.blend([pets, extra.map(lambda x, y: (x, y + 2))], seed=1)
+
+
 # -------------------------------------------------------------------------------------------- preview
 
 

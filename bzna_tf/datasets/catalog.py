@@ -486,7 +486,11 @@ class Dataset:
         from bzna_tf.datasets.pipeline import build
 
         options = check_arguments(**arguments)
-        return build(*self._source(sample_list, options), input_context=arguments["input_context"])
+        ds = build(*self._source(sample_list, options), input_context=arguments["input_context"])
+        names = getattr(self, "class_names", None)  # a ClassificationDataset's: blend compares them
+        if names is not None:
+            ds.bzna_class_names = (list(names), repr(self))
+        return ds
 
     def _source(self, sample_list, options):
         """(the files and samples the pipeline reads, the options): the selection, narrowed by the
