@@ -25,6 +25,7 @@ from bzna_tf.convert import (
     decode_image,
     decode_picture,
 )
+from bzna_tf.convert.images import ImageDamagedError, ImageDecodeError
 from bzna_tf.format import BznaFile
 
 Image = pytest.importorskip("PIL.Image", reason="the test pictures are written with Pillow")
@@ -213,6 +214,73 @@ def test_lenient_decoding_says_which_pictures_were_repaired(tmp_path, capsys):
     ) in capsys.readouterr().out
     with BznaFile(out) as f:
         assert f.metadata["conversion"]["pictures"]["repaired"] == 1
+
+
+def test_a_jpeg_compressed_tiff_is_refused_not_stored_black(tmp_path):
+    # FFmpeg's TIFF decoder returns a black picture for JPEG compression (what libtiff and Pillow write).
+    data = encoded(Image.fromarray(RGB), "TIFF", compression="jpeg")
+    said = (
+        r"a JPEG-compressed TIFF \(compression 7\), which FFmpeg's TIFF decoder turns into a black picture: "
+    )
+    with pytest.raises(ImageDecodeError, match=said + r"TIFF data of \d+ bytes"):
+        decode_picture(data, lenient=True)
+    item = Item(data=data, target=0, filename="scan.tif", origin="scan.tif")
+    with pytest.raises(ConversionError) as e:
+        convert([item], tmp_path / "x.bzna", encoding=EncodeOptions(**FAST), progress=False)
+    said = str(e.value)
+    assert "scan.tif" in said and "save it as PNG or JPEG first" in said and "--lenient" not in said
+    # Other compressions decode as Pillow does.
+    for compression in ("raw", "tiff_lzw", "tiff_adobe_deflate", "packbits"):
+        assert np.array_equal(
+            decode_picture(encoded(Image.fromarray(RGB), "TIFF", compression=compression))[0], RGB
+        )
+
+
+def test_a_damaged_tiff_is_refused_or_kept_as_repaired_with_lenient(tmp_path, capsys):
+    # FFmpeg's TIFF decoder says a damaged strip only in its log, and leaves what it could not decode black.
+    whole = encoded(Image.fromarray(np.tile(RGB, (4, 4, 1))), "TIFF", compression="tiff_lzw")
+    damaged = bytearray(whole)
+    damaged[200:240] = bytes(b ^ 0x5A for b in damaged[200:240])
+    damaged = bytes(damaged)
+    for _ in range(2):  # the same message twice is still heard (FFmpeg skips repeated messages by default)
+        with pytest.raises(
+            ImageDamagedError, match=r"FFmpeg's decoder reported damage \(tiff: .*\): TIFF data"
+        ):
+            decode_picture(damaged)
+    assert decode_picture(whole, lenient=True)[1] == {}  # an undamaged picture is not "repaired"
+    rgb, facts = decode_picture(damaged, lenient=True)
+    assert facts == {"repaired": True} and rgb.shape == (80, 120, 3)
+    root = tmp_path / "pics" / "any"
+    root.mkdir(parents=True)
+    (root / "damaged.tif").write_bytes(damaged)
+    (root / "whole.tif").write_bytes(whole)
+    out = tmp_path / "t.bzna"
+    assert main(["convert", "folder", str(tmp_path / "pics"), str(out), *CLI]) == 1
+    err = capsys.readouterr().err
+    assert "damaged.tif" in err and "FFmpeg's decoder reported damage" in err and "--lenient" in err
+    assert main(["convert", "folder", str(tmp_path / "pics"), str(out), *CLI, "--lenient"]) == 0
+    assert (
+        "pictures: 1 image with decoding errors stored as the decoder concealed them"
+        in capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize("alpha", [False, True], ids=["rgb", "rgba"])
+def test_a_lossy_webp_decodes_to_the_rgb_libwebp_gives(alpha):
+    import tensorflow as tf
+
+    rng = np.random.default_rng(5)
+    h, w = 37, 53  # odd: the last chroma row and column cover one pixel
+    rgb = np.clip(gradient(h, w, seed=4).astype(int) + rng.normal(0, 8, (h, w, 3)), 0, 255)
+    rgb = rgb.astype(np.uint8)
+    rgb[10:25, 15:40] = (250, 20, 30)  # sharp colour edges: where FFmpeg's conversion was 100 levels away
+    image = Image.fromarray(np.dstack([rgb, np.full((h, w), 255, np.uint8)]) if alpha else rgb)
+    data = encoded(image, "WEBP", quality=90)
+    want = tf.io.decode_image(data, channels=3, expand_animations=False).numpy().astype(int)  # libwebp
+    got = decode_picture(data)[0].astype(int)
+    assert np.abs(got - want).max() <= 2 and np.abs((got - want).mean((0, 1))).max() < 0.25
+    # Lossless WebP is RGB already: exact.
+    assert np.array_equal(decode_picture(encoded(Image.fromarray(rgb), "WEBP", lossless=True))[0], rgb)
 
 
 def test_an_animated_webp_is_refused_saying_what_to_do(tmp_path):

@@ -52,6 +52,7 @@ from bzna_tf.convert.encode import (
 from bzna_tf.convert.images import (
     DEFAULT_MAX_PIXELS,
     PICTURE_FACTS,
+    ImageDamagedError,
     ImageDecodeError,
     ImageTooLargeError,
     alpha_background_color,
@@ -505,10 +506,11 @@ def encode_item(item: Item, settings: dict):
     except ImageTooLargeError as e:
         return ("skip", f"{e} (--max-pixels)", _MAX_PIXELS_HINT, "max_pixels")
     except ImageDecodeError as e:
-        hint = unsupported_hint(data)
+        damaged = isinstance(e, ImageDamagedError)  # whatever the format: --lenient keeps it
+        hint = None if damaged else unsupported_hint(data)
         if hint is not None:
             return ("skip", f"{e}; {hint}", _SKIP_HINT)
-        repairable = not settings["lenient"] and is_jpeg_or_png(data)
+        repairable = not settings["lenient"] and (damaged or is_jpeg_or_png(data))
         return ("skip", str(e), _SKIP_HINT + _LENIENT_HINT if repairable else _SKIP_HINT)
     size = (rgb.shape[1], rgb.shape[0])
     why = _unencodable(size, settings)

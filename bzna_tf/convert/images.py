@@ -7,8 +7,9 @@ transparent pixel is kept), CMYK is converted to RGB and more than 8 bits per
 channel are reduced to 8 (the high byte, as TensorFlow's ``convert_image_dtype``
 and Pillow keep it). A TIFF is turned upright as its orientation tag says, as
 Pillow (torchvision's decoder; TensorFlow and Keras read no TIFF) opens it.
-The chroma of a 4:2:0 or 4:2:2 JPEG is upsampled as libjpeg does it
-(:func:`jpeg_ycbcr_to_rgb`), so that its RGB is the one those libraries decode.
+The chroma of a 4:2:0 or 4:2:2 JPEG is upsampled as libjpeg does it, and a
+lossy WebP's as libwebp does (:func:`jpeg_ycbcr_to_rgb`), so that its RGB is
+the one those libraries decode.
 :func:`decode_picture` says which of these happened to a picture, and can turn
 it upright (``exif_transpose``) or composite it over a colour
 (``alpha_background``) instead.
@@ -21,6 +22,7 @@ gigabytes (a decompression bomb).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import struct
 
@@ -29,6 +31,7 @@ import numpy as np
 __all__ = [
     "DEFAULT_MAX_PIXELS",
     "PICTURE_FACTS",
+    "ImageDamagedError",
     "ImageDecodeError",
     "ImageTooLargeError",
     "alpha_background_color",
@@ -78,15 +81,25 @@ _NAMED_COLORS = {
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 _TAG_ORIENTATION, _TAG_PHOTOMETRIC = 0x0112, 0x0106
 _TAG_WIDTH, _TAG_LENGTH = 0x0100, 0x0101
+_TAG_COMPRESSION = 0x0103
+# TIFF compressions that FFmpeg's TIFF decoder turns into a black picture without an error: JPEG (old-style
+# 6, and 7 as libtiff and Pillow write it; FFmpeg decodes 7 only inside DNG files).
+_TIFF_BLACK = {6: "old-style JPEG", 7: "JPEG"}
 _PHOTOMETRIC_SEPARATED = 5  # TIFF's CMYK
 # FFmpeg's JPEG frames whose chroma jpeg_ycbcr_to_rgb upsamples: (horizontal, vertical) factor.
 _JPEG_SUBSAMPLED = {"yuvj420p": (2, 2), "yuvj422p": (2, 1)}
+# FFmpeg's frames of a lossy WebP (VP8: limited-range BT.601 4:2:0, with or without its alpha plane).
+_WEBP_PLANES = ("yuv420p", "yuva420p")
 # Rows converted at a time: the float32 temporaries stay a few MB whatever the picture's size.
 _STRIP_ROWS = 256
 
 
 class ImageDecodeError(ValueError):
     """A source image that cannot be decoded; the message says why."""
+
+
+class ImageDamagedError(ImageDecodeError):
+    """A source image its decoder reported damage in (``lenient`` keeps it as decoded, ``"repaired"``)."""
 
 
 class ImageTooLargeError(ImageDecodeError):
@@ -142,6 +155,8 @@ def unsupported_hint(data: bytes) -> str | None:
     kind = _format_name(data)
     if kind == "animated WebP":
         return "animated WebP is not read: save its first frame as a still image (PNG or WebP) first"
+    if kind == "TIFF" and _tiff_tags(data, {_TAG_COMPRESSION}).get(_TAG_COMPRESSION) in _TIFF_BLACK:
+        return "save it as PNG or JPEG first (FFmpeg decodes JPEG-compressed TIFF only inside DNG files)"
     if kind == "TIFF":
         return (
             "if the file is whole, FFmpeg's TIFF decoder may lack its sample format (it reads 8- and "
@@ -470,7 +485,7 @@ def _centred_taps(first: int, stop: int, m: int):
     return near, np.clip(near + np.where(i % 2 == 0, -1, 1), 0, m - 1)
 
 
-def jpeg_ycbcr_to_rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarray:
+def jpeg_ycbcr_to_rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray, *, limited: bool = False) -> np.ndarray:
     """RGB of a JPEG's full-range BT.601 planes, the chroma upsampled as libjpeg does ("fancy" upsampling).
 
     Each output pixel takes 3/4 of the chroma sample nearest it and 1/4 of
@@ -484,12 +499,21 @@ def jpeg_ycbcr_to_rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarr
     Args:
       y: (H, W) uint8 luma.
       cb, cr: uint8 chroma, (ceil(H/v), ceil(W/h)) for a subsampling (h, v), each 1 or 2.
+      limited: the planes are limited-range (luma 16-235, chroma 16-240), as
+        a lossy WebP's (VP8) are: the same conversion after scaling them to
+        full range, which gives the RGB that libwebp (Pillow, TensorFlow)
+        does within 2 levels (FFmpeg's own conversion: 100 levels away at
+        sharp colour edges, about 1 level darker on average).
 
     Returns:
       (H, W, 3) uint8.
     """
     h, w = y.shape
     quarter, three_quarters, half = np.float32(0.25), np.float32(0.75), np.float32(0.5)
+    # Full range: as they are. Limited range: luma from 16..235, chroma from 16..240, to 0..255.
+    lum_scale = np.float32(255 / 219 if limited else 1)
+    lum_zero = np.float32(16 if limited else 0)
+    chroma_scale = np.float32(255 / 224 if limited else 1)
     if cb.shape[1] < w:
         near_x, far_x = _centred_taps(0, w, cb.shape[1])
     out = np.empty((h, w, 3), np.uint8)
@@ -504,9 +528,9 @@ def jpeg_ycbcr_to_rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarr
                 c = c[rows].astype(np.float32)
             if c.shape[1] < w:
                 c = three_quarters * c[:, near_x] + quarter * c[:, far_x]
-            planes.append(c - np.float32(128))
+            planes.append((c - np.float32(128)) * chroma_scale)
         u, v = planes
-        lum = y[rows].astype(np.float32)
+        lum = (y[rows].astype(np.float32) - lum_zero) * lum_scale
         red = lum + np.float32(1.402) * v
         green = lum - np.float32(0.344136) * u - np.float32(0.714136) * v
         blue = lum + np.float32(1.772) * u
@@ -515,23 +539,24 @@ def jpeg_ycbcr_to_rgb(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> np.ndarr
     return out
 
 
-def _frame_rgb(frame, jpeg: bool, bits: int) -> np.ndarray:
-    """A decoded frame as (H, W, 3) uint8: a subsampled JPEG's through :func:`jpeg_ycbcr_to_rgb`, more
-    than 8 bits per channel by their high byte (FFmpeg's own reduction dithers, and differs from grey
-    to colour)."""
+def _frame_rgb(frame, jpeg: bool, bits: int, webp: bool = False) -> np.ndarray:
+    """A decoded frame as (H, W, 3) uint8: a subsampled JPEG's or lossy WebP's through
+    :func:`jpeg_ycbcr_to_rgb`, more than 8 bits per channel by their high byte (FFmpeg's own reduction
+    dithers, and differs from grey to colour)."""
     name = frame.format.name
     if bits > 8:
         return (frame.to_ndarray(format="rgb48le") >> 8).astype(np.uint8)
-    if not (jpeg and name in _JPEG_SUBSAMPLED):
+    limited = webp and name in _WEBP_PLANES
+    if not (jpeg and name in _JPEG_SUBSAMPLED) and not limited:
         return frame.to_ndarray(format="rgb24")
     h, w = frame.height, frame.width
-    sx, sy = _JPEG_SUBSAMPLED[name]
+    sx, sy = (2, 2) if limited else _JPEG_SUBSAMPLED[name]
     planes = []
     for plane, (ph, pw) in zip(frame.planes, ((h, w), (-(-h // sy), -(-w // sx)), (-(-h // sy), -(-w // sx))),
                                strict=True):  # fmt: skip
         rows = np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)
         planes.append(rows[:ph, :pw])
-    return jpeg_ycbcr_to_rgb(*planes)
+    return jpeg_ycbcr_to_rgb(*planes, limited=limited)
 
 
 def check_max_pixels(max_pixels) -> None:
@@ -542,6 +567,32 @@ def check_max_pixels(max_pixels) -> None:
         raise ValueError(
             "Expected `max_pixels` as an integer >= 1, or None for no limit. "
             f"Received: max_pixels={max_pixels!r}"
+        )
+
+
+@contextlib.contextmanager
+def _decoder_errors():
+    """Collects the error messages FFmpeg logs in this thread meanwhile (a list of str, filled on exit).
+
+    FFmpeg passes no message to Python by default (PyAV's level is None): the
+    level is ERROR meanwhile, and what is logged is captured, not printed.
+    """
+    import av.logging
+
+    errors = []
+    level, skip = av.logging.get_level(), av.logging.get_skip_repeated()
+    av.logging.set_level(av.logging.ERROR)
+    av.logging.set_skip_repeated(False)  # the next damaged file's message is the same as the last one's
+    try:
+        with av.logging.Capture(local=True) as logs:
+            yield errors
+    finally:
+        av.logging.set_level(level)
+        av.logging.set_skip_repeated(skip)
+        errors.extend(
+            f"{name}: {message.strip()}" if name else message.strip()
+            for lvl, name, message in logs
+            if lvl <= av.logging.ERROR
         )
 
 
@@ -567,9 +618,12 @@ def decode_picture(
       data: the file's bytes.
       lenient: accept pictures the decoder had to conceal errors in, as it
         concealed them (the rows a truncated JPEG lacks come out as FFmpeg
-        leaves them: green, its zeroed YCbCr), reported as ``"repaired"``. By
-        default any decoding error is raised, so a damaged image is reported
-        instead of stored damaged.
+        leaves them: green, its zeroed YCbCr; a TIFF strip that does not
+        decompress: black), reported as ``"repaired"``. By default any
+        decoding error is raised (an error FFmpeg's decoder logs too:
+        :class:`ImageDamagedError`), so a damaged image is reported instead
+        of stored damaged. A JPEG-compressed TIFF, which FFmpeg decodes to
+        black, is refused either way.
       exif_transpose: turn a picture with an EXIF orientation upright (rotated
         or mirrored as the orientation says), as Pillow's ``exif_transpose``.
       alpha_background: composite a picture with transparent pixels over this
@@ -586,6 +640,7 @@ def decode_picture(
 
     Raises:
       ImageTooLargeError: a picture over ``max_pixels`` (an :class:`ImageDecodeError`).
+      ImageDamagedError: FFmpeg's decoder reported damage (an :class:`ImageDecodeError`).
       ImageDecodeError: undecodable data, with FFmpeg's reason.
       ValueError: an ``alpha_background`` that is not a colour, a bad ``max_pixels``.
     """
@@ -622,20 +677,34 @@ def decode_picture(
                 frames = decode(limit)  # concealed: a picture, with the damage the decoder made up
                 facts["repaired"] = True
         else:
-            with av.open(io.BytesIO(data), options=limit) as container:
+            compression = _tiff_tags(data, {_TAG_COMPRESSION}).get(_TAG_COMPRESSION)
+            if compression in _TIFF_BLACK:
+                raise ImageDecodeError(
+                    f"a {_TIFF_BLACK[compression]}-compressed TIFF (compression {compression}), which "
+                    f"FFmpeg's TIFF decoder turns into a black picture: {_what(data)}"
+                )
+            with _decoder_errors() as errors, av.open(io.BytesIO(data), options=limit) as container:
                 stream = container.streams.video[0]
+                # One thread: every message is logged in this one, which _decoder_errors hears.
+                stream.codec_context.thread_count = 1
                 # FFmpeg's GIF decoder paints transparent pixels white by default; black is what
                 # TensorFlow's (and so Keras') decoder gives them.
                 gif = {"trans_color": "0"} if stream.codec_context.name == "gif" else {}
                 stream.codec_context.options = {**limit, **gif}
                 frames = [next(container.decode(stream), None)]
+            # The image demuxer's decoders (TIFF's strips, ...) report damage only in their log, and
+            # return the picture with what they could not decode left black.
+            if errors:
+                if not lenient:
+                    raise ImageDamagedError(f"FFmpeg's decoder reported damage ({errors[0]}): {_what(data)}")
+                facts["repaired"] = True
         frame = next((f for f in frames if f is not None), None)
         if frame is None:
             raise ImageDecodeError("the decoder returned no picture")
         if max_pixels is not None and frame.width * frame.height > max_pixels:
             raise ImageTooLargeError((frame.width, frame.height), max_pixels)
         bits = max(c.bits for c in frame.format.components)
-        rgb = _frame_rgb(frame, data.startswith(_JPEG_MAGIC), bits)
+        rgb = _frame_rgb(frame, data.startswith(_JPEG_MAGIC), bits, webp=_format_name(data) == "WebP")
         if bits > 8:
             facts["high_bit_depth"] = bits
         if frame.format.has_palette or any(c.is_alpha for c in frame.format.components):
