@@ -46,7 +46,7 @@ class ClassWords:
       numbers: what a names list numbers ("class folders", "the videos' labels").
       one: each target's name ("the name of its class folder", "the label of its videos").
       own: how the source numbers its classes on its own ("numbered by its own folders").
-      this: the source itself, in "{this} has no 'dog'" ("this folder", "these videos").
+      lacks: the words before the training file's classes that the source lacks ("this folder has no").
       these: the source's classes, in "to number {these} on their own" ("this folder's classes").
     """
 
@@ -54,7 +54,7 @@ class ClassWords:
     numbers: str
     one: str
     own: str
-    this: str
+    lacks: str
     these: str
 
     @property
@@ -334,7 +334,7 @@ def check_beside_training(output, names, subject: str, words: ClassWords) -> Non
         t, n, u, m = moved[0]
         ours = {nfc(x) for x in names}
         lacking = [x for x in theirs if x is not None and nfc(x) not in ours]
-        lacks = f"; {words.this} has no {few_names(lacking)}" if lacking else ""
+        lacks = f"; {words.lacks} {few_names(lacking)}" if lacking else ""
         given = paths[0]  # a set of shards by the name they derive from, which --classes reads
         shard = SHARD_NAME.match(os.path.basename(given))
         if len(paths) > 1 and not os.path.lexists(os.path.join(folder, f"{shard['stem']}.bzna")):

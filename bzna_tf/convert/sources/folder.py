@@ -84,7 +84,7 @@ _WORDS = ClassWords(
     numbers="class folders",
     one="the name of its class folder",
     own="numbered by its own folders",
-    this="this folder",
+    lacks="this folder has no",
     these="this folder's classes",
 )
 
