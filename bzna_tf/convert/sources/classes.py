@@ -59,6 +59,7 @@ class ClassWords:
 
     @property
     def names(self) -> str:
+        """The names, plural ("class folder names")."""
         return f"{self.name}s"
 
     @property
@@ -97,7 +98,7 @@ TRAIN_WORDS = frozenset({"train", "training"})
 _MAX_CLASSES_FILE = 64 << 20  # a names file of 21k classes takes ~0.5 MB: a larger file is something else
 
 
-def set_stem(name: str) -> str:
+def _set_stem(name: str) -> str:
     """The name a .bzna file's dataset goes by: a shard's set's stem (``"x-00000-of-00002.bzna"`` -> ``"x"``),
     else the name without ``.bzna``."""
     m = SHARD_NAME.match(name)
@@ -112,7 +113,7 @@ def name_tokens(stem: str) -> list:
     return re.findall(r"[a-z]+|[0-9]+", stem.lower())
 
 
-def same_dataset(held_out: list, train: list) -> bool:
+def _same_dataset(held_out: list, train: list) -> bool:
     """Whether ``train`` (tokens of a name) is ``held_out``'s with its held-out split word(s) swapped for
     train/training: pets-val <-> pets-train, val <-> train, imagenet-validation <-> imagenet-train."""
     if len(held_out) != len(train):
@@ -297,7 +298,7 @@ def check_beside_training(output, names, subject: str, words: ClassWords) -> Non
     folder, base = os.path.split(output)
     if not base or os.path.isdir(output):  # not a file name: the converter says so
         return
-    tokens = name_tokens(set_stem(base))  # a shard's name: its set's
+    tokens = name_tokens(_set_stem(base))  # a shard's name: its set's
     if not set(tokens) & HELD_OUT_WORDS or set(tokens) & TRAIN_WORDS:
         return
     try:
@@ -311,7 +312,7 @@ def check_beside_training(output, names, subject: str, words: ClassWords) -> Non
         for n in entries
         if n.lower().endswith(".bzna")
         and not n.startswith(".")
-        and same_dataset(tokens, name_tokens(set_stem(n)))
+        and _same_dataset(tokens, name_tokens(_set_stem(n)))
     ]
     for how, paths in shard_sets(candidates).items():
         try:  # one file says: a folder conversion stores every class name in each shard
