@@ -430,11 +430,12 @@ def _convert_options() -> dict:
                     "a record without its label feature; parquet, hf: a null label; gulp: a video without "
                     "its label key"),
             _option("--classes", type=_path, default=None,
-                    help="folder: the classes by target, each class folder's name at its target: a text file "
-                    "of names, one per line (UTF-8), or a .bzna file whose stored class names are taken (a "
-                    "split lacking a class folder: --classes train.bzna numbers val/'s classes as train.bzna "
-                    "does). A class folder not listed is refused; a listed class without a folder has no "
-                    "images. Default: the class folders' sorted names"),
+                    help="folder, gulp: the classes by target, each class folder's name (gulp: each string "
+                    "label) at its target: a text file of names, one per line (UTF-8), or a .bzna file whose "
+                    "stored class names are taken (a split lacking a class: --classes train.bzna numbers "
+                    "val/'s classes as train.bzna does). A class folder or label not listed is refused; a "
+                    "listed class without images keeps its name and target. Default: the class folders' (the "
+                    "string labels') sorted names"),
             _option("--allow-outside-paths", action="store_true",
                     help="parquet, hf: read the files a dataset names outside its own folder (for a trusted "
                     "dataset): a row's image path when its bytes are null, and hf's state.json data files. "

@@ -232,7 +232,7 @@ def test_other_sources_refuse_the_flag(tmp_path, capsys):
     (tmp_path / "c.txt").write_text("a\n")
     argv = ["convert", "tfrecord", str(tmp_path / "x"), str(tmp_path / "o.bzna"), "--classes", "c.txt"]
     assert main(argv) == 1
-    assert "--classes does not apply to tfrecord sources (--classes: folder)" in capsys.readouterr().err
+    assert "--classes does not apply to tfrecord sources (--classes: folder, gulp)" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------- a held-out split beside its training file

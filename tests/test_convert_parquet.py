@@ -394,6 +394,31 @@ def test_every_file_is_checked_as_the_first_one_labels_names_and_image_columns(t
     assert [it.target for it in src.items(range(4))] == [0, 1, None, None]
 
 
+def test_class_names_come_from_the_first_file_that_names_them_and_every_such_file_must_agree(tmp_path):
+    # A first file without huggingface metadata left class_names None: the later files' names were neither
+    # stored nor compared with each other.
+    pics = images(6)
+    plain = write_parquet(tmp_path / "b-0.parquet", pics[:2], [0, 1], 2)
+    named = write_parquet(tmp_path / "b-1.parquet", pics[2:4], [2, 0], 2, hf_names=["x", "y", "z"])
+    src = ParquetSource([plain, named])
+    assert src.class_names == ["x", "y", "z"] and src.num_classes == 3
+    summary = convert(src, tmp_path / "b.bzna", workers=0, order="source", **FAST)
+    assert summary.written == [str(tmp_path / "b.bzna")]
+    with BznaFile(tmp_path / "b.bzna") as f:
+        assert f.class_names == ["x", "y", "z"] and f.targets.tolist() == [0, 1, 2, 0]
+    # A file without names after them is taken; one with other names is refused, naming both files.
+    later = write_parquet(tmp_path / "b-3.parquet", pics[4:], [1, 0], 2)
+    assert ParquetSource([plain, named, later]).class_names == ["x", "y", "z"]
+    other = write_parquet(tmp_path / "b-4.parquet", pics[4:], [1, 0], 2, hf_names=["x", "q", "z"])
+    with pytest.raises(SourceError) as e:
+        ParquetSource([plain, named, later, other])
+    assert str(e.value) == (
+        f"{other}: the class names of the label column 'label' differ from those of {named} (label 1: 'q' "
+        "here, 'y' there): the same label would mean two classes. Convert the files separately, or rewrite "
+        "their labels to one list of names"
+    )
+
+
 def test_negative_labels_are_unlabelled_and_put_last_in_a_shuffled_order(tmp_path):
     # Hugging Face datasets mark a missing label with -1. The source reads its label column up front, so
     # a shuffled conversion with negative_labels="unlabelled" puts those rows last (it used to stop:

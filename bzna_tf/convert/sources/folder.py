@@ -16,11 +16,8 @@ folder of unlabelled images (a test set).
 from __future__ import annotations
 
 import errno
-import glob
 import os
-import re
 import shlex
-import unicodedata
 
 import numpy as np
 
@@ -34,11 +31,17 @@ from bzna_tf.convert.sources.base import (
     escaped_name,
     file_facts,
 )
+from bzna_tf.convert.sources.classes import HELD_OUT_WORDS as _HELD_OUT_WORDS
+from bzna_tf.convert.sources.classes import TRAIN_WORDS as _TRAIN_WORDS
+from bzna_tf.convert.sources.classes import ClassList as _Classes
+from bzna_tf.convert.sources.classes import ClassWords, check_beside_training
+from bzna_tf.convert.sources.classes import few_names as _few
+from bzna_tf.convert.sources.classes import is_utf8 as _is_utf8
+from bzna_tf.convert.sources.classes import name_forms as _forms
+from bzna_tf.convert.sources.classes import name_tokens as _tokens
+from bzna_tf.convert.sources.classes import nfc as _nfc
 from bzna_tf.format.atomic import file_error
-from bzna_tf.format.reader import BznaFile, is_url
-from bzna_tf.format.shards import SHARD_NAME, BznaShards, check_shard_sets, shard_sets
 from bzna_tf.format.shards import near_name as _near
-from bzna_tf.format.sniff import SNIFF_BYTES, sniff
 from bzna_tf.format.wording import count
 
 __all__ = ["ImageFolderSource"]
@@ -75,197 +78,15 @@ def _visible(entries, system=None):
     return sorted(shown, key=lambda e: e.name)
 
 
-def _is_utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:  # bytes that are not UTF-8 come as lone surrogates from os.scandir
-        return False
-    return True
-
-
-def _few(names, limit=5) -> str:
-    """:func:`few` of names; those that are not UTF-8 with their bytes as ``\\xNN`` (not doubled by repr)."""
-    shown = ", ".join(repr(n) if _is_utf8(n) else f"'{escaped_name(n)}'" for n in names[:limit])
-    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
-
-
-# classes=: where the class names come from, and the words of a held-out split's name (check_output).
-_HELD_OUT_WORDS = frozenset(
-    {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"}
+# How messages name the names a folder's classes are numbered by (classes=, check_output).
+_WORDS = ClassWords(
+    name="class folder name",
+    numbers="class folders",
+    one="the name of its class folder",
+    own="numbered by its own folders",
+    lacks="this folder has no",
+    these="this folder's classes",
 )
-_TRAIN_WORDS = frozenset({"train", "training"})
-_CLASSES_FORMS = (
-    "a list of class folder names by target (classes=[...]), a text file of them, one per line (--classes "
-    "FILE), or a .bzna file whose stored class names are taken (--classes train.bzna)"
-)
-_MAX_CLASSES_FILE = 64 << 20  # a names file of 21k classes takes ~0.5 MB: a larger file is something else
-
-
-def _set_stem(name: str) -> str:
-    """The name a .bzna file's dataset goes by: a shard's set's stem (``"x-00000-of-00002.bzna"`` -> ``"x"``),
-    else the name without ``.bzna``."""
-    m = SHARD_NAME.match(name)
-    if m:
-        return m["stem"]
-    return name[: -len(".bzna")] if name.lower().endswith(".bzna") else name
-
-
-def _tokens(stem: str) -> list:
-    """The runs of letters and of digits of a name, lower-cased, in order (``"CIFAR10-val"`` -> ["cifar",
-    "10", "val"]): what two names of one dataset's splits share, whatever separates them."""
-    return re.findall(r"[a-z]+|[0-9]+", stem.lower())
-
-
-def _same_dataset(held_out: list, train: list) -> bool:
-    """Whether ``train`` (tokens of a name) is ``held_out``'s with its held-out split word(s) swapped for
-    train/training: pets-val <-> pets-train, val <-> train, imagenet-validation <-> imagenet-train."""
-    if len(held_out) != len(train):
-        return False
-    swapped = [(h, t) for h, t in zip(held_out, train, strict=True) if h != t]
-    return bool(swapped) and all(h in _HELD_OUT_WORDS and t in _TRAIN_WORDS for h, t in swapped)
-
-
-def _nfc(name: str) -> str:
-    """A name's Unicode NFC form: one class's folder name as Linux and Windows write it (NFC) and as macOS
-    and some zip tools do (NFD, accents as combining characters) are two strings of one canonical form."""
-    return unicodedata.normalize("NFC", name)
-
-
-def _forms(a: str, b: str) -> str:
-    """How two names of one NFC form differ, for messages (they print alike)."""
-
-    def form(n):
-        return "NFC" if n == _nfc(n) else "NFD" if n == unicodedata.normalize("NFD", n) else "mixed"
-
-    return f"{a!r} ({form(a)}: {ascii(a)}) and {b!r} ({form(b)}: {ascii(b)})"
-
-
-class _Classes:
-    """``classes=`` read: ``names`` by target, ``where`` (how messages name them) and ``stored`` (True when
-    the names are a .bzna file's stored class names, which ``--class-names`` may have renamed)."""
-
-    def __init__(self, classes):
-        self.stored = False
-        if isinstance(classes, (str, os.PathLike)):
-            path = os.path.expanduser(os.fspath(classes))
-            shards = self._shards(path)
-            if shards is not None or self._is_bzna(path):
-                self.stored = True
-                self.where = f"the class names stored in {escaped_name(path)}"
-                self.names = self._from_bzna(path, shards)
-                self._check(escaped_name(path), "target", 0)
-            else:
-                self.where = f"the classes listed in {escaped_name(path)}"
-                self.names = self._from_text(path)
-                self._check(escaped_name(path), "line", 1)
-            return
-        if not isinstance(classes, (list, tuple)) or not all(isinstance(n, str) for n in classes):
-            raise TypeError(f"Expected `classes` as {_CLASSES_FORMS}. Received: classes={classes!r}")
-        self.where = "the classes given (classes=)"
-        self.names = list(classes)
-        self._check("classes=", "target", 0)
-
-    @staticmethod
-    def _shards(path):
-        """The shards STEM-0000k-of-0000N.bzna of a missing ``path`` STEM.bzna, or None."""
-        if os.path.lexists(path) or not path.lower().endswith(".bzna"):
-            return None
-        folder, base = os.path.split(path)
-        stem = base[: -len(".bzna")]
-        found = []
-        for p in sorted(glob.glob(os.path.join(glob.escape(folder), glob.escape(stem) + "-*-of-*.bzna"))):
-            m = SHARD_NAME.match(os.path.basename(p))
-            if m and m["stem"] == stem:
-                found.append(p)
-        if not found:
-            return None
-        check_shard_sets(found, escaped_name(path))  # complete, and one set
-        return found
-
-    @staticmethod
-    def _is_bzna(path) -> bool:
-        if os.path.isdir(path):
-            raise SourceError(f"{escaped_name(path)}: a folder. Expected as classes {_CLASSES_FORMS}")
-        if not os.path.exists(path):
-            raise SourceError(f"{escaped_name(path)}: no such file. Expected as classes {_CLASSES_FORMS}")
-        with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-        return head[4:8] == b"ftyp" or path.lower().endswith(".bzna")
-
-    @staticmethod
-    def _from_bzna(path, shards):
-        name = escaped_name(path)
-        if shards is None:
-            with BznaFile(path) as f:
-                names = f.class_names
-        else:
-            with BznaShards(shards) as f:
-                names = f.class_names
-            first = escaped_name(os.path.basename(shards[0]))
-            name = f"{name} (its {count(len(shards), 'shard')}, {first}, ...)"
-        if not names:
-            raise SourceError(
-                f"{name} stores no class names (its conversion gave none): it cannot number class folders. "
-                f"Give the classes as a list or a text file of class folder names, one per line by target"
-            )
-        holes = [t for t, n in enumerate(names) if n is None]
-        if holes:
-            shown = ", ".join(map(str, holes[:8])) + (", ..." if len(holes) > 8 else "")
-            raise SourceError(
-                f"{name} stores no name for {count(len(holes), 'target')} of its {len(names)} ({shown}): the "
-                "classes after a target without a name cannot be numbered. Give the classes as a list or a "
-                "text file of class folder names, one per line by target"
-            )
-        return names
-
-    @staticmethod
-    def _from_text(path):
-        name = escaped_name(path)
-        with open(path, "rb") as f:
-            data = f.read(_MAX_CLASSES_FILE + 1)
-        what = sniff(data[:SNIFF_BYTES])
-        if what not in (None, "a text file") or len(data) > _MAX_CLASSES_FILE:
-            looks = f"it looks like {what}" if what not in (None, "a text file") else "it is over 64 MiB"
-            raise SourceError(
-                f"{name}: not a list of class names ({looks}). Expected as classes {_CLASSES_FORMS}"
-            )
-        try:
-            text = data.decode("utf-8-sig")  # a byte order mark (Windows' Notepad) is not part of a name
-        except UnicodeDecodeError as e:
-            at = e.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)  # counted after the mark
-            raise SourceError(
-                f"{name}: not UTF-8 text (byte {at}): expected class folder names in UTF-8, one per line"
-            ) from None
-        lines = [line.removesuffix("\r") for line in text.split("\n")]
-        while lines and not lines[-1].strip():
-            lines.pop()
-        return lines
-
-    def _check(self, what, position, first):
-        """Refuses no class, an empty name and a name listed twice; ``position``: "line" or "target"."""
-        if not self.names:
-            raise SourceError(f"{what}: no class listed. Expected as classes {_CLASSES_FORMS}")
-        for k, n in enumerate(self.names):
-            if not n.strip():
-                raise SourceError(
-                    f"{what}: {position} {k + first} is {'empty' if not n else 'blank'}: each target needs "
-                    "the name of its class folder"
-                )
-            if not _is_utf8(n):
-                raise SourceError(f"{what}: {position} {k + first} is not valid UTF-8 ({_few([n])})")
-        at = {}
-        for k, n in enumerate(self.names):  # two spellings of one NFC form name one folder
-            at.setdefault(_nfc(n), []).append(k + first)
-        twice = {n: ks for n, ks in at.items() if len(ks) > 1}
-        if twice:
-            shown = ", ".join(
-                f"{self.names[ks[0] - first]!r} ({position}s {', '.join(map(str, ks))})"
-                for ks in list(twice.values())[:5]
-            )
-            raise SourceError(
-                f"{what}: {count(len(twice), 'class', 'classes')} listed more than once: {shown}"
-                f"{', ...' if len(twice) > 5 else ''}. A class has one target: list each class once"
-            )
 
 
 def _kind(entry) -> str:
@@ -363,7 +184,8 @@ class ImageFolderSource(Source):
             raise SourceError(f"{escaped_name(self.root)}: not a folder")
         self.extensions = tuple(e.lower() for e in extensions)
         self.allow_unlabelled = bool(allow_unlabelled)
-        listed = _Classes(classes) if classes is not None else None  # read (and refused) before the folder
+        # classes= is read (and refused) before the folder.
+        listed = _Classes(classes, _WORDS) if classes is not None else None
         self._listed = listed is not None
         system = []
         try:
@@ -598,19 +420,9 @@ class ImageFolderSource(Source):
 
         A validation folder that lacks a class folder numbers the classes after
         it one lower than the training folder does: its images would be stored
-        with the targets of other classes, without a word. Refused when all of
-        this holds (else nothing is said: only a sure mismatch is refused):
-        ``classes`` was not given; ``output``'s name has a word of a held-out
-        split (``val``, ``validation``, ``test``, ...) and none of ``train``; a
-        ``.bzna`` file (or set of shards) beside ``output`` is the training file
-        of the same dataset (its name is ``output``'s with the held-out word
-        swapped for ``train`` or ``training``, compared by words and numbers,
-        case-insensitively: ``pets-val.bzna`` and ``pets-train.bzna``,
-        ``imagenet-validation-00000-of-00004.bzna`` and
-        ``imagenet-train-*-of-*.bzna``) and stores class names; a class name
-        to be stored is among them (compared in Unicode NFC) with another
-        target there, or, where no target differs, spelled in another
-        Unicode form (NFD and NFC: readers refuse names that disagree).
+        with the targets of other classes, without a word. Nothing is said when
+        ``classes`` was given; else the rules are
+        :func:`~bzna_tf.convert.sources.classes.check_beside_training`'s.
 
         Args:
           output: the conversion's output (a local path; a URL is not looked at).
@@ -619,78 +431,10 @@ class ImageFolderSource(Source):
         Raises:
           SourceError: naming the class with two targets and how to choose (``classes``).
         """
+        if self._listed:
+            return
         names = list(class_names) if class_names is not None else self.class_names
-        output = os.fspath(output)
-        if self._listed or not names or any(not isinstance(n, str) for n in names) or is_url(output):
-            return
-        folder, base = os.path.split(output)
-        if not base or os.path.isdir(output):  # not a file name: the converter says so
-            return
-        words = _tokens(_set_stem(base))  # a shard's name: its set's
-        if not set(words) & _HELD_OUT_WORDS or set(words) & _TRAIN_WORDS:
-            return
-        try:
-            entries = sorted(os.listdir(folder or "."))
-        except OSError:
-            return
-        # Only the training file of this dataset: the output's name with its split word swapped for train
-        # (the output's own file and shards have the split word, so are not among them).
-        candidates = [
-            os.path.join(folder, n)
-            for n in entries
-            if n.lower().endswith(".bzna")
-            and not n.startswith(".")
-            and _same_dataset(words, _tokens(_set_stem(n)))
-        ]
-        for how, paths in shard_sets(candidates).items():
-            try:  # one file says: a folder conversion stores every class name in each shard
-                with BznaFile(paths[0], keep_open=False) as f:
-                    theirs = f.class_names
-            except (OSError, ValueError):  # unreadable, or being replaced: nothing sure to say
-                continue
-            # Names compared in NFC: a folder copied from macOS may spell a training class's name in NFD.
-            # A name may name several targets there (names given with --class-names: ImageNet's "crane").
-            theirs = list(theirs or ())
-            targets = {}
-            for u, x in enumerate(theirs):
-                if x is not None:
-                    targets.setdefault(_nfc(x), []).append(u)
-            shared = [(t, n, targets[_nfc(n)]) for t, n in enumerate(names) if _nfc(n) in targets]
-            moved = [(t, n, us[0], theirs[us[0]]) for t, n, us in shared if t not in us]
-            moved = moved or [(t, n, t, theirs[t]) for t, n, _ in shared if theirs[t] != n]
-            if not moved:
-                continue
-            t, n, u, m = moved[0]
-            ours = {_nfc(x) for x in names}
-            lacking = [x for x in theirs if x is not None and _nfc(x) not in ours]
-            lacks = f"; this folder has no {_few(lacking)}" if lacking else ""
-            given = paths[0]  # a set of shards by the name they derive from, which --classes reads
-            shard = SHARD_NAME.match(os.path.basename(given))
-            if len(paths) > 1 and not os.path.lexists(os.path.join(folder, f"{shard['stem']}.bzna")):
-                given = os.path.join(folder, f"{shard['stem']}.bzna")
-            if u != t:
-                wrong = (
-                    f"its classes, numbered by its own folders, would get other targets than in {how} beside "
-                    f"{escaped_name(base)}: {n!r} would be target {t} here and is target {u} there{lacks}"
-                )
-            else:
-                wrong = (
-                    f"its class {t} would be stored under another name than in {how} beside "
-                    f"{escaped_name(base)}: {_forms(n, m)}, one name in two Unicode forms, and readers "
-                    "refuse files whose class names disagree"
-                )
-            if any(len(us) > 1 for us in targets.values()):  # --classes takes class folder names, one each
-                how_to = (
-                    f"Give the class folder names by target, as {how} was converted from them "
-                    "(classes=[...], --classes FILE: one class folder name per line)"
-                )
-            else:
-                how_to = (
-                    f"Pass classes={given!r} (--classes {given}) to number them as {how} does; or, to number "
-                    "this folder's classes on their own, give them yourself (classes=[...], --classes FILE: "
-                    "one class folder name per line, by target)"
-                )
-            raise SourceError(f"{escaped_name(self.root)}: {wrong}. {how_to}")
+        check_beside_training(output, names, escaped_name(self.root), _WORDS)
 
     def _is_image(self, name):
         return name.lower().endswith(self.extensions)

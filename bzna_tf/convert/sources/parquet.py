@@ -109,7 +109,8 @@ class TableColumns:
         (in the first file: other files may store the column either way).
       label: the label column's name, or None (unlabelled).
       no_label: why the images are unlabelled when ``label`` is None (for the summary).
-      class_names: the ``ClassLabel`` names of the label column (``datasets`` features), or None.
+      class_names: the ``ClassLabel`` names of the label column (``datasets`` features) of the first file
+        that names them (each later file that names them must agree: :meth:`check`), or None.
       notes: lines for the conversion summary.
     """
 
@@ -202,6 +203,7 @@ class TableColumns:
                 self.no_label = "without a label: no integer column to take as the label"
         self.label_type = types[self.label] if self.label is not None else None
         self.class_names = _class_label_names(features, self.label)
+        self._names_from = where  # the file class_names come from (check() takes a later one's, when None)
         # Whether some file's label column is integers (not nulls only), and the first file's facts for
         # finish()'s refusal.
         self._label_values = self.label is not None and not pa.types.is_null(self.label_type)
@@ -216,7 +218,9 @@ class TableColumns:
         It must have the image and label columns, the image column of the same
         kind (bytes, or the {bytes, path} struct), the label column of integers,
         and, where its features give the label column ``ClassLabel`` names, the
-        first file's names: a label's meaning must not change from file to file.
+        names of the first file that gives them (taken from this one when it is
+        that file): a label's meaning must not change from file to file. A file
+        whose features name no classes is taken as it is.
         """
         import pyarrow as pa
 
@@ -244,14 +248,17 @@ class TableColumns:
                 "never rounded"
             )
         names = _class_label_names(features, self.label)
-        if names is not None and self.class_names is not None and names != self.class_names:
+        if names is not None and self.class_names is None:  # the first file that names the classes
+            self.class_names, self._names_from = names, where
+        elif names is not None and names != self.class_names:
             pairs = itertools.zip_longest(names, self.class_names)
             differ = next(i for i, (a, b) in enumerate(pairs) if a != b)
+            those = "the first file's" if self._names_from == self._first else f"those of {self._names_from}"
             raise SourceError(
-                f"{where}: the class names of the label column {self.label!r} differ from the first "
-                f"file's (label {differ}: {_nth(names, differ)} here, {_nth(self.class_names, differ)} "
-                "there): the same label would mean two classes. Convert the files separately, or rewrite "
-                "their labels to one list of names"
+                f"{where}: the class names of the label column {self.label!r} differ from {those} (label "
+                f"{differ}: {_nth(names, differ)} here, {_nth(self.class_names, differ)} there): the same "
+                "label would mean two classes. Convert the files separately, or rewrite their labels to one "
+                "list of names"
             )
 
 
