@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import struct
+import threading
 
 import numpy as np
 
@@ -570,6 +571,10 @@ def check_max_pixels(max_pixels) -> None:
         )
 
 
+_LOG_LOCK = threading.Lock()
+_log_users, _log_saved = 0, None  # the threads in _decoder_errors, and PyAV's log state before the first
+
+
 @contextlib.contextmanager
 def _decoder_errors():
     """Collects the error messages FFmpeg logs in this thread meanwhile (a list of str, filled on exit).
@@ -579,16 +584,24 @@ def _decoder_errors():
     """
     import av.logging
 
+    global _log_users, _log_saved
     errors = []
-    level, skip = av.logging.get_level(), av.logging.get_skip_repeated()
-    av.logging.set_level(av.logging.ERROR)
-    av.logging.set_skip_repeated(False)  # the next damaged file's message is the same as the last one's
+    with _LOG_LOCK:  # threads decoding at once: the first sets PyAV's state, the last puts it back
+        if _log_users == 0:
+            _log_saved = av.logging.get_level(), av.logging.get_skip_repeated()
+            av.logging.set_level(av.logging.ERROR)
+            # The next damaged file's message is the same as the last one's: none is skipped.
+            av.logging.set_skip_repeated(False)
+        _log_users += 1
     try:
         with av.logging.Capture(local=True) as logs:
             yield errors
     finally:
-        av.logging.set_level(level)
-        av.logging.set_skip_repeated(skip)
+        with _LOG_LOCK:
+            _log_users -= 1
+            if _log_users == 0:
+                av.logging.set_level(_log_saved[0])
+                av.logging.set_skip_repeated(_log_saved[1])
         errors.extend(
             f"{name}: {message.strip()}" if name else message.strip()
             for lvl, name, message in logs
