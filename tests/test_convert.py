@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -177,6 +178,61 @@ def test_a_truncated_compressed_file_stops_the_conversion_naming_it(tmp_path, ca
     err = capsys.readouterr().err
     assert f"bzna-tf convert: {tmp_path / 'cut'}: the ZLIB stream ends before its end marker" in err, err
     assert "Traceback" not in err and not out.exists()
+
+
+def _flip_label_bit(data, record):
+    """``data`` (an uncompressed TFRecord file) with one bit of record ``record``'s label value flipped."""
+    offset = 0
+    for _ in range(record):
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
+        offset += 16 + length
+    (length,) = struct.unpack("<Q", data[offset : offset + 8])
+    body = data[offset + 12 : offset + 12 + length]
+    at = body.rindex(b"image/class/label") + len(b"image/class/label") + 6  # the label's varint
+    out = bytearray(data)
+    out[offset + 12 + at] ^= 0x02
+    return bytes(out)
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP"])
+def test_a_record_whose_data_does_not_match_its_checksum_is_a_bad_record(
+    tmp_path, capsys, small_images, compression
+):
+    import gzip
+
+    from bzna_tf.cli import main
+    from bzna_tf.convert.tfrecord import TFRecordDataError
+
+    plain = write_tfrecord(tmp_path / "r", imagenet_records(small_images[:4], [0, 1, 3, 2], list("abcd")))
+    flipped = _flip_label_bit(plain.read_bytes(), 2)  # label 3 -> 1: still a valid Example
+    (tmp_path / "flipped").write_bytes(flipped)
+    with pytest.raises(tf.errors.DataLossError):  # TensorFlow's reader refuses it
+        list(tf.data.TFRecordDataset(str(tmp_path / "flipped")))
+    path = tmp_path / "bad.tfrecord"
+    path.write_bytes(flipped if compression is None else gzip.compress(flipped))
+    got = list(iter_records(path, compression))
+    assert [isinstance(d, TFRecordDataError) for _, _, d in got] == [False, False, True, False]
+    assert got[2][2].reason.startswith("the data's checksum does not match: the record is corrupted")
+    out = tmp_path / "x.bzna"
+    argv = ["convert", "tfrecord", str(path), str(out), "--label-offset", "0", "--order", "source", "-j", "0",
+            "--preset", "ultrafast", "--no-progress"]  # fmt: skip
+    argv += ["--compression", compression] if compression else []
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{path} record 2 (byte " in err and "the data's checksum does not match" in err, err
+    assert not out.exists()
+    assert main([*argv, "--on-error", "skip"]) == 0
+    with BznaFile(out) as f:  # record 2 left out, the others with their own labels
+        assert f.filenames() == ["a", "b", "d"] and list(f.targets) == [0, 1, 2]
+
+
+def test_a_record_of_several_images_is_refused_not_cut_to_its_first(tmp_path, small_images):
+    views = [jpeg(small_images[0]), jpeg(small_images[1])]
+    write_tfrecord(tmp_path / "v.rec", [example({"image/encoded": views, "image/class/label": 1})])
+    with pytest.raises(SourceError, match=r"v.rec record 0 \(byte 0\): feature 'image/encoded' holds 2 "
+                       r"images; a .bzna file stores one picture per sample"):  # fmt: skip
+        convert(TFRecordSource(tmp_path / "v.rec", label_offset=0), tmp_path / "v.bzna", workers=0,
+                order="source", progress=False, log=None)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- sources

@@ -18,7 +18,14 @@ from bzna_tf.convert.sources.base import (
     read_class_names,
     safe_basename,
 )
-from bzna_tf.convert.tfrecord import count_records, iter_records, parse_example, read_record, record_offsets
+from bzna_tf.convert.tfrecord import (
+    TFRecordDataError,
+    count_records,
+    iter_records,
+    parse_example,
+    read_record,
+    record_offsets,
+)
 
 __all__ = ["TFRecordSource", "labels_txt"]
 
@@ -177,6 +184,8 @@ class TFRecordSource(Source):
     def _first_features(self):
         for path in self.paths:
             for index, offset, data in iter_records(path, self.compression):
+                if isinstance(data, TFRecordDataError):  # corrupted: a bad record, when its turn comes
+                    continue
                 try:
                     return f"{path} record {index} (byte {offset})", parse_example(data)
                 except ValueError as e:
@@ -204,6 +213,8 @@ class TFRecordSource(Source):
                         "(label_key=None) to convert every record unlabelled"
                     )
                 seen += 1
+                if isinstance(data, TFRecordDataError):
+                    continue  # corrupted: a bad record, which the conversion reports
                 try:
                     labels = parse_example(data, {CLASSIC_KEYS[1]}).get(CLASSIC_KEYS[1])
                 except ValueError:
@@ -285,7 +296,10 @@ class TFRecordSource(Source):
                         handles.pop(next(iter(handles))).close()
                     f = handles[k] = open(path, "rb")  # noqa: SIM115 (closed below)
                 offset = int(offsets[k][local])
-                data = read_record(f, path, local, offset)
+                try:
+                    data = read_record(f, path, local, offset)
+                except TFRecordDataError as e:
+                    data = e
                 yield self._item(path, local, offset, data, keys)
         finally:
             for f in handles.values():
@@ -312,6 +326,8 @@ class TFRecordSource(Source):
         origin = f"{path} record {index} (byte {offset})"
         name = f"{os.path.basename(path)}-{index:06d}"
         # A record that cannot be read is a bad record (on_error: stop naming it, or skip it).
+        if isinstance(data, TFRecordDataError):
+            return Item(name, None, data=b"", origin=origin, error=data.reason)
         try:
             features = parse_example(data, keys)
         except ValueError as e:
@@ -323,6 +339,12 @@ class TFRecordSource(Source):
                 f"no bytes feature {self.image_key!r}; the record has the features "
                 f"{_describe_features(everything)}: name the image's with --image-key (image_key=)"
             ))  # fmt: skip
+        if len(images) > 1:
+            raise SourceError(
+                f"{origin}: feature {self.image_key!r} holds {len(images)} images; a .bzna file stores one "
+                "picture per sample, and keeping the first would drop the others without a word: name a "
+                "single-image feature with --image-key (image_key=), or write one record per image first"
+            )
         target, unlabelled = None, None
         labels = features.get(self.label_key) if self.label_key else None
         if not self.label_key:
