@@ -381,6 +381,13 @@ def test_a_pattern_over_an_incomplete_set_or_two_sets_of_shards_is_refused(tmp_p
         [str(tmp_path / "train-0000[013]-*"), str(tmp_path / "validation-*")], label_offset=-1
     )
     assert len(both) == 4
+    # Unpadded shard names (train-1-of-3), as some tools write them: the same check.
+    for k in (0, 2):
+        records(tmp_path / f"part-{k}-of-3", [[k + 1]])
+    said = r"1 of the 3 shards of part-\*-of-3 in .* is missing \(part-1-of-3\)"
+    with pytest.raises(SourceError, match=said):
+        TFRecordSource(str(tmp_path / "part-*"), label_offset=-1)
+    assert len(TFRecordSource(str(tmp_path / "part-[02]-of-3"), label_offset=-1)) == 2
 
 
 def tfds_records(path, rows):

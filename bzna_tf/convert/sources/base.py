@@ -408,8 +408,9 @@ def conversion_output(path) -> bool:
     return _OUTPUT.fullmatch(os.path.basename(os.fspath(path))) is not None
 
 
-# NAME-00003-of-00016[.ext]: a file of a set of shards (TFRecords, TFDS, Parquet, tar shards).
-_SHARD = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5,})-of-(?P<count>\d{5,})(?P<ext>(\.[A-Za-z0-9]+)*)$")
+# NAME-00003-of-00016[.ext]: a file of a set of shards (TFRecords, TFDS, Parquet, tar shards); also
+# unpadded (train-3-of-16), as some tools write them.
+_SHARD = re.compile(r"^(?P<stem>.*)-(?P<index>\d+)-of-(?P<count>\d+)(?P<ext>(\.[A-Za-z0-9]+)*)$")
 
 
 def _check_shard_sets(pattern, matches, what):
@@ -427,7 +428,7 @@ def _check_shard_sets(pattern, matches, what):
         s = _SHARD.match(name)
         if s:
             key = (folder, s["stem"], s["count"], s["ext"])
-            sets.setdefault(key, set()).add(int(s["index"]))
+            sets.setdefault(key, set()).add(s["index"])
     if len(sets) > 1:
         shown = ", ".join(f"{stem}-*-of-{n}{ext}" for _, stem, n, ext in sorted(sets)[:4])
         raise SourceError(
@@ -436,9 +437,11 @@ def _check_shard_sets(pattern, matches, what):
             "per set to convert them together"
         )
     _check_splits(pattern, matches)
-    for (folder, stem, n, ext), have in sets.items():
+    for (folder, stem, n, ext), indices in sets.items():
         base = os.path.basename(pattern)
-        width = len(n)
+        have = {int(i) for i in indices}
+        # The shards' names as the set writes them: zero-padded to the count's width, or not padded.
+        width = len(n) if all(len(i) == len(n) for i in indices) else 0
         covered = [i for i in range(int(n)) if fnmatch.fnmatchcase(f"{stem}-{i:0{width}d}-of-{n}{ext}", base)]
         missing = [i for i in covered if i not in have]
         if missing:
