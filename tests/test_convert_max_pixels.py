@@ -118,7 +118,7 @@ def test_the_declared_size_of_every_format_taken_is_read_from_its_header(name, d
 
     monkeypatch.setattr(av, "open", no_decoding)
     monkeypatch.setattr(av.CodecContext, "create", no_decoding)
-    over = r"^53 x 37 = 0\.0 M pixels, over the limit of 1,960 pixels$"
+    over = r"^53 x 37 = 1,961 pixels, over the limit of 1,960 pixels$"
     with pytest.raises(ImageTooLargeError, match=over):
         decode_picture(data, max_pixels=size[0] * size[1] - 1)
 
@@ -188,7 +188,7 @@ def test_max_pixels_is_checked_and_none_removes_the_limit(tmp_path):
             EncodeOptions(max_pixels=bad)
     data = ppm(gradient(30, 40))
     assert decode_picture(data, max_pixels=None)[0].shape == (30, 40, 3)
-    with pytest.raises(ImageDecodeError, match="40 x 30 = 0.0 M pixels, over the limit of 1,199 pixels"):
+    with pytest.raises(ImageDecodeError, match="40 x 30 = 1,200 pixels, over the limit of 1,199 pixels"):
         decode_picture(data, max_pixels=1199)
 
 
@@ -226,7 +226,7 @@ def test_a_rerun_with_another_limit_converts_again_only_the_shards_it_changes(tm
     assert main([*argv, "--max-pixels", "1000"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(
-        f"bzna-tf convert: {root / 'b' / '1.ppm'}: 40 x 40 = 0.0 M pixels, over the limit of 1,000 pixels "
+        f"bzna-tf convert: {root / 'b' / '1.ppm'}: 40 x 40 = 1,600 pixels, over the limit of 1,000 pixels "
         "(--max-pixels); --max-pixels N"
     )
     shard0 = out.parent / "x-00000-of-00002.bzna"
@@ -237,7 +237,7 @@ def test_a_rerun_with_another_limit_converts_again_only_the_shards_it_changes(tm
     assert main([*argv, "--max-pixels", "1,000", "--on-error", "skip"]) == 0
     said = capsys.readouterr().out
     assert "skipped 1 file that was already converted" in said
-    assert "b/1.ppm: 40 x 40 = 0.0 M pixels, over the limit of 1,000 pixels (--max-pixels)" in said
+    assert "b/1.ppm: 40 x 40 = 1,600 pixels, over the limit of 1,000 pixels (--max-pixels)" in said
     assert shard0.read_bytes() == first
     with BznaFile(shard1) as f:
         assert f.metadata["conversion"]["max_pixels"] == {"limit": 1000, "largest": 768, "over": 1}

@@ -114,7 +114,8 @@ class ImageTooLargeError(ImageDecodeError):
     def __init__(self, size, max_pixels):
         self.size, self.max_pixels = tuple(size), max_pixels
         w, h = self.size
-        super().__init__(f"{w} x {h} = {w * h / 1e6:.1f} M pixels, over the limit of {max_pixels:,} pixels")
+        pixels = f"{w * h / 1e6:.1f} M" if w * h >= 100_000 else f"{w * h:,}"
+        super().__init__(f"{w} x {h} = {pixels} pixels, over the limit of {max_pixels:,} pixels")
 
 
 def _what(data: bytes) -> str:
@@ -553,8 +554,8 @@ def _frame_rgb(frame, jpeg: bool, bits: int, webp: bool = False) -> np.ndarray:
     h, w = frame.height, frame.width
     sx, sy = (2, 2) if limited else _JPEG_SUBSAMPLED[name]
     planes = []
-    for plane, (ph, pw) in zip(frame.planes, ((h, w), (-(-h // sy), -(-w // sx)), (-(-h // sy), -(-w // sx))),
-                               strict=True):  # fmt: skip
+    chroma = (-(-h // sy), -(-w // sx))
+    for plane, (ph, pw) in zip(frame.planes[:3], ((h, w), chroma, chroma), strict=True):  # Y, U, V (not A)
         rows = np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)
         planes.append(rows[:ph, :pw])
     return jpeg_ycbcr_to_rgb(*planes, limited=limited)
@@ -663,7 +664,7 @@ def decode_picture(
     check_max_pixels(max_pixels)
     data = bytes(data)
     if not data:
-        raise ImageDecodeError("empty file")
+        raise ImageDecodeError("no bytes (an empty file, or an empty image feature or member)")
     size = image_size(data)
     if max_pixels is not None and size is not None and size[0] * size[1] > max_pixels:
         raise ImageTooLargeError(size, max_pixels)
