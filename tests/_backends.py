@@ -77,6 +77,9 @@ def pipeline_outputs(bzna):
         ("crop_infer", "similarity_infer", "center"), zip(*infer, strict=True), strict=True
     ):
         out[name] = np.concatenate(parts)
+    # An explicit training=None (a preprocess(x, training=None) function passing its own on) reaches call
+    # as Keras' TensorFlow backend passes it: inference, under every backend.
+    out["crop_training_none"] = np.concatenate(list(batches.map(lambda b: crop(b, training=None))))
     # One image at a time, of varying sizes.
     sizes = tf.data.Dataset.from_generator(
         lambda: (x[0, : 30 + 10 * i, : 40 + 5 * i] for i in range(3)),

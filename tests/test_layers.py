@@ -397,6 +397,20 @@ def test_numpy_numbers_are_taken_as_keras_layers_take_them(images):
         RandomResizedCrop(np.True_, 8)
 
 
+def test_numpy_arrays_for_the_ranges_are_saved_as_json_numbers_and_load_back(images, tmp_path):
+    layers = [
+        RandomResizedCrop(8, 8, scale=np.array([0.5, 1.0]), ratio=np.array([0.75, 1.33]), seed=1),
+        RandomResizedCrop(8, 8, degrees=np.array([-10.0, 10.0]), flip_h=np.float32(0.5), seed=1),
+        SimilarityTransform(8, 8, translate=np.array([0.1, 0.2]), scale=(np.float64(0.5), 1), seed=1),
+    ]
+    for layer in layers:
+        json.dumps(layer.get_config())
+        model = keras.Sequential([keras.Input((None, None, 3), dtype="uint8"), layer])
+        model.save(tmp_path / "m.keras")
+        loaded = keras.models.load_model(tmp_path / "m.keras")
+        np.testing.assert_array_equal(loaded(images, training=False), model(images, training=False))
+
+
 def test_a_saved_model_loads_in_a_process_that_loaded_the_ops(images, tmp_path):
     """model.export holds bzna_tf's ops: bzna_tf.ops.load_library() registers them (layers.md says so)."""
     import subprocess

@@ -43,8 +43,8 @@ class TensorFlowLayer(keras.layers.Layer):
         for value in tf.nest.flatten((args, kwargs)):
             if not _is_tensorflow_input(value):
                 raise BackendError(self._backend_message(value))
-        if kwargs.get("training", True) is None:
-            del kwargs["training"]  # no model around it to say: the call's default
+        # An explicit training=None reaches call as it does under Keras' TensorFlow backend (which passes it
+        # on): inference there, so here too, as a preprocess(x, training=None) function would give it.
         return self.call(*args, **kwargs)
 
     def _backend_message(self, value):

@@ -62,6 +62,17 @@ def _image_dict(data: dict) -> dict:
     return data
 
 
+def _plain(value):
+    """``value`` with NumPy arrays and numbers as Python lists and numbers (tuples and lists kept)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
 class WarpLayer(TensorFlowLayer):
     """Warps a batch of images through a :class:`bzna_tf.transforms.WarpTransform`.
 
@@ -109,9 +120,10 @@ class WarpLayer(TensorFlowLayer):
         transform = self.transform_class(**transform_arguments)  # checks them
         super().__init__(**kwargs)
         self.transform = transform
-        # As given, not as the transform normalised them: get_config returns what the user wrote.
+        # As given, not as the transform normalised them: get_config returns what the user wrote (NumPy
+        # values as Python's, so that a .keras file holds JSON numbers its loading takes back).
         for name, value in transform_arguments.items():
-            setattr(self, name, value)
+            setattr(self, name, _plain(value))
         self.height = _positive_int(height, "height")
         self.width = _positive_int(width, "width")
         self.fill_value = _number(fill_value, "fill_value")
