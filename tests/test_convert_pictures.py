@@ -196,16 +196,22 @@ def test_a_png_with_exif_in_a_text_chunk_decodes_and_its_orientation_is_read_as_
     assert np.array_equal(upright, np.asarray(ImageOps.exif_transpose(Image.open(io.BytesIO(data)))))
 
 
+def _one_class(tmp_path, files):
+    """tmp_path/pics/any/ holding ``files`` ({name: bytes}), a folder source of one class: that folder."""
+    root = tmp_path / "pics" / "any"
+    root.mkdir(parents=True)
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    return root
+
+
 def test_lenient_decoding_says_which_pictures_were_repaired(tmp_path, capsys):
     whole = encoded(Image.fromarray(np.tile(RGB, (4, 4, 1))), "JPEG", quality=90)
     cut = whole[: len(whole) * 2 // 3]
     assert decode_picture(whole, lenient=True)[1] == {}  # an undamaged picture is not "repaired"
     rgb, facts = decode_picture(cut, lenient=True)
     assert facts == {"repaired": True} and rgb.shape == (80, 120, 3)
-    root = tmp_path / "pics" / "any"
-    root.mkdir(parents=True)
-    (root / "cut.jpg").write_bytes(cut)
-    (root / "whole.jpg").write_bytes(whole)
+    root = _one_class(tmp_path, {"cut.jpg": cut, "whole.jpg": whole})
     out = tmp_path / "l.bzna"
     assert main(["convert", "folder", str(tmp_path / "pics"), str(out), *CLI, "--lenient"]) == 0
     assert (
@@ -250,10 +256,7 @@ def test_a_damaged_tiff_is_refused_or_kept_as_repaired_with_lenient(tmp_path, ca
     assert decode_picture(whole, lenient=True)[1] == {}  # an undamaged picture is not "repaired"
     rgb, facts = decode_picture(damaged, lenient=True)
     assert facts == {"repaired": True} and rgb.shape == (80, 120, 3)
-    root = tmp_path / "pics" / "any"
-    root.mkdir(parents=True)
-    (root / "damaged.tif").write_bytes(damaged)
-    (root / "whole.tif").write_bytes(whole)
+    _one_class(tmp_path, {"damaged.tif": damaged, "whole.tif": whole})
     out = tmp_path / "t.bzna"
     assert main(["convert", "folder", str(tmp_path / "pics"), str(out), *CLI]) == 1
     err = capsys.readouterr().err
