@@ -151,7 +151,12 @@ class SyncEpochs(keras.callbacks.Callback):
         steps = (self.params or {}).get("steps")
         for i, state in enumerate(self._states):
             trained = self._trained[i] if self._trained[i] is not None else state.get() != self._set[i]
-            finite_elsewhere = state.batches is not None and steps is not None and int(steps) != state.batches
+            per_step = getattr(state, "batches_per_step", 1)
+            finite_elsewhere = (
+                state.batches is not None
+                and steps is not None
+                and state.batches not in (int(steps), int(steps) * per_step)
+            )
             if trained and finite_elsewhere and not self._warned:
                 self._warned = True
                 _log.warning(
@@ -165,10 +170,12 @@ class SyncEpochs(keras.callbacks.Callback):
         self._epoch = None
 
     def _position(self, state, epoch: int, steps) -> tuple[int, int]:
+        # A step takes one batch of the pipeline per replica it feeds (several under tf.distribute).
+        per_step = getattr(state, "batches_per_step", 1)
         if state.batches is None:  # endless: one iteration, positioned by batches
             if steps is None:
                 raise ValueError("An endless dataset (repeat=True) needs `steps_per_epoch` in model.fit")
-            return 0, epoch * int(steps)
-        if steps is None or int(steps) == state.batches:
+            return 0, epoch * int(steps) * per_step
+        if steps is None or int(steps) == state.batches:  # Keras' steps from the pipeline's length
             return epoch, 0
-        return epoch * int(steps) // state.batches, 0
+        return epoch * int(steps) * per_step // state.batches, 0

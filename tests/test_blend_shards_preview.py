@@ -71,6 +71,23 @@ def test_endless_training_iteration_over_a_workers_files(flat_shards):
     assert set(counts.values()) == {10}
 
 
+def test_a_training_pipeline_of_no_batch_is_refused_not_trained_on_nothing(flat_shards):
+    d = ClassificationDataset(flat_shards)
+    # Worker 1's file holds 5 samples: no batch of 6 with drop_remainder (its samples never read).
+    said = r"This pipeline reads 5 samples an epoch, fewer than batch_size=6 with drop_remainder=True"
+    with pytest.raises(ValueError, match=said + r".*shard_by='samples'"):
+        d.as_dataset(batch_size=6, shape=8, shard=(3, 1), shard_by="files", drop_remainder=True)
+    with pytest.raises(ValueError, match=r"This pipeline \(shard 1 of 7\) reads 3 samples an epoch"):
+        d.as_dataset(batch_size=4, shape=8, shard=(7, 1), drop_remainder=True)
+    # Without drop_remainder, or for evaluation, or with more epochs an iteration: taken.
+    assert d.as_dataset(batch_size=6, shape=8, shard=(3, 1), shard_by="files").cardinality() == 1
+    ds = d.as_dataset(
+        batch_size=6, shape=8, shard=(3, 1), shard_by="files", drop_remainder=True, training=False
+    )
+    assert ds.cardinality() == 0
+    assert d.as_dataset(batch_size=4, shape=8, shard=(7, 1), drop_remainder=True, repeat=2).cardinality() == 1
+
+
 def test_validation_strides_files_across_workers_some_get_nothing(flat_shards):
     d = ClassificationDataset(flat_shards)
     with pytest.raises(ValueError, match="3 files for 4 shards"):

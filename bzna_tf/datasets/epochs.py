@@ -60,6 +60,10 @@ class EpochState:
       variable: the int64 ``[iteration, skip]`` variable.
       reproducible: False when as_dataset drew the seed and something random
         depends on it (shuffle, a random warp): a rebuilt pipeline differs.
+      batches_per_step: batches a training step takes from this pipeline: 1,
+        or, built with an ``input_context``, the replicas it feeds
+        (``num_replicas_in_sync // num_input_pipelines``: two GPUs of one
+        MirroredStrategy worker take two per step).
     """
 
     def __init__(self, epochs, per_epoch: int, batch_size: int, batches):
@@ -71,6 +75,8 @@ class EpochState:
         self.batch_size = batch_size
         self.batches = None if epochs is None else int(batches)
         self.reproducible = True
+        # Batches of this pipeline a training step takes (the replicas it feeds under tf.distribute).
+        self.batches_per_step = 1
         # ResourceVariable itself, not tf.Variable: a distribution strategy in
         # scope would make a mirrored variable, which tf.data cannot capture.
         with tf.init_scope(), tf.device("/cpu:0"):

@@ -79,7 +79,7 @@ def build(source: Source, options, input_context=None) -> tf.data.Dataset:
     in a ``RuntimeWarning``.
     """
     if options.device != "gpu":
-        return _build(source, options)
+        return _per_step(_build(source, options), input_context)
     ahead, why = decoder_device(input_context)
     if ahead is None:
         _warn_cpu_fallback(why)
@@ -89,7 +89,17 @@ def build(source: Source, options, input_context=None) -> tf.data.Dataset:
     # its functions find the host's resources (the epoch counter) there.
     with tf.device(_host_of(_scope_device())):
         ds = _build(source, options)
-    return ds if ahead is None else _decode_ahead(ds, source, options, ahead)
+    return _per_step(ds if ahead is None else _decode_ahead(ds, source, options, ahead), input_context)
+
+
+def _per_step(ds, input_context):
+    """``ds``, its epoch counter told how many of its batches a training step takes (SyncEpochs counts
+    them): under ``distribute_datasets_from_function``, one per replica fed by this pipeline."""
+    state = getattr(ds, "bzna_epochs", None)
+    if state is not None and input_context is not None:
+        ctx = input_context
+        state.batches_per_step = max(1, ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+    return ds
 
 
 class _CounterCheckpoint(dataset_ops.UnaryUnchangedStructureDataset):
@@ -178,6 +188,14 @@ def _build(source: Source, options) -> tf.data.Dataset:
             "(training=False lets a validation shard be empty, when it is not repeated endlessly)"
         )
     batches = _batches(options, per_epoch)
+    if batches == 0 and options.training:
+        where = f" (shard {index} of {count})" if count > 1 else ""
+        raise ValueError(
+            f"This pipeline{where} reads {wording.count(per_epoch, 'sample')} an epoch, fewer than "
+            f"batch_size={options.batch_size} with drop_remainder=True: it has no batch, so training would "
+            "read none of them, without an error. Use a smaller batch_size or drop_remainder=False (or, "
+            "with shard_by='files', fewer workers or shard_by='samples')"
+        )
     root, state = positions(options, per_epoch, batches)
     counter = f"bzna_tf-{uuid.uuid4().hex}" if options.skip else ""
     autotune = tf.data.AUTOTUNE
