@@ -71,6 +71,20 @@ def test_endless_training_iteration_over_a_workers_files(flat_shards):
     assert set(counts.values()) == {10}
 
 
+def test_a_checkpoint_of_a_file_shard_restored_into_another_names_the_shard(flat_shards, tmp_path):
+    d = ClassificationDataset(flat_shards)
+
+    def iterator(count):
+        return iter(d.as_dataset(batch_size=2, shape=8, shard=(count, 0), shard_by="files", seed=1))
+
+    it = iterator(2)
+    next(it)
+    saved = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "ckpt" / "it"))
+    with pytest.raises(tf.errors.FailedPreconditionError) as e:  # the workers went from 2 to 3
+        tf.train.Checkpoint(iterator=iterator(3)).read(saved)
+    assert "shard: then 0 of 2, by files, now 0 of 3, by files" in e.value.message
+
+
 def test_a_training_pipeline_of_no_batch_is_refused_not_trained_on_nothing(flat_shards):
     d = ClassificationDataset(flat_shards)
     # Worker 1's file holds 5 samples: no batch of 6 with drop_remainder (its samples never read).

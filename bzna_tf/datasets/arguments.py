@@ -120,6 +120,8 @@ class Options:
     # tf.data tuning
     num_parallel_calls: int | None
     prefetch: int | None
+    # shard_by="files": the (count, index) asked for, once `shard` is (1, 0) over that shard's files
+    file_shard: tuple[int, int] | None = None
 
     @property
     def skip(self) -> bool:

@@ -504,7 +504,7 @@ class Dataset:
         count, index = options.shard
         if options.shard_by == "files" and count > 1:
             sel = self._file_shard(sel, count, index, options.training, options.epochs is None)
-            options = replace(options, shard=(1, 0))
+            options = replace(options, shard=(1, 0), file_shard=(count, index))
         identities = [f.identity for f in self._index.files]  # the read op refuses other files
         # The files the dataset opened: a path as given (errors name it so) while it still leads there, else
         # (a relative one, the working directory changed since) the absolute path opened.

@@ -168,7 +168,9 @@ def checkpoint_facts(source: Source, options) -> list[str]:
         f"files: {wording.count(len(source.files), 'file')} of "
         f"{wording.count(int(source.starts[-1]), 'sample')} (identity {digest})",
         f"selection: {wording.count(len(chosen), 'sample')} ({picked})",
-        f"shard: {index} of {count}",
+        f"shard: {index} of {count}"
+        if options.file_shard is None
+        else f"shard: {options.file_shard[1]} of {options.file_shard[0]}, by files",
         # The seed only where it orders the samples (else it draws the warps alone, which are not checked).
         f"order: {f'shuffled with seed {options.seed}{drawn}' if options.shuffle else 'as selected'}",
         f"batch size: {options.batch_size}",
