@@ -82,7 +82,7 @@ def test_a_checkpoint_of_a_file_shard_restored_into_another_names_the_shard(flat
     saved = tf.train.Checkpoint(iterator=it).write(str(tmp_path / "ckpt" / "it"))
     with pytest.raises(tf.errors.FailedPreconditionError) as e:  # the workers went from 2 to 3
         tf.train.Checkpoint(iterator=iterator(3)).read(saved)
-    assert "shard: then 0 of 2, by files, now 0 of 3, by files" in e.value.message
+    assert "file shard: then 0 of 2, now 0 of 3" in e.value.message
 
 
 def test_a_training_pipeline_of_no_batch_is_refused_not_trained_on_nothing(flat_shards):

@@ -361,6 +361,21 @@ def test_replace_false_keeps_a_file_that_appeared_while_writing(pictures, tmp_pa
         assert len(f) == 1
 
 
+def test_a_partial_name_left_linked_to_a_finished_file_is_never_truncated(pictures, tmp_path):
+    # replace=False links the finished file into place, then removes the partial name: a process killed
+    # between the two leaves both names on one file, and the next claim of the name must not truncate it.
+    final = tmp_path / "x.bzna"
+    w = BznaWriter(final, partial=tmp_path / ".x.bzna.partial", replace=False)
+    w.append(pictures[0][0], target=1, filename="a")
+    w.close()
+    os.link(final, tmp_path / ".x.bzna.partial")  # as the killed process left it
+    before = final.read_bytes()
+    again = BznaWriter(tmp_path / "x.bzna", partial=tmp_path / ".x.bzna.partial")
+    assert final.read_bytes() == before and os.stat(final).st_nlink == 1
+    again.abort()
+    assert final.read_bytes() == before and _leftovers(tmp_path) == ["x.bzna"]
+
+
 def test_existing_file_survives_a_failed_rewrite(pictures, tmp_path):
     path = _write(tmp_path / "x.bzna", pictures[:1], [1], ["a"])
     before = path.read_bytes()

@@ -168,9 +168,7 @@ def checkpoint_facts(source: Source, options) -> list[str]:
         f"files: {wording.count(len(source.files), 'file')} of "
         f"{wording.count(int(source.starts[-1]), 'sample')} (identity {digest})",
         f"selection: {wording.count(len(chosen), 'sample')} ({picked})",
-        f"shard: {index} of {count}"
-        if options.file_shard is None
-        else f"shard: {options.file_shard[1]} of {options.file_shard[0]}, by files",
+        f"shard: {index} of {count}",
         # The seed only where it orders the samples (else it draws the warps alone, which are not checked).
         f"order: {f'shuffled with seed {options.seed}{drawn}' if options.shuffle else 'as selected'}",
         f"batch size: {options.batch_size}",
@@ -178,6 +176,9 @@ def checkpoint_facts(source: Source, options) -> list[str]:
         # checkpoint's buffered batches have the old shape; another count of epochs, another cardinality.
         f"epochs per iteration: {options.epochs if options.epochs is not None else 'endless'}",
         f"images: {options.shape[0]} x {options.shape[1]}, {options.data_format}",
+        # shard_by="files": the shard asked for (the one above is then 0 of 1, over its files). A line of
+        # its own: checkpoints saved before it was recorded lack it, and only lines both have are compared.
+        *([f"file shard: {options.file_shard[1]} of {options.file_shard[0]}"] if options.file_shard else []),
     ]
 
 

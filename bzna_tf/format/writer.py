@@ -9,6 +9,7 @@ an exception, an interrupt or a crash never leaves a file at the final name.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -403,6 +404,14 @@ def _claim_partial(tmp):
                 if named is None or (named.st_dev, named.st_ino) != (mine.st_dev, mine.st_ino):
                     os.close(fd)
                     continue
+            if os.fstat(fd).st_nlink > 1:
+                # Another name holds the file too: a finished file moved into place by a hard link
+                # (replace=False) whose writer died before it removed this name. Never truncated: only
+                # this name goes, and the next round creates a new file.
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)  # while still locked
+                os.close(fd)
+                continue
             locked = True
             os.ftruncate(fd, 0)
         except BaseException:
