@@ -285,6 +285,11 @@ def test_a_lossy_webp_decodes_to_the_rgb_libwebp_gives(alpha):
     got = got.astype(int)
     assert facts == ({"alpha": True} if alpha else {})
     assert np.abs(got - want).max() <= 2 and np.abs((got - want).mean((0, 1))).max() < 0.25
+    if alpha:  # composited over a colour: the same colours, as libwebp's RGBA composited
+        rgba = tf.io.decode_image(data, expand_animations=False).numpy().astype(np.float64)
+        a = rgba[..., 3:] / 255
+        over = np.rint(rgba[..., :3] * a + 255 * (1 - a))
+        assert np.abs(decode_picture(data, alpha_background="white")[0] - over).max() <= 2
     # Lossless WebP is RGB already: exact.
     assert np.array_equal(decode_picture(encoded(Image.fromarray(rgb), "WEBP", lossless=True))[0], rgb)
 

@@ -169,6 +169,12 @@ def test_a_file_written_meanwhile_by_another_conversion_is_never_replaced(tmp_pa
     assert again.written == [] and [open(p, "rb").read() for p in paths] == theirs
     assert sorted(os.listdir(tmp_path)) == ["d-00000-of-00002.bzna", "d-00001-of-00002.bzna", "src"]
 
+    # A symbolic link that leads nowhere under a name: refused before any work, not after.
+    monkeypatch.setattr(converter, "_triage", real)
+    os.symlink(tmp_path / "elsewhere.bzna", tmp_path / "e.bzna")
+    with pytest.raises(ConversionError, match=r"refusing .*e.bzna: a symbolic link to .*elsewhere.bzna'?, "
+                       r"which does not exist"):  # fmt: skip
+        convert(ImageFolderSource(folder), tmp_path / "e.bzna", workers=0, **FAST)
     # With --overwrite, it replaces them.
     monkeypatch.setattr(converter, "_triage", triage_then_another_conversion_finishes)
     redone = convert(ImageFolderSource(folder), out, num_shards=2, workers=0, overwrite=True, **FAST)

@@ -1374,10 +1374,14 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
     todo, refused, left_out, kept_out, absent = [], [], [], 0, set()
     for spec in mine:
         done, why, facts = finished(spec, fp, order, seed) if spec.stop >= 0 else (False, "", None)
-        if overwrite or not os.path.exists(spec.path):
+        if overwrite or not os.path.lexists(spec.path):
             todo.append(spec)
             if not overwrite:
                 absent.add(spec.path)
+            continue
+        if not os.path.exists(spec.path):  # a symbolic link that leads nowhere: a name taken all the same
+            target = os.readlink(spec.path)
+            refused.append(f"{spec.path}: a symbolic link to {target!r}, which does not exist")
             continue
         if not done:
             refused.append(f"{spec.path}: {why or 'exists'}")

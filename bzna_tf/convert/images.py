@@ -114,7 +114,7 @@ class ImageTooLargeError(ImageDecodeError):
     def __init__(self, size, max_pixels):
         self.size, self.max_pixels = tuple(size), max_pixels
         w, h = self.size
-        pixels = f"{w * h / 1e6:.1f} M" if w * h >= 100_000 else f"{w * h:,}"
+        pixels = f"{w * h / 1e6:.1f} M" if w * h >= 1_000_000 else f"{w * h:,}"
         super().__init__(f"{w} x {h} = {pixels} pixels, over the limit of {max_pixels:,} pixels")
 
 
@@ -683,13 +683,15 @@ def decode_picture(
                 ctx.options = options
                 return ctx.decode(av.Packet(packet)) + ctx.decode(None)
 
-            try:
-                frames = decode({**limit, "err_detect": "explode"})
-            except av.FFmpegError:
-                if not lenient:
-                    raise
-                frames = decode(limit)  # concealed: a picture, with the damage the decoder made up
-                facts["repaired"] = True
+            # Its errors raise (err_detect): what it logs meanwhile is heard, not printed, as below.
+            with _decoder_errors():
+                try:
+                    frames = decode({**limit, "err_detect": "explode"})
+                except av.FFmpegError:
+                    if not lenient:
+                        raise
+                    frames = decode(limit)  # concealed: a picture, with the damage the decoder made up
+                    facts["repaired"] = True
         else:
             compression = _tiff_tags(data, {_TAG_COMPRESSION}).get(_TAG_COMPRESSION)
             if compression in _TIFF_BLACK:
@@ -728,8 +730,9 @@ def decode_picture(
                 facts["alpha"] = True
                 if background is not None:
                     a = rgba[..., 3:].astype(np.float32) / top
-                    colour = (rgba[..., :3] >> 8 if bits > 8 else rgba[..., :3]).astype(np.float32)
-                    over = colour * a + np.float32(background) * (1 - a)  # 16 bits: the high byte, as above
+                    # The colours as converted above (a lossy WebP's as libwebp gives them; 16 bits: the
+                    # high byte), the alpha from FFmpeg's RGBA.
+                    over = rgb.astype(np.float32) * a + np.float32(background) * (1 - a)
                     rgb = np.clip(np.rint(over), 0, 255).astype(np.uint8)
     except ImageDecodeError:
         raise

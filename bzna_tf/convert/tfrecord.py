@@ -18,9 +18,9 @@ memory each) and lets a record be read without copying its image bytes.
 Both checksums are verified: the length's guards the framing (a mismatch
 ends the reading of the file), the data's the record itself (a flipped bit in
 a label is otherwise stored as that label): a record whose data does not
-match is a bad record (:class:`TFRecordDataError` from :func:`read_record`;
-``None`` for its data from :func:`iter_records`), and the records after it
-are still read. CRC-32C runs in NumPy (:mod:`bzna_tf.format.crc`), about a
+match is a bad record (:class:`TFRecordDataError`, raised by
+:func:`read_record`, yielded for its data by :func:`iter_records`), and the
+records after it are still read. CRC-32C runs in NumPy (:mod:`bzna_tf.format.crc`), about a
 millisecond per 100 kB record.
 """
 
