@@ -33,37 +33,28 @@ def _weights(weights, n):
 
 def _class_names(datasets):
     """The class names of ``datasets`` merged by target, with what they come from (None: none is named),
-    refusing a target named differently by two of them.
+    refusing a target named differently by two of them (:func:`~bzna_tf.format.shards.merge_class_names`).
 
     A dataset straight from ``as_dataset`` of a labelled dataset (or a blend)
     carries its class names (``bzna_class_names``); one transformed since
     (``.map``, ...) carries none and is not compared.
     """
-    merged, named_by = [], []
-    for i, d in enumerate(datasets):
-        names, what = getattr(d, "bzna_class_names", (None, None))
-        if names is None:
-            continue
-        for t, name in enumerate(names):
-            if t == len(merged):
-                merged.append(None)
-                named_by.append(None)
-            if name is None:
-                continue
-            if merged[t] is None:
-                merged[t], named_by[t] = name, (i, what)
-            elif merged[t] != name:
-                j, theirs = named_by[t]
-                raise ValueError(
-                    f"dataset {i} ({what}) names class {t} {name!r}, and dataset {j} ({theirs}) names it "
-                    f"{merged[t]!r}: blend keeps each dataset's labels as they are, so label {t} would mean "
-                    "one class in one dataset and another in the other. Convert them with the same classes "
-                    "(--classes train.bzna, or one --class-names list), or, if their labels are meant to "
-                    "differ, map one dataset's labels to yours first (ds.map(...)), which blend then takes "
-                    "as they are"
-                )
-    whats = sorted({nb[1] for nb in named_by if nb is not None})
-    return (merged, "the blend of " + ", ".join(whats)) if whats else None
+    from bzna_tf.format.shards import merge_class_names
+
+    named = [getattr(d, "bzna_class_names", (None, None)) for d in datasets]
+
+    def clash(t, j, i, merged, names):
+        raise ValueError(
+            f"dataset {i} ({named[i][1]}) names class {t} {names[t]!r}, and dataset {j} ({named[j][1]}) "
+            f"names it {merged[t]!r}: blend keeps each dataset's labels as they are, so label {t} would "
+            "mean one class in one dataset and another in the other. Convert them with the same classes "
+            "(--classes train.bzna, or one --class-names list), or, if their labels are meant to differ, "
+            "map one dataset's labels to yours first (ds.map(...)), which blend then takes as they are"
+        )
+
+    out = merge_class_names([names for names, _ in named], clash)
+    whats = sorted({named[k][1] for k in (out[1] if out else ()) if k >= 0})
+    return (out[0], "the blend of " + ", ".join(whats)) if whats else None
 
 
 def _batch_size(spec):

@@ -257,12 +257,17 @@ def _wordnet_and_words(a, b) -> bool:
     return bool(a) and len(a) == len(b) and sorted((ids(a), ids(b))) == [0, len(a)]
 
 
-def _merged_class_names(files) -> list[str | None] | None:
-    """The class names of ``files`` merged by target (None: no file names any), refusing two names of
-    one target. Elementwise in NumPy: the files of a large set are merged when it is opened."""
+def merge_class_names(name_lists, clash):
+    """Class name lists (None: one that names none) merged by target: (merged, named_by), or None where
+    none names any. ``named_by[t]``: the index of the list that named target ``t`` first (-1: none did).
+
+    Two names of one target call ``clash(t, earlier, here, merged, names)`` (``earlier``, ``here``: the
+    two lists' indices; ``merged``, ``names``: NumPy object arrays of the names merged so far and of the
+    list ``here``), which raises. Elementwise in NumPy: the files of a large set are merged when it is
+    opened.
+    """
     merged = named_by = None
-    for k, f in enumerate(files):
-        names = f.class_names
+    for k, names in enumerate(name_lists):
         if names is None:
             continue
         here = np.empty(len(names), dtype=object)
@@ -273,41 +278,52 @@ def _merged_class_names(files) -> list[str | None] | None:
             merged = np.concatenate([merged, np.full(len(here) - len(merged), None, dtype=object)])
             named_by = np.concatenate([named_by, np.full(len(here) - len(named_by), -1)])
         known, new = merged[: len(here)], here != None  # noqa: E711 (elementwise)
-        clash = np.flatnonzero(new & (known != None) & (known != here))  # noqa: E711
-        if clash.size:
-            t = int(clash[0])
-            a, b = merged[t], here[t]
-            if near_name(a) == near_name(b):  # they may print alike
-                why = (
-                    f"two spellings of one name ({ascii(a)} and {ascii(b)}: case, spaces or Unicode form), "
-                    "which the files' labels cannot be matched by"
-                )
-            elif _wordnet_and_words(merged, here):
-                # ImageNet's two vocabularies (WordNet ids from its class folders, words from its TFRecords),
-                # which may number the same classes alike; nothing here can tell.
-                why = (
-                    "one file names its classes by WordNet ids and the other by words (from class folders "
-                    "and from TFRecords?): if they are the same classes, numbered alike, no label can show "
-                    "it by name. Give one file the other's names (convert it again with --class-names FILE, "
-                    "one name per target); if they are not, a label would mean one class in one file and "
-                    "another in the other"
-                )
-            else:
-                why = (
-                    "the files number their classes differently (converted apart from folders that hold "
-                    "other classes?), so a label would mean one class in one file and another in the other"
-                )
-            raise BznaFormatError(
-                f"class {t} is named {a!r} in an earlier file ({files[named_by[t]].name}) and {b!r} here: "
-                f"{why}. Convert them again with the same classes (the same class folders, an empty one for "
-                "a class a folder lacks, or one --class-names list), or read them apart (each file or set "
-                "alone; ImageNet's splits by a pattern of one split's files, ImageNet('DIR/train-*.bzna', "
-                "split='train'))",
-                path=f.name,
-            )
+        clashes = np.flatnonzero(new & (known != None) & (known != here))  # noqa: E711
+        if clashes.size:
+            t = int(clashes[0])
+            clash(t, int(named_by[t]), k, merged, here)
         fill = np.flatnonzero(new & (known == None))  # noqa: E711
         merged[fill], named_by[fill] = here[fill], k
-    return None if merged is None else merged.tolist()
+    return None if merged is None else (merged.tolist(), named_by.tolist())
+
+
+def _merged_class_names(files) -> list[str | None] | None:
+    """The class names of ``files`` merged by target (None: no file names any), refusing two names of
+    one target (:func:`merge_class_names`)."""
+
+    def clash(t, earlier, k, merged, here):
+        a, b = merged[t], here[t]
+        if near_name(a) == near_name(b):  # they may print alike
+            why = (
+                f"two spellings of one name ({ascii(a)} and {ascii(b)}: case, spaces or Unicode form), "
+                "which the files' labels cannot be matched by"
+            )
+        elif _wordnet_and_words(merged, here):
+            # ImageNet's two vocabularies (WordNet ids from its class folders, words from its TFRecords),
+            # which may number the same classes alike; nothing here can tell.
+            why = (
+                "one file names its classes by WordNet ids and the other by words (from class folders "
+                "and from TFRecords?): if they are the same classes, numbered alike, no label can show "
+                "it by name. Give one file the other's names (convert it again with --class-names FILE, "
+                "one name per target); if they are not, a label would mean one class in one file and "
+                "another in the other"
+            )
+        else:
+            why = (
+                "the files number their classes differently (converted apart from folders that hold "
+                "other classes?), so a label would mean one class in one file and another in the other"
+            )
+        raise BznaFormatError(
+            f"class {t} is named {a!r} in an earlier file ({files[earlier].name}) and {b!r} here: "
+            f"{why}. Convert them again with the same classes (the same class folders, an empty one for "
+            "a class a folder lacks, or one --class-names list), or read them apart (each file or set "
+            "alone; ImageNet's splits by a pattern of one split's files, ImageNet('DIR/train-*.bzna', "
+            "split='train'))",
+            path=files[k].name,
+        )
+
+    out = merge_class_names([f.class_names for f in files], clash)
+    return None if out is None else out[0]
 
 
 # What every shard of one conversion records alike (its conversion facts, docs/reference/format.md): the
