@@ -894,3 +894,41 @@ def test_sync_epochs_gives_a_validation_pipeline_one_iteration_per_keras_epoch(f
     assert (
         "SyncEpochs: Keras reads 3 batches per epoch (steps_per_epoch, or a take() or filter()" in caplog.text
     )
+
+
+class _UsersOwnTransform(bzna_tf.transforms.WarpTransform):
+    """A user's transform whose code needs AutoGraph: a Python ``if`` on a tensor."""
+
+    def matrices(
+        self, in_shapes, out_shape, *, seed=0, epoch=0, indices=None, training=True, backend="tensorflow"
+    ):
+        import tensorflow as tf
+
+        sizes = tf.cast(in_shapes, tf.float32)
+        scale = sizes / tf.constant(out_shape, tf.float32)  # (y, x): the whole picture
+        if tf.reduce_any(scale > 1.0):  # a graph tensor as a Python bool: only AutoGraph makes it a tf.cond
+            scale = scale * 1.0
+        zeros = tf.zeros_like(scale[:, 0])
+        rows = [[scale[:, 1], zeros, zeros], [zeros, scale[:, 0], zeros], [zeros, zeros, zeros + 1.0]]
+        return tf.stack([tf.stack(r, axis=-1) for r in rows], axis=1)
+
+
+@pytest.mark.parametrize("warp", ["ours", "users"])
+def test_a_pipeline_is_built_without_autograph_unless_a_transform_is_the_users(original_path, tmp_path, warp):
+    """AutoGraph's conversion of the per-batch function was nearly all of a first build's seconds; it
+    writes each converted function's source to a temporary file, so the files say whether it ran."""
+    import tempfile
+
+    old = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path)
+    try:
+        w = bzna_tf.layers.RandomResizedCrop(8, 8, flip_h=0.5) if warp == "ours" else _UsersOwnTransform()
+        ds = Dataset(original_path, track="bzna_thumb").as_dataset(
+            batch_size=3, shuffle=True, seed=1, warp=w, shape=(8, 8)
+        )
+        images = next(iter(ds)).numpy()
+    finally:
+        tempfile.tempdir = old
+    assert images.shape == (3, 8, 8, 3) and np.isfinite(images).all()
+    converted = list(tmp_path.glob("__autograph_generated_file*"))
+    assert bool(converted) == (warp == "users"), converted

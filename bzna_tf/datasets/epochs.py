@@ -161,7 +161,8 @@ class EpochState:
                 return tf.identity(x)
 
         one = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat().take(1)
-        return one.map(check).filter(lambda x: False)
+        plain = tf.autograph.experimental.do_not_convert  # graph code as written (AutoGraph costs time)
+        return one.map(plain(check)).filter(plain(lambda x: tf.constant(False)))
 
 
 HOME_MESSAGE = (

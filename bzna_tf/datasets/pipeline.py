@@ -308,7 +308,16 @@ def _load_batch(source: Source, options, counter: str):
             images, el = _keep_only(report_skips(errors, counter), images, el)
         return _elements(images, el, source.labels, options.with_filenames)
 
+    if _all_ours(options.transform):
+        # Graph code as written: AutoGraph's conversion of it (and of every function it calls) took
+        # seconds of a pipeline's first build. A transform of the user's own class keeps AutoGraph.
+        return tf.autograph.experimental.do_not_convert(load)
     return load
+
+
+def _all_ours(transform) -> bool:
+    """Whether every class of ``transform``'s type is bzna_tf's (no method of a user's subclass)."""
+    return all(c is object or c.__module__.startswith("bzna_tf.") for c in type(transform).__mro__)
 
 
 def _warp_arguments(options) -> dict:

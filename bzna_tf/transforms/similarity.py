@@ -96,7 +96,11 @@ def _probability(value, arg):
 class WarpTransform:
     """A per-sample output->source matrix, from (input shape, output shape, seed, epoch, index).
 
-    Subclasses implement :meth:`matrices`. Shapes are (height, width).
+    Subclasses implement :meth:`matrices`. Shapes are (height, width). In
+    ``as_dataset``, a subclass's code runs in the pipeline's tf.data function
+    converted by AutoGraph, as ``Dataset.map`` converts a function (a Python
+    ``if`` on a tensor becomes a ``tf.cond``); bzna_tf's own transforms are
+    plain graph code and skip that conversion.
     """
 
     def matrices(
