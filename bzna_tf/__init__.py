@@ -42,9 +42,9 @@ __version__ = "0.1.0"  # the only place the version is written: pyproject.toml r
 
 register_layers_with_keras()
 
-# Submodules that import TensorFlow: loaded when first touched, so that
-# `import bzna_tf` stays light and `bzna_tf.layers.RandomResizedCrop` works.
-_LAZY_SUBMODULES = ("callbacks", "decode", "layers", "ops", "service", "transforms", "verify")
+# Submodules loaded when first touched (TensorFlow's and the converter's), so that `import bzna_tf`
+# stays light and `bzna_tf.layers.RandomResizedCrop` and `bzna_tf.convert.convert` work.
+_LAZY_SUBMODULES = ("callbacks", "convert", "decode", "layers", "ops", "service", "transforms", "verify")
 
 
 def __getattr__(name):

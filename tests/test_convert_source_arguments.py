@@ -202,3 +202,27 @@ def test_a_pattern_leaves_out_bzna_files_and_partial_files_a_name_given_is_kept(
     assert main(["convert", "tfrecord", str(outputs[0]), str(tmp_path / "x.bzna"), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert f"{outputs[0]}: record 0 at byte 0:" in err and "not a TFRecord file" in err, err
+
+
+@pytest.mark.parametrize("as_path", [str, os.fspath, lambda p: p])
+def test_a_path_given_as_the_source_is_refused_naming_the_source_to_use(tmp_path, as_path):
+    """A folder path was indexed as a string of characters: AttributeError: 'str' object has no attribute
+    'origin'. A path could be a folder, TFRecords or tar shards: the caller names its source."""
+    from bzna_tf.convert import convert
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    with pytest.raises(TypeError) as e:
+        convert(as_path(folder), tmp_path / "out.bzna")
+    assert f"Received a path: source={str(folder)!r}" in str(e.value)
+    assert f"convert(ImageFolderSource({str(folder)!r}), ...)" in str(e.value)
+    assert list(tmp_path.iterdir()) == [folder]
+
+
+def test_bzna_tf_convert_is_there_after_import_bzna_tf():
+    import subprocess
+    import sys
+
+    code = "import bzna_tf, sys; print(bzna_tf.convert.convert.__name__, 'tensorflow' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["convert", "False"], r.stderr[-2000:]

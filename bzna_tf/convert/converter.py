@@ -584,6 +584,18 @@ def _check_int(value, arg, low, allow_none=True):
         raise ValueError(f"Expected `{arg}` as an integer >= {low}. Received: {arg}={value!r}")
 
 
+def _check_source(source) -> None:
+    """TypeError for a path given as ``source``: which kind of source it is, only the caller can say."""
+    if isinstance(source, (str, bytes, os.PathLike)):
+        path = os.fsdecode(source)
+        raise TypeError(
+            "Expected `source` as a bzna_tf.convert source (ImageFolderSource, TFRecordSource, "
+            "WebDatasetSource, GulpSource, ParquetSource, TFDSSource, HFSource), a list of Items or an "
+            f"iterable of them. Received a path: source={path!r}. For a folder of class folders: "
+            f"convert(ImageFolderSource({path!r}), ...), as `bzna-tf convert folder` does"
+        )
+
+
 def _check_arguments(
     encoding, workers, missing_label, negative_labels, order, seed, num_shards, shard_size, on_error="raise"
 ):
@@ -912,7 +924,9 @@ def convert(
       SourceError, TFRecordError: a source that cannot be read (nothing is left under ``output``).
       ValueError: bad arguments, or an unlabelled image followed by a labelled one without
         ``missing_label``.
+      TypeError: a path as ``source`` (the message names the source to use).
     """
+    _check_source(source)
     encoding = _check_arguments(
         encoding, workers, missing_label, negative_labels, order, seed, num_shards, shard_size, on_error
     )
@@ -1022,8 +1036,10 @@ def convert(
         raise ConversionInterrupted(summary, removed, remaining) from None
     except BrokenProcessPool:  # a worker killed (by the kernel's out-of-memory killer, say)
         raise ConversionError(
-            "a worker process died (killed, or out of memory? fewer --processes take less memory); the "
-            f"shard it worked on is not written{_what_is_kept(summary, 'run the same command again')}"
+            "a worker process died (killed, or out of memory? fewer --processes take less memory; in a "
+            "script, is convert() under `if __name__ == \"__main__\":`? the workers are spawned processes "
+            "that import the script); the shard it worked on is not written"
+            f"{_what_is_kept(summary, 'run the same command again')}"
         ) from None
     except OSError as e:
         if e.errno is None or e.filename not in {spec.partial for spec in todo or ()}:
