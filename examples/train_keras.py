@@ -91,7 +91,9 @@ def make_tfrecords(path: str, count: int, seed: int) -> None:
             writer.write(example.SerializeToString())
 
 
-def make_data(workdir: str, train_count: int, val_count: int, processes: int | None) -> tuple[str, str]:
+def make_data(
+    workdir: str, train_count: int, val_count: int, processes: int | None, layout: str | None = None
+) -> tuple[str, str]:
     """The demo's train.bzna and val.bzna in ``workdir`` (made once; reused when present)."""
     from bzna_tf.convert import EncodeOptions, TFRecordSource, convert
 
@@ -110,7 +112,10 @@ def make_data(workdir: str, train_count: int, val_count: int, processes: int | N
         print(f"converting {record} to {bzna} ...", flush=True)
         # The pictures are small: a fast x265 preset is plenty for them. The progress goes to stderr: a
         # bar on a terminal, else a plain line at each 10% (at least 5 s apart) and at least one a minute.
-        summary = convert(source, bzna, encoding=EncodeOptions(preset="fast"), workers=processes)
+        options = (
+            EncodeOptions(preset="fast") if layout is None else EncodeOptions(preset="fast", layout=layout)
+        )
+        summary = convert(source, bzna, encoding=options, workers=processes)
         print(f"converted: {summary}")
     return paths[0], paths[1]
 
@@ -154,13 +159,20 @@ def main(argv=None):
     p.add_argument(
         "-j", "--processes", type=int, default=None, help="encoding processes (default: all usable cores)"
     )
+    p.add_argument(
+        "--layout",
+        choices=("benzina", "compact"),
+        help="the demo data's frame layout (default: the converter's; compact encodes small pictures faster)",
+    )
     args = p.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.data is None:
             workdir = args.workdir or tmp
             os.makedirs(workdir, exist_ok=True)
-            train_path, val_path = make_data(workdir, args.train_images, args.val_images, args.processes)
+            train_path, val_path = make_data(
+                workdir, args.train_images, args.val_images, args.processes, args.layout
+            )
         else:
             train_path, val_path = args.data, args.val_data
         train(train_path, val_path, args)

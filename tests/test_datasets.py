@@ -714,7 +714,7 @@ def test_main_example_trains_on_its_own_data(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     cmd = [sys.executable, str(ROOT / "examples" / "train_keras.py"), "--workdir", str(tmp_path)]
     cmd += ["--train-images", "200", "--val-images", "50", "--epochs", "12", "--batch-size", "8"]
-    cmd += ["--processes", "1", "--size", "32", "--seed", "0"]
+    cmd += ["--processes", "1", "--size", "32", "--seed", "0", "--layout", "compact"]  # encodes 3x faster
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     last = r.stdout.strip().splitlines()[-1]
