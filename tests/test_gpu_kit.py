@@ -616,8 +616,15 @@ def run_fake(kit_dir, tmp_path, mode, *args, pynvvideocodec="ok"):
     return r, last_json(r.stdout)
 
 
-def test_runner_checks_and_times_everything(kit, tmp_path):
-    r, result = run_fake(kit[0], tmp_path, "ok", "--batch", "16", "--repeats", "2", "--quick")
+@pytest.fixture(scope="module")
+def ran_ok(kit, tmp_path_factory):
+    """One run of everything with the stand-in core (the runner takes a while: the tests share it)."""
+    tmp = tmp_path_factory.mktemp("ran_ok")
+    return (tmp, *run_fake(kit[0], tmp, "ok", "--batch", "16", "--repeats", "1", "--quick"))
+
+
+def test_runner_checks_and_times_everything(kit, ran_ok):
+    _, r, result = ran_ok
     assert r.returncode == 0 and result["passed"], (result.get("errors"), result.get("failed_checks"))
     checks = result["checks"]
     for track in ("thumb", "input"):
@@ -891,10 +898,10 @@ def test_matched_jpeg_quality_is_the_nearest(monkeypatch):
     assert low["chroma"] == "4:2:0" and low["chosen"]["quality"] == 75
 
 
-def test_runner_times_the_anchors(kit, tmp_path):
+def test_runner_times_the_anchors(kit, ran_ok):
     """Each CRF: the core, the stand-in PyNvVideoCodec (2 instances as the core's 2 sessions, and 1) on the
     same pictures, whose planes match the CPU decoder's, nvJPEG (or its reason) and the ratios."""
-    r, result = run_fake(kit[0], tmp_path, "ok", "--batch", "16", "--repeats", "1", "--quick")
+    tmp_path, r, result = ran_ok
     assert r.returncode == 0 and result["passed"], (result.get("errors"), r.stderr[-3000:])
     anchors = result["anchors"]
     assert anchors["sessions"] == 2 and anchors["pynvvideocodec"]["available"]
