@@ -3,6 +3,7 @@
 - Every ``python`` and ``sh`` block of README.md and docs/ (not docs/_pending/) runs, page by page,
   in a copy of a tiny workspace (tests/_docs_workspace.py); blocks marked ``skip-KIND: reason`` are
   compiled or parsed with ``bash -n``; a block nobody could classify fails (tests/_docs_blocks.py).
+  The pages run where ``BZNA_TF_DOCS_PAGES=1`` (``.ci/docs`` sets it); the classification always.
 - ``mkdocs build --strict`` passes (when MkDocs is installed; ``.ci/docs`` always runs it).
 - Every public name of the documented modules has a docstring and an API page.
 - Every "SPEC section N" citation in the code, tests and docs names a section of
@@ -242,6 +243,14 @@ def _needs_own_process(page: pathlib.Path) -> bool:
     return "KERAS_BACKEND" in page.read_text(encoding="utf-8")
 
 
+# The pages' blocks take minutes (conversions, trainings, a fresh interpreter per command): .ci/docs runs
+# them, so that the README's test command stays within its ten minutes.
+DOCS_PAGES = os.environ.get("BZNA_TF_DOCS_PAGES", "") not in ("", "0")
+
+
+@pytest.mark.skipif(
+    not DOCS_PAGES, reason="the pages' code blocks run in .ci/docs (BZNA_TF_DOCS_PAGES=1 runs them here)"
+)
 @pytest.mark.parametrize("page", _runnable_pages(), ids=_rel)
 def test_page_runs(page, docs_workspace, docs_server, tmp_path):
     blocks = [b for b in _docs_blocks.blocks_of(page) if b.runs or b.expect]
