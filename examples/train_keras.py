@@ -92,7 +92,7 @@ def make_tfrecords(path: str, count: int, seed: int) -> None:
 
 
 def make_data(
-    workdir: str, train_count: int, val_count: int, processes: int | None, layout: str | None = None
+    workdir: str, train_count: int, val_count: int, processes: int | None, layout: str
 ) -> tuple[str, str]:
     """The demo's train.bzna and val.bzna in ``workdir`` (made once; reused when present)."""
     from bzna_tf.convert import EncodeOptions, TFRecordSource, convert
@@ -112,9 +112,7 @@ def make_data(
         print(f"converting {record} to {bzna} ...", flush=True)
         # The pictures are small: a fast x265 preset is plenty for them. The progress goes to stderr: a
         # bar on a terminal, else a plain line at each 10% (at least 5 s apart) and at least one a minute.
-        options = (
-            EncodeOptions(preset="fast") if layout is None else EncodeOptions(preset="fast", layout=layout)
-        )
+        options = EncodeOptions(preset="fast", layout=layout)
         summary = convert(source, bzna, encoding=options, workers=processes)
         print(f"converted: {summary}")
     return paths[0], paths[1]
@@ -143,6 +141,9 @@ def build_model(size: int, num_classes: int, steps: int):
 
 
 def main(argv=None):
+    from bzna_tf.convert import EncodeOptions
+    from bzna_tf.convert.encode import LAYOUTS
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", help="a labelled .bzna file (or pattern) to train on instead of the demo data")
     p.add_argument("--val-data", help="the validation .bzna (default: 10%% of --data, held out at random)")
@@ -161,8 +162,10 @@ def main(argv=None):
     )
     p.add_argument(
         "--layout",
-        choices=("benzina", "compact"),
-        help="the demo data's frame layout (default: the converter's; compact encodes small pictures faster)",
+        choices=LAYOUTS,
+        default=EncodeOptions().layout,
+        help="the demo data's frame layout (default: the converter's, %(default)s; compact encodes small "
+        "pictures faster)",
     )
     args = p.parse_args(argv)
 
