@@ -312,6 +312,23 @@ def test_normalisation_and_warp_layers(flat_file):
     assert (t[0, 0, 0] == 0).all()
 
 
+def test_a_model_given_the_documented_fill_pads_as_as_dataset_does(flat_file):
+    # as_dataset normalises the picture and leaves the fill raw (SPEC section 4); in a model, a Normalize
+    # layer after the warp layer normalises the fill too. The layers guide's recipe, a warp layer's
+    # fill_value = bias + v / norm, gives the model the frame as_dataset trained it on (v).
+    d = ClassificationDataset(flat_file).select([3])
+    normalize = bzna_tf.layers.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    warp = bzna_tf.layers.CenterResizedCrop(20, 30, scale=4.0)
+    (x, _), *_ = run(d.as_dataset(batch_size=1, warp=warp, normalize=normalize, fill_value=0.5))
+    np.testing.assert_array_equal(x[0, 0, 0], [0.5, 0.5, 0.5])
+    bias, norm = normalize.kernel_terms()
+    picture = np.full((1, 16, 16, 3), 100, np.uint8)  # any picture: the frame around it is compared
+    for fill, same in [((bias + 0.5 / norm).tolist(), True), (0.5, False)]:
+        layer = bzna_tf.layers.CenterResizedCrop(20, 30, scale=4.0, fill_value=fill)
+        served = normalize(layer(picture, training=False)).numpy()
+        assert np.allclose(served[0, 0, 0], x[0, 0, 0], atol=1e-5) == same, (fill, served[0, 0, 0])
+
+
 # ---------------------------------------------------------------------------------------------- order
 
 
@@ -362,6 +379,9 @@ def test_same_seed_same_batches_and_new_epochs(flat_file):
     order = [n for el in a1 for n in el[-1]]
     assert order != [n for el in a2 for n in el[-1]]  # each iteration reshuffles
     assert order != [n for el in run(make(6)) for n in el[-1]]
+    # A seed is taken modulo 2**63 (as the docs say): -1 is a fixed seed, 2**63 - 1's.
+    assert [n for el in run(make(5 + 2**63)) for n in el[-1]] == order
+    assert [n for el in run(make(-1)) for n in el[-1]] == [n for el in run(make(2**63 - 1)) for n in el[-1]]
 
 
 def test_crops_differ_per_epoch_but_are_reproducible(tmp_path):
@@ -443,7 +463,7 @@ def test_a_checkpoint_restores_only_into_a_pipeline_over_the_same_samples(tmp_pa
         next(it)
         return tf.train.Checkpoint(iterator=it).write(str(tmp_path / "ckpt" / "it")), it
 
-    for before, after, said in [
+    cases = [
         ({"shard": (2, 0)}, {"shard": (2, 1)}, "shard: then 0 of 2, now 1 of 2"),
         ({"shard": (4, 0)}, {"shard": (3, 0)}, "shard: then 0 of 4, now 0 of 3"),
         ({"split": "[:50%]"}, {"split": "[50%:]"}, "selection: then 6 samples ("),
@@ -452,7 +472,10 @@ def test_a_checkpoint_restores_only_into_a_pipeline_over_the_same_samples(tmp_pa
         ({}, {"shuffle": False}, "order: then shuffled with seed 1, now as selected"),
         ({}, {"repeat": 2}, "epochs per iteration: then 1, now 2"),
         ({}, {"shape": 4}, "images: then 8 x 8, channels_last, now 4 x 4, channels_last"),
-    ]:
+    ]
+    # The facts and their wording do not depend on the kind of checkpoint: one case shows that a symbolic
+    # checkpoint carries them too.
+    for before, after, said in cases[:1] if symbolic else cases:
         saved, _ = saved_after_one_batch(**before)
         with pytest.raises(tf.errors.FailedPreconditionError, match="another pipeline") as e:
             tf.train.Checkpoint(iterator=iter(make(**after))).read(saved)

@@ -98,6 +98,14 @@ def test_out_of_bounds_pixels_get_fill_value(images):
     out = layer(images, training=True).numpy()
     np.testing.assert_array_equal(out[:, 0, 0], np.full((4, 3), 123.0))
     np.testing.assert_array_equal(out[:, -1, -1], np.full((4, 3), 123.0))
+    # Or one value per channel (R, G, B), saved in the config as a list.
+    layer = SimilarityTransform(
+        60, 80, degrees=(45, 45), resize=True, fill_value=np.array([1, 2.5, 3]), seed=0
+    )
+    np.testing.assert_array_equal(layer(images, training=True).numpy()[:, 0, 0], np.tile([1, 2.5, 3], (4, 1)))
+    config = layer.get_config()
+    assert config["fill_value"] == [1, 2.5, 3] and json.dumps(config)
+    assert SimilarityTransform.from_config(config).fill_value == [1, 2.5, 3]
 
 
 def test_training_draws_new_parameters_inference_does_not(images):
@@ -296,7 +304,16 @@ def test_a_fresh_process_that_imports_bzna_tf_loads_the_layers(tmp_path, imports
     assert run.returncode == 0, run.stderr[-3000:]
     assert "could not register" not in run.stderr
     assert run.stdout.split() == ["Normalize", "RandomResizedCrop", "SimilarityTransform"]
-    # Without bzna_tf, Keras cannot find them (it imports no module outside Keras): the docs say to import it.
+
+
+def test_a_fresh_process_without_bzna_tf_cannot_load_the_layers(tmp_path):
+    """The control of the test above: Keras imports no module outside Keras, so without ``import bzna_tf``
+    load_model cannot find the layers (the docs say to import it)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "augment.keras"
+    keras.Sequential([keras.Input((None, None, 3), dtype="uint8"), all_layers()[0]]).save(path)
     run = subprocess.run(
         [sys.executable, "-c", _LOAD.format(imports="import keras"), str(path)],
         capture_output=True,
@@ -486,6 +503,8 @@ def test_an_export_with_training_false_serves_the_inference_graph(images, tmp_pa
         (lambda: RandomResizedCrop(10, 10, data_format="NCHW"), "data_format"),
         (lambda: RandomResizedCrop(10, 10, scale=(1, 0.5)), "scale"),
         (lambda: SimilarityTransform(10, 10, fill_value="black"), "fill_value"),
+        (lambda: SimilarityTransform(10, 10, fill_value=(1, 2)), r"a number or 3 numbers \(R, G, B\)"),
+        (lambda: SimilarityTransform(10, 10, fill_value=(1, 2, True)), "fill_value"),
         (lambda: CenterResizedCrop(10, 10, scale=0), "scale"),
         (lambda: CenterResizedCrop(10, 10, antialias="yes"), "antialias"),
     ],

@@ -346,7 +346,9 @@ class Dataset:
             ``bzna_tf.datasets.MAX_BATCH_BYTES`` (4 GiB) of float32 values.
           shuffle: permute the samples each epoch; each iteration of the
             dataset (each Keras epoch) gets a new permutation.
-          seed: an integer for the permutations and the random warps. None
+          seed: an integer for the permutations and the random warps, taken
+            modulo 2**63 (seeds that differ by a multiple of 2**63 give the
+            same data; a negative seed is a fixed seed like any other). None
             draws one, as tf.data's ``shuffle(seed=None)`` does: from
             TensorFlow's global seed when one is set
             (``keras.utils.set_random_seed``), else at random (then runs

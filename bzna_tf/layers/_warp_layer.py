@@ -48,6 +48,19 @@ def _number(value, arg):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _fill_value(value, arg="fill_value"):
+    """A number, or 3 numbers (R, G, B) as a list: Python numbers, as the config is JSON."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        if len(value) == 3 and not any(isinstance(v, (bool, np.bool_)) for v in value):
+            if all(isinstance(v, numbers.Real) for v in value):
+                return [v.item() if isinstance(v, np.generic) else v for v in value]
+    elif not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real):
+        return value.item() if isinstance(value, np.generic) else value
+    raise ValueError(f"Expected `{arg}` as a number or 3 numbers (R, G, B). Received: {arg}={value!r}")
+
+
 def _image_dict(data: dict) -> dict:
     """Keras 3's dict input of image preprocessing layers, checked: "images", and "labels" passed through.
 
@@ -126,7 +139,7 @@ class WarpLayer(TensorFlowLayer):
             setattr(self, name, _plain(value))
         self.height = _positive_int(height, "height")
         self.width = _positive_int(width, "width")
-        self.fill_value = _number(fill_value, "fill_value")
+        self.fill_value = _fill_value(fill_value)
         if not isinstance(antialias, bool):
             raise ValueError(f"Expected `antialias` as a bool. Received: antialias={antialias!r}")
         self.antialias = antialias

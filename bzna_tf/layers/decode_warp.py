@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from bzna_tf.layers._backend import TensorFlowLayer
-from bzna_tf.layers._warp_layer import _number, _positive_int, standardize_data_format
+from bzna_tf.layers._warp_layer import _fill_value, _positive_int, standardize_data_format
 from bzna_tf.layers.normalize import _as_list
 from bzna_tf.ops.warp import decode_warp
 from bzna_tf.transforms.constant import bias_norm, per_channel
@@ -99,16 +99,7 @@ class DecodeWarp(TensorFlowLayer):
         self.bias, self.norm = _as_list(bias, "bias"), _as_list(norm, "norm")
         b, n = bias_norm(self.bias, self.norm, self.mean, self.std)
         self._bias, self._norm = np.asarray(b), np.asarray(n)
-        if isinstance(fill_value, (list, tuple)):
-            fill_value = [_number(v, "fill_value") for v in fill_value]
-        else:
-            try:
-                fill_value = _number(fill_value, "fill_value")
-            except ValueError:
-                raise ValueError(
-                    f"Expected `fill_value` as a number or 3. Received: fill_value={fill_value!r}"
-                ) from None
-        self.fill_value = fill_value
+        self.fill_value = _fill_value(fill_value)
         self._fill = per_channel(fill_value, "fill_value", finite=False)
         if not isinstance(antialias, bool):
             raise ValueError(f"Expected `antialias` as a bool. Received: antialias={antialias!r}")
