@@ -157,6 +157,31 @@ def test_shards_of_one_conversion_read_as_one_set(tmp_path, encoded):
     assert len(ClassificationDataset(str(d / "train-0000[0-1]-of-*.bzna"))) == 6
 
 
+def test_shards_of_one_set_listed_out_of_order_are_refused(tmp_path, encoded):
+    # A list is read in the order given and its order numbers the samples. Shards out of their order come
+    # from a listing with no fixed order (glob.glob, os.listdir) that another worker may get in another
+    # order: a split or a worker's share would take other samples there, silently.
+    d = shard_set(tmp_path / "set", encoded)
+    k0, k1, k2 = (str(d / f"train-{k:05d}-of-00003.bzna") for k in range(3))
+    for listing in ([k2, k0, k1], [k0, k2, k1], [str(d / "train-0000[12]-*"), k0]):
+        for cls in (Dataset, ClassificationDataset):
+            with pytest.raises(ValueError, match="shards of one set listed out of order") as e:
+                cls(listing)
+            assert "sorted(paths)" in str(e.value) and repr(str(d / "train-*-of-00003.bzna")) in str(e.value)
+    # In their order, with other files between them, or some of them: read in the order given.
+    val = str(write(tmp_path / "val.bzna", encoded, 2))
+    assert names(Dataset([k0, val, k2])) == ["s0"] * 3 + ["val"] * 2 + ["s2"] * 3
+    assert names(Dataset([val, k1, k2])) == ["val"] * 2 + ["s1"] * 3 + ["s2"] * 3
+    # Files looked at one by one (bzna-tf info), or sorted by split (ImageNet): any order.
+    from bzna_tf.cli import main
+
+    assert main(["info", k2, k0]) == 0
+    renamed = [str(d / f"val-{k:05d}-of-00003.bzna") for k in range(3)]
+    for k in range(3):
+        os.rename(str(d / f"train-{k:05d}-of-00003.bzna"), renamed[k])
+    assert names(ImageNet(renamed[::-1], split="val")) == ["s0"] * 3 + ["s1"] * 3 + ["s2"] * 3
+
+
 def test_a_shard_without_conversion_facts_in_a_converted_set_is_refused(tmp_path, encoded):
     d = shard_set(tmp_path / "set", encoded)
     write(d / "train-00001-of-00003.bzna", encoded, 3, prefix="other")  # another writer's file

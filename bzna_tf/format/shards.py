@@ -239,6 +239,35 @@ def _refuse_duplicates(paths) -> None:
             )
 
 
+def _refuse_shards_out_of_order(paths) -> None:
+    """Refuses shards of one set listed out of their order (shard 2 before shard 0).
+
+    Files are read in the order given, and that order numbers the samples: a split, a ``select`` and
+    each worker's share of a sharded shuffle take samples by number. Shards of one set out of order
+    come from a listing with no fixed order (``glob.glob``, ``os.listdir``), which another process may
+    get in another order: the same numbers would then be other samples there (some read twice, others
+    never). Shards of one set picked on purpose keep their order (0, 3, 7 is fine).
+    """
+    last = {}
+    for p in paths:
+        m = SHARD_NAME.match(os.path.basename(p))
+        if not m:
+            continue
+        key = (os.path.dirname(p), m["stem"], m["count"])
+        k = int(m["index"])
+        if key in last and k < last[key][0]:
+            j, earlier = last[key]
+            raise ValueError(
+                f"shards of one set listed out of order: {earlier} (shard {j}) comes before {p} (shard {k}). "
+                "Files are read in the order given and that order numbers the samples (splits, select, "
+                "each worker's share); a listing from glob.glob or os.listdir has no fixed order. Pass "
+                "sorted(paths), the pattern "
+                f"{os.path.join(os.path.dirname(p), m['stem'] + '-*-of-' + m['count'] + '.bzna')!r} "
+                "or the folder."
+            )
+        last[key] = (k, p)
+
+
 def near_name(name: str) -> str:
     """A class name as its two spellings may both give it: no surrounding spaces, NFC, case folded."""
     return unicodedata.normalize("NFC", name.strip()).casefold()
@@ -539,17 +568,21 @@ class BznaShards:
     refuses what would read samples twice or miss some: the shards of one set
     written by two conversions (``check_conversions``), and two files
     that are copies of one another (the same size, index, last MiB, targets
-    and names; only files of one size and sample count are compared).
+    and names; only files of one size and sample count are compared). Files
+    are read in the order given, so shards of one set listed out of their
+    order (shard 2 before shard 0: an unsorted listing) are refused.
 
     Args:
       paths: a list of paths or glob patterns (patterns expand sorted).
 
     Raises:
-      ValueError: as :func:`expand_paths`; shards of two conversions; a copy.
+      ValueError: as :func:`expand_paths`; shards of one set out of order;
+        shards of two conversions; a copy.
     """
 
     def __init__(self, paths):
         self.paths = expand_paths(paths)
+        _refuse_shards_out_of_order(self.paths)
         self.files: list[BznaFile] = []
         try:
             for p in self.paths:
