@@ -40,6 +40,18 @@ def test_version_prints_the_version(capsys):
     assert capsys.readouterr().out == f"bzna-tf {bzna_tf.__version__}\n"
 
 
+def test_an_error_is_one_line_and_status_1_a_command_line_that_does_not_parse_status_2(tmp_path, capsys):
+    # As docs/reference/cli.md says.
+    assert main(["info", str(tmp_path / "nothing.bzna")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bzna-tf info: ") and "nothing.bzna" in err
+    for argv in (["info"], ["preview", "--no-such-flag", "x.bzna"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        assert "usage: bzna-tf" in capsys.readouterr().err
+
+
 def test_python_m_bzna_tf_is_the_command(tmp_path):
     import subprocess
     import sys
