@@ -33,7 +33,7 @@ class CenterResizedCrop(WarpLayer):
       keep_ratio: one scale for both axes (default), so nothing is distorted.
       fill_value: the value of output pixels whose source point is outside the image: a number or 3
         (R, G, B). A Normalize layer after this one normalises it; ``as_dataset`` does not (see
-        "Out of the image" in the layers guide).
+        "The fill and normalisation" in the layers guide).
       antialias: where the warp shrinks the image, average each output pixel's footprint instead of
         sampling a point (a triangle filter as wide as the reduction, torchvision's and DALI's default;
         see ``bzna_tf.ops.warp_rgb``). Default True; False is Benzina's point sampling.
