@@ -233,6 +233,25 @@ def test_split_specs_slice_like_tfds():
     assert select_split("[:50%]", {"all": range(23)}, default="all").tolist() == list(range(12))
 
 
+def test_a_negative_percentage_is_the_complement_of_the_positive_one_for_every_size():
+    # -p% is the boundary of (100 - p)%: [:90%] and [-10%:] always split the samples exactly. Rounded
+    # alone (TFDS), -10% of 5 samples was -0 (the whole file as "the last 10%"), and a half rounded to
+    # even went the other way than (100 - p)%'s (of 25 samples, sample 22 in neither part).
+    for n in range(1, 101):
+        every = {"all": range(n)}
+        for p in (1, 5, 10, 12.5, 20, 25, 33.3, 50, 90, 99):
+            head = [f"[:{100 - p}%]", f"[:-{p}%]"]
+            for h in head:
+                parts = []
+                for spec in (h, f"[-{p}%:]"):
+                    try:
+                        parts += select_split(spec, every, default="all").tolist()
+                    except ValueError as e:  # an empty part
+                        assert "selects no samples" in str(e), (n, spec)
+                assert parts == list(range(n)), (n, h, p)
+    assert select_split("[-10%:]", {"all": range(5)}, default="all").tolist() == [4]
+
+
 @pytest.mark.parametrize(
     "spec, match",
     [

@@ -86,7 +86,12 @@ def _bound(text: str | None, n: int, spec: str) -> int | None:
         pct = float(text[:-1])
         if not -100 <= pct <= 100:
             raise ValueError(f"a percentage must lie in [-100%, 100%]. Received: split={spec!r}")
-        # TFDS' default rounding: the closest integer boundary.
+        # TFDS' default rounding: the closest integer boundary. A negative percentage counts from the end
+        # as the boundary of (100 - p)% from the start, so that [:90%] and [-10%:] always split the samples
+        # exactly: rounded alone, -p% * n could round to 0 (the whole split: [-10%:] of 5 samples) or
+        # round its half the other way than (100 - p)% does (sample 22 of 25 in neither part).
+        if text.startswith("-"):
+            return int(round((100 + pct) * n / 100))
         return int(round(pct * n / 100))
     if "." in text:
         raise ValueError(f"an absolute bound must be an integer (or use %). Received: split={spec!r}")
@@ -107,7 +112,10 @@ def select_split(
     ``"train[-5%:]"``, ``"train[42]"``, ``"train+val"``. Slices follow Python
     (negative bounds count from the end, out-of-range bounds are clipped);
     a percentage ``p%`` of a split of n samples is the boundary
-    ``round(p * n / 100)``, as TFDS rounds by default. A part without a name
+    ``round(p * n / 100)``, as TFDS rounds by default, and ``-p%`` the
+    boundary of ``(100 - p)%``, so that ``[:90%]`` and ``[-10%:]`` always
+    split the samples exactly (TFDS rounds ``-p * n / 100`` itself: of 5
+    samples, its ``[-10%:]`` is all of them). A part without a name
     (``"[:90%]"``) refers to ``default``.
 
     Args:
