@@ -794,9 +794,23 @@ def test_an_unsharded_shuffle_without_a_seed_in_a_multi_worker_job_is_refused(fl
     with pytest.warns(UserWarning, match="DATA"):  # said where it is not refused
         d.as_dataset(batch_size=2, shape=8, shuffle=True, seed=3)
     d.as_dataset(batch_size=2, shape=8, shuffle=True, shard=(2, 0), seed=1)
-    tf.random.set_seed(5)  # one global seed: the same order on every worker
+    # One global seed is refused too: the seed drawn from it depends on the random ops the process made
+    # before (a chief that built one more random pipeline drew another order).
+    tf.random.set_seed(5)
     try:
-        d.as_dataset(batch_size=2, shape=8, shuffle=True)
+        for extra in (0, 1):
+            orders = []
+            for _ in range(2):  # two "workers": the same program, the second makes `extra` random ops first
+                tf.random.set_seed(5)
+                for _ in range(extra * len(orders)):
+                    tf.random.uniform(())
+                monkeypatch.delenv("TF_CONFIG")
+                ds = d.as_dataset(batch_size=2, shape=8, shuffle=True, with_filenames=True)
+                orders.append([n for el in ds for n in el[-1].numpy().tolist()])
+                monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
+            assert (orders[0] == orders[1]) == (extra == 0)
+        with pytest.raises(ValueError, match="one global seed too: the seed drawn from it depends on"):
+            d.as_dataset(batch_size=2, shape=8, shuffle=True)
     finally:
         tf.random.set_seed(None)
     # ParameterServerStrategy (a "ps" job) does not auto-shard, and traces the dataset function: a seed

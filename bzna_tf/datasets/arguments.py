@@ -185,13 +185,16 @@ def check(
     seed_value, drawn = resolve_seed(seed, draws=draws)
     # The workers among which tf.distribute's DATA auto-sharding would split an unsharded pipeline.
     workers = _auto_sharded_workers() if shard is None and input_context is None else 1
-    if workers > 1 and shuffle and drawn:
+    if workers > 1 and shuffle and seed is None:
         # DATA auto-sharding keeps every N-th batch of each worker's pipeline: of N orders when drawn apart.
+        # A seed drawn from one global seed is no better: it depends on the random ops the process made
+        # before (TensorFlow's op seed counter), which differ between a chief and the other workers.
         raise ValueError(
             f"as_dataset(shuffle=True) without a `seed` in a job of {workers} workers: each worker would "
-            "draw its own order, and tf.distribute's auto-sharding (every N-th batch of each worker's "
-            "pipeline) would read some samples twice and others never. Give every worker the same `seed` "
-            "(or one global seed: keras.utils.set_random_seed), or better, build the pipeline per worker: "
+            "draw its own order (one global seed too: the seed drawn from it depends on the random ops "
+            "each process made before), and tf.distribute's auto-sharding (every N-th batch of each "
+            "worker's pipeline) would read some samples twice and others never. Give every worker the "
+            "same `seed`, or better, build the pipeline per worker: "
             "strategy.distribute_datasets_from_function(lambda ctx: ds.as_dataset(..., input_context=ctx, "
             "seed=...))"
         )
