@@ -517,7 +517,7 @@ def _check_counts(args) -> None:
 
 
 def _convert(args) -> int:
-    from bzna_tf.convert import ConversionError, ConversionInterrupted, convert
+    from bzna_tf.convert import SOURCES, ConversionError, ConversionInterrupted, convert
     from bzna_tf.convert.plan import check_order, shard_paths
     from bzna_tf.convert.sources import read_class_names
     from bzna_tf.format.atomic import make_parent
@@ -528,6 +528,9 @@ def _convert(args) -> int:
     check_order(args.order, args.seed)
     _check_counts(args)
     shard_paths(args.output, None)  # a file name, not a folder
+    check_cli_output = getattr(SOURCES[args.kind], "check_cli_output", None)
+    if check_cli_output is not None:  # an output whose folder, made in a source folder, would be a class
+        check_cli_output(args.sources, args.output)
     make_parent(args.output)
     class_names = read_class_names(args.class_names) if args.class_names else None
     source = _source(args)

@@ -112,6 +112,43 @@ def test_a_class_folder_linking_up_the_tree_is_refused(tmp_path):
         ImageFolderSource(root)
 
 
+def test_an_output_in_a_folder_of_the_source_without_images_is_refused(tmp_path, capsys):
+    # `convert folder m m/bzna/x.bzna` made m/bzna before listing m: an empty class 'bzna' at target 0, every
+    # other class one higher, with a one-line warning (from Python: 3 classes, then 4 on a rerun).
+    root = make_folder(tmp_path / "m", {"cat": 1, "dog": 1}, size=(16, 16))
+    why = "taken as a class folder, so 'bzna' would be a class without images"
+    for out in (root / "bzna" / "x.bzna", root / "bzna" / "sub" / "x.bzna"):
+        assert main(["convert", "folder", str(root), str(out), *CLI_FAST, "--num-shards", "2"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"bzna-tf convert: {root}: the output {out} would be written in {root}/bzna, ")
+        assert why in err and f"Write the output outside {root} (such as {tmp_path}/bzna/" in err, err
+        assert sorted(os.listdir(root)) == ["cat", "dog"]  # nothing made
+    # From Python: before the folder is made, and after (then listed as a class without images).
+    with pytest.raises(SourceError, match=f"written in .*bzna, a folder that would be made in .*{why}"):
+        convert(ImageFolderSource(root), root / "bzna" / "train.bzna", num_shards=2, workers=0, **FAST)
+    assert sorted(os.listdir(root)) == ["cat", "dog"]
+    (root / "bzna").mkdir()
+    with pytest.raises(SourceError, match=f"bzna, a folder of .*m without images: .*{why}.*remove .*bzna if"):
+        convert(ImageFolderSource(root), root / "bzna" / "train.bzna", workers=0, **FAST)
+    assert main(["convert", "folder", str(root), str(root / "bzna" / "x.bzna"), *CLI_FAST]) == 1
+    assert why in capsys.readouterr().err and os.listdir(root / "bzna") == []
+    os.rmdir(root / "bzna")
+    # A folder of unlabelled images: its new folder would make them images beside a class folder.
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "a.ppm").write_bytes((root / "cat" / "cat_0.ppm").read_bytes())
+    with pytest.raises(SourceError, match="'out' would be a class without images"):
+        convert(ImageFolderSource(flat), flat / "out" / "test.bzna", workers=0, **FAST)
+    # In a class folder, at the top level, in a hidden folder: never a class; a rerun skips the files.
+    for out in (root / "cat" / "x.bzna", root / "y.bzna", root / ".out" / "z.bzna"):
+        for _ in range(2):
+            assert main(["convert", "folder", str(root), str(out), *CLI_FAST, "--num-shards", "2"]) == 0
+        printed = capsys.readouterr().out
+        assert "skipped 2 files that were already converted" in printed and "without images" not in printed
+        with BznaFile(str(out.parent / f"{out.stem}-00000-of-00002.bzna")) as f:
+            assert f.class_names == ["cat", "dog"]
+
+
 def test_class_names_that_repeat_number_a_validation_folder_as_the_training_file(tmp_path, capsys):
     # ImageNet's names repeat ("crane" the bird and the machine): a name is at several targets.
     (tmp_path / "names.txt").write_text("crane\ncrane\nmaillot\n")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from conftest import gradient
 
+from bzna_tf.cli import main
 from bzna_tf.convert import (
     ConversionError,
     EncodeOptions,
@@ -209,6 +210,28 @@ def test_array_workers_and_shard_lists_make_the_same_files(tmp_path, folder):
     ]:
         with pytest.raises(ValueError, match=fragment):
             convert(ImageFolderSource(folder), parts / "t.bzna", num_shards=3, workers=0, **kwargs, **FAST)
+
+
+def test_an_array_task_past_the_plan_says_why_it_has_nothing_to_do(tmp_path, folder, capsys):
+    # Without --num-shards the plan is one file: task 1 of 2 printed only "nothing to do for t.bzna".
+    out = tmp_path / "nt" / "t.bzna"
+    argv = ["convert", "folder", str(folder), str(out), "--processes", "0", "--preset", "ultrafast"]
+    assert main([*argv, "--no-progress", "--task-index", "1", "--num-tasks", "2"]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"nothing to do for {out}: task 1 of 2 has no shard to convert: the plan has 1 file, which task 0 "
+        "converts (give --num-shards N >= --num-tasks to share the conversion among the tasks; "
+        "num_shards >= num_workers in Python)\n"
+    )
+    assert not out.parent.exists() or os.listdir(out.parent) == []
+    task = {"workers": 0, **FAST}
+    s = convert(ImageFolderSource(folder), out, num_shards=3, worker_index=3, num_workers=4, **task)
+    assert s.written == [] and s.idle.startswith(
+        "task 3 of 4 has no shard to convert: the plan has 3 files, which tasks 0 to 2 convert (give"
+    )
+    s = convert(ImageFolderSource(folder), out, shard_size=1e9, worker_index=1, num_workers=2, **task)
+    assert "N >= --num-tasks or a smaller --shard-size to share" in str(s)
+    s = convert(ImageFolderSource(folder), out, num_shards=3, worker_index=1, num_workers=2, **task)
+    assert s.idle is None and "nothing to do" not in str(s)
 
 
 def test_an_array_task_that_runs_another_conversion_than_its_siblings_is_refused(tmp_path, folder):

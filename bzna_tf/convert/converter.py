@@ -312,6 +312,7 @@ class ConversionSummary:
         :data:`~bzna_tf.convert.images.PICTURE_FACTS`: an EXIF orientation, transparent
         pixels, CMYK, more than 8 bits per channel).
       exif_transpose, alpha_background: the encoding's, to say what was done to them.
+      idle: why this process had no shard to convert (an array task past the plan's shards), or None.
     """
 
     output: str
@@ -332,6 +333,7 @@ class ConversionSummary:
     pictures: dict = field(default_factory=dict)
     exif_transpose: bool = False
     alpha_background: tuple | None = None
+    idle: str | None = None
 
     @property
     def images_per_second(self) -> float:
@@ -369,7 +371,7 @@ class ConversionSummary:
                 f"already converted from these sources with these options ({n} images): {names}{more}"
             )
         if not lines:
-            lines.append(f"nothing to do for {self.output}")
+            lines.append(f"nothing to do for {self.output}" + (f": {self.idle}" if self.idle else ""))
         if self.order == "shuffle":
             lines.append(f"order: shuffled with seed {self.seed} (the same on every rerun)")
         elif self.num_shards > 1 or self.written:
@@ -659,6 +661,19 @@ def _selected(plan, shards, worker_index, num_workers):
             f"Expected `shards` as shard numbers in [0, {len(plan)}). Received: shards={list(shards)!r}"
         )
     return [plan[k] for k in wanted]
+
+
+def _idle_task(plan, worker_index, num_workers, shard_size) -> str:
+    """Why the array task ``worker_index`` of ``num_workers`` has no shard of ``plan`` to convert (more
+    tasks than shards: the plan has one file without ``num_shards``)."""
+    n = len(plan)
+    tasks = {1: "task 0 converts", 2: "tasks 0 and 1 convert"}.get(n, f"tasks 0 to {n - 1} convert")
+    smaller = " or a smaller --shard-size" if shard_size is not None else ""
+    return (
+        f"task {worker_index} of {num_workers} has no shard to convert: the plan has {count(n, 'file')}, "
+        f"which {tasks} (give --num-shards N >= --num-tasks{smaller} to share the conversion among the "
+        "tasks; num_shards >= num_workers in Python)"
+    )
 
 
 def _replace_sigint(handler):
@@ -978,6 +993,8 @@ def convert(
                 plan = [ShardSpec(0, 1, 0, -1, plan[0].path)]
             summary.num_shards = len(plan)
             mine = _selected(plan, shards, worker_index, num_workers)
+            if not mine:  # an array task past the plan's shards: said, not refused (siblings convert them)
+                summary.idle = _idle_task(plan, worker_index, num_workers, shard_size)
             positions = None
             if total is not None:
                 labelled = source.labelled() if hasattr(source, "labelled") else None

@@ -41,6 +41,7 @@ from bzna_tf.convert.sources.classes import name_forms as _forms
 from bzna_tf.convert.sources.classes import name_tokens as _tokens
 from bzna_tf.convert.sources.classes import nfc as _nfc
 from bzna_tf.format.atomic import file_error
+from bzna_tf.format.reader import is_url
 from bzna_tf.format.shards import near_name as _near
 from bzna_tf.format.wording import count
 
@@ -63,6 +64,73 @@ _STRANGE = {
 # filesystem's root, Windows' bin and volume folder. As class folders they would number the classes after
 # them one higher (an empty class 0 in a split unzipped on a Mac); inside a class, add other files.
 SYSTEM_FOLDERS = frozenset({"__MACOSX", "@eaDir", "lost+found", "$RECYCLE.BIN", "System Volume Information"})
+
+
+def _output_folder(root, output):
+    """The name of the folder at ``root``'s top level that ``output`` would be written in (directly or
+    deeper), and ``output``'s path relative to ``root``; None where it lies outside ``root``, at its top
+    level, or in a folder that is never a class (hidden, a :data:`SYSTEM_FOLDERS` name). Compared as given
+    (links kept) and with links resolved."""
+    output = os.fspath(output)
+    if is_url(output):
+        return None
+    for base, path in (
+        (os.path.abspath(root), os.path.abspath(output)),
+        (os.path.realpath(root), os.path.realpath(output)),
+    ):
+        try:
+            rel = os.path.relpath(path, base)
+        except ValueError:  # another drive (Windows)
+            continue
+        parts = rel.split(os.sep)
+        if os.path.isabs(rel) or parts[0] in (os.curdir, os.pardir) or len(parts) < 2:
+            continue
+        if parts[0].startswith(".") or parts[0] in SYSTEM_FOLDERS:  # never listed
+            return None
+        return parts[0], rel
+    return None
+
+
+def check_output_place(root, output, with_images=None) -> None:
+    """Refuses an ``output`` under the folder source ``root`` in a top-level folder of ``root`` that holds
+    no images: listed as a class folder, it would be an empty class, and the classes after it would be
+    numbered one higher (the output's own folder as class 0 when its name sorts first).
+
+    Args:
+      root: the source's folder (``~`` expanded).
+      output: the conversion's output (a URL is not looked at).
+      with_images: the names of ``root``'s folders that hold images (its classes'), as listed; None before
+        the listing: only a folder that does not exist yet (that making the output's folder would add)
+        is refused.
+
+    Raises:
+      SourceError: naming ``root``, the folder, and the way out (an output outside ``root``).
+    """
+    found = _output_folder(root, output)
+    if found is None:
+        return
+    name, rel = found
+    folder = os.path.join(root, name)
+    exists = os.path.isdir(folder)
+    if exists and (with_images is None or name in with_images):
+        return
+    norm = os.path.normpath(root)
+    if os.path.basename(norm) in ("", os.curdir, os.pardir):
+        norm = os.path.abspath(root)
+    outside = os.path.join(os.path.dirname(norm), rel)
+    shown, where = escaped_name(root), escaped_name(folder)
+    what = (
+        f"{where}, a folder of {shown} without images"
+        if exists
+        else f"{where}, a folder that would be made in {shown}"
+    )
+    raise SourceError(
+        f"{shown}: the output {escaped_name(output)} would be written in {what}: every folder in {shown} is "
+        f"taken as a class folder, so {_few([name])} would be a class without images, and the classes after "
+        f"it would be numbered one higher (their images stored with shifted targets). Write the output "
+        f"outside {shown} (such as {escaped_name(outside)})"
+        + (f", and remove {where} if it was made for the output" if exists else "")
+    )
 
 
 def _visible(entries, system=None):
@@ -228,6 +296,7 @@ class ImageFolderSource(Source):
         beside = [e for e in top if kinds[e.name] == "file" and self._is_image(e.name)]
         ignored += [name for name, kind in kinds.items() if kind == "file" and not self._is_image(name)]
         self._files = []  # (target, path relative to root, '/'-separated)
+        self._with_images = set()  # the class folders that hold images (check_output)
         empty = []
         # One file reached through symbolic links by several paths is one image: taken once within its
         # class; in two classes (or in one and beside them) it would have two labels, which is refused.
@@ -249,6 +318,8 @@ class ImageFolderSource(Source):
             found = self._walk(folder, name, {top_real}, ignored, strange) if folder is not None else []
             if not found:
                 empty.append(f"{name!r} (target {target})")
+            else:
+                self._with_images.add(folder)
             for rel, real in found:
                 take(target, rel, real)
         if folders and beside and not self.allow_unlabelled:
@@ -428,9 +499,16 @@ class ImageFolderSource(Source):
           output: the conversion's output (a local path; a URL is not looked at).
           class_names: the class names the conversion stores (default: the folders').
 
+        First, an ``output`` under ``root`` in a top-level folder of ``root``
+        that holds no images (or that does not exist yet) is refused
+        (:func:`check_output_place`): that folder would be a class of its own
+        when the folder is listed again.
+
         Raises:
-          SourceError: naming the class with two targets and how to choose (``classes``).
+          SourceError: naming the class with two targets and how to choose (``classes``), or the folder
+            of ``root`` the output would be written in.
         """
+        check_output_place(self.root, output, self._with_images)
         if self._listed:
             return
         names = list(class_names) if class_names is not None else self.class_names
@@ -522,6 +600,13 @@ class ImageFolderSource(Source):
             unlabelled=None if target is not None else self._unlabelled,
             error=None if _is_utf8(rel) else NAME_NOT_UTF8,
         )
+
+    @classmethod
+    def check_cli_output(cls, paths, output):
+        """Refuses, before the folder is listed (and before the output's folder is made), an output in a
+        folder of the source's folder that does not exist yet (:func:`check_output_place`)."""
+        if len(paths) == 1 and os.path.isdir(os.path.expanduser(paths[0])):
+            check_output_place(os.path.expanduser(paths[0]), output)
 
     @classmethod
     def from_cli(cls, paths, *, allow_unlabelled=False, classes=None):
