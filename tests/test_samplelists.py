@@ -259,6 +259,60 @@ def test_a_relative_base_given_to_the_writer_is_the_current_folder(flat_shards, 
     assert open(tmp_path / "lists" / "y.list").read().splitlines()[2] == shards_dir
 
 
+def two_experiments(flat_shards, tmp_path):
+    """exp1/data.bzna (a copy of part-0: 7 samples) and exp2/data.bzna (of part-2: 9 samples)."""
+    import shutil
+
+    for name, k in (("exp1", 0), ("exp2", 2)):
+        (tmp_path / name).mkdir()
+        shutil.copy(flat_shards[k], tmp_path / name / "data.bzna")
+    return tmp_path / "exp1", tmp_path / "exp2"
+
+
+def test_a_list_made_after_chdir_names_the_file_the_dataset_opened(flat_shards, tmp_path, monkeypatch):
+    # A notebook's %cd: the list named exp2's data.bzna with exp1's indices, and exp2 then read other images.
+    exp1, exp2 = two_experiments(flat_shards, tmp_path)
+    monkeypatch.chdir(exp1)
+    d = ClassificationDataset("data.bzna")
+    monkeypatch.chdir(exp2)
+    lst = d.select([1, 3]).to_sample_list()
+    assert lst.base == str(exp1) and [e.file for e in lst.entries] == ["data.bzna"]
+    assert (lst.entries[0].included, lst.entries[0].excluded) == (2, 5)
+    lst.write("holdout.list")  # in exp2
+    assert open(exp2 / "holdout.list").read().splitlines()[2] == str(exp1)
+    assert listed(d, "holdout.list") == [(0, 1), (0, 3)]
+    opened = ClassificationDataset.from_sample_list("holdout.list")
+    assert opened.paths == [str(exp1 / "data.bzna")] and opened.filenames == ["s0_01.png", "s0_03.png"]
+
+
+def test_a_list_made_before_chdir_still_fits_the_file_the_dataset_opened(flat_shards, tmp_path, monkeypatch):
+    # It was refused: "exp1/data.bzna is a file here, and not the data file data.bzna" (exp2's, by then).
+    exp1, exp2 = two_experiments(flat_shards, tmp_path)
+    monkeypatch.chdir(exp1)
+    d = ClassificationDataset("data.bzna")
+    lst = d.select([2, 5]).to_sample_list()
+    lst.write("holdout.list")
+    monkeypatch.chdir(exp2)
+    assert listed(d, lst) == [(0, 2), (0, 5)]
+    assert listed(d, str(exp1 / "holdout.list")) == [(0, 2), (0, 5)]
+    assert d.select(lst).filenames == ["s0_02.png", "s0_05.png"]
+    assert d.sample_list_positions(lst).tolist() == [2, 5]
+
+
+def test_a_list_read_from_a_relative_path_keeps_its_folder(flat_shards, tmp_path, monkeypatch):
+    # Its relative base was taken from the working directory of each use: after a chdir, another file.
+    exp1, exp2 = two_experiments(flat_shards, tmp_path)
+    (exp1 / "rel.list").write_text("CONDUIT_HDF5_INCLUSION\n2 5 1\n.\ndata.bzna 2 5 4 6\n")
+    monkeypatch.chdir(exp1)
+    lst = SampleList.read("rel.list")
+    d = ClassificationDataset(str(exp1 / "data.bzna"))
+    monkeypatch.chdir(exp2)
+    assert [os.path.normpath(p) for p in lst.data_paths()] == [str(exp1 / "data.bzna")]
+    assert listed(d, lst) == [(0, 4), (0, 6)]
+    assert ClassificationDataset.from_sample_list(lst).filenames == ["s0_04.png", "s0_06.png"]
+    assert lst.path == "rel.list"  # errors name the list as given
+
+
 def test_a_list_narrows_a_split_and_opens_its_own_files(flat_shards, tmp_path):
     lst = write(
         tmp_path,
