@@ -313,6 +313,35 @@ def test_a_list_read_from_a_relative_path_keeps_its_folder(flat_shards, tmp_path
     assert lst.path == "rel.list"  # errors name the list as given
 
 
+@pytest.mark.parametrize("kind", ["CONDUIT_HDF5_INCLUSION", "MULTI-SAMPLE_INCLUSION"])
+def test_an_inclusion_list_for_an_earlier_conversion_is_refused(flat_shards, tmp_path, kind):
+    # Inclusion lines give the file's size too (included + excluded): a list of samples 0-2 of a 7-sample
+    # file, applied after it was converted again with 9, selected 3 other samples without a word.
+    import shutil
+
+    path = tmp_path / "data.bzna"
+    shutil.copy(flat_shards[0], path)
+    lst = Dataset(str(path)).select([0, 1, 2]).to_sample_list(kind)
+    lst.write(tmp_path / "old.list")
+    assert (lst.entries[0].included, lst.entries[0].excluded) == (3, 4)
+    shutil.copy(flat_shards[2], path)  # converted again: 9 samples
+    d = Dataset(str(path))
+    line = 5 if kind == "MULTI-SAMPLE_INCLUSION" else 4
+    message = (
+        f"{tmp_path / 'old.list'}, line {line}: data.bzna: 3 included + 4 excluded samples, but the data "
+        f"file {path} holds 9 samples: the list was made for another file or an earlier conversion of this "
+        "one (make the list again for this file)"
+    )
+    with pytest.raises(SampleListError) as e:
+        d.select(SampleList.read(tmp_path / "old.list"))
+    assert e.value.line == line and str(e.value) == message
+    with pytest.raises(SampleListError, match=r"3 included \+ 4 excluded samples, but the data file"):
+        d.select(lst)  # the list in memory, its lines unnumbered
+    # MULTI-SAMPLE_INCLUSION_V2 gives no excluded count: nothing to check the file's size against.
+    v2 = Dataset(str(path)).select([0, 1, 2]).to_sample_list("MULTI-SAMPLE_INCLUSION_V2")
+    assert d.select(v2).indices.tolist() == [0, 1, 2]
+
+
 def test_a_list_narrows_a_split_and_opens_its_own_files(flat_shards, tmp_path):
     lst = write(
         tmp_path,
@@ -396,6 +425,18 @@ MISFIT = [
         "'s0_01.png' is not a filename stored",
     ),
     ("CONDUIT_HDF5_EXCLUSION\n5 1 1\n{base}\npart-0.bzna 5 1 3\n", 4, r"5 included \+ 1 excluded .* holds 7"),
+    # Inclusion lines give the file's size too: a list made for another file, or an earlier conversion.
+    (
+        "CONDUIT_HDF5_INCLUSION\n3 7 1\n{base}\npart-0.bzna 3 7 0 ... 2\n",
+        4,
+        r"part-0.bzna: 3 included \+ 7 excluded samples, but the data file .*part-0.bzna holds 7 samples: "
+        "the list was made for another file",
+    ),
+    (
+        "MULTI-SAMPLE_INCLUSION\n2 2 1\n{base}\n-\npart-1.bzna 2 2 s1_00.png 4\n",
+        5,
+        r"2 included \+ 2 excluded samples, but the data file .*part-1.bzna holds 5 samples",
+    ),
     (
         "MULTI-SAMPLE_INCLUSION_V2\n2 2\n{base}\npart-0.bzna 1 3\n\npart-0.bzna 1 3\n",
         6,

@@ -372,8 +372,10 @@ class SampleList:
 
         Raises:
           SampleListError: a file the data lacks, an id out of range, a
-            filename not stored (or stored twice) in its file, a count that
-            disagrees with the file (each naming the line).
+            filename not stored (or stored twice) in its file, a line whose
+            included + excluded samples differ from its file's size (the
+            types with an excluded count, inclusion lines too), each naming
+            the line.
         """
         matcher = _FileMatcher(paths)
         names = {}
@@ -424,6 +426,16 @@ class SampleList:
                     e.line,
                 )
             size = int(starts[k + 1] - starts[k])
+            if _has_excluded_field(self.type) and e.included + e.excluded != size:
+                # These lines give the file's size (included + excluded), inclusion lines too: a list
+                # made for another file of that name, or before the file was converted again, would
+                # read other samples (by index) without a word.
+                raise self._error(
+                    f"{e.file}: {e.included} included + {e.excluded} excluded samples, but the data file "
+                    f"{paths[k]} holds {count(size, 'sample')}: the list was made for another file or an "
+                    "earlier conversion of this one (make the list again for this file)",
+                    e.line,
+                )
             # ids read from text are parsed already; lists built in memory (to_sample_list) hold strings
             ids = (parse_id(i) if isinstance(i, str) else i for i in e.ids)
             ids = list(ids)
@@ -437,12 +449,6 @@ class SampleList:
                     said = [ids[p] for p in np.flatnonzero(local == j)]
                     raise self._error(
                         f"{e.file}: sample {j} excluded {len(said)} times (as {', '.join(map(repr, said))})",
-                        e.line,
-                    )
-                if e.included + e.excluded != size:
-                    raise self._error(
-                        f"{e.file}: {e.included} included + {e.excluded} excluded samples, "
-                        f"but the file holds {count(size, 'sample')}",
                         e.line,
                     )
                 local = _complement(size, local)
