@@ -259,6 +259,89 @@ def test_a_relative_base_given_to_the_writer_is_the_current_folder(flat_shards, 
     assert open(tmp_path / "lists" / "y.list").read().splitlines()[2] == shards_dir
 
 
+def two_experiments(flat_shards, tmp_path):
+    """exp1/data.bzna (a copy of part-0: 7 samples) and exp2/data.bzna (of part-2: 9 samples)."""
+    import shutil
+
+    for name, k in (("exp1", 0), ("exp2", 2)):
+        (tmp_path / name).mkdir()
+        shutil.copy(flat_shards[k], tmp_path / name / "data.bzna")
+    return tmp_path / "exp1", tmp_path / "exp2"
+
+
+def test_a_list_made_after_chdir_names_the_file_the_dataset_opened(flat_shards, tmp_path, monkeypatch):
+    # A notebook's %cd: the list named exp2's data.bzna with exp1's indices, and exp2 then read other images.
+    exp1, exp2 = two_experiments(flat_shards, tmp_path)
+    monkeypatch.chdir(exp1)
+    d = ClassificationDataset("data.bzna")
+    monkeypatch.chdir(exp2)
+    lst = d.select([1, 3]).to_sample_list()
+    assert lst.base == str(exp1) and [e.file for e in lst.entries] == ["data.bzna"]
+    assert (lst.entries[0].included, lst.entries[0].excluded) == (2, 5)
+    lst.write("holdout.list")  # in exp2
+    assert open(exp2 / "holdout.list").read().splitlines()[2] == str(exp1)
+    assert listed(d, "holdout.list") == [(0, 1), (0, 3)]
+    opened = ClassificationDataset.from_sample_list("holdout.list")
+    assert opened.paths == [str(exp1 / "data.bzna")] and opened.filenames == ["s0_01.png", "s0_03.png"]
+
+
+def test_a_list_made_before_chdir_still_fits_the_file_the_dataset_opened(flat_shards, tmp_path, monkeypatch):
+    # It was refused: "exp1/data.bzna is a file here, and not the data file data.bzna" (exp2's, by then).
+    exp1, exp2 = two_experiments(flat_shards, tmp_path)
+    monkeypatch.chdir(exp1)
+    d = ClassificationDataset("data.bzna")
+    lst = d.select([2, 5]).to_sample_list()
+    lst.write("holdout.list")
+    monkeypatch.chdir(exp2)
+    assert listed(d, lst) == [(0, 2), (0, 5)]
+    assert listed(d, str(exp1 / "holdout.list")) == [(0, 2), (0, 5)]
+    assert d.select(lst).filenames == ["s0_02.png", "s0_05.png"]
+    assert d.sample_list_positions(lst).tolist() == [2, 5]
+
+
+def test_a_list_read_from_a_relative_path_keeps_its_folder(flat_shards, tmp_path, monkeypatch):
+    # Its relative base was taken from the working directory of each use: after a chdir, another file.
+    exp1, exp2 = two_experiments(flat_shards, tmp_path)
+    (exp1 / "rel.list").write_text("CONDUIT_HDF5_INCLUSION\n2 5 1\n.\ndata.bzna 2 5 4 6\n")
+    monkeypatch.chdir(exp1)
+    lst = SampleList.read("rel.list")
+    d = ClassificationDataset(str(exp1 / "data.bzna"))
+    monkeypatch.chdir(exp2)
+    assert [os.path.normpath(p) for p in lst.data_paths()] == [str(exp1 / "data.bzna")]
+    assert listed(d, lst) == [(0, 4), (0, 6)]
+    assert ClassificationDataset.from_sample_list(lst).filenames == ["s0_04.png", "s0_06.png"]
+    assert lst.path == "rel.list"  # errors name the list as given
+
+
+@pytest.mark.parametrize("kind", ["CONDUIT_HDF5_INCLUSION", "MULTI-SAMPLE_INCLUSION"])
+def test_an_inclusion_list_for_an_earlier_conversion_is_refused(flat_shards, tmp_path, kind):
+    # Inclusion lines give the file's size too (included + excluded): a list of samples 0-2 of a 7-sample
+    # file, applied after it was converted again with 9, selected 3 other samples without a word.
+    import shutil
+
+    path = tmp_path / "data.bzna"
+    shutil.copy(flat_shards[0], path)
+    lst = Dataset(str(path)).select([0, 1, 2]).to_sample_list(kind)
+    lst.write(tmp_path / "old.list")
+    assert (lst.entries[0].included, lst.entries[0].excluded) == (3, 4)
+    shutil.copy(flat_shards[2], path)  # converted again: 9 samples
+    d = Dataset(str(path))
+    line = 5 if kind == "MULTI-SAMPLE_INCLUSION" else 4
+    message = (
+        f"{tmp_path / 'old.list'}, line {line}: data.bzna: 3 included + 4 excluded samples, but the data "
+        f"file {path} holds 9 samples: the list was made for another file or an earlier conversion of this "
+        "one (make the list again for this file)"
+    )
+    with pytest.raises(SampleListError) as e:
+        d.select(SampleList.read(tmp_path / "old.list"))
+    assert e.value.line == line and str(e.value) == message
+    with pytest.raises(SampleListError, match=r"3 included \+ 4 excluded samples, but the data file"):
+        d.select(lst)  # the list in memory, its lines unnumbered
+    # MULTI-SAMPLE_INCLUSION_V2 gives no excluded count: nothing to check the file's size against.
+    v2 = Dataset(str(path)).select([0, 1, 2]).to_sample_list("MULTI-SAMPLE_INCLUSION_V2")
+    assert d.select(v2).indices.tolist() == [0, 1, 2]
+
+
 def test_a_list_narrows_a_split_and_opens_its_own_files(flat_shards, tmp_path):
     lst = write(
         tmp_path,
@@ -342,6 +425,18 @@ MISFIT = [
         "'s0_01.png' is not a filename stored",
     ),
     ("CONDUIT_HDF5_EXCLUSION\n5 1 1\n{base}\npart-0.bzna 5 1 3\n", 4, r"5 included \+ 1 excluded .* holds 7"),
+    # Inclusion lines give the file's size too: a list made for another file, or an earlier conversion.
+    (
+        "CONDUIT_HDF5_INCLUSION\n3 7 1\n{base}\npart-0.bzna 3 7 0 ... 2\n",
+        4,
+        r"part-0.bzna: 3 included \+ 7 excluded samples, but the data file .*part-0.bzna holds 7 samples: "
+        "the list was made for another file",
+    ),
+    (
+        "MULTI-SAMPLE_INCLUSION\n2 2 1\n{base}\n-\npart-1.bzna 2 2 s1_00.png 4\n",
+        5,
+        r"2 included \+ 2 excluded samples, but the data file .*part-1.bzna holds 5 samples",
+    ),
     (
         "MULTI-SAMPLE_INCLUSION_V2\n2 2\n{base}\npart-0.bzna 1 3\n\npart-0.bzna 1 3\n",
         6,

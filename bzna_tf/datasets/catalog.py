@@ -116,6 +116,16 @@ class Dataset:
         """The files, in order."""
         return list(self._index.paths)
 
+    def _opened_paths(self) -> list[str]:
+        """The files the dataset opened: each path as given (errors name it so) while it still leads
+        there, else (a relative one, the working directory changed since) the absolute path opened; URLs
+        as they are. Whatever reads or names the files later (pipelines, sample lists) takes these: a
+        later ``os.chdir`` leads none of them to another file of that name."""
+        return [
+            p if is_url(p) or f.path is None or os.path.abspath(p) == f.path else f.path
+            for p, f in zip(self.paths, self._index.files, strict=True)
+        ]
+
     @property
     def indices(self) -> np.ndarray:
         """The global sample indices this dataset reads, in order (int64, read-only)."""
@@ -201,6 +211,8 @@ class Dataset:
         in the list's order (exclusion lists: file order). The list's files
         are matched to this dataset's files by path (base + file), or, for a
         list written on another machine, by their trailing path components.
+        This dataset's files are those it opened: a relative path stays the
+        file it led to then, whatever the working directory is now.
 
         Args:
           sample_list: a :class:`bzna_tf.SampleList` or the path of a list file.
@@ -212,7 +224,7 @@ class Dataset:
         """
         lst = SampleList.of(sample_list)
         files = self._index.files
-        wanted = lst.global_indices(self.paths, self._index.starts, lambda k: files[k].filenames())
+        wanted = lst.global_indices(self._opened_paths(), self._index.starts, lambda k: files[k].filenames())
         sel = self._indices
         order = np.argsort(sel, kind="stable")
         ordered = sel[order]
@@ -238,10 +250,13 @@ class Dataset:
           ids: ``"indices"`` (each sample's index in its file) or ``"names"``
             (its stored filename; refused where a name could not be read back).
           base: line 3, the files' base directory (default: their common one).
+
+        The list names the files this dataset opened (a relative path as it
+        led when the dataset was opened, whatever the working directory is now).
         """
         files = self._index.files
         return SampleList.from_indices(
-            self.paths,
+            self._opened_paths(),
             self._index.starts,
             self._indices,
             kind=type,
@@ -508,13 +523,7 @@ class Dataset:
             sel = self._file_shard(sel, count, index, options.training, options.epochs is None)
             options = replace(options, shard=(1, 0), file_shard=(count, index))
         identities = [f.identity for f in self._index.files]  # the read op refuses other files
-        # The files the dataset opened: a path as given (errors name it so) while it still leads there, else
-        # (a relative one, the working directory changed since) the absolute path opened.
-        files = [
-            p if is_url(p) or os.path.abspath(p) == f.path else f.path
-            for p, f in zip(self.paths, self._index.files, strict=True)
-        ]
-        source = Source(files, self._index.starts, self._track, sel, self._labels, identities)
+        source = Source(self._opened_paths(), self._index.starts, self._track, sel, self._labels, identities)
         return source, options
 
     def _check_selection(self, selection, options, *, listed: bool) -> None:

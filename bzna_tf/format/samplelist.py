@@ -121,12 +121,22 @@ class SampleList:
     entries: list[FileEntry] = field(default_factory=list)
     label_file: str | None = None
     path: str | None = None
+    # (path, the list's folder as an absolute path when the list was read or written): a relative base
+    # is taken from there, not from the working directory of a later use (a notebook's %cd).
+    _anchor: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.type not in LIST_TYPES:
             raise ValueError(
                 f"Expected the list type to be one of {list(LIST_TYPES)}. Received: {self.type!r}"
             )
+        self._anchor_at(self.path)
+
+    def _anchor_at(self, path) -> None:
+        """Records ``path``'s folder, made absolute now (a local path only)."""
+        self._anchor = None
+        if path is not None and not is_url(os.fspath(path)):
+            self._anchor = (path, os.path.dirname(os.path.abspath(os.fspath(path))))
 
     # ---------------------------------------------------------------- facts
 
@@ -158,7 +168,10 @@ class SampleList:
 
     @classmethod
     def read(cls, path) -> SampleList:
-        """Reads and checks a list file (a path, ``~`` expanded, or a URL of TensorFlow's filesystems)."""
+        """Reads and checks a list file (a path, ``~`` expanded, or a URL of TensorFlow's filesystems).
+
+        A relative base (line 3) is taken from the list file's folder as it is
+        when the list is read: a later ``os.chdir`` does not move it."""
         path = os.fspath(path)
         if not is_url(path):
             path = os.path.expanduser(path)
@@ -310,7 +323,9 @@ class SampleList:
         base = self.base if is_url(self.base) or "\0" in self.base else os.path.expanduser(self.base)
         if is_url(base) or os.path.isabs(base) or self.path is None or is_url(self.path):
             return base
-        return os.path.join(os.path.dirname(os.path.abspath(self.path)), base)
+        if self._anchor is not None and self._anchor[0] == self.path:
+            return os.path.join(self._anchor[1], base)  # the list's folder when it was read or written
+        return os.path.join(os.path.dirname(os.path.abspath(self.path)), base)  # a path set by hand
 
     def _join(self, rel: str) -> str:
         base = self._base()
@@ -357,8 +372,10 @@ class SampleList:
 
         Raises:
           SampleListError: a file the data lacks, an id out of range, a
-            filename not stored (or stored twice) in its file, a count that
-            disagrees with the file (each naming the line).
+            filename not stored (or stored twice) in its file, a line whose
+            included + excluded samples differ from its file's size (the
+            types with an excluded count, inclusion lines too), each naming
+            the line.
         """
         matcher = _FileMatcher(paths)
         names = {}
@@ -409,6 +426,16 @@ class SampleList:
                     e.line,
                 )
             size = int(starts[k + 1] - starts[k])
+            if _has_excluded_field(self.type) and e.included + e.excluded != size:
+                # These lines give the file's size (included + excluded), inclusion lines too: a list
+                # made for another file of that name, or before the file was converted again, would
+                # read other samples (by index) without a word.
+                raise self._error(
+                    f"{e.file}: {e.included} included + {e.excluded} excluded samples, but the data file "
+                    f"{paths[k]} holds {count(size, 'sample')}: the list was made for another file or an "
+                    "earlier conversion of this one (make the list again for this file)",
+                    e.line,
+                )
             # ids read from text are parsed already; lists built in memory (to_sample_list) hold strings
             ids = (parse_id(i) if isinstance(i, str) else i for i in e.ids)
             ids = list(ids)
@@ -422,12 +449,6 @@ class SampleList:
                     said = [ids[p] for p in np.flatnonzero(local == j)]
                     raise self._error(
                         f"{e.file}: sample {j} excluded {len(said)} times (as {', '.join(map(repr, said))})",
-                        e.line,
-                    )
-                if e.included + e.excluded != size:
-                    raise self._error(
-                        f"{e.file}: {e.included} included + {e.excluded} excluded samples, "
-                        f"but the file holds {count(size, 'sample')}",
                         e.line,
                     )
                 local = _complement(size, local)
@@ -600,6 +621,7 @@ class SampleList:
     def write(self, path, *, ranges: bool = True) -> str:
         """Writes the list (atomically: a temporary file renamed into place). Returns the path."""
         self.path = write_atomic(path, self.to_text(ranges=ranges).encode("utf-8"))
+        self._anchor_at(self.path)
         return self.path
 
 
