@@ -330,10 +330,10 @@ def test_caption_font():
 
 def test_cli_preview_writes_the_png(flat_shards, tmp_path, capsys):
     out = tmp_path / "grid.png"
-    pattern = os.path.join(os.path.dirname(flat_shards[0]), "part-*.bzna")
+    files = [str(p) for p in flat_shards]  # as the shell expands part-*.bzna (a pattern opens one dataset)
     args = [
         "preview",
-        pattern,
+        *files,
         "-o",
         str(out),
         "--n",
@@ -360,12 +360,12 @@ def test_cli_preview_writes_the_png(flat_shards, tmp_path, capsys):
     lst = tmp_path / "two.list"
     lst.write_text(f"MULTI-SAMPLE_INCLUSION_V2\n2 1\n{os.path.dirname(flat_shards[0])}\npart-1.bzna 2 4 1\n")
     assert (
-        cli(["preview", pattern, "-o", str(out), "--first", "--sample-list", str(lst), "--warp", "center"])
+        cli(["preview", *files, "-o", str(out), "--first", "--sample-list", str(lst), "--warp", "center"])
         == 0
     )
     assert "2 samples (11, 8)" in capsys.readouterr().out  # global indices 7 + 4 and 7 + 1, in list order
-    assert cli(["preview", pattern, "-o", str(out), "--warp", "center", "--flip-h", "1"]) == 1
+    assert cli(["preview", *files, "-o", str(out), "--warp", "center", "--flip-h", "1"]) == 1
     assert "--warp center takes only --crop" in capsys.readouterr().err
     for crop in ("0", "-1", "nan"):
-        assert cli(["preview", pattern, "-o", str(out), "--warp", "center", "--crop", crop]) == 1
+        assert cli(["preview", *files, "-o", str(out), "--warp", "center", "--crop", crop]) == 1
         assert "--crop takes the crop's side fraction, a number > 0" in capsys.readouterr().err

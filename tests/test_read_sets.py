@@ -10,7 +10,7 @@ import pytest
 from conftest import gradient
 
 import bzna_tf.format.splits as splits
-from bzna_tf import BznaWriter, ClassificationDataset, Dataset, ImageNet
+from bzna_tf import BznaWriter, ClassificationDataset, Dataset, ImageNet, open_bzna
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +90,9 @@ def facts(shard, num_shards, start, stop, changes):
     return out
 
 
-def shard_set(folder, encoded, changes=None, *, per_shard=3, count=3, metadata=True):
-    """count shards of per_shard pictures whose conversion facts tile [0, count * per_shard);
-    changes: {shard: fact changes}."""
+def shard_set(folder, encoded, changes=None, *, per_shard=3, count=3, metadata=True, prefix="s"):
+    """count shards of per_shard pictures whose conversion facts tile [0, count * per_shard), named
+    PREFIXk_i.png; changes: {shard: fact changes}."""
     changes = changes or {}
     for k in range(count):
         meta = {"conversion": facts(k, count, k * per_shard, (k + 1) * per_shard, changes.get(k, {}))}
@@ -100,7 +100,7 @@ def shard_set(folder, encoded, changes=None, *, per_shard=3, count=3, metadata=T
             folder / f"train-{k:05d}-of-{count:05d}.bzna",
             encoded,
             per_shard,
-            prefix=f"s{k}",
+            prefix=f"{prefix}{k}",
             metadata=meta if metadata else None,
         )
     return folder
@@ -180,6 +180,99 @@ def test_shards_of_one_set_listed_out_of_order_are_refused(tmp_path, encoded):
     for k in range(3):
         os.rename(str(d / f"train-{k:05d}-of-00003.bzna"), renamed[k])
     assert names(ImageNet(renamed[::-1], split="val")) == ["s0"] * 3 + ["s1"] * 3 + ["s2"] * 3
+
+
+def test_shards_of_one_set_are_compared_whatever_the_spelling_of_their_folder(tmp_path, encoded, monkeypatch):
+    # "./set" and "set" are one folder: its shards out of order, or of two conversions, are refused.
+    monkeypatch.chdir(tmp_path)
+    shard_set(tmp_path / "set", encoded)
+    k0, k1, k2 = (f"set/train-{k:05d}-of-00003.bzna" for k in range(3))
+    with pytest.raises(ValueError, match="shards of one set listed out of order") as e:
+        Dataset(["./" + k2, k0, k1])
+    assert "(shard 2) comes before set/train-00000-of-00003.bzna (shard 0)" in str(e.value)
+    assert len(Dataset([k0, "./" + k1, os.path.join(".", "set", "..", k2)])) == 9
+    shard_set(tmp_path / "two", encoded, {0: {"seed": 1, "fingerprint": "g" * 32}})
+    with pytest.raises(ValueError, match="written by two conversions .*seed 1 and seed 0"):
+        Dataset([f"./two/train-{0:05d}-of-00003.bzna", *(f"two/train-{k:05d}-of-00003.bzna" for k in (1, 2))])
+
+
+def test_a_pattern_opens_one_dataset_as_a_folder_does(tmp_path, encoded):
+    # The same images converted twice in one folder: a pattern over both read each image twice.
+    dup = tmp_path / "dup"
+    shard_set(dup, encoded, per_shard=4)
+    write(dup / "train.bzna", encoded, 12, prefix="t", metadata={"conversion": facts(0, 1, 0, 12, {})})
+    for pattern in ("*.bzna", "train*"):
+        for opening in (Dataset, ClassificationDataset, open_bzna):
+            with pytest.raises(ValueError) as e:
+                opening(str(dup / pattern))
+            assert str(e.value).startswith(
+                f"the pattern {str(dup / pattern)!r} matches 2 datasets, not one: "
+                "train-*-of-00003.bzna (3 files), train.bzna. A pattern opens one set of shards or one file, "
+                "as a directory does; pick one with a narrower pattern or a path (e.g. "
+                f"{str(dup / 'train-*-of-00003.bzna')!r}), or list several explicitly to read them as one"
+            )
+    assert len(Dataset(str(dup / "train-*.bzna"))) == len(Dataset(str(dup / "train.bzna"))) == 12
+    assert len(Dataset(str(dup / "train-0000[02]-of-00003.bzna"))) == 8  # shards of one set, picked
+    # ImageNet's train shards beside val.bzna: one pattern mixed train and val (and a split of them).
+    d = tmp_path / "imagenet"
+    for k in range(2):
+        write(d / f"train-{k:05d}-of-00002.bzna", encoded, 4, prefix=f"train{k}")
+    write(d / "val.bzna", encoded, 3)
+    with pytest.raises(
+        ValueError, match=r"matches 2 datasets, not one: train-\*-of-00002\.bzna \(2 files\), val"
+    ):
+        ClassificationDataset(str(d / "*.bzna"), split="[:50%]")
+    assert names(ImageNet(str(d / "*.bzna"), split="val")) == ["val"] * 3  # ImageNet sorts them by split
+    listed = sorted(str(p) for p in d.iterdir())
+    assert len(Dataset(listed)) == 11  # a list reads several as one, on purpose
+    # Two conversions in two folders, one pattern over both: two datasets (of one name).
+    for sub in ("a", "b"):
+        shard_set(tmp_path / "r3" / sub, encoded)
+    with pytest.raises(ValueError, match="matches 2 datasets, not one") as e:
+        Dataset(str(tmp_path / "r3" / "*" / "train-*.bzna"))
+    assert f"{tmp_path / 'r3' / 'a' / 'train-*-of-00003.bzna'} (3 files), " in str(e.value)
+    # Files looked at one by one (bzna-tf info, verify): any pattern.
+    from bzna_tf.cli import main
+
+    assert main(["info", str(dup / "*.bzna")]) == 0
+
+
+def test_two_conversions_of_one_source_are_refused(tmp_path, encoded):
+    """Datasets whose conversion facts record one sibling fingerprint: the same images, read twice."""
+    a = shard_set(tmp_path / "a", encoded)
+    for seed, k in ((0, 1), (1, 0)):  # the same order (shard 1 twice), or another (shard 0 of each)
+        b = shard_set(tmp_path / "b", encoded, {j: {"seed": seed} for j in range(3)}, prefix="b")
+        listed = [str(a / f"train-0000{k}-of-00003.bzna"), str(b / "train-00001-of-00003.bzna")]
+        for cls in (Dataset, ClassificationDataset):
+            with pytest.raises(ValueError) as e:
+                cls(listed)
+            assert str(e.value).startswith(
+                f"{listed[0]} and {listed[1]} are of two conversions of one source (their conversion facts "
+                "record one sibling fingerprint"
+            )
+            assert "each image would be read twice an epoch" in str(e.value)
+            assert "select them twice with Dataset.select" in str(e.value)
+        with pytest.raises(ValueError, match="two conversions of one source"):
+            Dataset([a, b])  # the whole sets, by their folders
+    # Single files of one source, and a file beside the set it was converted again into.
+    one = {"conversion": facts(0, 1, 0, 9, {"sibling_fingerprint": "u" * 32})}
+    x = write(tmp_path / "x.bzna", encoded, 9, prefix="x", metadata=one)
+    y = write(tmp_path / "y" / "x.bzna", encoded, 9, prefix="y", metadata=one)
+    with pytest.raises(ValueError, match="two conversions of one source"):
+        Dataset([x, y])
+    again = write(a / "train.bzna", encoded, 9, prefix="t", metadata={"conversion": facts(0, 1, 0, 9, {})})
+    with pytest.raises(ValueError, match="two conversions of one source"):
+        Dataset([str(a / "train-*.bzna"), again])
+    # Train and val converted from two sources; a set whose shards lie in two folders (one conversion's
+    # pieces, which share no image); files that record no sibling fingerprint: read as one.
+    val = {"conversion": facts(0, 1, 0, 3, {"sibling_fingerprint": "v" * 32})}
+    val = write(tmp_path / "val.bzna", encoded, 3, metadata=val)
+    b = shard_set(tmp_path / "b", encoded, prefix="b")
+    pieces = [str(a / "train-00000-of-00003.bzna"), str(a / "train-00001-of-00003.bzna")]
+    assert len(Dataset([*pieces, str(b / "train-00002-of-00003.bzna")])) == 9
+    assert len(Dataset([str(a / "train-*.bzna"), x, val])) == 21
+    old = {"conversion": facts(0, 1, 0, 9, {"sibling_fingerprint": None})}
+    assert len(Dataset([write(tmp_path / "old.bzna", encoded, 9, metadata=old), x])) == 18
 
 
 def test_a_shard_without_conversion_facts_in_a_converted_set_is_refused(tmp_path, encoded):

@@ -489,10 +489,10 @@ def test_writer_refuses_names_that_would_not_read_back(tmp_path):
 
 def test_cli_writes_and_checks_a_list(flat_shards, tmp_path, capsys):
     out = tmp_path / "all.list"
-    pattern = os.path.join(os.path.dirname(flat_shards[0]), "part-*.bzna")
-    assert cli(["samplelist", pattern, "-o", str(out), "--type", "CONDUIT_HDF5_EXCLUSION"]) == 0
+    files = [str(p) for p in flat_shards]  # as the shell expands part-*.bzna (a pattern opens one dataset)
+    assert cli(["samplelist", *files, "-o", str(out), "--type", "CONDUIT_HDF5_EXCLUSION"]) == 0
     assert open(out).read().splitlines()[:2] == ["CONDUIT_HDF5_EXCLUSION", "21 0 3"]
-    assert cli(["samplelist", pattern, "-o", str(out), "--split", "[:10]", "--ids", "names"]) == 0
+    assert cli(["samplelist", *files, "-o", str(out), "--split", "[:10]", "--ids", "names"]) == 0
     text = open(out).read().splitlines()
     assert text[1] == "10 2 2" and text[3].startswith("part-0.bzna 7 0 s0_00.png")
     assert text[4] == "part-1.bzna 3 2 s1_00.png s1_01.png s1_02.png"

@@ -32,7 +32,10 @@ def shards(pictures, tmp_path_factory):
 
 
 def test_shards_concatenate_in_order(shards, pictures):
-    with open_bzna(str(shards / "part-*.bzna")) as ds:
+    # Three files, not one set of shards: a list reads them as one; a pattern opens one dataset.
+    with pytest.raises(ValueError, match=r"the pattern '.*part-\*\.bzna' matches 3 datasets, not one"):
+        open_bzna(str(shards / "part-*.bzna"))
+    with open_bzna([shards / f"part-{k}.bzna" for k in range(3)]) as ds:
         assert isinstance(ds, BznaShards)
         assert len(ds) == 5 and ds.num_labelled == 4
         assert ds.targets.tolist() == [4, -1, 9, 5, 6]

@@ -52,7 +52,8 @@ class Dataset:
     :meth:`close`) is optional.
 
     Args:
-      path_or_paths: a path, a glob pattern, or a list of them.
+      path_or_paths: a path, a glob pattern, or a list of them (a pattern,
+        like a folder, opens one dataset; a list reads several as one).
       track: ``"bzna_input"`` (default: the full-size picture) or
         ``"bzna_thumb"`` (the thumbnail, at most 512 x 512; the full
         picture for images that need none). ``"input"``/``"thumb"`` also work.
@@ -64,9 +65,10 @@ class Dataset:
       BznaFormatError: a file that is not a readable .bzna.
       FileNotFoundError: a missing file, or a pattern matching nothing.
       ValueError: an unknown track or a malformed split; files that would
-        read samples twice, miss some or mix datasets: a folder of several
-        datasets, an incomplete set of shards, a file reached twice or a copy
-        of one, shards of one set written by two conversions.
+        read samples twice, miss some or mix datasets: a folder or a pattern
+        of several datasets, an incomplete set of shards, a file reached twice
+        or a copy of one, shards of one set written by two conversions, two
+        conversions of one source.
 
     Example:
 

@@ -127,6 +127,26 @@ def _one_dataset(files, folder) -> None:
     )
 
 
+def _one_dataset_of_pattern(matches, pattern) -> None:
+    """Refuses a pattern that matches more than one shard set or file (in one folder or several): it would
+    read them as one (train shards and val.bzna, a file and the set it was converted again into)."""
+    sets = {}
+    for path in matches:  # one set per folder and name (files of two folders are two datasets)
+        sets.setdefault((os.path.dirname(path), next(iter(shard_sets([path])))), []).append(path)
+    if len(sets) <= 1:
+        return
+    one_folder = len({folder for folder, _ in sets}) == 1
+    named = {n if one_folder else os.path.join(folder, n): p for (folder, n), p in sets.items()}
+    (folder, name), paths = next(iter(sets.items()))
+    example = paths[0] if len(paths) == 1 else os.path.join(folder, name)
+    raise ValueError(
+        f"the pattern {pattern!r} matches {len(sets)} datasets, not one: {describe_sets(named)}. A pattern "
+        "opens one set of shards or one file, as a directory does; pick one with a narrower pattern or a "
+        f"path (e.g. {example!r}), or list several explicitly to read them as one (ImageNet's per-split "
+        "files: bzna_tf.ImageNet(pattern, split=...))"
+    )
+
+
 def _refuse_past_count(path, what=None) -> None:
     """Refuses a file named as shard k of a set of N (``NAME-0000k-of-0000N.bzna``) with k >= N."""
     m = SHARD_NAME.match(os.path.basename(path))
@@ -226,6 +246,13 @@ def _identity(p: str):
     return p if local is None else file_identity(local)
 
 
+def _folder(p: str):
+    """What makes two spellings of a file's folder the same folder (``./shards`` and ``shards``): its real
+    path, for a local path or a ``file://`` URL; another URL's folder as it is written."""
+    local = _local_path(p) if is_url(p) else p
+    return os.path.dirname(p) if local is None else os.path.realpath(os.path.dirname(local))
+
+
 def _refuse_duplicates(paths) -> None:
     seen = {}
     for k, p in enumerate(paths):
@@ -253,7 +280,7 @@ def _refuse_shards_out_of_order(paths) -> None:
         m = SHARD_NAME.match(os.path.basename(p))
         if not m:
             continue
-        key = (os.path.dirname(p), m["stem"], m["count"])
+        key = (_folder(p), m["stem"], m["count"])
         k = int(m["index"])
         if key in last and k < last[key][0]:
             j, earlier = last[key]
@@ -395,7 +422,7 @@ def check_conversions(files) -> None:
     for f in files:
         m = SHARD_NAME.match(os.path.basename(f.name))
         if m:
-            key = (os.path.dirname(f.name), m["stem"], int(m["count"]))
+            key = (_folder(f.name), m["stem"], int(m["count"]))
             sets.setdefault(key, []).append((int(m["index"]), f))
     for (_, _, num_shards), members in sets.items():
         if len(members) < 2:
@@ -506,16 +533,86 @@ def _refuse_copies(files) -> None:
     )
 
 
-def expand_paths(paths, *, every_file: bool = False) -> list[str]:
+def _dataset(path: str):
+    """Which dataset a file is of: its shard set (``NAME-*-of-0000N.bzna``), or the file alone, in its
+    folder (two spellings of one folder are one)."""
+    return _folder(path), next(iter(shard_sets([path])))
+
+
+def _refuse_conversions_of_one_source(files) -> None:
+    """Refuses two datasets (shard sets or files, in one folder or two) that are two conversions of one
+    source: their conversion facts record the same sibling fingerprint (the same sources, options, count of
+    images and of shards; not the order, the seed nor the sources' mtimes).
+
+    Read as one, each image would be read twice an epoch. Pieces of one conversion (one order and seed,
+    positions that do not overlap) read no image twice wherever they lie, a set whose shards are in two
+    folders included; the shards of one set are :func:`check_conversions`' to compare.
+
+    Raises:
+      ValueError: naming a file of each.
+    """
+    groups = {}
+    for f in files:
+        facts = _facts(f)
+        fp = facts.get("sibling_fingerprint") if facts is not None else None
+        if isinstance(fp, str) and fp:
+            groups.setdefault(fp, []).append((_dataset(f.name), f, facts))
+    for group in groups.values():
+        if len({d for d, _, _ in group}) < 2:
+            continue
+        runs = {}  # (order, seed) -> its files: positions of one order
+        for d, f, facts in group:
+            runs.setdefault((repr(facts.get("order")), repr(facts.get("seed"))), []).append((d, f, facts))
+        if len(runs) > 1:  # two orders of one source: they share images wherever they lie
+            firsts = {}  # (run, dataset) -> its first file
+            for run, members in runs.items():
+                for d, f, _ in members:
+                    firsts.setdefault((run, d), f)
+            for (run, d), f in firsts.items():
+                for (other_run, e), g in firsts.items():
+                    if run != other_run and d != e:
+                        _two_conversions(f, g, files)
+        members = next(iter(runs.values()))
+        spans = []
+        for d, f, facts in members:
+            start, stop = _positions(facts) or (0, float("inf"))  # unknown positions: as if all
+            if start < stop:
+                spans.append((start, stop, d, f))
+        spans.sort(key=lambda s: s[:2])
+        reach = []  # the two largest stops so far of two datasets: (stop, dataset, file)
+        for start, stop, d, f in spans:
+            for far, e, g in reach:
+                if e != d and far > start:
+                    _two_conversions(g, f, files)
+            best = []
+            for item in sorted([(stop, d, f), *reach], key=lambda r: -r[0]):
+                if all(item[1] != b[1] for b in best):
+                    best.append(item)
+            reach = best[:2]
+
+
+def _two_conversions(f, g, files):
+    a, b = sorted((f, g), key=lambda x: next(k for k, y in enumerate(files) if y is x))  # as listed
+    raise ValueError(
+        f"{a.name} and {b.name} are of two conversions of one source (their conversion facts record one "
+        "sibling fingerprint: the same sources, options and count of shards): read as one dataset, each "
+        "image would be read twice an epoch, a silent mistake. Read one of them (its folder, a pattern or "
+        "a path); to read samples twice on purpose, select them twice with Dataset.select"
+    )
+
+
+def expand_paths(paths, *, every_file: bool = False, one_per_pattern: bool = False) -> list[str]:
     """A path, a directory, a glob pattern, or a list of them -> the list of files.
 
     A pattern expands to its matches in sorted order; a pattern that matches
     nothing is an error, so a typo never yields an empty dataset. A directory
     gives its one dataset: one set of ``NAME-0000k-of-0000N.bzna`` shards, or
-    one file (several are an error listing them). Shards found through a
-    directory must be complete, those found through a pattern the ones it
-    covers (``x-0000[0-3]-of-00064.bzna`` picks four), and one name must not come with
-    two shard counts; a file named as shard k of N with k >= N is an error.
+    one file (several are an error listing them); with ``one_per_pattern``,
+    so does a pattern (a list names several datasets to read as one). Shards
+    found through a directory must be complete, those found through a
+    pattern the ones it covers (``x-0000[0-3]-of-00064.bzna`` picks four),
+    and one name must not come with two shard counts; a file named as shard
+    k of N with k >= N is an error.
     ``~`` is expanded. A file reached twice (listed twice, matched by two
     patterns, or spelled two ways, a ``file://`` URL and its path included)
     is an error.
@@ -524,6 +621,12 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
       paths: a path, directory or pattern, or a list of them.
       every_file: a directory gives every .bzna file in it (``bzna-tf info``
         and ``verify`` look at files, not at one dataset).
+      one_per_pattern: a pattern that matches several datasets (shard sets
+        or files, in one folder or several) is an error listing them, as a
+        directory holding several is: what readers ask (:class:`BznaShards`),
+        where ``dir/*.bzna`` over train shards and ``val.bzna`` would read
+        train and val as one. ImageNet sorts a pattern's files by split
+        itself, and ``bzna-tf info`` and ``verify`` look at files.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -535,6 +638,8 @@ def expand_paths(paths, *, every_file: bool = False) -> list[str]:
             if not matches:
                 raise FileNotFoundError(f"no file matches the pattern {p!r}{_pattern_hint(p)}")
             check_shard_sets(matches, p, pattern=p)
+            if one_per_pattern:
+                _one_dataset_of_pattern(matches, p)
             out.extend(matches)
         elif _is_dir(p):
             matches = directory_files(p)
@@ -568,20 +673,26 @@ class BznaShards:
     refuses what would read samples twice or miss some: the shards of one set
     written by two conversions (``check_conversions``), and two files
     that are copies of one another (the same size, index, last MiB, targets
-    and names; only files of one size and sample count are compared). Files
-    are read in the order given, so shards of one set listed out of their
-    order (shard 2 before shard 0: an unsorted listing) are refused.
+    and names; only files of one size and sample count are compared), and two
+    conversions of one source: two datasets (shard sets, files, or sets in
+    two folders) whose conversion facts record one sibling fingerprint, unless
+    they are pieces of one conversion that share no image. Files are read in
+    the order given, so shards of one set listed out of their order (shard 2
+    before shard 0: an unsorted listing; one folder however spelled) are
+    refused. A pattern, like a folder, opens one dataset (one set of shards or
+    one file); a list reads several as one.
 
     Args:
-      paths: a list of paths or glob patterns (patterns expand sorted).
+      paths: a list of paths, folders or glob patterns (patterns expand sorted).
 
     Raises:
-      ValueError: as :func:`expand_paths`; shards of one set out of order;
-        shards of two conversions; a copy.
+      ValueError: as :func:`expand_paths` (with ``one_per_pattern``); shards of
+        one set out of order; shards of two conversions; a copy; two
+        conversions of one source.
     """
 
     def __init__(self, paths):
-        self.paths = expand_paths(paths)
+        self.paths = expand_paths(paths, one_per_pattern=True)
         _refuse_shards_out_of_order(self.paths)
         self.files: list[BznaFile] = []
         try:
@@ -590,6 +701,7 @@ class BznaShards:
                 self.files.append(open_file(p, keep_open=False, read_metadata=True))
             check_conversions(self.files)
             _refuse_copies(self.files)
+            _refuse_conversions_of_one_source(self.files)
         except BaseException:
             self.close()
             raise
