@@ -64,6 +64,31 @@ def _batch_size(spec):
     return sizes.pop() if len(sizes) == 1 else None
 
 
+def _refuse_a_drawn_seed_where_auto_sharded(datasets) -> None:
+    """Refuses ``seed=None`` for a blend that tf.distribute's DATA auto-sharding would split among the
+    workers of a multi-worker job (its sources were not sharded per worker: their auto-shard policy is not
+    OFF): each worker keeps every N-th batch of its own blend order, so a source's batch could be kept by
+    two workers or by none. A seed drawn from one global seed differs too (TensorFlow's op seed counter)."""
+    import tensorflow as tf
+
+    from bzna_tf.datasets.arguments import _auto_sharded_workers
+
+    workers = _auto_sharded_workers()
+    if workers <= 1:
+        return
+    off = tf.data.experimental.AutoShardPolicy.OFF
+    if any(d.options().experimental_distribute.auto_shard_policy == off for d in datasets):
+        return  # sharded per worker (as_dataset sets OFF): nothing splits the blend again
+    raise ValueError(
+        f"blend(seed=None) of unsharded datasets in a job of {workers} workers: each worker would draw its "
+        "own blend order (one global seed too: the seed drawn from it depends on the random ops each "
+        "process made before), and tf.distribute's auto-sharding (every N-th batch of each worker's blend) "
+        "would keep some batches on two workers and others on none. Give every worker the same `seed`, or "
+        "better, shard the sources per worker (as_dataset(..., input_context=ctx)) and blend those, each "
+        "worker with its own seed"
+    )
+
+
 def blend(
     datasets, weights=None, seed=None, *, mix: str = "batch", batch_size=None, stop_on_empty: bool = True
 ):
@@ -87,7 +112,9 @@ def blend(
     (``keras.utils.set_random_seed``), else at random. Give each worker of a multi-worker job its own seed
     (``seed + input_context.input_pipeline_id``) so that ``mix="batch"`` steps
     differ across workers and one global batch holds the sources in
-    proportion. For training, make the sources endless
+    proportion, when the sources are sharded per worker. A blend of unsharded
+    sources in a multi-worker job, which tf.distribute auto-shards by batch,
+    needs one ``seed`` on every worker: ``seed=None`` is refused there. For training, make the sources endless
     (``as_dataset(repeat=True)``) and pass ``steps_per_epoch`` to
     ``model.fit``: the blend is then endless too. A finite blend ends an
     iteration in the middle of its sources' epochs, and a source not drawn
@@ -116,8 +143,9 @@ def blend(
       A ``tf.data.Dataset`` with the sources' element structure.
 
     Raises:
-      ValueError: bad weights, mix or batch_size, sources whose elements differ, or sources that
-        name one class target differently.
+      ValueError: bad weights, mix or batch_size, sources whose elements differ, sources that
+        name one class target differently, or ``seed=None`` for a blend of unsharded sources in a
+        multi-worker job (auto-sharding would split N different blend orders).
     """
     import tensorflow as tf
 
@@ -141,6 +169,7 @@ def blend(
                 raise ValueError(f"dataset {i}'s elements {spec} differ from dataset 0's {first}")
     names = _class_names(sources)
     if seed is None:
+        _refuse_a_drawn_seed_where_auto_sharded(datasets)
         seed = resolve_seed(None)[0]
     if mix == "sample":
         if batch_size is None:

@@ -198,6 +198,36 @@ def test_blend_without_a_seed_follows_tensorflows_global_seed(flat_shards):
         tf.random.set_seed(None)
 
 
+def test_a_blend_that_tf_distribute_auto_shards_needs_a_seed(flat_shards, monkeypatch):
+    # Each worker would blend in its own order and keep every N-th batch of it: a source's batch kept by
+    # two workers or by none. Sources sharded per worker (auto-sharding OFF) may blend with their own seeds.
+    import json
+
+    from bzna_tf.datasets import arguments
+
+    cluster = {"cluster": {"worker": ["host0:2222", "host1:2222"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
+    monkeypatch.setattr(arguments, "_warned_auto_shard", False)
+    with pytest.warns(UserWarning, match="DATA"):
+        unsharded = sources(flat_shards)
+    with pytest.raises(ValueError, match=r"blend\(seed=None\) of unsharded datasets in a job of 2 workers"):
+        bzna_tf.blend(unsharded)
+    tf.random.set_seed(3)  # one global seed is refused too
+    try:
+        with pytest.raises(ValueError, match="one global seed too"):
+            bzna_tf.blend(unsharded)
+    finally:
+        tf.random.set_seed(None)
+    bzna_tf.blend(unsharded, seed=5)  # the same seed on every worker
+    sharded = [
+        ClassificationDataset(p).as_dataset(batch_size=4, shape=4, shuffle=True, seed=k, shard=(2, 0))
+        for k, p in enumerate(flat_shards[:2])
+    ]
+    bzna_tf.blend(sharded)
+    monkeypatch.delenv("TF_CONFIG")
+    bzna_tf.blend(unsharded)  # one process
+
+
 def test_sync_epochs_refuses_a_blend_and_its_sources(flat_shards):
     # SyncEpochs set each source as if it had read every step: after a resume, batches went unread.
     a, b = sources(flat_shards)
