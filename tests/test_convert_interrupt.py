@@ -145,7 +145,9 @@ def test_ctrl_c_again_while_the_images_in_flight_are_finished_stops_the_workers_
         stderr = _stderr_at_its_end(job, 60, "after a second Ctrl-C")
     finally:
         _kill_if_running(job)
-    assert job.returncode == 130, stderr
+    # 130, or killed by a SIGINT that came after the line, while Python was ending (it puts SIGINT's
+    # default action back then): the shell shows both as 130.
+    assert job.returncode in (130, -signal.SIGINT), stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     assert lines == [
