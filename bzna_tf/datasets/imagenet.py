@@ -15,8 +15,8 @@ from bzna_tf.format.shards import (
     expand_paths,
     expand_user,
     folder_hint,
+    folder_sets,
     is_url,
-    shard_sets,
 )
 from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_size_error, imagenet_splits
 
@@ -283,15 +283,10 @@ def _grouped(files, splits, where):
         members = sorted(by_split.get(name, []))
         if not members:
             continue
-        sets = {}
-        for path in members:  # one set per folder and name (files of two folders are two datasets)
-            set_name = next(iter(shard_sets([path])))
-            sets.setdefault((os.path.dirname(path), set_name), []).append(path)
+        sets = folder_sets(members)
         if len(sets) > 1:
-            one_folder = len({folder for folder, _ in sets}) == 1
-            named = {n if one_folder else os.path.join(folder, n): p for (folder, n), p in sets.items()}
             raise ValueError(
-                f"{where} holds {len(sets)} datasets for the {name} split: {describe_sets(named)}. Each "
+                f"{where} holds {len(sets)} datasets for the {name} split: {describe_sets(sets)}. Each "
                 "split is one set of shards or one file: remove the others"
             )
         groups[name] = (len(paths), len(paths) + len(members))

@@ -27,6 +27,7 @@ __all__ = [
     "expand_user",
     "file_numbers",
     "folder_hint",
+    "folder_sets",
     "is_url",
     "open_bzna",
     "open_file",
@@ -107,6 +108,16 @@ def shard_sets(paths) -> dict:
     return sets
 
 
+def folder_sets(paths) -> dict:
+    """:func:`shard_sets` of files that may lie in several folders (files of two folders are two datasets):
+    {its name, with its folder where the files lie in several folders: its paths, in order}."""
+    sets = {}
+    for path in paths:
+        sets.setdefault((os.path.dirname(path), next(iter(shard_sets([path])))), []).append(path)
+    one_folder = len({folder for folder, _ in sets}) == 1
+    return {name if one_folder else os.path.join(folder, name): p for (folder, name), p in sets.items()}
+
+
 def describe_sets(sets: dict) -> str:
     """ "train-*-of-00004.bzna (4 files), val.bzna": the datasets of :func:`shard_sets`."""
     return ", ".join(f"{name} ({len(p)} files)" if len(p) > 1 else name for name, p in sets.items())
@@ -130,17 +141,13 @@ def _one_dataset(files, folder) -> None:
 def _one_dataset_of_pattern(matches, pattern) -> None:
     """Refuses a pattern that matches more than one shard set or file (in one folder or several): it would
     read them as one (train shards and val.bzna, a file and the set it was converted again into)."""
-    sets = {}
-    for path in matches:  # one set per folder and name (files of two folders are two datasets)
-        sets.setdefault((os.path.dirname(path), next(iter(shard_sets([path])))), []).append(path)
+    sets = folder_sets(matches)
     if len(sets) <= 1:
         return
-    one_folder = len({folder for folder, _ in sets}) == 1
-    named = {n if one_folder else os.path.join(folder, n): p for (folder, n), p in sets.items()}
-    (folder, name), paths = next(iter(sets.items()))
-    example = paths[0] if len(paths) == 1 else os.path.join(folder, name)
+    name, paths = next(iter(sets.items()))
+    example = os.path.join(os.path.dirname(paths[0]), os.path.basename(name))  # its one file, or its pattern
     raise ValueError(
-        f"the pattern {pattern!r} matches {len(sets)} datasets, not one: {describe_sets(named)}. A pattern "
+        f"the pattern {pattern!r} matches {len(sets)} datasets, not one: {describe_sets(sets)}. A pattern "
         "opens one set of shards or one file, as a directory does; pick one with a narrower pattern or a "
         f"path (e.g. {example!r}), or list several explicitly to read them as one (ImageNet's per-split "
         "files: bzna_tf.ImageNet(pattern, split=...))"
@@ -280,7 +287,7 @@ def _refuse_shards_out_of_order(paths) -> None:
         m = SHARD_NAME.match(os.path.basename(p))
         if not m:
             continue
-        key = (_folder(p), m["stem"], m["count"])
+        key = _dataset(p)  # (its real folder, its set's pattern)
         k = int(m["index"])
         if key in last and k < last[key][0]:
             j, earlier = last[key]
@@ -288,9 +295,7 @@ def _refuse_shards_out_of_order(paths) -> None:
                 f"shards of one set listed out of order: {earlier} (shard {j}) comes before {p} (shard {k}). "
                 "Files are read in the order given and that order numbers the samples (splits, select, "
                 "each worker's share); a listing from glob.glob or os.listdir has no fixed order. Pass "
-                "sorted(paths), the pattern "
-                f"{os.path.join(os.path.dirname(p), m['stem'] + '-*-of-' + m['count'] + '.bzna')!r} "
-                "or the folder."
+                f"sorted(paths), the pattern {os.path.join(os.path.dirname(p), key[1])!r} or the folder."
             )
         last[key] = (k, p)
 

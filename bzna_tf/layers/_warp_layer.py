@@ -52,12 +52,13 @@ def _fill_value(value, arg="fill_value"):
     """A number, or 3 numbers (R, G, B) as a list: Python numbers, as the config is JSON."""
     if isinstance(value, np.ndarray):
         value = value.tolist()
-    if isinstance(value, (list, tuple)):
-        if len(value) == 3 and not any(isinstance(v, (bool, np.bool_)) for v in value):
-            if all(isinstance(v, numbers.Real) for v in value):
-                return [v.item() if isinstance(v, np.generic) else v for v in value]
-    elif not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Real):
-        return value.item() if isinstance(value, np.generic) else value
+    try:
+        if not isinstance(value, (list, tuple)):
+            return _number(value, arg)
+        if len(value) == 3:
+            return [_number(v, arg) for v in value]
+    except ValueError:
+        pass
     raise ValueError(f"Expected `{arg}` as a number or 3 numbers (R, G, B). Received: {arg}={value!r}")
 
 
