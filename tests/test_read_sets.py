@@ -248,7 +248,7 @@ def test_two_conversions_of_one_source_are_refused(tmp_path, encoded):
                 cls(listed)
             assert str(e.value).startswith(
                 f"{listed[0]} and {listed[1]} are of two conversions of one source (their conversion facts "
-                "record one sibling fingerprint"
+                "record one source fingerprint"
             )
             assert "each image would be read twice an epoch" in str(e.value)
             assert "select them twice with Dataset.select" in str(e.value)
@@ -304,6 +304,31 @@ def test_a_set_converted_again_in_part_is_refused_until_converted_again_whole(tm
     convert(ImageFolderSource(src), out, num_shards=3, seed=1, overwrite=True, **fast)
     names = ClassificationDataset(tmp_path / "out").filenames
     assert sorted(names) == sorted(f"c{k % 3}/{k}.ppm" for k in range(9))
+
+
+def test_a_file_and_its_conversion_again_into_shards_are_refused_together(tmp_path):
+    """One source converted into one file and again into 3 shards: other shard counts, the same images."""
+    from bzna_tf.convert import EncodeOptions, ImageFolderSource, convert
+
+    src = tmp_path / "src"
+    for k in range(8):
+        (src / f"c{k % 2}").mkdir(parents=True, exist_ok=True)
+        (src / f"c{k % 2}" / f"{k}.ppm").write_bytes(ppm(gradient(16, 16, seed=k)))
+    fast = {"encoding": EncodeOptions(preset="ultrafast", crf=30), "progress": False, "workers": 0}
+    for folder, n in (("one", None), ("three", 3), ("two", 2), ("four", 4)):
+        convert(ImageFolderSource(src), tmp_path / folder / "train.bzna", num_shards=n, seed=0, **fast)
+    one, three = str(tmp_path / "one" / "train.bzna"), str(tmp_path / "three" / "train-00001-of-00003.bzna")
+    for listed in ([one, three], [str(tmp_path / "three"), one]):
+        with pytest.raises(ValueError, match="are of two conversions of one source") as e:
+            ClassificationDataset(listed)
+        assert "record one source fingerprint" in str(e.value)
+    # Pieces of one order in two shard counts that share no image: positions [0, 4) and [4, 8).
+    pieces = [str(tmp_path / "two" / "train-00000-of-00002.bzna")]
+    pieces += [str(tmp_path / "four" / f"train-0000{k}-of-00004.bzna") for k in (2, 3)]
+    names = ClassificationDataset(pieces).filenames
+    assert sorted(names) == sorted(f"c{k % 2}/{k}.ppm" for k in range(8))
+    with pytest.raises(ValueError, match="are of two conversions of one source"):
+        ClassificationDataset([str(tmp_path / "four" / "train-00001-of-00004.bzna"), *pieces])
 
 
 # --------------------------------------------------------------------- one file reached two ways

@@ -1018,6 +1018,11 @@ def convert(
             sibling_fp = fingerprint(source, encoding, mtimes=False, missing_label=missing_label,
                                      negative_labels=negative_labels, total=total, num_shards=len(plan),
                                      class_names=class_names, **extra)  # fmt: skip
+            # The same without the count of shards: what readers compare between datasets (a file and its
+            # conversion again into shards hold the same images; positions tell pieces of one order apart).
+            source_fp = fingerprint(source, encoding, mtimes=False, missing_label=missing_label,
+                                    negative_labels=negative_labels, total=total, class_names=class_names,
+                                    **extra)  # fmt: skip
             _check_siblings(plan, mine, sibling_fp, order, seed, overwrite, summary)
             replaceable = set()
             todo = _triage(mine, fp, order, seed, overwrite, summary, settings["lenient"], on_error,
@@ -1034,7 +1039,7 @@ def convert(
                 text_key=getattr(source, "class_text_key", None),
             )  # fmt: skip
             writer = _ShardWriter(summary, fp, order, seed, names, missing_label, on_error, log, settings,
-                                  sibling_fp)  # fmt: skip
+                                  sibling_fp, source_fp)  # fmt: skip
             # Any file found at a shard's name when it closes that _triage did not find was written
             # meanwhile by another process: it is kept (_ShardWriter.close).
             writer.replaceable = replaceable
@@ -1532,9 +1537,10 @@ class _ShardWriter:
     """Receives encoded images in input order and writes them to their shards, one file at a time."""
 
     def __init__(self, summary, fp, order, seed, base_names, missing_label, on_error, log, settings,
-                 sibling_fp=None):  # fmt: skip
+                 sibling_fp=None, source_fp=None):  # fmt: skip
         self.summary, self.fp, self.missing_label, self.on_error = summary, fp, missing_label, on_error
         self.sibling_fp = sibling_fp  # what the other tasks of an array job compare (_check_siblings)
+        self.source_fp = source_fp  # what readers compare between datasets (shards.py)
         self.settings = settings
         self.order, self.seed = order, seed
         self.base_names = list(base_names) if base_names is not None else None
@@ -1629,6 +1635,8 @@ class _ShardWriter:
         facts["skipped"] = self.shard_skipped
         if self.sibling_fp is not None:
             facts["sibling_fingerprint"] = self.sibling_fp
+        if self.source_fp is not None:
+            facts["source_fingerprint"] = self.source_fp
         facts["lenient"] = self.settings["lenient"]
         if self.shard_too_large:  # only then: a rerun with a larger limit converts this shard again
             facts["max_image_bytes"] = self.settings["max_image_bytes"]

@@ -546,12 +546,14 @@ def _dataset(path: str):
 
 def _refuse_conversions_of_one_source(files) -> None:
     """Refuses two datasets (shard sets or files, in one folder or two) that are two conversions of one
-    source: their conversion facts record the same sibling fingerprint (the same sources, options, count of
-    images and of shards; not the order, the seed nor the sources' mtimes).
+    source: their conversion facts record the same source fingerprint (the same sources, options and count
+    of images; not the count of shards, the order, the seed nor the sources' mtimes), or, in files written
+    before it was recorded, the same sibling fingerprint (the same, with the count of shards).
 
-    Read as one, each image would be read twice an epoch. Pieces of one conversion (one order and seed,
-    positions that do not overlap) read no image twice wherever they lie, a set whose shards are in two
-    folders included; the shards of one set are :func:`check_conversions`' to compare.
+    Read as one, each image would be read twice an epoch. Pieces of one order (one seed, positions that do
+    not overlap) read no image twice wherever they lie, a set whose shards are in two folders included, and
+    so do pieces of two shard counts (the order does not depend on it); the shards of one set are
+    :func:`check_conversions`' to compare.
 
     Raises:
       ValueError: naming a file of each.
@@ -559,9 +561,10 @@ def _refuse_conversions_of_one_source(files) -> None:
     groups = {}
     for f in files:
         facts = _facts(f)
-        fp = facts.get("sibling_fingerprint") if facts is not None else None
-        if isinstance(fp, str) and fp:
-            groups.setdefault(fp, []).append((_dataset(f.name), f, facts))
+        for key in ("source_fingerprint", "sibling_fingerprint"):
+            fp = facts.get(key) if facts is not None else None
+            if isinstance(fp, str) and fp:
+                groups.setdefault((key, fp), []).append((_dataset(f.name), f, facts))
     for group in groups.values():
         if len({d for d, _, _ in group}) < 2:
             continue
@@ -600,7 +603,7 @@ def _two_conversions(f, g, files):
     a, b = sorted((f, g), key=lambda x: next(k for k, y in enumerate(files) if y is x))  # as listed
     raise ValueError(
         f"{a.name} and {b.name} are of two conversions of one source (their conversion facts record one "
-        "sibling fingerprint: the same sources, options and count of shards): read as one dataset, each "
+        "source fingerprint: the same sources and options): read as one dataset, each "
         "image would be read twice an epoch, a silent mistake. Read one of them (its folder, a pattern or "
         "a path); to read samples twice on purpose, select them twice with Dataset.select"
     )
