@@ -30,7 +30,7 @@ from bzna_tf.format.checksums import TRACKS, mismatch_reason
 from bzna_tf.format.checksums import VERSION as CHECKSUM_VERSION
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.progress import PlainProgress, progress_mode
-from bzna_tf.format.reader import BznaFile
+from bzna_tf.format.reader import BznaFile, is_url
 from bzna_tf.format.sample import INPUT, THUMB, parse_image_mp4
 from bzna_tf.format.samplelist import SampleList
 from bzna_tf.format.shards import expand_paths, open_file
@@ -88,6 +88,9 @@ class FileReport:
     pictures_decoded: int = 0
     damage: list[Damage] = field(default_factory=list)
     error: str | None = None
+    # The file opened (absolute for a local one): what the exclusion list names if ``file`` no longer leads
+    # there (relative, the working directory changed since).
+    _opened: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def bad_samples(self) -> list[int]:
@@ -143,7 +146,9 @@ class VerifyReport:
         """A ``CONDUIT_HDF5_EXCLUSION`` sample list leaving out every damaged sample.
 
         Files that could not be opened are on no line, so the list uses none
-        of their samples.
+        of their samples. It names the files verified, whatever the working
+        directory is now (a relative path, if it no longer leads there, by
+        the absolute path opened).
 
         Args:
           base: the list's base directory (default: the files' common one).
@@ -155,7 +160,8 @@ class VerifyReport:
         for f in readable:
             bad = set(f.bad_samples)
             good.extend(starts[-1] + i for i in range(f.samples) if i not in bad)
-            paths.append(f.file)
+            moved = f._opened is not None and not is_url(f.file) and os.path.abspath(f.file) != f._opened
+            paths.append(f._opened if moved else f.file)
             starts.append(starts[-1] + f.samples)
         return SampleList.from_indices(paths, starts, good, kind="CONDUIT_HDF5_EXCLUSION", base=base)
 
@@ -352,6 +358,7 @@ def verify(
         except (BznaFormatError, OSError) as e:
             r.error = str(e)
             continue
+        r._opened = f.path
         try:
             with f.held_open():
                 r.samples = len(f)

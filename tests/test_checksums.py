@@ -6,6 +6,7 @@ separate thumbnail, the others do not.
 """
 
 import json
+import os
 import shutil
 import struct
 
@@ -572,3 +573,18 @@ def test_cli_verify(written, damaged, tmp_path, capsys):
     assert got["checksums"] == "CRC-32C of bzna_input, bzna_thumb" and got["pictures_decoded"] == 0
     assert main(["verify", str(written), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["damage"] == []
+
+
+def test_the_exclusion_list_names_the_files_verified_after_a_chdir(written, damaged, tmp_path, monkeypatch):
+    # verify("x.bzna") of a damaged file; then the working directory moves to a folder whose x.bzna is
+    # undamaged: the list must name the file verified, whose damaged samples it leaves out.
+    for d, f in (("a", damaged), ("b", written)):
+        (tmp_path / d).mkdir()
+        shutil.copy(f, tmp_path / d / "x.bzna")
+    monkeypatch.chdir(tmp_path / "a")
+    report = verify("x.bzna", workers=1)
+    assert report.files[0].file == "x.bzna" and report.files[0].bad_samples == [2, 9]
+    monkeypatch.chdir(tmp_path / "b")
+    lst = SampleList.read(report.exclusion_list().write(tmp_path / "good.list"))
+    assert [os.path.join(lst.base, e.file) for e in lst.entries] == [str(tmp_path / "a" / "x.bzna")]
+    assert lst.entries[0].ids == (2, 9)
