@@ -133,6 +133,13 @@ def test_an_output_in_a_folder_of_the_source_without_images_is_refused(tmp_path,
     assert main(["convert", "folder", str(root), str(root / "bzna" / "x.bzna"), *CLI_FAST]) == 1
     assert why in capsys.readouterr().err and os.listdir(root / "bzna") == []
     os.rmdir(root / "bzna")
+    # A folder of m that is a link to the output's folder, outside m (given by its real path): listed too.
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", root / "out")
+    with pytest.raises(SourceError, match=r"in .*m/out, a folder of .*m without images: .*'out' would"):
+        convert(ImageFolderSource(root), tmp_path / "elsewhere" / "train.bzna", workers=0, **FAST)
+    assert os.listdir(tmp_path / "elsewhere") == []
+    os.remove(root / "out")
     # A folder of unlabelled images: its new folder would make them images beside a class folder.
     flat = tmp_path / "flat"
     flat.mkdir()

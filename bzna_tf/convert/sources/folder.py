@@ -70,7 +70,7 @@ def _output_folder(root, output):
     """The name of the folder at ``root``'s top level that ``output`` would be written in (directly or
     deeper), and ``output``'s path relative to ``root``; None where it lies outside ``root``, at its top
     level, or in a folder that is never a class (hidden, a :data:`SYSTEM_FOLDERS` name). Compared as given
-    (links kept) and with links resolved."""
+    (links kept) and with links resolved, and through ``root``'s folders that are links."""
     output = os.fspath(output)
     if is_url(output):
         return None
@@ -88,6 +88,22 @@ def _output_folder(root, output):
         if parts[0].startswith(".") or parts[0] in SYSTEM_FOLDERS:  # never listed
             return None
         return parts[0], rel
+    # A folder of root that is a link to the output's folder (or to a folder above it) lists it too.
+    real = os.path.realpath(output)
+    try:
+        with os.scandir(root) as entries:
+            links = [e for e in entries if e.is_symlink()]
+    except OSError:
+        return None
+    for e in sorted(links, key=lambda e: e.name):
+        if e.name.startswith(".") or e.name in SYSTEM_FOLDERS:
+            continue
+        try:
+            rel = os.path.relpath(real, os.path.realpath(e.path))
+        except ValueError:  # another drive (Windows)
+            continue
+        if not (os.path.isabs(rel) or rel.split(os.sep)[0] in (os.curdir, os.pardir)):
+            return e.name, os.path.join(e.name, rel)
     return None
 
 
