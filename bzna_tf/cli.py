@@ -617,10 +617,11 @@ def _samplelist(args) -> int:
     from bzna_tf.datasets import Dataset
     from bzna_tf.format.atomic import make_parent
     from bzna_tf.format.samplelist import SampleList
+    from bzna_tf.format.shards import in_shard_order
 
     if args.check:
         lst = SampleList.read(args.check)
-        ds = Dataset(args.files) if args.files else Dataset(lst.data_paths())
+        ds = Dataset(args.files) if args.files else Dataset(in_shard_order(lst.data_paths()))
         with ds:
             used = ds.sample_list_positions(lst)
             print(

@@ -482,6 +482,35 @@ def test_imagenet_from_a_sample_list_over_shards(per_split, small_imagenet):
     assert ImageNet.from_sample_list(both.to_sample_list()).filenames == ["train0_0.png", "val_1.png"]
 
 
+def test_a_sample_list_naming_shard_2_before_shard_0_opens_its_files_in_shard_order(
+    tmp_path, encoded, capsys
+):
+    # A selection in a chosen order, written as SINGLE-SAMPLE lines (in selection order) or by hand: the
+    # list picks its samples by file, so its files' order is no order of the user's (it was refused as
+    # "shards of one set listed out of order", with advice the user could not follow).
+    from bzna_tf import SampleList
+    from bzna_tf.cli import main
+
+    d = shard_set(tmp_path / "set", encoded)
+    picked = Dataset(d).select([7, 0, 4])
+    assert picked.filenames == ["s2_1.png", "s0_0.png", "s1_1.png"]
+    hand = tmp_path / "hand.list"
+    hand.write_text(
+        f"CONDUIT_HDF5_INCLUSION\n3 3 2\n{d}\ntrain-00002-of-00003.bzna 1 2 1\n"
+        "train-00000-of-00003.bzna 2 1 0 2\n"
+    )
+    single = picked.to_sample_list("SINGLE-SAMPLE", ids="names").write(tmp_path / "one.list")
+    cases = ((single, (0, 1, 2), picked.filenames), (hand, (0, 2), ["s2_1.png", "s0_0.png", "s0_2.png"]))
+    for lst, shards, want in cases:
+        for cls in (Dataset, ClassificationDataset):
+            again = cls.from_sample_list(lst)
+            assert again.paths == [str(d / f"train-0000{k}-of-00003.bzna") for k in shards]
+            assert again.filenames == want
+        assert main(["samplelist", "--check", str(lst)]) == 0
+        assert "3 samples used" in capsys.readouterr().out
+    assert SampleList.read(hand).data_paths()[0].endswith("train-00002-of-00003.bzna")  # as first named
+
+
 def test_a_pattern_over_a_set_with_a_shard_missing_is_refused_where_it_covers_it(tmp_path, encoded):
     d = shard_set(tmp_path / "cut", encoded)
     os.remove(d / "train-00001-of-00003.bzna")

@@ -21,7 +21,7 @@ from bzna_tf.datasets.arguments import check as check_arguments
 from bzna_tf.format.keywords import keywords
 from bzna_tf.format.reader import is_url
 from bzna_tf.format.samplelist import SampleList, SampleListError
-from bzna_tf.format.shards import BznaShards, file_numbers
+from bzna_tf.format.shards import BznaShards, file_numbers, in_shard_order
 from bzna_tf.format.splits import select_split
 
 __all__ = ["Dataset"]
@@ -276,7 +276,7 @@ class Dataset:
           **kwargs: the class's other arguments (``track``, ``split``, ...).
         """
         lst = SampleList.of(sample_list)
-        return cls(lst.data_paths(), **kwargs).select(lst)
+        return cls(in_shard_order(lst.data_paths()), **kwargs).select(lst)
 
     def close(self):
         """Ends this dataset's reading of its files in Python (and its selections', which share them).

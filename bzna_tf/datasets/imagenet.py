@@ -16,6 +16,7 @@ from bzna_tf.format.shards import (
     expand_user,
     folder_hint,
     folder_sets,
+    in_shard_order,
     is_url,
 )
 from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_size_error, imagenet_splits
@@ -101,7 +102,7 @@ class ImageNet(ClassificationDataset):
         """Opens the ImageNet files a sample list names (one whole file, or per-split files and shards, as
         ``root`` takes them) and selects its samples."""
         lst = SampleList.of(sample_list)
-        paths = lst.data_paths()
+        paths = in_shard_order(lst.data_paths())
         return cls(paths[0] if len(paths) == 1 else paths, split=split, track=track).select(lst)
 
     def _check_selection(self, selection, options, *, listed: bool) -> None:

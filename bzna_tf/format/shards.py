@@ -300,6 +300,32 @@ def _refuse_shards_out_of_order(paths) -> None:
         last[key] = (k, p)
 
 
+def in_shard_order(paths) -> list[str]:
+    """``paths`` with the shards of each set in their order, the set where the list first names one of them.
+
+    For the files a sample list names (in the order the list first mentions them): the list picks the
+    samples by file, so the order of its files is no order of the user's, and opening them as listed
+    would refuse a list that names shard 2 before shard 0 (:func:`_refuse_shards_out_of_order`).
+    """
+    paths = [os.fspath(p) for p in paths]
+    members = {}
+    for p in paths:
+        m = SHARD_NAME.match(os.path.basename(p))
+        if m:
+            members.setdefault(_dataset(p), []).append((int(m["index"]), p))
+    out, done = [], set()
+    for p in paths:
+        m = SHARD_NAME.match(os.path.basename(p))
+        if not m:
+            out.append(p)
+            continue
+        key = _dataset(p)
+        if key not in done:
+            done.add(key)
+            out.extend(q for _, q in sorted(members[key], key=lambda kq: kq[0]))
+    return out
+
+
 def near_name(name: str) -> str:
     """A class name as its two spellings may both give it: no surrounding spaces, NFC, case folded."""
     return unicodedata.normalize("NFC", name.strip()).casefold()
