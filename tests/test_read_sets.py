@@ -182,6 +182,32 @@ def test_shards_of_one_set_listed_out_of_order_are_refused(tmp_path, encoded):
     assert names(ImageNet(renamed[::-1], split="val")) == ["s0"] * 3 + ["s1"] * 3 + ["s2"] * 3
 
 
+def test_files_numbered_alike_listed_out_of_order_are_refused(tmp_path, encoded):
+    # part-2.bzna before part-0.bzna: names that differ only in their numbers, in neither their names' order
+    # nor their numbers' (a glob.glob listing, which another worker may get in another order).
+    p0, p1, p2, p10 = (str(write(tmp_path / f"part-{k}.bzna", encoded, 2)) for k in (0, 1, 2, 10))
+    for listing in ([p2, p0, p1], [p2, p1, p10, p0], [p1, p10, p0]):
+        with pytest.raises(ValueError, match="files numbered alike listed out of order") as e:
+            Dataset(listing)
+        assert "sorted(paths)" in str(e.value)
+    with pytest.raises(
+        ValueError, match=f"out of order: {p2} comes before {p0}. Files are read in the order"
+    ):
+        ClassificationDataset([p2, p0])
+    # Sorted (part-10 before part-2), in the numbers' order, some of them in order, or names not numbered
+    # alike (another pattern of names, no number) between them: read in the order given.
+    assert names(Dataset(sorted([p0, p1, p2, p10]))) == [n for n in ("part-0", "part-1", "part-10", "part-2")
+                                                         for _ in range(2)]  # fmt: skip
+    assert names(Dataset([p0, p1, p2, p10]))[-2:] == ["part-10"] * 2
+    other = str(write(tmp_path / "day-3-part-1.bzna", encoded, 1))
+    val = str(write(tmp_path / "val.bzna", encoded, 1))
+    assert names(Dataset([p1, other, p2, val])) == ["part-1"] * 2 + ["day-3-part-1"] + ["part-2"] * 2 + [
+        "val"
+    ]
+    with pytest.raises(ValueError, match="files numbered alike listed out of order"):
+        Dataset([p2, other, p0, val])
+
+
 def test_shards_of_one_set_are_compared_whatever_the_spelling_of_their_folder(tmp_path, encoded, monkeypatch):
     # "./set" and "set" are one folder: its shards out of order, or of two conversions, are refused.
     monkeypatch.chdir(tmp_path)

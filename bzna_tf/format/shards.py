@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import hashlib
+import itertools
 import os
 import re
 import unicodedata
@@ -149,8 +150,8 @@ def _one_dataset_of_pattern(matches, pattern) -> None:
     raise ValueError(
         f"the pattern {pattern!r} matches {len(sets)} datasets, not one: {describe_sets(sets)}. A pattern "
         "opens one set of shards or one file, as a directory does; pick one with a narrower pattern or a "
-        f"path (e.g. {example!r}), or list several explicitly to read them as one (ImageNet's per-split "
-        "files: bzna_tf.ImageNet(pattern, split=...))"
+        f"path (e.g. {example!r}), or list several explicitly to read them as one, in a fixed order "
+        f"(sorted(glob.glob({pattern!r})); ImageNet's per-split files: bzna_tf.ImageNet(pattern, split=...))"
     )
 
 
@@ -298,6 +299,41 @@ def _refuse_shards_out_of_order(paths) -> None:
                 f"sorted(paths), the pattern {os.path.join(os.path.dirname(p), key[1])!r} or the folder."
             )
         last[key] = (k, p)
+    _refuse_numbered_files_out_of_order([p for p in paths if not SHARD_NAME.match(os.path.basename(p))])
+
+
+_DIGIT_RUNS = re.compile(r"[0-9]+")
+
+
+def _refuse_numbered_files_out_of_order(paths) -> None:
+    """Refuses files of one folder numbered alike (``part-2.bzna`` before ``part-0.bzna``: names that differ
+    only in their numbers) listed in neither their names' order nor their numbers' order.
+
+    As shards out of order (:func:`_refuse_shards_out_of_order`): such a list comes from ``glob.glob`` or
+    ``os.listdir``, whose order another process may not share. ``sorted(paths)`` (``part-10`` before
+    ``part-2``) and the numbers' order (``part-2`` before ``part-10``) are both fixed orders, and accepted.
+    """
+    groups = {}
+    for p in paths:
+        name = os.path.basename(p)
+        numbers = _DIGIT_RUNS.findall(name)
+        if numbers:
+            key = (_folder(p), tuple(_DIGIT_RUNS.split(name)))
+            groups.setdefault(key, []).append((tuple(int(n) for n in numbers), name, p))
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        by_number = all(a[0] <= b[0] for a, b in itertools.pairwise(members))
+        by_name = all(a[1] <= b[1] for a, b in itertools.pairwise(members))
+        if by_number or by_name:
+            continue
+        a, b = next((a, b) for a, b in itertools.pairwise(members) if a[0] > b[0])
+        raise ValueError(
+            f"files numbered alike listed out of order: {a[2]} comes before {b[2]}. Files are read in the "
+            "order given and that order numbers the samples (splits, select, each worker's share); a listing "
+            "from glob.glob or os.listdir has no fixed order, and another process may get another one. Pass "
+            "sorted(paths) (or the files in their numbers' order)."
+        )
 
 
 def in_shard_order(paths) -> list[str]:
@@ -709,11 +745,13 @@ class BznaShards:
     that are copies of one another (the same size, index, last MiB, targets
     and names; only files of one size and sample count are compared), and two
     conversions of one source: two datasets (shard sets, files, or sets in
-    two folders) whose conversion facts record one sibling fingerprint, unless
-    they are pieces of one conversion that share no image. Files are read in
-    the order given, so shards of one set listed out of their order (shard 2
+    two folders) whose conversion facts record one source fingerprint, unless
+    they are pieces of one order that share no image. Files are read in the
+    order given, so shards of one set listed out of their order (shard 2
     before shard 0: an unsorted listing; one folder however spelled) are
-    refused. A pattern, like a folder, opens one dataset (one set of shards or
+    refused, and so are files of one folder numbered alike (``part-2.bzna``
+    before ``part-0.bzna``) listed in neither their names' nor their
+    numbers' order. A pattern, like a folder, opens one dataset (one set of shards or
     one file); a list reads several as one.
 
     Args:
