@@ -365,8 +365,10 @@ def verify(
                 table = f.checksums
                 r.checksums = None if table is None else table.describe()
                 r.method = _method(table, tracks, decode)
-                r.damage.extend(Damage(None, None, "index", m) for m in f.check_index())
-                r.damage.extend(Damage(None, None, "index", m) for m in _unreadable_index(f))
+                changed = f.check_index()
+                r.damage.extend(Damage(None, None, "index", m) for m in changed)
+                if not changed:  # else reading the targets and names would say the same again
+                    r.damage.extend(Damage(None, None, "index", m) for m in _unreadable_index(f))
                 lost = _lost_checksums(f.metadata.get("checksums"), table)
                 if lost:
                     r.damage.append(Damage(None, None, "index", lost))

@@ -92,11 +92,26 @@ def refused(data: bytes, *, sample=None, reason="", box=None, offset=None) -> Bz
 
 
 def reads(data: bytes, contents: Contents, changed=()) -> None:
-    """``data`` reads as ``contents``; check_index reports exactly the parts in ``changed``."""
-    assert read_everything(data) == contents
+    """``data`` reads as ``contents`` (its targets and names refused, the first of them in ``changed``:
+    they differ from their checksums); check_index reports exactly the parts in ``changed``."""
+    part = next((p for p in ("targets", "names") if p in changed), None)
+    if part is None:
+        assert read_everything(data) == contents
+    else:
+        track = TARGET if part == "targets" else FNAME
+        refused(data, reason=f"checksum mismatch of the {part}", box=f"trak[{track}]")
+        with BznaFile(io.BytesIO(unchecked(data)), name=NAME) as f:  # read unchecked, as they now are
+            assert (tuple(f.targets.tolist()), tuple(f.filenames())) == (contents.targets, contents.names)
     with BznaFile(io.BytesIO(data), name=NAME) as f:
         found = [p.split(" (stored")[0] for p in f.check_index()]
     assert found == [f"{NAME}: checksum mismatch of the {p}" for p in PARTS if p in changed]
+
+
+def unchecked(data: bytes) -> bytes:
+    """``data`` with its checksum table in another version, which readers ignore: nothing is checked."""
+    with BznaFile(io.BytesIO(data), name=NAME) as f:
+        version = f.checksums.offset + 8 + 16  # after the box's size, type and usertype
+    return data[:version] + b"\x02" + data[version + 1 :]
 
 
 class Layout:
@@ -405,8 +420,9 @@ def check_field(layout, f: Field, value: int):
         raw = [data[o : o + s] for o, s in zip(offs, sizes, strict=True)]
         try:
             names = tuple((r[:-1] if r.endswith(b"\0") else r).decode("utf-8") for r in raw)
-        except UnicodeDecodeError:
-            return refused(data, sample=i, reason="filename is not valid UTF-8")
+        except UnicodeDecodeError:  # the names changed: their checksum first, then their bytes
+            refused(data, reason="checksum mismatch of the names", box=f"trak[{FNAME}]")
+            return refused(unchecked(data), sample=i, reason="filename is not valid UTF-8")
         before = b"".join(layout.data[o : o + s] for o, s in zip(*layout.tracks[FNAME], strict=True))
         changed = {"moov"} | ({"names"} if b"".join(raw) != before else set())
         return reads(data, dataclasses.replace(c, names=names), changed)
@@ -448,7 +464,8 @@ def test_bogus_counts_and_fields(layout, index_fields, data):
 def test_a_name_that_is_not_utf8_is_refused_naming_its_sample(layout):
     (off, _, _), _ = layout.tracks[FNAME]
     data = _xor(layout.data, [(off + 7, 0x80)])  # sample 1's "b.jpg": '.' becomes 0xae
-    refused(data, sample=1, reason="filename is not valid UTF-8", offset=off + 7)
+    refused(data, reason="checksum mismatch of the names", box=f"trak[{FNAME}]")  # with checksums
+    refused(unchecked(data), sample=1, reason="filename is not valid UTF-8", offset=off + 7)
 
 
 def test_a_zero_byte_input_sample_is_refused_as_such(layout):

@@ -467,6 +467,42 @@ def test_index_checksums(written, tmp_path):
     assert not r.ok and r.bad_samples == [] and [d.kind for d in r.damage] == ["index"]
 
 
+def test_damaged_targets_and_names_are_refused_where_they_are_read(written, tmp_path):
+    # One changed byte of a target was a wrong label (or a made-up class: num_classes from it) in every
+    # pipeline, and one of a name a wrong name: the index's checksums of them are compared as they are read.
+    from bzna_tf import Dataset
+
+    with BznaFile(written) as f:
+        target, name = int(f.tracks["bzna_target"].offsets[3]), int(f.tracks["bzna_fname"].offsets[2])
+        good_targets, good_names = f.targets.tolist(), f.filenames()
+    label = _flip(written, tmp_path / "label.bzna", target)
+    with BznaFile(label) as f:
+        with pytest.raises(
+            BznaFormatError,
+            match=r"label\.bzna, box trak\[bzna_target\]: checksum mismatch of the targets .*verify",
+        ):
+            _ = f.targets
+        assert f.filenames() == good_names
+    ds = ClassificationDataset(str(label))  # targets are read on first use
+    for use in (lambda: ds.num_classes, lambda: ds.as_dataset(batch_size=2, shape=8, training=False)):
+        with pytest.raises(BznaFormatError, match="checksum mismatch of the targets"):
+            use()
+    assert len(Dataset(str(label))) == len(good_targets)  # pictures only: no targets read
+    named = _flip(written, tmp_path / "named.bzna", name)
+    with BznaFile(named) as f:
+        assert f.targets.tolist() == good_targets
+        with pytest.raises(
+            BznaFormatError, match=r"named\.bzna, box trak\[bzna_fname\]: checksum mismatch of the names"
+        ):
+            f.filenames()
+    for ds in (Dataset(str(named)), ClassificationDataset(str(named)).labelled()):
+        with pytest.raises(BznaFormatError, match="checksum mismatch of the names"):
+            _ = ds.filenames
+        with pytest.raises(BznaFormatError, match="checksum mismatch of the names"):
+            ds.as_dataset(batch_size=2, shape=8, with_filenames=True)
+        next(iter(ds.as_dataset(batch_size=2, shape=8)))  # without the names: read
+
+
 def test_compact_layout_pictures_verify(tmp_path):
     from bzna_tf.convert import encode_image
 

@@ -525,6 +525,9 @@ class Dataset:
             sel = self._file_shard(sel, count, index, options.training, options.epochs is None)
             options = replace(options, shard=(1, 0), file_shard=(count, index))
         identities = [f.identity for f in self._index.files]  # the read op refuses other files
+        if options.with_filenames:
+            for f in self._index.files:
+                f.check_names()  # the op carries the names as stored: damaged ones are refused here
         source = Source(self._opened_paths(), self._index.starts, self._track, sel, self._labels, identities)
         return source, options
 

@@ -357,6 +357,7 @@ class BznaFile:
         read_metadata: bool = False,
     ):
         self._targets = None
+        self._names_checked = False
         self._metadata = None
         self._checksums = False  # not looked up yet
         self._src = Source(source, name, keep_open=keep_open)
@@ -647,11 +648,22 @@ class BznaFile:
 
     @property
     def targets(self) -> np.ndarray:
-        """Every target as int64, -1 for the unlabelled tail (read once, cached)."""
+        """Every target as int64, -1 for the unlabelled tail (read once, cached).
+
+        In a file with checksums, the targets read are checked against the
+        index's checksum of them (a changed byte would otherwise be a wrong
+        label, or a made-up class).
+
+        Raises:
+          BznaFormatError: a malformed target track, or targets that differ
+            from their checksum.
+        """
         if self._targets is None:
             out = np.full(len(self), UNLABELLED, dtype=np.int64)
             t = self.tracks.get(TARGET)
-            if t is not None and len(t):
+            if t is None or not len(t):
+                self._check_index_part("targets", 1, b"", TARGET)
+            else:
                 bad = np.flatnonzero(t.sizes != 8)
                 if bad.size:
                     i = int(bad[0])
@@ -662,7 +674,9 @@ class BznaFile:
                         box=f"trak[{TARGET}]",
                         sample=i,
                     )
-                out[: len(t)] = np.frombuffer(self._gather(t), "<i8")
+                data = self._gather(t)
+                self._check_index_part("targets", 1, data, TARGET)
+                out[: len(t)] = np.frombuffer(data, "<i8")
             self._targets = out
             self._targets.flags.writeable = False
         return self._targets
@@ -676,11 +690,16 @@ class BznaFile:
         return decode_name(self._read_track(t, i), self._where(i), t.offset(i))
 
     def filenames(self) -> list[str] | None:
-        """Every filename (None if the file has no name track)."""
+        """Every filename (None if the file has no name track), checked against the index's checksum of
+        them in a file with checksums (as :attr:`targets`)."""
         t = self.tracks.get(FNAME)
         if t is None:
+            self.check_names()
             return None
         data = self._gather(t)
+        if not self._names_checked:
+            self._check_index_part("names", 2, data, FNAME)
+            self._names_checked = True
         ends = np.cumsum(t.sizes)
         starts = ends - t.sizes
         offs = t.offsets
@@ -688,6 +707,34 @@ class BznaFile:
             decode_name(data[s:e], self._where(i), int(offs[i]))
             for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))
         ]
+
+    def check_names(self) -> None:
+        """Checks the names against the index's checksum of them (once; nothing in a file without
+        checksums), without decoding them: before a pipeline carries them.
+
+        Raises:
+          BznaFormatError: names that differ from their checksum.
+        """
+        if not self._names_checked:
+            t = self.tracks.get(FNAME)
+            self._check_index_part("names", 2, self._gather(t) if t is not None else b"", FNAME)
+            self._names_checked = True
+
+    def _check_index_part(self, what: str, k: int, data: bytes, track: str) -> None:
+        """Refuses ``data`` (a track's samples, gathered) that differ from checksum ``k`` of the outer index
+        (1: targets, 2: names) in a file whose checksum table holds them."""
+        sums = _index_checksums(self._checksum_head)
+        if sums is None:
+            return
+        computed = crc32c(data)
+        if computed != sums[k]:
+            raise BznaFormatError(
+                f"checksum mismatch of the {what} (stored 0x{sums[k]:08x}, computed 0x{computed:08x}): the "
+                f"index changed since the file was written (a damaged copy?), and its {what} cannot be "
+                "trusted; `bzna-tf verify` checks the whole file. Restore or convert the file again",
+                path=self.name,
+                box=f"trak[{track}]",
+            )
 
     def _where(self, i: int) -> Where:
         return Where(self.name, i)
