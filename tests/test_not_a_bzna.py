@@ -5,7 +5,9 @@ source op); the C++ message must contain the Python one, word for word.
 """
 
 import io
+import os
 import struct
+import threading
 
 import pytest
 from test_bad_input import _pic
@@ -193,6 +195,39 @@ def test_a_directory_is_named_where_a_file_is_expected(tmp_path):
         BznaFile(folder)
     assert str(e.value).startswith(f"{folder} is a directory, expected a .bzna file")
     assert _op_message(folder, "InvalidArgumentError").find(f"{folder} is a directory") >= 0
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_or_a_device_is_refused_without_waiting(tmp_path, capsys):
+    # Opening a FIFO for reading waited for a writer forever (every entry point hung). A thread plays the
+    # writer that never comes: it connects only to a reader already waiting, so a regression fails, not hangs.
+    fifo = tmp_path / "x.bzna"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def unblock():
+        while not done.wait(0.05):
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # ENXIO while no reader waits
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=unblock, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(BznaFormatError, match=r"x\.bzna: not a regular file but a FIFO \(named pipe\)"):
+            BznaFile(fifo)
+        with pytest.raises(BznaFormatError, match="not a regular file but a FIFO"):
+            BznaShards([str(fifo)])
+        assert cli.main(["info", str(fifo)]) == 1
+        assert "x.bzna: not a regular file but a FIFO" in capsys.readouterr().err
+    finally:
+        done.set()
+        thread.join()
+    if os.path.exists("/dev/zero"):
+        (tmp_path / "zero.bzna").symlink_to("/dev/zero")
+        with pytest.raises(BznaFormatError, match="zero.bzna: not a regular file but a character device"):
+            BznaFile(tmp_path / "zero.bzna")
 
 
 def test_the_cli_names_the_path_of_every_os_error(tmp_path, capsys):

@@ -149,7 +149,9 @@ class Source:
             opened = tf.io.gfile.GFile(self._path, "rb")
         else:
             try:
-                opened = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+                # Non-blocking: opening a FIFO for reading would wait for a writer, forever.
+                flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+                opened = os.open(self._path, flags)
             except FileNotFoundError:
                 if self._identity is not None:
                     # One argument, no errno: str() is then the message alone.
@@ -165,6 +167,14 @@ class Source:
                 st = os.fstat(opened)
                 if stat.S_ISDIR(st.st_mode):  # Linux opens a directory; reading it fails with no name
                     raise _is_a_directory(self.name)
+                if not stat.S_ISREG(st.st_mode):
+                    raise BznaFormatError(
+                        f"not a regular file but {_file_kind(st.st_mode)}: a .bzna file is read at offsets "
+                        "from its index, so it must be a file on a disk (copy the data to one)",
+                        path=self.name,
+                    )
+                if getattr(os, "O_NONBLOCK", 0):
+                    os.set_blocking(opened, True)  # a regular file: reads as any other
             except BaseException:
                 os.close(opened)
                 raise
@@ -275,6 +285,18 @@ class Source:
             self._closed = True
             if not self._held:  # else the last read under way closes it
                 self._handle.close()
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return "a special file"
 
 
 def _is_a_directory(path: str) -> IsADirectoryError:
