@@ -266,13 +266,14 @@ def _unreadable_index(f) -> list[str]:
     return problems
 
 
-def _lost_checksums(said, table) -> str | None:
+def _lost_checksums(said, table, pictures=()) -> str | None:
     """Why the checksum table is not the one the metadata says was written, or None.
 
     A file written with a table records its version and algorithm in its metadata: without the
-    table (the file cut short at its last box) or with another version or algorithm (a damaged
-    box), its pictures would be read unchecked. A table of a format newer than this reader's, as
-    the metadata says too, is not damage (it is ignored, the file verified by decoding).
+    table (the file cut short at its last box), with another version or algorithm, or without a
+    column for one of the file's picture tracks ``pictures`` (a damaged box: bzna_tf's writer writes
+    one for each), its pictures would be read unchecked. A table of a format newer than this
+    reader's, as the metadata says too, is not damage (it is ignored, the file verified by decoding).
     """
     if not isinstance(said, dict):
         return None  # written without one, or before the metadata said so
@@ -294,6 +295,13 @@ def _lost_checksums(said, table) -> str | None:
         return (
             f"the checksum table says version {found[0]}, algorithm {found[1]!r}, where the file's metadata "
             f"says version {wanted[0]}, algorithm {wanted[1]!r}: the table is damaged"
+        )
+    missing = [t for t in pictures if t not in table.tracks]
+    if missing:
+        return (
+            f"the checksum table has no {missing[0]!r} column, where the file's metadata says it was written "
+            "with a table (which holds a column for each picture track): the table is damaged, and those "
+            "pictures would be read unchecked"
         )
     return None
 
@@ -369,7 +377,9 @@ def verify(
                 r.damage.extend(Damage(None, None, "index", m) for m in changed)
                 if not changed:  # else reading the targets and names would say the same again
                     r.damage.extend(Damage(None, None, "index", m) for m in _unreadable_index(f))
-                lost = _lost_checksums(f.metadata.get("checksums"), table)
+                lost = _lost_checksums(
+                    f.metadata.get("checksums"), table, [t for t in TRACKS if t in f.tracks]
+                )
                 if lost:
                     r.damage.append(Damage(None, None, "index", lost))
                 if len(f):  # the lazily converted tables, before threads share them

@@ -414,6 +414,26 @@ def test_columns_of_unknown_tracks_are_ignored(written, damaged, tmp_path):
         _op_read(path, "input", [2])
 
 
+def test_a_column_renamed_by_damage_is_damage_to_verify(written, tmp_path, capsys):
+    # One byte of the table's "bzna_input" turned that column's checks off (an unknown track's column is
+    # ignored), and verify said OK: the metadata says the file was written with a table, which holds a
+    # column for each picture track.
+    with BznaFile(written) as f:
+        at = f.checksums.offset
+    data = bytearray(written.read_bytes())
+    name = data.index(b"bzna_input", at)
+    data[name + 5] ^= 0x01  # bzna_hnput
+    path = tmp_path / "renamed.bzna"
+    path.write_bytes(bytes(data))
+    with BznaFile(path) as f:
+        assert list(f.checksums.tracks) == ["bzna_thumb"]
+    (r,) = verify(path, decode=False).files
+    assert not r.ok and [d.kind for d in r.damage] == ["index"]
+    assert "the checksum table has no 'bzna_input' column" in r.damage[0].message
+    assert main(["verify", str(path), "--no-decode"]) == 1
+    assert "no 'bzna_input' column" in capsys.readouterr().out
+
+
 def _moved_thumbnail(written, out, where):
     """`written` with the outer bzna_thumb offset of sample 0 set to `where(file)`."""
     data = bytearray(written.read_bytes())
