@@ -64,6 +64,30 @@ def _batch_size(spec):
     return sizes.pop() if len(sizes) == 1 else None
 
 
+def _refuse_sharded_with_unsharded(datasets) -> None:
+    """Refuses a blend, in a multi-worker job, of sources sharded per worker (auto-shard policy OFF) with
+    sources that are not: tf.distribute takes the blend's policy as OFF when any source's is, so the
+    unsharded sources would not be split at all, and every worker would read all of them (each of their
+    samples N times an epoch across the job)."""
+    import tensorflow as tf
+
+    from bzna_tf.datasets.arguments import _auto_sharded_workers
+
+    workers = _auto_sharded_workers()
+    if workers <= 1:
+        return
+    off = tf.data.experimental.AutoShardPolicy.OFF
+    sharded = [d.options().experimental_distribute.auto_shard_policy == off for d in datasets]
+    if any(sharded) and not all(sharded):
+        i, j = sharded.index(True), sharded.index(False)
+        raise ValueError(
+            f"blend of datasets sharded per worker (dataset {i}) and unsharded ones (dataset {j}) in a job "
+            f"of {workers} workers: tf.distribute does not split a blend with a source sharded per worker, "
+            f"so every worker would read all of dataset {j} (each of its samples {workers} times an epoch). "
+            "Shard every source per worker (as_dataset(..., input_context=ctx)), or none"
+        )
+
+
 def _refuse_a_drawn_seed_where_auto_sharded(datasets) -> None:
     """Refuses ``seed=None`` for a blend that tf.distribute's DATA auto-sharding would split among the
     workers of a multi-worker job (its sources were not sharded per worker: their auto-shard policy is not
@@ -114,7 +138,9 @@ def blend(
     differ across workers and one global batch holds the sources in
     proportion, when the sources are sharded per worker. A blend of unsharded
     sources in a multi-worker job, which tf.distribute auto-shards by batch,
-    needs one ``seed`` on every worker: ``seed=None`` is refused there. For training, make the sources endless
+    needs one ``seed`` on every worker: ``seed=None`` is refused there; so is a
+    blend there of sources sharded per worker with unsharded ones (which every
+    worker would then read whole). For training, make the sources endless
     (``as_dataset(repeat=True)``) and pass ``steps_per_epoch`` to
     ``model.fit``: the blend is then endless too. A finite blend ends an
     iteration in the middle of its sources' epochs, and a source not drawn
@@ -168,6 +194,7 @@ def blend(
             if a.dtype != b.dtype or not a.shape[1:].is_compatible_with(b.shape[1:]):
                 raise ValueError(f"dataset {i}'s elements {spec} differ from dataset 0's {first}")
     names = _class_names(sources)
+    _refuse_sharded_with_unsharded(datasets)
     if seed is None:
         _refuse_a_drawn_seed_where_auto_sharded(datasets)
         seed = resolve_seed(None)[0]

@@ -224,8 +224,16 @@ def test_a_blend_that_tf_distribute_auto_shards_needs_a_seed(flat_shards, monkey
         for k, p in enumerate(flat_shards[:2])
     ]
     bzna_tf.blend(sharded)
+    # One sharded source and one not: the blend's policy is OFF, so every worker read all of the other.
+    for mixed in ([sharded[0], unsharded[1]], [unsharded[0], sharded[1]]):
+        for seed in (None, 5):
+            with pytest.raises(
+                ValueError, match="blend of datasets sharded per worker .* and unsharded ones"
+            ):
+                bzna_tf.blend(mixed, seed=seed)
     monkeypatch.delenv("TF_CONFIG")
     bzna_tf.blend(unsharded)  # one process
+    bzna_tf.blend([sharded[0], unsharded[1]])
 
 
 def test_sync_epochs_refuses_a_blend_and_its_sources(flat_shards):
