@@ -258,6 +258,21 @@ def test_a_negative_percentage_is_the_complement_of_the_positive_one_for_every_s
                 assert parts == list(range(n)), (n, h, p)
     assert select_split("[-10%:]", {"all": range(5)}, default="all").tolist() == [4]
 
+    # Fractional percentages, computed exactly: in floats, 10.8% and -89.2% of 125 samples were 14 and 112
+    # (sample 13 in both parts), 0.4% and -99.6% left sample 0 out.
+    def split(spec, n):
+        try:
+            return select_split(spec, {"all": range(n)}, default="all").tolist()
+        except ValueError as e:
+            assert "selects no samples" in str(e), (n, spec)
+            return []
+
+    for n in (*range(1, 301, 7), 125):
+        for tenths in range(1, 1000, 7):
+            p, q = f"{tenths / 10:.1f}", f"{(1000 - tenths) / 10:.1f}"
+            assert split(f"[:{p}%]", n) + split(f"[-{q}%:]", n) == list(range(n)), (n, p, q)
+    assert split("[:10.8%]", 125) + split("[-89.2%:]", 125) == list(range(125))
+
 
 @pytest.mark.parametrize(
     "spec, match",

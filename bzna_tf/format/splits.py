@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from fractions import Fraction
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def _bound(text: str | None, n: int, spec: str) -> int | None:
     if text is None:
         return None
     if text.endswith("%"):
-        pct = float(text[:-1])
+        pct = Fraction(text[:-1])  # exact: 10.8% and -89.2% of 125 meet at one boundary
         if not -100 <= pct <= 100:
             raise ValueError(f"a percentage must lie in [-100%, 100%]. Received: split={spec!r}")
         # TFDS' default rounding: the closest integer boundary. A negative percentage counts from the end
@@ -91,8 +92,8 @@ def _bound(text: str | None, n: int, spec: str) -> int | None:
         # exactly: rounded alone, -p% * n could round to 0 (the whole split: [-10%:] of 5 samples) or
         # round its half the other way than (100 - p)% does (sample 22 of 25 in neither part).
         if text.startswith("-"):
-            return int(round((100 + pct) * n / 100))
-        return int(round(pct * n / 100))
+            return round((100 + pct) * n / 100)
+        return round(pct * n / 100)
     if "." in text:
         raise ValueError(f"an absolute bound must be an integer (or use %). Received: split={spec!r}")
     return int(text)
