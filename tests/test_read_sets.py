@@ -469,6 +469,15 @@ def test_a_split_of_files_from_two_folders_is_refused(per_split, tmp_path, encod
     with pytest.raises(ValueError, match="holds 2 datasets for the val split") as e:
         ImageNet([str(per_split / "val.bzna"), str(other)], split="val")
     assert str(other) in str(e.value)
+    # Two spellings of one folder are one folder (they were two datasets for the train split).
+    spelled = [
+        str(per_split / "train-00000-of-00002.bzna"),
+        f"{per_split}/./train-00001-of-00002.bzna",
+    ]
+    assert (
+        names(ImageNet([*spelled, str(per_split / "val.bzna")], split="train"))
+        == ["train0"] * 4 + ["train1"] * 4
+    )
 
 
 def test_imagenet_of_a_list_compares_the_class_names_of_every_split(tmp_path, encoded):

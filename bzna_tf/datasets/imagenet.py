@@ -281,7 +281,7 @@ def _grouped(files, splits, where):
         by_split.setdefault(split, []).append(path)
     paths, groups = [], {}
     for name in IMAGENET_SPLITS:
-        members = sorted(by_split.get(name, []))
+        members = in_shard_order(sorted(by_split.get(name, [])))  # ./d/x-00001 sorts before d/x-00000
         if not members:
             continue
         sets = folder_sets(members)

@@ -110,13 +110,16 @@ def shard_sets(paths) -> dict:
 
 
 def folder_sets(paths) -> dict:
-    """:func:`shard_sets` of files that may lie in several folders (files of two folders are two datasets):
-    {its name, with its folder where the files lie in several folders: its paths, in order}."""
+    """:func:`shard_sets` of files that may lie in several folders (files of two folders are two datasets;
+    two spellings of one folder, ``./d`` and ``d``, are one): {its name, with its folder as first written
+    where the files lie in several folders: its paths, in order}."""
     sets = {}
     for path in paths:
-        sets.setdefault((os.path.dirname(path), next(iter(shard_sets([path])))), []).append(path)
+        sets.setdefault((_folder(path), next(iter(shard_sets([path])))), []).append(path)
     one_folder = len({folder for folder, _ in sets}) == 1
-    return {name if one_folder else os.path.join(folder, name): p for (folder, name), p in sets.items()}
+    return {
+        name if one_folder else os.path.join(os.path.dirname(p[0]), name): p for (_, name), p in sets.items()
+    }
 
 
 def describe_sets(sets: dict) -> str:
