@@ -42,6 +42,7 @@ class NumpyOps:
 
     sqrt, log, exp, cos, sin = np.sqrt, np.log, np.exp, np.cos, np.sin
     abs, minimum, maximum, where = np.abs, np.minimum, np.maximum, np.where
+    round = np.round  # half to even, as Python's round
 
     @staticmethod
     def clip(x, lo, hi):
@@ -131,6 +132,7 @@ class TensorFlowOps:
         )
 
     sqrt, log, exp, cos, sin, abs = tf.sqrt, tf.math.log, tf.exp, tf.cos, tf.sin, tf.abs
+    round = tf.round  # half to even, as Python's round
 
     # The binary ops below would make a Python number float32 when it comes
     # first; the math here is float64 throughout.

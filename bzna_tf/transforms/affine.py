@@ -115,8 +115,9 @@ def compute_affine_matrix(
     dimensions; they broadcast together.
 
     The crop is centred on the image centre plus its offset and rotated by
-    ``degrees`` about its own centre (counter-clockwise in the picture as
-    displayed, x right and y down); the output centre lands on the crop
+    ``degrees`` about its own centre (its frame turns clockwise in the source
+    as displayed, x right and y down, so the picture's content turns
+    counter-clockwise in the output); the output centre lands on the crop
     centre, then moves by ``translate``. Without ``resize`` one output pixel
     is one source pixel (the crop's size only matters for ``resize``); with
     it, the scales are those of SPEC section 5 (see the module's docstring:

@@ -133,7 +133,9 @@ class SimilarityTransform(WarpTransform):
        width sqrt(s W H ar) and height sqrt(s W H / ar), the first that fits
        in the image is taken; if none fits, the sample gets the centre
        fallback: the largest centred crop whose aspect ratio is the image's,
-       clamped to ``ratio``. (Only that sample: the next one tries again.)
+       clamped to ``ratio``, its clamped side rounded to whole pixels as
+       Benzina and torchvision round it (``round(H * ratio[1])`` or
+       ``round(W / ratio[0])``). (Only that sample: the next one tries again.)
        Without ``ratio``, the crop is the image scaled by sqrt(s). Without
        ``resize`` the crop has the output's size (a centre crop, one source
        pixel per output pixel).
@@ -256,7 +258,9 @@ class SimilarityTransform(WarpTransform):
         tries_w, tries_h = xp.sqrt(area * aspect), xp.sqrt(area / aspect)
         fits = (tries_w > 0) & (tries_w <= w[..., None]) & (tries_h > 0) & (tries_h <= h[..., None])
         first, found = xp.first_true(fits)
-        fallback_h, fallback_w = self._centre_crop(xp, h, w, 1.0)
+        # Benzina's fallback (and torchvision's): the whole picture clamped to the ratio range, its clamped
+        # side rounded to whole pixels (int(round(W / ratio[0])) or int(round(H * ratio[1]))).
+        fallback_h, fallback_w = (xp.round(v) for v in self._centre_crop(xp, h, w, 1.0))
         return (
             xp.where(found, xp.take(tries_h, first), fallback_h),
             xp.where(found, xp.take(tries_w, first), fallback_w),
