@@ -2,6 +2,7 @@
 
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -93,12 +94,20 @@ def test_a_training_pipeline_of_no_batch_is_refused_not_trained_on_nothing(flat_
         d.as_dataset(batch_size=6, shape=8, shard=(3, 1), shard_by="files", drop_remainder=True)
     with pytest.raises(ValueError, match=r"This pipeline \(shard 1 of 7\) reads 3 samples an epoch"):
         d.as_dataset(batch_size=4, shape=8, shard=(7, 1), drop_remainder=True)
-    # Without drop_remainder, or for evaluation, or with more epochs an iteration: taken.
+    # Without drop_remainder, or for evaluation (a validation shard may be empty: a warning says what is
+    # left out), or with more epochs an iteration: taken.
     assert d.as_dataset(batch_size=6, shape=8, shard=(3, 1), shard_by="files").cardinality() == 1
-    ds = d.as_dataset(
-        batch_size=6, shape=8, shard=(3, 1), shard_by="files", drop_remainder=True, training=False
-    )
+    with pytest.warns(UserWarning, match=r"leaves out the last 5 samples of each iteration \(shard 1 of 3\)"):
+        ds = d.as_dataset(
+            batch_size=6, shape=8, shard=(3, 1), shard_by="files", drop_remainder=True, training=False
+        )
     assert ds.cardinality() == 0
+    # An evaluation pipeline of no batch at all (unsharded): refused, as for training.
+    with pytest.raises(ValueError, match="it has no batch, so evaluation or prediction would read none"):
+        d.as_dataset(batch_size=len(d) + 1, shape=8, drop_remainder=True, training=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d.as_dataset(batch_size=len(d), shape=8, drop_remainder=True, training=False)  # nothing left out
     assert d.as_dataset(batch_size=4, shape=8, shard=(7, 1), drop_remainder=True, repeat=2).cardinality() == 1
 
 

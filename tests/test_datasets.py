@@ -234,7 +234,8 @@ def test_element_spec_and_exact_labels(flat_file):
             np.testing.assert_allclose(image.reshape(-1, 3).mean(0), colour(i), atol=3)
     assert seen == list(range(N))  # no shuffle: the file's order
     # Static batch dimension, channels first, labels only.
-    ds = d.as_dataset(batch_size=5, shape=8, data_format="channels_first", drop_remainder=True, **ALL)
+    with pytest.warns(UserWarning, match=r"drop_remainder=True\) leaves out the last 3 samples of each"):
+        ds = d.as_dataset(batch_size=5, shape=8, data_format="channels_first", drop_remainder=True, **ALL)
     assert ds.element_spec[0].shape.as_list() == [5, 3, 8, 8] and ds.cardinality().numpy() == 4
     assert [y.shape[0] for _, y in ds] == [5, 5, 5, 5]
 

@@ -255,6 +255,9 @@ class Dataset:
 
         The list names the files this dataset opened (a relative path as it
         led when the dataset was opened, whatever the working directory is now).
+        Its lines group the samples by file (but ``SINGLE-SAMPLE``'s, one per
+        sample): a selection in another order comes back from the list in
+        file order.
         """
         files = self._index.files
         return SampleList.from_indices(

@@ -199,6 +199,26 @@ def _build(source: Source, options) -> tf.data.Dataset:
             "read none of them, without an error. Use a smaller batch_size or drop_remainder=False (or, "
             "with shard_by='files', fewer workers or shard_by='samples')"
         )
+    # Samples an iteration leaves out with drop_remainder (an endless pipeline leaves none out).
+    dropped = options.epochs * per_epoch - batches * options.batch_size if options.epochs is not None else 0
+    if dropped and options.drop_remainder and not options.training:
+        shards, shard = options.file_shard or (count, index)  # shard_by="files": its shard, read as one
+        where = f" (shard {shard} of {shards})" if shards > 1 else ""
+        if batches == 0 and shards == 1:
+            raise ValueError(
+                f"This pipeline reads {wording.count(per_epoch, 'sample')} an epoch, fewer than "
+                f"batch_size={options.batch_size} with drop_remainder=True: it has no batch, so evaluation "
+                "or prediction would read none of them. Use drop_remainder=False (the default) or a smaller "
+                "batch_size"
+            )
+        warnings.warn(
+            f"as_dataset(training=False, drop_remainder=True) leaves out the last "
+            f"{wording.count(dropped, 'sample')} of each iteration{where} (batches of "
+            f"{options.batch_size}): evaluation or prediction would not see them. drop_remainder=False "
+            "(the default) keeps them in a short last batch",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
     root, state = positions(options, per_epoch, batches)
     counter = f"bzna_tf-{uuid.uuid4().hex}" if options.skip else ""
     autotune = tf.data.AUTOTUNE
