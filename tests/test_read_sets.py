@@ -4,11 +4,13 @@ URL, a copy under another name, a shard numbered past its count."""
 
 import os
 import shutil
+import warnings
 
 import numpy as np
 import pytest
 from conftest import gradient
 
+import bzna_tf
 import bzna_tf.format.splits as splits
 from bzna_tf import BznaWriter, ClassificationDataset, Dataset, ImageNet, open_bzna
 
@@ -182,30 +184,41 @@ def test_shards_of_one_set_listed_out_of_order_are_refused(tmp_path, encoded):
     assert names(ImageNet(renamed[::-1], split="val")) == ["s0"] * 3 + ["s1"] * 3 + ["s2"] * 3
 
 
-def test_files_numbered_alike_listed_out_of_order_are_refused(tmp_path, encoded):
+def test_files_numbered_alike_listed_out_of_order_are_read_with_a_warning(tmp_path, encoded):
     # part-2.bzna before part-0.bzna: names that differ only in their numbers, in neither their names' order
-    # nor their numbers' (a glob.glob listing, which another worker may get in another order).
+    # nor their numbers' (a glob.glob listing, which another worker may get in another order; or an order
+    # chosen on purpose, such as the newest first: a warning, not an error).
     p0, p1, p2, p10 = (str(write(tmp_path / f"part-{k}.bzna", encoded, 2)) for k in (0, 1, 2, 10))
     for listing in ([p2, p0, p1], [p2, p1, p10, p0], [p1, p10, p0]):
-        with pytest.raises(ValueError, match="files numbered alike listed out of order") as e:
-            Dataset(listing)
-        assert "sorted(paths)" in str(e.value)
-    with pytest.raises(
-        ValueError, match=f"out of order: {p2} comes before {p0}. Files are read in the order"
+        with pytest.warns(bzna_tf.ListOrderWarning, match="files numbered alike listed out of order") as got:
+            ds = Dataset(listing)
+        assert len(got) == 1 and "sorted(paths)" in str(got[0].message)
+        assert ds.paths == listing  # read in the order given
+    with pytest.warns(
+        bzna_tf.ListOrderWarning, match=f"out of order: {p2} comes before {p0}. Files are read"
     ):
         ClassificationDataset([p2, p0])
     # Sorted (part-10 before part-2), in the numbers' order, some of them in order, or names not numbered
-    # alike (another pattern of names, no number) between them: read in the order given.
-    assert names(Dataset(sorted([p0, p1, p2, p10]))) == [n for n in ("part-0", "part-1", "part-10", "part-2")
-                                                         for _ in range(2)]  # fmt: skip
-    assert names(Dataset([p0, p1, p2, p10]))[-2:] == ["part-10"] * 2
+    # alike (another pattern of names, no number) between them: read in the order given, without a word.
     other = str(write(tmp_path / "day-3-part-1.bzna", encoded, 1))
     val = str(write(tmp_path / "val.bzna", encoded, 1))
-    assert names(Dataset([p1, other, p2, val])) == ["part-1"] * 2 + ["day-3-part-1"] + ["part-2"] * 2 + [
-        "val"
-    ]
-    with pytest.raises(ValueError, match="files numbered alike listed out of order"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert names(Dataset(sorted([p0, p1, p2, p10]))) == [
+            n for n in ("part-0", "part-1", "part-10", "part-2") for _ in range(2)
+        ]
+        assert names(Dataset([p0, p1, p2, p10]))[-2:] == ["part-10"] * 2
+        assert names(Dataset([p1, other, p2, val])) == ["part-1"] * 2 + ["day-3-part-1"] + ["part-2"] * 2 + [
+            "val"
+        ]
+    with pytest.warns(bzna_tf.ListOrderWarning):
         Dataset([p2, other, p0, val])
+    # A sample list naming part-2 before part-0 opens them in their numbers' order: no warning.
+    lst = Dataset([p0, p2]).select([3, 0]).to_sample_list("SINGLE-SAMPLE", ids="names").write(tmp_path / "l")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = Dataset.from_sample_list(lst)
+    assert again.paths == [p0, p2] and names(again) == ["part-2", "part-0"]
 
 
 def test_shards_of_one_set_are_compared_whatever_the_spelling_of_their_folder(tmp_path, encoded, monkeypatch):

@@ -12,7 +12,7 @@ from bzna_tf.format.hevc import HvcC, NalArray, split_nals, to_annexb
 from bzna_tf.format.reader import BznaFile, FileIdentity
 from bzna_tf.format.sample import Clap, ImageMp4, Picture, VideoTrack, parse_image_mp4
 from bzna_tf.format.samplelist import LIST_TYPES, SampleList, SampleListError
-from bzna_tf.format.shards import BznaShards, expand_paths, open_bzna
+from bzna_tf.format.shards import BznaShards, ListOrderWarning, expand_paths, open_bzna
 from bzna_tf.format.splits import IMAGENET_SPLITS, imagenet_split, imagenet_splits, select_split
 from bzna_tf.format.tracks import Trak
 from bzna_tf.format.writer import BznaWriter
@@ -28,6 +28,7 @@ __all__ = [
     "FileIdentity",
     "HvcC",
     "ImageMp4",
+    "ListOrderWarning",
     "NalArray",
     "Picture",
     "SampleList",

@@ -9,6 +9,7 @@ import itertools
 import os
 import re
 import unicodedata
+import warnings
 
 import numpy as np
 
@@ -29,6 +30,7 @@ __all__ = [
     "file_numbers",
     "folder_hint",
     "folder_sets",
+    "ListOrderWarning",
     "is_url",
     "open_bzna",
     "open_file",
@@ -302,20 +304,19 @@ def _refuse_shards_out_of_order(paths) -> None:
                 f"sorted(paths), the pattern {os.path.join(os.path.dirname(p), key[1])!r} or the folder."
             )
         last[key] = (k, p)
-    _refuse_numbered_files_out_of_order([p for p in paths if not SHARD_NAME.match(os.path.basename(p))])
+    _warn_numbered_files_out_of_order([p for p in paths if not SHARD_NAME.match(os.path.basename(p))])
 
 
 _DIGIT_RUNS = re.compile(r"[0-9]+")
 
 
-def _refuse_numbered_files_out_of_order(paths) -> None:
-    """Refuses files of one folder numbered alike (``part-2.bzna`` before ``part-0.bzna``: names that differ
-    only in their numbers) listed in neither their names' order nor their numbers' order.
+class ListOrderWarning(UserWarning):
+    """Files numbered alike listed in neither their names' nor their numbers' order (an unsorted listing?)."""
 
-    As shards out of order (:func:`_refuse_shards_out_of_order`): such a list comes from ``glob.glob`` or
-    ``os.listdir``, whose order another process may not share. ``sorted(paths)`` (``part-10`` before
-    ``part-2``) and the numbers' order (``part-2`` before ``part-10``) are both fixed orders, and accepted.
-    """
+
+def _numbered_groups(paths) -> dict:
+    """{(real folder, name without its numbers): [(numbers, name, path), ...] in list order} of the files
+    whose names hold numbers (``part-2.bzna``: ``("part-", ".bzna")``)."""
     groups = {}
     for p in paths:
         name = os.path.basename(p)
@@ -323,7 +324,19 @@ def _refuse_numbered_files_out_of_order(paths) -> None:
         if numbers:
             key = (_folder(p), tuple(_DIGIT_RUNS.split(name)))
             groups.setdefault(key, []).append((tuple(int(n) for n in numbers), name, p))
-    for members in groups.values():
+    return groups
+
+
+def _warn_numbered_files_out_of_order(paths) -> None:
+    """Warns of files of one folder numbered alike (``part-2.bzna`` before ``part-0.bzna``: names that differ
+    only in their numbers) listed in neither their names' order nor their numbers' order.
+
+    Such a list may come from ``glob.glob`` or ``os.listdir``, whose order another process may not share
+    (the samples' numbers would then differ there). Unlike shards of one set, such files may be listed in
+    an order chosen on purpose (the newest first; ``cifar100`` before ``cifar10``): a warning, not an error.
+    ``sorted(paths)`` (``part-10`` before ``part-2``) and the numbers' order are both accepted.
+    """
+    for members in _numbered_groups(paths).values():
         if len(members) < 2:
             continue
         by_number = all(a[0] <= b[0] for a, b in itertools.pairwise(members))
@@ -331,37 +344,47 @@ def _refuse_numbered_files_out_of_order(paths) -> None:
         if by_number or by_name:
             continue
         a, b = next((a, b) for a, b in itertools.pairwise(members) if a[0] > b[0])
-        raise ValueError(
+        warnings.warn(
             f"files numbered alike listed out of order: {a[2]} comes before {b[2]}. Files are read in the "
-            "order given and that order numbers the samples (splits, select, each worker's share); a listing "
-            "from glob.glob or os.listdir has no fixed order, and another process may get another one. Pass "
-            "sorted(paths) (or the files in their numbers' order)."
+            "order given and that order numbers the samples (splits, select, each worker's share); if the "
+            "list comes from glob.glob or os.listdir, which have no fixed order, another process may get "
+            "another one: pass sorted(paths). If the order is chosen on purpose, ignore this warning "
+            "(warnings.filterwarnings('ignore', category=bzna_tf.ListOrderWarning))",
+            ListOrderWarning,
+            stacklevel=wording.user_stacklevel(),
         )
+        return
 
 
 def in_shard_order(paths) -> list[str]:
-    """``paths`` with the shards of each set in their order, the set where the list first names one of them.
+    """``paths`` with the shards of each set in their order (and files of one folder numbered alike,
+    ``part-0.bzna``, ``part-1.bzna``, in their numbers' order), each group where the list first names one
+    of its files.
 
     For the files a sample list names (in the order the list first mentions them): the list picks the
     samples by file, so the order of its files is no order of the user's, and opening them as listed
     would refuse a list that names shard 2 before shard 0 (:func:`_refuse_shards_out_of_order`).
     """
     paths = [os.fspath(p) for p in paths]
-    members = {}
+    group_of, members = {}, {}
     for p in paths:
         m = SHARD_NAME.match(os.path.basename(p))
         if m:
-            members.setdefault(_dataset(p), []).append((int(m["index"]), p))
+            group_of[p] = ("set", _dataset(p))
+            members.setdefault(group_of[p], []).append(((int(m["index"]),), p))
+    plain = [p for p in paths if p not in group_of]
+    for key, found in _numbered_groups(plain).items():
+        for numbers, _, p in found:
+            group_of[p] = ("numbered", key)
+            members.setdefault(group_of[p], []).append((numbers, p))
     out, done = [], set()
     for p in paths:
-        m = SHARD_NAME.match(os.path.basename(p))
-        if not m:
+        key = group_of.get(p)
+        if key is None:
             out.append(p)
-            continue
-        key = _dataset(p)
-        if key not in done:
+        elif key not in done:
             done.add(key)
-            out.extend(q for _, q in sorted(members[key], key=lambda kq: kq[0]))
+            out.extend(q for _, q in sorted(members[key], key=lambda nq: nq[0]))
     return out
 
 
@@ -752,9 +775,9 @@ class BznaShards:
     they are pieces of one order that share no image. Files are read in the
     order given, so shards of one set listed out of their order (shard 2
     before shard 0: an unsorted listing; one folder however spelled) are
-    refused, and so are files of one folder numbered alike (``part-2.bzna``
-    before ``part-0.bzna``) listed in neither their names' nor their
-    numbers' order. A pattern, like a folder, opens one dataset (one set of shards or
+    refused; files of one folder numbered alike (``part-2.bzna`` before
+    ``part-0.bzna``) listed in neither their names' nor their numbers' order
+    get a :class:`ListOrderWarning`. A pattern, like a folder, opens one dataset (one set of shards or
     one file); a list reads several as one.
 
     Args:
