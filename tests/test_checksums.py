@@ -502,6 +502,8 @@ def test_damaged_targets_and_names_are_refused_where_they_are_read(written, tmp_
             match=r"label\.bzna, box trak\[bzna_target\]: checksum mismatch of the targets .*verify",
         ):
             _ = f.targets
+        with pytest.raises(BznaFormatError, match="checksum mismatch of the targets"):
+            f.target(0)  # one target: checked as all are
         assert f.filenames() == good_names
     ds = ClassificationDataset(str(label))  # targets are read on first use
     for use in (lambda: ds.num_classes, lambda: ds.as_dataset(batch_size=2, shape=8, training=False)):
@@ -515,6 +517,9 @@ def test_damaged_targets_and_names_are_refused_where_they_are_read(written, tmp_
             BznaFormatError, match=r"named\.bzna, box trak\[bzna_fname\]: checksum mismatch of the names"
         ):
             f.filenames()
+        with pytest.raises(BznaFormatError, match="checksum mismatch of the names"):
+            f.filename(0)
+    assert main(["info", str(named)]) == 1  # its first sample's name is shown
     for ds in (Dataset(str(named)), ClassificationDataset(str(named)).labelled()):
         with pytest.raises(BznaFormatError, match="checksum mismatch of the names"):
             _ = ds.filenames

@@ -219,6 +219,8 @@ def test_a_fifo_or_a_device_is_refused_without_waiting(tmp_path, capsys):
             BznaFile(fifo)
         with pytest.raises(BznaFormatError, match="not a regular file but a FIFO"):
             BznaShards([str(fifo)])
+        with pytest.raises(BznaFormatError, match="not a regular file but a FIFO"):
+            BznaFile(f"file://{fifo}")  # TensorFlow's filesystem would wait as well
         assert cli.main(["info", str(fifo)]) == 1
         assert "x.bzna: not a regular file but a FIFO" in capsys.readouterr().err
     finally:

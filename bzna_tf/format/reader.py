@@ -64,6 +64,16 @@ def is_url(path) -> bool:
     return isinstance(path, str) and "://" in path
 
 
+def local_path(p: str) -> str | None:
+    """The local path a ``file://`` URL names, else None: what follows its host (TensorFlow reads
+    ``file://HOST/PATH`` as ``/PATH`` whatever the host)."""
+    if not p.lower().startswith("file://"):
+        return None
+    rest = p[len("file://") :]
+    slash = rest.find("/")
+    return rest[slash:] if slash >= 0 else None
+
+
 class _Handle:
     """What a :class:`Source` has open: a descriptor, or a file object (its own, or its caller's).
 
@@ -144,14 +154,17 @@ class Source:
         if is_url(self._path):
             import tensorflow as tf
 
+            local = local_path(self._path)  # a file:// URL: refused as its path is, if not a regular file
+            if local is not None:
+                _refuse_special_file(local, self.name)
             st = tf.io.gfile.stat(self._path)
             size, identity = st.length, (st.length, st.mtime_nsec)
             opened = tf.io.gfile.GFile(self._path, "rb")
         else:
             try:
-                # Non-blocking: opening a FIFO for reading would wait for a writer, forever.
-                flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
-                opened = os.open(self._path, flags)
+                # Looked at first: opening a FIFO for reading would wait for a writer, forever.
+                _refuse_special_file(self._path, self.name)
+                opened = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
             except FileNotFoundError:
                 if self._identity is not None:
                     # One argument, no errno: str() is then the message alone.
@@ -167,14 +180,8 @@ class Source:
                 st = os.fstat(opened)
                 if stat.S_ISDIR(st.st_mode):  # Linux opens a directory; reading it fails with no name
                     raise _is_a_directory(self.name)
-                if not stat.S_ISREG(st.st_mode):
-                    raise BznaFormatError(
-                        f"not a regular file but {_file_kind(st.st_mode)}: a .bzna file is read at offsets "
-                        "from its index, so it must be a file on a disk (copy the data to one)",
-                        path=self.name,
-                    )
-                if getattr(os, "O_NONBLOCK", 0):
-                    os.set_blocking(opened, True)  # a regular file: reads as any other
+                if not stat.S_ISREG(st.st_mode):  # replaced since it was looked at
+                    raise _special_file(st.st_mode, self.name)
             except BaseException:
                 os.close(opened)
                 raise
@@ -285,6 +292,24 @@ class Source:
             self._closed = True
             if not self._held:  # else the last read under way closes it
                 self._handle.close()
+
+
+def _refuse_special_file(path: str, name: str) -> None:
+    """Refuses a path that leads to a FIFO, a socket or a device (a directory is the caller's to name)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # opening it says why
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise _special_file(mode, name)
+
+
+def _special_file(mode: int, name: str) -> BznaFormatError:
+    return BznaFormatError(
+        f"not a regular file but {_file_kind(mode)}: a .bzna file is read at offsets from its index, so it "
+        "must be a file on a disk (copy the data to one)",
+        path=name,
+    )
 
 
 def _file_kind(mode: int) -> str:
@@ -661,8 +686,11 @@ class BznaFile:
     # Targets and names.
 
     def target(self, i: int) -> int:
-        """The target of sample i, or -1 when it has none."""
+        """The target of sample i, or -1 when it has none (in a file with checksums, from :attr:`targets`,
+        checked: every target is read once)."""
         i = self._index(i)
+        if self._targets is not None or _index_checksums(self._checksum_head) is not None:
+            return int(self.targets[i])
         if i >= self.num_targets:
             return UNLABELLED
         t = self.tracks[TARGET]
@@ -704,8 +732,10 @@ class BznaFile:
         return self._targets
 
     def filename(self, i: int) -> str | None:
-        """The stored filename of sample i (None if the file has no name track)."""
+        """The stored filename of sample i (None if the file has no name track), its track checked against
+        the index's checksum of the names first in a file with checksums (:meth:`check_names`)."""
         i = self._index(i)
+        self.check_names()
         t = self.tracks.get(FNAME)
         if t is None:
             return None

@@ -18,6 +18,7 @@ from bzna_tf.format.atomic import final_path, partial_path
 from bzna_tf.format.errors import BznaFormatError
 from bzna_tf.format.hints import directory_hint, writing_note
 from bzna_tf.format.reader import BznaFile, is_url
+from bzna_tf.format.reader import local_path as _local_path
 from bzna_tf.format.sample import ImageMp4
 
 __all__ = [
@@ -230,16 +231,6 @@ def check_shard_sets(paths, what, pattern=None) -> None:
             raise FileNotFoundError(
                 f"{what}: {len(missing)} of the {count} shards {whole} are missing ({names}{more}): {why}"
             )
-
-
-def _local_path(p: str) -> str | None:
-    """The local path a ``file://`` URL names, else None: what follows its host (TensorFlow reads
-    ``file://HOST/PATH`` as ``/PATH`` whatever the host)."""
-    if not p.lower().startswith("file://"):
-        return None
-    rest = p[len("file://") :]
-    slash = rest.find("/")
-    return rest[slash:] if slash >= 0 else None
 
 
 def file_identity(path):
