@@ -66,9 +66,10 @@ def _batch_size(spec):
 
 def _refuse_sharded_with_unsharded(datasets) -> None:
     """Refuses a blend, in a multi-worker job, of sources sharded per worker (auto-shard policy OFF) with
-    sources that are not: tf.distribute takes the blend's policy as OFF when any source's is, so the
-    unsharded sources would not be split at all, and every worker would read all of them (each of their
-    samples N times an epoch across the job)."""
+    a source that ``as_dataset`` built unsharded: tf.distribute takes the blend's policy as OFF when any
+    source's is, so the unsharded source would not be split at all, and every worker would read all of it
+    (each of its samples N times an epoch across the job). A source of another kind (sharded by hand with
+    ``ds.shard``, or mapped since) cannot be told apart, and is taken as it is."""
     import tensorflow as tf
 
     from bzna_tf.datasets.arguments import _auto_sharded_workers
@@ -78,8 +79,9 @@ def _refuse_sharded_with_unsharded(datasets) -> None:
         return
     off = tf.data.experimental.AutoShardPolicy.OFF
     sharded = [d.options().experimental_distribute.auto_shard_policy == off for d in datasets]
-    if any(sharded) and not all(sharded):
-        i, j = sharded.index(True), sharded.index(False)
+    unsharded = [getattr(d, "bzna_sharded", True) is False for d in datasets]  # as_dataset's, unsharded
+    if any(sharded) and any(unsharded):
+        i, j = sharded.index(True), unsharded.index(True)
         raise ValueError(
             f"blend of datasets sharded per worker (dataset {i}) and unsharded ones (dataset {j}) in a job "
             f"of {workers} workers: tf.distribute does not split a blend with a source sharded per worker, "
@@ -139,8 +141,9 @@ def blend(
     proportion, when the sources are sharded per worker. A blend of unsharded
     sources in a multi-worker job, which tf.distribute auto-shards by batch,
     needs one ``seed`` on every worker: ``seed=None`` is refused there; so is a
-    blend there of sources sharded per worker with unsharded ones (which every
-    worker would then read whole). For training, make the sources endless
+    blend there of sources sharded per worker with one that ``as_dataset``
+    built unsharded (which every worker would then read whole; a source
+    sharded by hand with ``ds.shard`` is taken as it is). For training, make the sources endless
     (``as_dataset(repeat=True)``) and pass ``steps_per_epoch`` to
     ``model.fit``: the blend is then endless too. A finite blend ends an
     iteration in the middle of its sources' epochs, and a source not drawn
@@ -170,8 +173,10 @@ def blend(
 
     Raises:
       ValueError: bad weights, mix or batch_size, sources whose elements differ, sources that
-        name one class target differently, or ``seed=None`` for a blend of unsharded sources in a
-        multi-worker job (auto-sharding would split N different blend orders).
+        name one class target differently, ``seed=None`` for a blend of unsharded sources in a
+        multi-worker job (auto-sharding would split N different blend orders), or, there, sources
+        sharded per worker with one that ``as_dataset`` built unsharded (every worker would read it
+        whole).
     """
     import tensorflow as tf
 

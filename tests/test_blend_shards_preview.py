@@ -240,6 +240,9 @@ def test_a_blend_that_tf_distribute_auto_shards_needs_a_seed(flat_shards, monkey
                 ValueError, match="blend of datasets sharded per worker .* and unsharded ones"
             ):
                 bzna_tf.blend(mixed, seed=seed)
+    # A source sharded by hand (ds.shard: its policy stays AUTO) is taken as it is.
+    by_hand = unsharded[1].unbatch().shard(2, 0).batch(4)
+    bzna_tf.blend([sharded[0], by_hand], seed=5)
     monkeypatch.delenv("TF_CONFIG")
     bzna_tf.blend(unsharded)  # one process
     bzna_tf.blend([sharded[0], unsharded[1]])

@@ -252,6 +252,7 @@ def _build(source: Source, options) -> tf.data.Dataset:
         tf_options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     if tf_options != tf.data.Options():
         ds = ds.with_options(tf_options)
+    ds.bzna_sharded = bool(options.sharded)  # blend tells a pipeline built unsharded from one sharded by hand
     if state is not None:
         ds.bzna_epochs = state
     else:
