@@ -226,6 +226,27 @@ def test_a_record_whose_data_does_not_match_its_checksum_is_a_bad_record(
         assert f.filenames() == ["a", "b", "d"] and list(f.targets) == [0, 1, 2]
 
 
+def test_a_source_taken_as_the_output_by_an_unquoted_pattern_is_never_written_over(
+    tmp_path, small_images, capsys
+):
+    # `bzna-tf convert tfrecord data/train-* --overwrite`: the shell's last match became the output, and
+    # --overwrite replaced that TFRecord with a .bzna of the others.
+    from bzna_tf.cli import main
+
+    shards = [
+        write_tfrecord(tmp_path / f"train-0000{k}-of-00002", imagenet_records(small_images[:2], [0, 1], "ab"))
+        for k in range(2)
+    ]
+    before = shards[1].read_bytes()
+    for extra in ([], ["--overwrite"]):
+        argv = ["convert", "tfrecord", *map(str, shards), "--label-offset", "0", "--no-progress", *extra]
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert f"not .bzna files, --overwrite or not: {shards[1]}: a TFRecord file" in err, err
+        assert "Is the output one of the sources" in err
+    assert shards[1].read_bytes() == before
+
+
 def test_a_record_of_several_images_is_refused_not_cut_to_its_first(tmp_path, small_images):
     views = [jpeg(small_images[0]), jpeg(small_images[1])]
     write_tfrecord(tmp_path / "v.rec", [example({"image/encoded": views, "image/class/label": 1})])

@@ -136,9 +136,19 @@ def test_rerun_skips_finished_shards_and_refuses_other_files(tmp_path, folder):
     with pytest.raises(ConversionError, match=r"refusing .*--overwrite.*other sources or options"):
         convert(ImageFolderSource(folder), out, num_shards=2, workers=0, **CRF30)
     (tmp_path / "own.bzna").write_bytes(b"not a bzna")
-    with pytest.raises(ConversionError, match=r"own.bzna: not a complete .bzna"):
-        convert(ImageFolderSource(folder), tmp_path / "own.bzna", workers=0, **FAST)
+    for overwrite in (False, True):  # not a .bzna at all (a source named as the output?): never replaced
+        with pytest.raises(
+            ConversionError, match=r"not \.bzna files, --overwrite or not: .*own.bzna: a text file"
+        ):
+            convert(ImageFolderSource(folder), tmp_path / "own.bzna", workers=0, overwrite=overwrite, **FAST)
     assert (tmp_path / "own.bzna").read_bytes() == b"not a bzna"  # untouched
+    # A .bzna cut short (its first bytes): refused without overwrite, replaced with it.
+    with open(paths[0], "rb") as f:
+        (tmp_path / "cut.bzna").write_bytes(f.read(100))
+    with pytest.raises(ConversionError, match=r"cut.bzna: not a complete .bzna"):
+        convert(ImageFolderSource(folder), tmp_path / "cut.bzna", workers=0, **FAST)
+    cut = convert(ImageFolderSource(folder), tmp_path / "cut.bzna", workers=0, overwrite=True, **FAST)
+    assert cut.written == [str(tmp_path / "cut.bzna")]
     redone = convert(ImageFolderSource(folder), out, num_shards=2, workers=0, overwrite=True, **CRF30)
     assert redone.written == paths
     # A changed source (a file added) is another conversion too.

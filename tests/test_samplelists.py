@@ -529,3 +529,35 @@ def test_lists_and_data_on_a_tensorflow_filesystem(flat_shards):
         "part-1.bzna",
         "part-0.bzna",
     ]
+
+
+def test_a_list_is_never_written_over_a_data_file_nor_names_what_it_cannot_hold(
+    flat_shards, tmp_path, capsys
+):
+    # `bzna-tf samplelist data/val.bzna -o data/val.bzna`, or `verify --exclusion-list data/*.bzna` (the
+    # shell's last match as the list): the data file was replaced by a 64-byte list.
+    import shutil
+
+    data = shutil.copy(flat_shards[0], tmp_path / "val.bzna")
+    before = (tmp_path / "val.bzna").read_bytes()
+    lst = Dataset(data).to_sample_list()
+    with pytest.raises(ValueError, match=r"val\.bzna is a \.bzna file, not a sample list: refusing to write"):
+        lst.write(data)
+    assert cli(["samplelist", str(data), "-o", str(data)]) == 1
+    assert cli(["verify", str(data), "--no-decode", "--exclusion-list", str(data)]) == 1
+    assert "not a sample list: refusing to write a list over it" in capsys.readouterr().err
+    assert (tmp_path / "val.bzna").read_bytes() == before
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    with pytest.raises(ValueError, match="notes.txt is a text file, not a sample list"):
+        lst.write(tmp_path / "notes.txt")
+    # Over a list, or an empty file: written.
+    lst.write(tmp_path / "a.list")
+    lst.write(tmp_path / "a.list")
+    (tmp_path / "empty.list").write_bytes(b"")
+    lst.write(tmp_path / "empty.list")
+    assert (tmp_path / "empty.list").read_text() == (tmp_path / "a.list").read_text() == lst.to_text()
+    # A file name with a space: no reader could split the line back; refused when written.
+    spaced = shutil.copy(flat_shards[0], tmp_path / "a b.bzna")
+    with pytest.raises(ValueError, match=r"cannot name 'a b.bzna' .*list lines are split at spaces"):
+        Dataset(spaced).to_sample_list().write(tmp_path / "spaced.list")
+    assert not (tmp_path / "spaced.list").exists()

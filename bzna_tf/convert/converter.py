@@ -87,6 +87,7 @@ from bzna_tf.format import BznaFile, BznaFormatError
 from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.progress import PlainProgress, progress_mode
 from bzna_tf.format.sample import build_image_mp4
+from bzna_tf.format.sniff import SNIFF_BYTES, not_bzna_reason, printable, sniff
 from bzna_tf.format.wording import count
 from bzna_tf.format.writer import BznaWriter
 
@@ -1393,6 +1394,21 @@ def _changed_images(source, plan) -> str:
     return ""
 
 
+def _not_a_bzna(path) -> str | None:
+    """Why the file at ``path`` is no .bzna file (a TFRecord, a tar, an image, text), or None: no file, an
+    empty one, or one that starts as a .bzna (complete or not) does."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    if not head or not_bzna_reason(head) is None:
+        return None
+    return sniff(head) or f"a file that starts with '{printable(head[:8])}'"
+
+
 def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="raise",
             max_pixels=DEFAULT_MAX_PIXELS, max_image_bytes=DEFAULT_MAX_IMAGE_BYTES,
             changed=None, replaceable=None):  # fmt: skip
@@ -1410,6 +1426,15 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
     which would have stopped there.
     """
     todo, refused, left_out, kept_out, absent = [], [], [], 0, set()
+    foreign = [f"{spec.path}: {what}" for spec in mine if (what := _not_a_bzna(spec.path))]
+    if foreign:
+        more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
+        raise ConversionError(
+            "refusing to write over files that are not .bzna files, --overwrite or not: "
+            f"{'; '.join(foreign[:3])}{more}. Is the output one of the sources (a shell pattern such as "
+            "data/train-* left unquoted, its last file taken as the output)? Give the output a .bzna path "
+            "of its own"
+        )
     for spec in mine:
         done, why, facts = finished(spec, fp, order, seed) if spec.stop >= 0 else (False, "", None)
         if overwrite or not os.path.lexists(spec.path):

@@ -39,6 +39,7 @@ import numpy as np
 
 from bzna_tf.format.atomic import write_atomic
 from bzna_tf.format.shards import file_numbers, is_url
+from bzna_tf.format.sniff import SNIFF_BYTES, not_bzna_reason, sniff
 from bzna_tf.format.wording import count, user_stacklevel
 
 __all__ = ["LIST_TYPES", "SampleList", "SampleListError", "FileEntry"]
@@ -608,6 +609,12 @@ class SampleList:
         if kind in _LABEL_LINE:
             lines.append(self.label_file or NO_LABEL_FILE)
         for e in self.entries:
+            if any(c.isspace() for c in e.file):
+                raise ValueError(
+                    f"a sample list cannot name {e.file!r} (from the base {self.base}): list lines are split "
+                    "at spaces, so no reader could read it back. Rename the file (where only a folder's name "
+                    "holds the space, a base beneath that folder does too: --base, base=)"
+                )
             if kind == SINGLE:
                 lines.append(e.file)
                 continue
@@ -619,13 +626,39 @@ class SampleList:
         return "\n".join(lines) + "\n"
 
     def write(self, path, *, ranges: bool = True) -> str:
-        """Writes the list (atomically: a temporary file renamed into place). Returns the path."""
+        """Writes the list (atomically: a temporary file renamed into place). Returns the path.
+
+        Raises:
+          ValueError: ``path`` holds a file that is not a sample list (a data file named as the list,
+            by a shell pattern left unquoted?), or a file name the list cannot hold.
+        """
+        _refuse_to_write_over_data(path)
         self.path = write_atomic(path, self.to_text(ranges=ranges).encode("utf-8"))
         self._anchor_at(self.path)
         return self.path
 
 
 # -------------------------------------------------------------------------------- helpers
+
+
+def _refuse_to_write_over_data(path) -> None:
+    """Refuses to write a list at ``path`` where a file other than a sample list (or an empty one) is."""
+    path = os.fspath(path)
+    if is_url(path) or not os.path.isfile(path):
+        return
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return  # writing says why
+    first = head.split(b"\n", 1)[0].strip().decode("latin-1")
+    if not head or first in LIST_TYPES:
+        return
+    what = "a .bzna file" if not_bzna_reason(head) is None else sniff(head) or "a file of another kind"
+    raise ValueError(
+        f"{path} is {what}, not a sample list: refusing to write a list over it (a data file named as the "
+        "list, by a shell pattern left unquoted?). Give the list a name of its own"
+    )
 
 
 def _count_ids(tokens, number, error) -> int:
