@@ -110,7 +110,15 @@ def _table(d: dict) -> str:
 def _info(args) -> int:
     results, errors = [], []
     status = 0
-    for path in expand_paths(args.files, every_file=True):
+    try:
+        paths = expand_paths(args.files, every_file=True)
+    except (ValueError, OSError) as e:
+        if not args.json:
+            raise
+        print(f"bzna-tf info: {error_text(e)}", file=sys.stderr)  # and the object --json promises
+        print(json.dumps({"file": " ".join(map(str, args.files)), "error": error_text(e)}))
+        return 1
+    for path in paths:
         try:
             with BznaFile(path) as f:
                 results.append(describe(f))
@@ -620,6 +628,25 @@ def _samplelist(args) -> int:
     from bzna_tf.format.shards import in_shard_order
 
     if args.check:
+        given = [
+            flag
+            for flag, value in (
+                ("-o", args.output),
+                ("--type", args.type != "CONDUIT_HDF5_INCLUSION"),
+                ("--ids", args.ids != "indices"),
+                ("--split", args.split is not None),
+                ("--labelled-only", args.labelled_only),
+                ("--base", args.base),
+                ("--no-ranges", args.no_ranges),
+            )
+            if value
+        ]
+        if given:
+            raise ValueError(
+                f"--check reads LIST and reports what it selects; {', '.join(given)} shape a list being "
+                "written, and would change nothing here (the list says what it selects): leave them out, or "
+                "leave out --check to write a list"
+            )
         lst = SampleList.read(args.check)
         ds = Dataset(args.files) if args.files else Dataset(in_shard_order(lst.data_paths()))
         with ds:
@@ -686,7 +713,12 @@ def _add_samplelist(sub):
     )
     c.add_argument("--no-ranges", action="store_true", help="write every index, no 'a ... b' ranges")
     c.add_argument(
-        "--check", metavar="LIST", type=_path, default=None, help="read LIST and report what it selects"
+        "--check",
+        metavar="LIST",
+        type=_path,
+        default=None,
+        help="read LIST and report what it selects (with FILES, the data to resolve it against; the other "
+        "options shape a list being written)",
     )
     c.set_defaults(run=_samplelist)
 
@@ -836,9 +868,16 @@ def _verify(args) -> int:
     tracks = ("bzna_thumb", "bzna_input") if args.track == "both" else (args.track,)
     if args.exclusion_list:
         make_parent(args.exclusion_list)  # before the run, not after it
-    report = verify(
-        args.files, workers=args.threads, tracks=tracks, decode=not args.no_decode, progress=args.progress
-    )
+    try:
+        report = verify(
+            args.files, workers=args.threads, tracks=tracks, decode=not args.no_decode, progress=args.progress
+        )
+    except (ValueError, OSError) as e:  # no file to verify (a pattern that matches none, ...)
+        if not args.json:
+            raise
+        print(f"bzna-tf verify: {error_text(e)}", file=sys.stderr)  # and the object --json promises
+        print(json.dumps({"file": " ".join(map(str, args.files)), "error": error_text(e)}))
+        return 1
     if args.json:
         out = report.to_json()
         if args.exclusion_list:
@@ -961,7 +1000,7 @@ def _add_service(sub):
         ),
     )
     d.add_argument("--port", type=_port, default=0, help="port to listen on (default: a free one, printed)")
-    d.add_argument("--work-dir", default=None, help="journal folder (for --fault-tolerant)")
+    d.add_argument("--work-dir", type=_path, default=None, help="journal folder (for --fault-tolerant)")
     d.add_argument("--fault-tolerant", action="store_true", help="journal state so a restart resumes jobs")
     w = roles.add_parser(
         "worker",

@@ -311,3 +311,14 @@ def test_a_folder_without_write_permission_says_permission_denied(tmp_path, caps
         )
     finally:
         folder.chmod(0o755)
+
+
+def test_json_output_is_an_object_also_when_no_file_is_found(tmp_path, capsys):
+    # info --json and verify --json printed nothing on stdout for a pattern that matched nothing.
+    import json
+
+    pattern = str(tmp_path / "none-*.bzna")
+    for command in ("info", "verify"):
+        assert main([command, "--json", pattern]) == 1
+        out = capsys.readouterr().out
+        assert json.loads(out) == {"file": pattern, "error": f"no file matches the pattern {pattern!r}"}

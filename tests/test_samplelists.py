@@ -561,3 +561,14 @@ def test_a_list_is_never_written_over_a_data_file_nor_names_what_it_cannot_hold(
     with pytest.raises(ValueError, match=r"cannot name 'a b.bzna' .*list lines are split at spaces"):
         Dataset(spaced).to_sample_list().write(tmp_path / "spaced.list")
     assert not (tmp_path / "spaced.list").exists()
+
+
+def test_check_refuses_the_flags_of_a_list_being_written(flat_shards, tmp_path, capsys):
+    # `samplelist --check LIST --split '[:50%]'` reported the whole list's count (the split ignored), and
+    # `--check LIST -o new.list` wrote nothing, both with exit status 0.
+    listed = Dataset(flat_shards).to_sample_list().write(tmp_path / "all.list")
+    for extra in (["--split", "[:50%]"], ["-o", str(tmp_path / "new.list")], ["--labelled-only"]):
+        assert cli(["samplelist", "--check", listed, *extra]) == 1
+        assert f"{extra[0]} shape a list being written" in capsys.readouterr().err
+    assert not (tmp_path / "new.list").exists()
+    assert cli(["samplelist", "--check", listed]) == 0
