@@ -698,6 +698,8 @@ def test_workers_give_the_same_file_in_input_order(tmp_path, small_images):
     [
         ({"workers": -1}, "workers"),
         ({"missing_label": "x"}, "missing_label"),
+        ({"missing_label": 7}, "Expected a negative `missing_label`"),  # class 7, trained on as such
+        ({"missing_label": 0}, "would be trained on as class 0"),
         ({"order": "random"}, "order"),
         ({"seed": -1}, "seed"),
         ({"negative_labels": "drop"}, "negative_labels"),

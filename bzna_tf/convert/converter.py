@@ -615,6 +615,12 @@ def _check_arguments(
         raise ValueError(
             f"Expected `missing_label` as None or an integer. Received: missing_label={missing_label!r}"
         )
+    if missing_label is not None and missing_label >= 0:
+        raise ValueError(
+            f"Expected a negative `missing_label` (--missing-label), such as -1: it marks the images without "
+            f"a label, and readers take a target of 0 or more as a class, so every such image would be "
+            f"trained on as class {missing_label}. Received: missing_label={missing_label}"
+        )
     if negative_labels not in NEGATIVE_LABELS:
         raise ValueError(
             f"Expected `negative_labels` in {NEGATIVE_LABELS}. Received: negative_labels={negative_labels!r}"
@@ -902,7 +908,7 @@ def convert(
         file is refused, as is one that another process writes under an output name meanwhile.
       missing_label: the target stored for an unlabelled image that is followed by labelled ones
         (the format stores targets for a prefix of each file's samples, so unlabelled images must
-        come last unless this is given, e.g. -1).
+        come last unless this is given): a negative number, e.g. -1 (0 or more would be a class).
       negative_labels: "error" (default): a negative label (after a TFRecord source's
         ``label_offset``) stops the conversion, naming the file and record; "unlabelled": such
         images are stored as unlabelled (TFDS writes -1 for images without a label).
