@@ -735,6 +735,11 @@ def _warp(args):
         if not 0 < args.crop < float("inf"):  # also NaN
             raise ValueError(f"--crop takes the crop's side fraction, a number > 0. Received: {args.crop}")
         return CenterResizedCrop(args.crop)
+    if args.crop != 1.0:
+        raise ValueError(
+            f"--crop is --warp center's (the crop's side fraction); --warp {args.warp} crops by --scale and "
+            "--ratio (an area fraction and an aspect range)"
+        )
     if args.warp == "random-resized-crop":
         return RandomResizedCrop(
             scale=tuple(args.scale or (0.08, 1.0)), ratio=tuple(args.ratio or (3 / 4, 4 / 3)), **common
@@ -832,7 +837,12 @@ def _add_preview(sub):
     )
     c.add_argument("--scale", type=float, nargs=2, metavar=("LO", "HI"), help="area fraction range")
     c.add_argument("--ratio", type=float, nargs=2, metavar=("LO", "HI"), help="aspect ratio (w/h) range")
-    c.add_argument("--crop", type=float, default=1.0, help="center: the crop's side fraction (default 1)")
+    c.add_argument(
+        "--crop",
+        type=float,
+        default=1.0,
+        help="--warp center: the crop's side fraction (default 1; other warps crop by --scale, --ratio)",
+    )
     c.add_argument("--degrees", type=float, default=0.0, help="random rotation range, +-degrees")
     c.add_argument("--translate", type=float, default=0.0, help="random translation, fraction of the output")
     c.add_argument("--flip-h", type=float, default=0.0, help="horizontal flip probability")

@@ -419,3 +419,9 @@ def test_cli_preview_writes_the_png(flat_shards, tmp_path, capsys):
     for crop in ("0", "-1", "nan"):
         assert cli(["preview", *files, "-o", str(out), "--warp", "center", "--crop", crop]) == 1
         assert "--crop takes the crop's side fraction, a number > 0" in capsys.readouterr().err
+    # --crop with another warp changed nothing (the picture was the same with and without it): refused.
+    for warp in ("similarity", "random-resized-crop"):
+        assert cli(["preview", *files, "-o", str(out), "--warp", warp, "--crop", "0.5"]) == 1
+        assert f"--crop is --warp center's (the crop's side fraction); --warp {warp} crops" in (
+            capsys.readouterr().err
+        )
