@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+import time
 import warnings
 
 from bzna_tf.format import BznaFile, BznaFormatError, expand_paths
@@ -984,8 +985,10 @@ def _service(args) -> int:
             f"bzna-tf service: worker for {args.dispatcher}, port {args.port or 'chosen by TensorFlow'}",
             flush=True,
         )
-    server.join()  # until the process is killed
-    return 0
+    # Not server.join(): it waits in C++, where Ctrl-C (SIGINT) never reaches Python. The server serves on
+    # its own threads; this one sleeps until Ctrl-C (KeyboardInterrupt: exit 130) or SIGTERM.
+    while True:
+        time.sleep(3600)
 
 
 def _add_service(sub):
