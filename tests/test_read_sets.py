@@ -326,15 +326,21 @@ def ppm(rgb):
     return b"P6\n%d %d\n255\n" % (w, h) + np.ascontiguousarray(rgb).tobytes()
 
 
+def image_folder(src, n, classes):
+    """n 16 x 16 pictures in ``classes`` class folders, c{k % classes}/{k}.ppm; and quick conversion options."""
+    from bzna_tf.convert import EncodeOptions
+
+    for k in range(n):
+        (src / f"c{k % classes}").mkdir(parents=True, exist_ok=True)
+        (src / f"c{k % classes}" / f"{k}.ppm").write_bytes(ppm(gradient(16, 16, seed=k)))
+    return src, {"encoding": EncodeOptions(preset="ultrafast", crf=30), "progress": False, "workers": 0}
+
+
 def test_a_set_converted_again_in_part_is_refused_until_converted_again_whole(tmp_path):
     """Shards of seed 0, then shard 0 converted again with seed 1 (a failed array task rerun alone)."""
-    from bzna_tf.convert import EncodeOptions, ImageFolderSource, convert
+    from bzna_tf.convert import ImageFolderSource, convert
 
-    src = tmp_path / "src"
-    for k in range(9):
-        (src / f"c{k % 3}").mkdir(parents=True, exist_ok=True)
-        (src / f"c{k % 3}" / f"{k}.ppm").write_bytes(ppm(gradient(16, 16, seed=k)))
-    fast = {"encoding": EncodeOptions(preset="ultrafast", crf=30), "progress": False, "workers": 0}
+    src, fast = image_folder(tmp_path / "src", 9, 3)
     out = tmp_path / "out" / "train.bzna"
     convert(ImageFolderSource(src), out, num_shards=3, seed=0, **fast)
     convert(ImageFolderSource(src), out, num_shards=3, seed=1, overwrite=True, shards=[0], **fast)
@@ -347,13 +353,9 @@ def test_a_set_converted_again_in_part_is_refused_until_converted_again_whole(tm
 
 def test_a_file_and_its_conversion_again_into_shards_are_refused_together(tmp_path):
     """One source converted into one file and again into 3 shards: other shard counts, the same images."""
-    from bzna_tf.convert import EncodeOptions, ImageFolderSource, convert
+    from bzna_tf.convert import ImageFolderSource, convert
 
-    src = tmp_path / "src"
-    for k in range(8):
-        (src / f"c{k % 2}").mkdir(parents=True, exist_ok=True)
-        (src / f"c{k % 2}" / f"{k}.ppm").write_bytes(ppm(gradient(16, 16, seed=k)))
-    fast = {"encoding": EncodeOptions(preset="ultrafast", crf=30), "progress": False, "workers": 0}
+    src, fast = image_folder(tmp_path / "src", 8, 2)
     for folder, n in (("one", None), ("three", 3), ("two", 2), ("four", 4)):
         convert(ImageFolderSource(src), tmp_path / folder / "train.bzna", num_shards=n, seed=0, **fast)
     one, three = str(tmp_path / "one" / "train.bzna"), str(tmp_path / "three" / "train-00001-of-00003.bzna")
