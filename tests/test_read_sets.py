@@ -327,7 +327,7 @@ def ppm(rgb):
 
 
 def image_folder(src, n, classes):
-    """n 16 x 16 pictures in ``classes`` class folders, c{k % classes}/{k}.ppm; and quick conversion options."""
+    """n 16 x 16 pictures in ``classes`` class folders (c{k % classes}/{k}.ppm), and quick options."""
     from bzna_tf.convert import EncodeOptions
 
     for k in range(n):
