@@ -87,7 +87,7 @@ from bzna_tf.format import BznaFile, BznaFormatError
 from bzna_tf.format.atomic import file_error, make_parent
 from bzna_tf.format.progress import PlainProgress, progress_mode
 from bzna_tf.format.sample import build_image_mp4
-from bzna_tf.format.sniff import SNIFF_BYTES, not_bzna_reason, printable, sniff
+from bzna_tf.format.sniff import not_bzna_reason, printable, read_head, sniff
 from bzna_tf.format.wording import count
 from bzna_tf.format.writer import BznaWriter
 
@@ -1403,13 +1403,7 @@ def _changed_images(source, plan) -> str:
 def _not_a_bzna(path) -> str | None:
     """Why the file at ``path`` is no .bzna file (a TFRecord, a tar, an image, text), or None: no file, an
     empty one, or one that starts as a .bzna (complete or not) does."""
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except OSError:
-        return None
+    head = read_head(path)
     if not head or not_bzna_reason(head) is None:
         return None
     return sniff(head) or f"a file that starts with '{printable(head[:8])}'"

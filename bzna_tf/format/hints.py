@@ -20,7 +20,7 @@ import os
 import shlex
 
 from bzna_tf.format.atomic import final_path, partial_path
-from bzna_tf.format.sniff import SNIFF_BYTES, convert_hint, sniff
+from bzna_tf.format.sniff import convert_hint, read_head, sniff
 from bzna_tf.format.wording import count
 
 __all__ = ["FOLDER_IMAGES", "directory_hint", "missing_file", "writing_note"]
@@ -69,13 +69,8 @@ def _entries(folder: str, limit: int | None = None) -> list[os.DirEntry]:
 
 def _looks_like(entry: os.DirEntry) -> str | None:
     """What a file looks like (sniff's words), or None for a folder, an unreadable or unknown file."""
-    try:
-        if not entry.is_file():
-            return None
-        with open(entry.path, "rb") as f:
-            return sniff(f.read(SNIFF_BYTES))
-    except OSError:
-        return None
+    head = read_head(entry.path)
+    return None if head is None else sniff(head)
 
 
 def _partials(folder: str) -> list[tuple[str, str]]:

@@ -39,7 +39,7 @@ import numpy as np
 
 from bzna_tf.format.atomic import write_atomic
 from bzna_tf.format.shards import file_numbers, is_url
-from bzna_tf.format.sniff import SNIFF_BYTES, not_bzna_reason, sniff
+from bzna_tf.format.sniff import not_bzna_reason, read_head, sniff
 from bzna_tf.format.wording import count, user_stacklevel
 
 __all__ = ["LIST_TYPES", "SampleList", "SampleListError", "FileEntry"]
@@ -644,15 +644,8 @@ class SampleList:
 def _refuse_to_write_over_data(path) -> None:
     """Refuses to write a list at ``path`` where a file other than a sample list (or an empty one) is."""
     path = os.fspath(path)
-    if is_url(path) or not os.path.isfile(path):
-        return
-    try:
-        with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except OSError:
-        return  # writing says why
-    first = head.split(b"\n", 1)[0].strip().decode("latin-1")
-    if not head or first in LIST_TYPES:
+    head = None if is_url(path) else read_head(path)  # None: no file (or one writing will say why)
+    if not head or head.split(b"\n", 1)[0].strip().decode("latin-1") in LIST_TYPES:
         return
     what = "a .bzna file" if not_bzna_reason(head) is None else sniff(head) or "a file of another kind"
     raise ValueError(

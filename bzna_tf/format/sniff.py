@@ -15,11 +15,12 @@ both against every entry of :data:`SIGNATURES`.
 
 from __future__ import annotations
 
+import os
 import struct
 
 from bzna_tf.format.crc import masked_crc32c
 
-__all__ = ["SIGNATURES", "SNIFF_BYTES", "convert_hint", "not_bzna_reason", "printable", "sniff"]
+__all__ = ["SIGNATURES", "SNIFF_BYTES", "convert_hint", "not_bzna_reason", "printable", "read_head", "sniff"]
 
 # How many leading bytes sniff() looks at (tar's "ustar" is at 257).
 SNIFF_BYTES = 512
@@ -110,6 +111,19 @@ def _brands(head: bytes) -> list[str]:
 def _is_text(head: bytes) -> bool:
     """No byte of ``head`` is a control character but tab, line feed, form feed and carriage return."""
     return all(b >= 0x20 and b != 0x7F or b in b"\t\n\x0c\r" for b in head)
+
+
+def read_head(path) -> bytes | None:
+    """The first :data:`SNIFF_BYTES` of the regular file at ``path`` (fewer if it is shorter), or None: no
+    such file, not a regular file (a folder, or a FIFO, which is never opened: that would wait for a
+    writer), or one that cannot be read."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read(SNIFF_BYTES)
+    except OSError:
+        return None
 
 
 def sniff(head: bytes) -> str | None:
