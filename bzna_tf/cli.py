@@ -108,17 +108,23 @@ def _table(d: dict) -> str:
     return "\n".join(lines)
 
 
+def _no_files(args, e) -> int:
+    """``info`` and ``verify`` that found no file to read: with ``--json``, the error on stderr and the
+    ``{"file", "error"}`` object the reference promises on stdout (exit status 1); else ``e`` raised."""
+    if not args.json:
+        raise e
+    print(f"bzna-tf {args.command}: {error_text(e)}", file=sys.stderr)
+    print(json.dumps({"file": " ".join(map(str, args.files)), "error": error_text(e)}))
+    return 1
+
+
 def _info(args) -> int:
     results, errors = [], []
     status = 0
     try:
         paths = expand_paths(args.files, every_file=True)
     except (ValueError, OSError) as e:
-        if not args.json:
-            raise
-        print(f"bzna-tf info: {error_text(e)}", file=sys.stderr)  # and the object --json promises
-        print(json.dumps({"file": " ".join(map(str, args.files)), "error": error_text(e)}))
-        return 1
+        return _no_files(args, e)
     for path in paths:
         try:
             with BznaFile(path) as f:
@@ -884,11 +890,7 @@ def _verify(args) -> int:
             args.files, workers=args.threads, tracks=tracks, decode=not args.no_decode, progress=args.progress
         )
     except (ValueError, OSError) as e:  # no file to verify (a pattern that matches none, ...)
-        if not args.json:
-            raise
-        print(f"bzna-tf verify: {error_text(e)}", file=sys.stderr)  # and the object --json promises
-        print(json.dumps({"file": " ".join(map(str, args.files)), "error": error_text(e)}))
-        return 1
+        return _no_files(args, e)
     if args.json:
         out = report.to_json()
         if args.exclusion_list:
