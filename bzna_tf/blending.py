@@ -64,12 +64,18 @@ def _batch_size(spec):
     return sizes.pop() if len(sizes) == 1 else None
 
 
-def _refuse_sharded_with_unsharded(datasets) -> None:
-    """Refuses a blend, in a multi-worker job, of sources sharded per worker (auto-shard policy OFF) with
-    a source that ``as_dataset`` built unsharded: tf.distribute takes the blend's policy as OFF when any
-    source's is, so the unsharded source would not be split at all, and every worker would read all of it
-    (each of its samples N times an epoch across the job). A source of another kind (sharded by hand with
-    ``ds.shard``, or mapped since) cannot be told apart, and is taken as it is."""
+def _refuse_what_workers_would_split_wrong(datasets, seed) -> None:
+    """In a multi-worker job (tf.distribute's DATA auto-sharding splits a pipeline among N workers), refuses:
+
+    - sources sharded per worker (auto-shard policy OFF) blended with a source that ``as_dataset`` built
+      unsharded: tf.distribute takes the blend's policy as OFF when any source's is, so the unsharded source
+      would not be split at all, and every worker would read all of it (each of its samples N times an
+      epoch). A source of another kind (sharded by hand with ``ds.shard``, or mapped since) cannot be told
+      apart, and is taken as it is;
+    - ``seed=None`` for a blend of sources none of which is sharded per worker: each worker keeps every N-th
+      batch of its own blend order, so a source's batch could be kept by two workers or by none. A seed
+      drawn from one global seed differs too (TensorFlow's op seed counter).
+    """
     import tensorflow as tf
 
     from bzna_tf.datasets.arguments import _auto_sharded_workers
@@ -88,31 +94,15 @@ def _refuse_sharded_with_unsharded(datasets) -> None:
             f"so every worker would read all of dataset {j} (each of its samples {workers} times an epoch). "
             "Shard every source per worker (as_dataset(..., input_context=ctx)), or none"
         )
-
-
-def _refuse_a_drawn_seed_where_auto_sharded(datasets) -> None:
-    """Refuses ``seed=None`` for a blend that tf.distribute's DATA auto-sharding would split among the
-    workers of a multi-worker job (its sources were not sharded per worker: their auto-shard policy is not
-    OFF): each worker keeps every N-th batch of its own blend order, so a source's batch could be kept by
-    two workers or by none. A seed drawn from one global seed differs too (TensorFlow's op seed counter)."""
-    import tensorflow as tf
-
-    from bzna_tf.datasets.arguments import _auto_sharded_workers
-
-    workers = _auto_sharded_workers()
-    if workers <= 1:
-        return
-    off = tf.data.experimental.AutoShardPolicy.OFF
-    if any(d.options().experimental_distribute.auto_shard_policy == off for d in datasets):
-        return  # sharded per worker (as_dataset sets OFF): nothing splits the blend again
-    raise ValueError(
-        f"blend(seed=None) of unsharded datasets in a job of {workers} workers: each worker would draw its "
-        "own blend order (one global seed too: the seed drawn from it depends on the random ops each "
-        "process made before), and tf.distribute's auto-sharding (every N-th batch of each worker's blend) "
-        "would keep some batches on two workers and others on none. Give every worker the same `seed`, or "
-        "better, shard the sources per worker (as_dataset(..., input_context=ctx)) and blend those, each "
-        "worker with its own seed"
-    )
+    if seed is None and not any(sharded):  # sharded per worker (as_dataset sets OFF): nothing splits it
+        raise ValueError(
+            f"blend(seed=None) of unsharded datasets in a job of {workers} workers: each worker would draw "
+            "its own blend order (one global seed too: the seed drawn from it depends on the random ops each "
+            "process made before), and tf.distribute's auto-sharding (every N-th batch of each worker's "
+            "blend) would keep some batches on two workers and others on none. Give every worker the same "
+            "`seed`, or better, shard the sources per worker (as_dataset(..., input_context=ctx)) and blend "
+            "those, each worker with its own seed"
+        )
 
 
 def blend(
@@ -199,9 +189,8 @@ def blend(
             if a.dtype != b.dtype or not a.shape[1:].is_compatible_with(b.shape[1:]):
                 raise ValueError(f"dataset {i}'s elements {spec} differ from dataset 0's {first}")
     names = _class_names(sources)
-    _refuse_sharded_with_unsharded(datasets)
+    _refuse_what_workers_would_split_wrong(datasets, seed)
     if seed is None:
-        _refuse_a_drawn_seed_where_auto_sharded(datasets)
         seed = resolve_seed(None)[0]
     if mix == "sample":
         if batch_size is None:
