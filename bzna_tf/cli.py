@@ -207,6 +207,11 @@ class _HelpFormatter(argparse.HelpFormatter):
         return super()._format_args(action, default_metavar)
 
 
+class _UsageError(ValueError):
+    """A command line that parses but cannot run as given (an argument missing, flags that contradict):
+    :func:`main` prints the command's usage and the message, and exits with status 2, as argparse does."""
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser with :class:`_HelpFormatter` (its subcommands' parsers are of its class)."""
 
@@ -333,8 +338,9 @@ def _convert_options() -> dict:
                     help="shuffle (default): the images in a random order drawn from --seed, so that every "
                     "shard and every slice is a random sample of the whole (not stratified: a small one can "
                     "miss a class); source: the sources' order (class by class for a folder)"),
-            _option("--seed", type=int, default=DEFAULT_SEED,
-                    help=f"the shuffle's seed, stored in each file's metadata (default {DEFAULT_SEED})"),
+            _option("--seed", type=int, default=None,
+                    help=f"the shuffle's seed, stored in each file's metadata (default {DEFAULT_SEED}; "
+                    "refused with --order source, which does not shuffle)"),
         ],
         "quality and layout (checked before any work)": [
             _option("--quality", choices=tuple(encode.QUALITY_PRESETS) + tuple(encode.DEPRECATED_QUALITIES),
@@ -532,7 +538,7 @@ def _check_counts(args) -> None:
 
 
 def _convert(args) -> int:
-    from bzna_tf.convert import SOURCES, ConversionError, ConversionInterrupted, convert
+    from bzna_tf.convert import DEFAULT_SEED, SOURCES, ConversionError, ConversionInterrupted, convert
     from bzna_tf.convert.plan import check_order, shard_paths
     from bzna_tf.convert.sources import read_class_names
     from bzna_tf.format.atomic import make_parent
@@ -540,6 +546,13 @@ def _convert(args) -> int:
     # Everything that can be checked is checked before the source is read (a folder of a million images
     # takes minutes to list) and before any image is encoded.
     encoding = _encoding(args)
+    if args.seed is None:
+        args.seed = DEFAULT_SEED
+    elif args.order == "source":  # the file would be the same with any seed: the seed given did nothing
+        raise _UsageError(
+            f"--seed {args.seed} picks the shuffle of --order shuffle; --order source keeps the sources' "
+            "order and uses no seed: leave out --seed, or --order source"
+        )
     check_order(args.order, args.seed)
     _check_counts(args)
     shard_paths(args.output, None)  # a file name, not a folder
@@ -664,7 +677,7 @@ def _samplelist(args) -> int:
             )
         return 0
     if not args.files or not args.output:
-        raise ValueError("give the .bzna files and -o LIST (or --check LIST)")
+        raise _UsageError("give the .bzna files and -o LIST (or --check LIST)")
     make_parent(args.output)
     with Dataset(args.files, split=args.split) as ds:
         if args.labelled_only:
@@ -1076,14 +1089,65 @@ def build_parser() -> argparse.ArgumentParser:
     _add_preview(sub)
     _add_verify(sub)
     _add_service(sub)
+    _know_yourselves(p)
     return p
+
+
+def _know_yourselves(parser) -> None:
+    """Sets each (sub)command's parser as its ``args.parser``: main() reports a _UsageError with its usage."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.set_defaults(parser=command)
+                _know_yourselves(command)
+
+
+def _progress_alone(argv: list[str]) -> list[str]:
+    """``argv`` with each ``--progress`` not followed by a mode written ``--progress=bar``: argparse
+    would take the next argument (a file, a source) as the mode, and refuse it as an invalid choice."""
+    from bzna_tf.format.progress import PROGRESS_MODES
+
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--":  # what follows are positionals
+            return out + argv[i:]
+        alone = arg == "--progress" and (i + 1 == len(argv) or argv[i + 1] not in PROGRESS_MODES)
+        out.append("--progress=bar" if alone else arg)
+    return out
+
+
+def _stdout_is_closed() -> bool:
+    """Whether standard output is a pipe (or socket) whose reader has gone (``bzna-tf info ... | head``)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), no file descriptor, closed
+        return False
 
 
 def main(argv=None) -> int:
     """Runs ``bzna-tf`` with ``argv`` (default: the process's arguments); returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(_progress_alone(list(sys.argv[1:] if argv is None else argv)))
     try:
-        return args.run(args)
+        status = args.run(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return status
+    except _UsageError as e:
+        args.parser.error(str(e))  # the command's usage and the message; exits with status 2
+    except BrokenPipeError as e:
+        if not _stdout_is_closed():
+            print(f"bzna-tf {args.command}: {error_text(e)}", file=sys.stderr)
+            return 1
+        # The reader of the output stopped reading (head, less quit): nothing to report. Python would
+        # fail again flushing stdout at exit; it goes to /dev/null. 141 = 128 + SIGPIPE, the status
+        # the shell gives a program that the same closed pipe stops.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (OSError, ValueError) as e:  # BznaFormatError and SampleListError are ValueErrors
         print(f"bzna-tf {args.command}: {error_text(e)}", file=sys.stderr)
         return 1

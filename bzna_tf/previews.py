@@ -167,8 +167,13 @@ def preview(
     asked = _positive_int(n, "n")
     n = min(asked, len(data))
     if n < asked:
+        what = data._describe_files()
+        if getattr(data, "split", None) is not None:
+            what += f", split {data.split!r}"
+        if sample_list is not None:
+            what += ", the samples its sample list selects"
         warnings.warn(
-            f"asked for {count(asked, 'sample')}, but the dataset ({data._describe_files()}) has "
+            f"asked for {count(asked, 'sample')}, but the dataset ({what}) has "
             f"{count(n, 'sample')}: the preview shows {'it' if n == 1 else f'all {n}'}",
             PreviewWarning,
             stacklevel=2,

@@ -213,3 +213,76 @@ def test_preview_size_reads_h_or_h_w(capsys):
     preview = parser._subparsers._group_actions[0].choices["preview"]
     assert "[--size H [W]]" in preview.format_usage() and "--size H [W]  " in preview.format_help()
     assert "[H [W] ...]" not in preview.format_help()
+
+
+# ------------------------------------------------------------------- usage errors, --progress, pipes
+
+
+def test_a_missing_argument_found_after_parsing_is_a_usage_error_status_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["samplelist", str(tmp_path / "x.bzna")])  # no -o LIST
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: bzna-tf samplelist")
+    assert err.endswith("bzna-tf samplelist: error: give the .bzna files and -o LIST (or --check LIST)\n")
+
+
+def test_a_seed_with_order_source_is_refused_it_would_change_nothing(tmp_path, capsys):
+    # The file --order source --seed 5 wrote was byte-identical to --order source's: the seed did nothing.
+    missing = tmp_path / "no-such-folder"  # refused before the source is read
+    with pytest.raises(SystemExit) as e:
+        main(["convert", "folder", str(missing), str(tmp_path / "x.bzna"), "--order=source", "--seed=5"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: --seed 5 picks the shuffle of --order shuffle; --order source" in err
+    assert build_parser().parse_args(["convert", "folder", "a", "b.bzna"]).seed is None  # not given
+    assert main(["convert", "folder", str(missing), str(tmp_path / "x.bzna"), "--order", "source"]) == 1
+    assert capsys.readouterr().err.endswith("no-such-folder: not a folder\n")  # the seed is not in question
+
+
+@pytest.mark.parametrize(
+    ("argv", "mode", "files"),
+    [
+        (["verify", "--progress", "a.bzna", "b.bzna"], "bar", ["a.bzna", "b.bzna"]),
+        (["verify", "a.bzna", "--progress"], "bar", ["a.bzna"]),
+        (["verify", "--progress", "lines", "a.bzna"], "lines", ["a.bzna"]),
+        (["verify", "--progress=none", "a.bzna"], "none", ["a.bzna"]),
+        (["verify", "--no-progress", "--", "--progress"], "none", ["--progress"]),
+    ],
+)
+def test_progress_alone_before_a_file_does_not_take_the_file_as_its_mode(argv, mode, files, monkeypatch):
+    # It did: "argument --progress: invalid choice: 'a.bzna'", though the help says "--progress alone: bar".
+    seen = {}
+    monkeypatch.setattr("bzna_tf.cli._verify", lambda args: seen.update(vars(args)) or 0)
+    build = build_parser
+
+    def parser():
+        p = build()
+        verify = p._subparsers._group_actions[0].choices["verify"]
+        verify.set_defaults(run=lambda args: seen.update(vars(args)) or 0)
+        return p
+
+    monkeypatch.setattr("bzna_tf.cli.build_parser", parser)
+    assert main(argv) == 0
+    assert seen["progress"] == mode and seen["files"] == files
+
+
+def test_output_into_a_closed_pipe_ends_quietly_with_status_141(flat_shards):
+    # `bzna-tf info ... | head -1` printed "bzna-tf info: [Errno 32] Broken pipe" and exited 1.
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    command = [sys.executable, "-m", "bzna_tf", "info", flat_shards[0]]
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the first line
+    try:
+        done = subprocess.run(command, stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith(flat_shards[0]), done.stderr

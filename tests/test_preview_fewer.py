@@ -38,7 +38,8 @@ def test_the_cli_says_so_in_one_line(flat_shards, tmp_path, capsys):
         assert cli([*args, "--n", "16"]) == 0
     captured = capsys.readouterr()
     assert captured.err == (
-        f"bzna-tf preview: asked for 16 samples, but the dataset ({flat_shards[0]}) has 1 sample: "
+        f"bzna-tf preview: asked for 16 samples, but the dataset ({flat_shards[0]}, split '[:1]') has 1 "
+        "sample: "
         "the preview shows it\n"
     )
     assert captured.out.startswith(f"{out}: ") and ", 1 sample (0)" in captured.out
