@@ -473,15 +473,15 @@ def format_report(report: VerifyReport, *, limit: int = 20) -> str:
         if len(r.damage) > limit:
             lines.append(f"  ... and {len(r.damage) - limit:,} more")
     rate = report.samples / report.seconds if report.seconds else 0.0
-    files = sum(1 for r in report.files if not (r.ok and r.verified))
+    bad = sum(1 for r in report.files if not r.ok)
+    unverified = sum(1 for r in report.files if r.ok and not r.verified)
+    tail = [count(report.damaged, "damaged sample")] if bad else ["no damage found"]
+    if bad:
+        tail.append(f"{count(bad, 'file')} with problems")
+    if unverified:  # a file without checksums with decoding off: nothing was checked
+        tail.append(f"{count(unverified, 'file')} NOT VERIFIED")
     lines.append(
-        f"verified {count(report.samples, 'sample')} in {count(len(report.files), 'file')} "
-        f"in {report.seconds:.1f} s ({rate:,.1f} samples/s): "
-        + (
-            "no damage found"
-            if report.ok
-            else f"{count(report.damaged, 'damaged sample')}, "
-            f"{count(files, 'file')} with problems or not verified"
-        )
+        f"checked {count(report.samples, 'sample')} in {count(len(report.files), 'file')} "
+        f"in {report.seconds:.1f} s ({rate:,.1f} samples/s): " + ", ".join(tail)
     )
     return "\n".join(lines)
