@@ -304,7 +304,8 @@ def _progress_options(what: str):
         _option(
             "--progress", nargs="?", choices=PROGRESS_MODES, const="bar", default="auto", metavar="MODE",
             help=f"{what} on stderr: auto (default): a bar redrawn in place on a terminal, else plain lines "
-            "(at least one a minute, and at each 10%%, for a log or a batch job's output); bar or lines "
+            "(at least one a minute, and one at each further 10%% once 5 s have passed since the last, for "
+            "a log or a batch job's output; a run of a few seconds prints none); bar or lines "
             "either way; none: nothing. --progress alone: bar",
         ),
         _option("--no-progress", dest="progress", action="store_const", const="none",
