@@ -525,6 +525,8 @@ def _check_counts(args) -> None:
     ):
         if value is not None and value < low:
             raise ValueError(f"Expected {flag} >= {low}. Received: {flag} {value}")
+    if args.shard_size is not None and not 0 < args.shard_size < float("inf"):  # also NaN
+        raise ValueError(f"Expected --shard-size > 0 (megabytes). Received: --shard-size {args.shard_size:g}")
     if (args.task_index is None) != (args.num_tasks is None):
         given = "--task-index" if args.num_tasks is None else "--num-tasks"
         raise ValueError(
@@ -897,6 +899,8 @@ def _verify(args) -> int:
     from bzna_tf.verify import format_report, verify
 
     tracks = ("bzna_thumb", "bzna_input") if args.track == "both" else (args.track,)
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"Expected --threads (-j) >= 1. Received: --threads {args.threads}")
     if args.exclusion_list:
         make_parent(args.exclusion_list)  # before the run, not after it
     try:

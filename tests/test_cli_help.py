@@ -172,6 +172,9 @@ def test_verify_threads(capsys):
     assert not capsys.readouterr().err
     assert parser.parse_args(["verify", "x.bzna", "--workers", "2"]).threads == 2
     assert "--workers is renamed --threads (-j)" in capsys.readouterr().err
+    # It said "Expected workers >= 1. Received: workers=0", the API's argument.
+    assert main(["verify", "x.bzna", "-j", "0"]) == 1
+    assert capsys.readouterr().err == "bzna-tf verify: Expected --threads (-j) >= 1. Received: --threads 0\n"
 
 
 TOGETHER = "Expected --task-index and --num-tasks together. Received:"
@@ -189,6 +192,9 @@ TOGETHER = "Expected --task-index and --num-tasks together. Received:"
             "Expected --task-index in [0, 4) (--num-tasks 4). Received: --task-index 4",
         ),
         (["--num-workers", "0", "--worker-index", "0"], "Expected --num-tasks >= 1. Received: --num-tasks 0"),
+        # These named the API's arguments: "shard_size=-1000000.0 bytes".
+        (["--shard-size", "-1"], "Expected --shard-size > 0 (megabytes). Received: --shard-size -1"),
+        (["--shard-size", "nan"], "Expected --shard-size > 0 (megabytes). Received: --shard-size nan"),
     ],
 )
 def test_counts_are_checked_with_the_flags_names_before_the_source_is_read(tmp_path, capsys, flags, message):
