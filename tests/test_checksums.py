@@ -402,10 +402,11 @@ def test_a_lost_checksum_table_is_damage_where_the_metadata_says_there_was_one(d
 
 def test_columns_of_unknown_tracks_are_ignored(written, damaged, tmp_path):
     with BznaFile(written) as f:
-        inputs = f.checksums.tracks["bzna_input"]
-    table = build_checksum_box(
-        {"bzna_other": np.zeros(12, np.uint32), "bzna_input": inputs}, moov=0, targets=0, names=0
-    )
+        inputs, sums = f.checksums.tracks["bzna_input"], f.checksums
+    table = build_checksum_box(  # the index's own checksums: the targets are checked as they are read
+        {"bzna_other": np.zeros(12, np.uint32), "bzna_input": inputs},
+        moov=sums.moov, targets=sums.targets, names=sums.names,
+    )  # fmt: skip
     path = _with_table(damaged, tmp_path / "other_track.bzna", table)
     with BznaFile(path) as f:
         assert list(f.checksums.tracks) == ["bzna_input"]
@@ -482,8 +483,18 @@ def test_index_checksums(written, tmp_path):
     with BznaFile(path) as f:
         (problem,) = f.check_index()
         assert f"{path}: checksum mismatch of the targets" in problem
-    # The source op does not check the index: verify does.
-    assert _op_read(path, "thumb", [0]) == [0]
+    # The source op checks the targets it reads with the index, as the Python reader does (it read them
+    # unchecked: used on its own, a wrong label); the rest of the index is verify's to check.
+    before = verify_checksums(False)  # the pictures' setting: the targets are checked whatever it says
+    try:
+        for op in (lambda: _op_read(path, "thumb", [0]), lambda: read_samples([str(path)], [0])):
+            with pytest.raises(tf.errors.DataLossError) as e:
+                op()
+            assert (
+                f"{path}, box trak[bzna_target]: checksum mismatch of the targets (stored" in e.value.message
+            )
+    finally:
+        verify_checksums(before)
     (r,) = verify(path, decode=False).files
     assert not r.ok and r.bad_samples == [] and [d.kind for d in r.damage] == ["index"]
 

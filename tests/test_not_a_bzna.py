@@ -223,6 +223,15 @@ def test_a_fifo_or_a_device_is_refused_without_waiting(tmp_path, capsys):
             BznaFile(f"file://{fifo}")  # TensorFlow's filesystem would wait as well
         assert cli.main(["info", str(fifo)]) == 1
         assert "x.bzna: not a regular file but a FIFO" in capsys.readouterr().err
+        # The native ops, used on their own, waited as well.
+        message = _op_message(fifo, "InvalidArgumentError")
+        assert "x.bzna: not a regular file but a FIFO (named pipe)" in message
+        import tensorflow as tf
+
+        from bzna_tf.ops import num_samples
+
+        with pytest.raises(tf.errors.InvalidArgumentError, match="not a regular file but a FIFO"):
+            num_samples([str(fifo)])
     finally:
         done.set()
         thread.join()
@@ -230,6 +239,8 @@ def test_a_fifo_or_a_device_is_refused_without_waiting(tmp_path, capsys):
         (tmp_path / "zero.bzna").symlink_to("/dev/zero")
         with pytest.raises(BznaFormatError, match="zero.bzna: not a regular file but a character device"):
             BznaFile(tmp_path / "zero.bzna")
+        message = _op_message(tmp_path / "zero.bzna", "InvalidArgumentError")
+        assert "zero.bzna: not a regular file but a character device" in message
 
 
 def test_the_cli_names_the_path_of_every_os_error(tmp_path, capsys):

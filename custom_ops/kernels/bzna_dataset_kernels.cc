@@ -135,6 +135,10 @@ struct FileStat {
   uint64_t device = 0;  // local paths only, else 0
   uint64_t inode = 0;
   bool is_directory = false;
+  // Local paths only: what the path is when it is neither a regular file nor
+  // a directory (a FIFO, whose open would wait for a writer; a socket; a
+  // device), else null. Not part of the comparison.
+  const char* special = nullptr;
 
   bool operator==(const FileStat& o) const {
     return size == o.size && mtime_nsec == o.mtime_nsec && device == o.device && inode == o.inode &&
@@ -179,6 +183,17 @@ absl::Status StatFile(const std::string& name, FileStat* out) {
     out->device = static_cast<uint64_t>(st.st_dev);
     out->inode = static_cast<uint64_t>(st.st_ino);
     out->is_directory = S_ISDIR(st.st_mode);
+    if (S_ISFIFO(st.st_mode)) {
+      out->special = "a FIFO (named pipe)";
+    } else if (S_ISSOCK(st.st_mode)) {
+      out->special = "a socket";
+    } else if (S_ISCHR(st.st_mode)) {
+      out->special = "a character device";
+    } else if (S_ISBLK(st.st_mode)) {
+      out->special = "a block device";
+    } else if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+      out->special = "a special file";
+    }
   }
 #endif
   return absl::OkStatus();
@@ -446,6 +461,11 @@ absl::Status OpenBzna(const std::string& name, const std::string& path, const Id
   }
   if (stat.is_directory) {
     return absl::InvalidArgumentError(absl::StrCat(name, " is a directory, expected a .bzna file"));
+  }
+  if (stat.special != nullptr) {  // refused before it is opened: a FIFO's open waits for a writer
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": not a regular file but ", stat.special,
+        ": a .bzna file is read at offsets from its index, so it must be a file on a disk (copy the data to one)"));
   }
   if (want) {
     const std::string difference = StatIdentityDifference(stat, *want);
