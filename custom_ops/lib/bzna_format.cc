@@ -883,8 +883,9 @@ absl::Status ReadBznaIndex(const ByteSource& src, BznaIndex* index) {
     const std::string box = absl::StrCat("trak[", kTarget, "]");
     return FormatError(
         index->name, -1, box, -1,
-        absl::StrCat("checksum mismatch of the targets (stored 0x", absl::Hex(index->checksums.targets, absl::kZeroPad8),
-                     ", computed 0x", absl::Hex(targets_crc, absl::kZeroPad8),
+        absl::StrCat("checksum mismatch of the targets (stored 0x",
+                     absl::Hex(index->checksums.targets, absl::kZeroPad8), ", computed 0x",
+                     absl::Hex(targets_crc, absl::kZeroPad8),
                      "): the index changed since the file was written (a damaged copy?), and its targets cannot "
                      "be trusted; `bzna-tf verify` checks the whole file. Restore or convert the file again"));
   }
