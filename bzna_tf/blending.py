@@ -64,14 +64,38 @@ def _batch_size(spec):
     return sizes.pop() if len(sizes) == 1 else None
 
 
+def _built_unsharded(ds) -> bool:
+    """Whether ``ds`` is, or is made by tf.data calls from, a pipeline ``as_dataset`` built unsharded
+    (``bzna_sharded`` False) with no ``shard`` call in between: the attribute does not survive a call made
+    on the pipeline (``.map``, ``.prefetch``), so the inputs are followed back to it."""
+    seen, todo = set(), [ds]
+    while todo:
+        d = todo.pop()
+        if id(d) in seen:
+            continue
+        seen.add(id(d))
+        mark = getattr(d, "bzna_sharded", None)
+        if mark is not None:
+            if not mark:
+                return True
+            continue  # sharded per worker by as_dataset: its own inputs are its business
+        if type(d).__name__ == "_ShardDataset":  # sharded by hand: whatever it reads is split
+            continue
+        try:
+            todo.extend(d._inputs())
+        except Exception:  # noqa: BLE001 (a dataset class without the private API: taken as it is)
+            continue
+    return False
+
+
 def _refuse_what_workers_would_split_wrong(datasets, seed) -> None:
     """In a multi-worker job (tf.distribute's DATA auto-sharding splits a pipeline among N workers), refuses:
 
     - sources sharded per worker (auto-shard policy OFF) blended with a source that ``as_dataset`` built
       unsharded: tf.distribute takes the blend's policy as OFF when any source's is, so the unsharded source
       would not be split at all, and every worker would read all of it (each of its samples N times an
-      epoch). A source of another kind (sharded by hand with ``ds.shard``, or mapped since) cannot be told
-      apart, and is taken as it is;
+      epoch). Such a source is found through the calls made on it since (``map``, ``prefetch``,
+      ``with_options``, ...); one sharded by hand since (``ds.shard``), or of another kind, is taken as it is;
     - ``seed=None`` for a blend of sources none of which is sharded per worker: each worker keeps every N-th
       batch of its own blend order, so a source's batch could be kept by two workers or by none. A seed
       drawn from one global seed differs too (TensorFlow's op seed counter).
@@ -85,7 +109,7 @@ def _refuse_what_workers_would_split_wrong(datasets, seed) -> None:
         return
     off = tf.data.experimental.AutoShardPolicy.OFF
     sharded = [d.options().experimental_distribute.auto_shard_policy == off for d in datasets]
-    unsharded = [getattr(d, "bzna_sharded", True) is False for d in datasets]  # as_dataset's, unsharded
+    unsharded = [_built_unsharded(d) for d in datasets]
     if any(sharded) and any(unsharded):
         i, j = sharded.index(True), unsharded.index(True)
         raise ValueError(

@@ -901,8 +901,11 @@ def _verify(args) -> int:
     tracks = ("bzna_thumb", "bzna_input") if args.track == "both" else (args.track,)
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"Expected --threads (-j) >= 1. Received: --threads {args.threads}")
-    if args.exclusion_list:
-        make_parent(args.exclusion_list)  # before the run, not after it
+    if args.exclusion_list:  # before the run (hours on ImageNet), not after it
+        from bzna_tf.format.samplelist import _refuse_to_write_over_data
+
+        _refuse_to_write_over_data(args.exclusion_list)
+        make_parent(args.exclusion_list)
     try:
         report = verify(
             args.files, workers=args.threads, tracks=tracks, decode=not args.no_decode, progress=args.progress
@@ -1138,10 +1141,27 @@ def main(argv=None) -> int:
     """Runs ``bzna-tf`` with ``argv`` (default: the process's arguments); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(_progress_alone(list(sys.argv[1:] if argv is None else argv)))
+    from bzna_tf.format.shards import ListOrderWarning
+
     try:
-        status = args.run(args)
+        with warnings.catch_warnings():
+            # A warning in Python (an order may be chosen on purpose there), an error here: the files come
+            # from the shell, which lists a pattern's matches in its locale's order.
+            warnings.simplefilter("error", ListOrderWarning)
+            status = args.run(args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
         return status
+    except ListOrderWarning as e:
+        first = str(e).split(". Files are read", 1)[0]
+        print(
+            f"bzna-tf {args.command}: {first}. The files are read in the order given, which numbers the "
+            "samples (a --split, a sample list's positions); a shell lists a pattern's matches in its "
+            "locale's order (part-0, part-10, part-1 ... in en_US), which another shell may not share. List "
+            "them sorted by name, as Python's sorted() does (in the shell: export LC_COLLATE=C, then the "
+            "pattern), or in their numbers' order",
+            file=sys.stderr,
+        )
+        return 1
     except _UsageError as e:
         args.parser.error(str(e))  # the command's usage and the message; exits with status 2
     except BrokenPipeError as e:

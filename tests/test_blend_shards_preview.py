@@ -240,9 +240,25 @@ def test_a_blend_that_tf_distribute_auto_shards_needs_a_seed(flat_shards, monkey
                 ValueError, match="blend of datasets sharded per worker .* and unsharded ones"
             ):
                 bzna_tf.blend(mixed, seed=seed)
-    # A source sharded by hand (ds.shard: its policy stays AUTO) is taken as it is.
+    # Nor after a call made on it (the attribute that tells it does not survive `.map`), nor as
+    # device="gpu" builds it (the decoding stage carried the other attributes, not that one): accepted,
+    # every worker read it whole.
+    mapped = unsharded[1].map(lambda x, y: (x * 2, y)).prefetch(2)
+    with pytest.raises(
+        ValueError, match=r"sharded per worker \(dataset 0\) and unsharded ones \(dataset 1\)"
+    ):
+        bzna_tf.blend([sharded[0], mapped], seed=5)
+    from bzna_tf.datasets import pipeline
+
+    monkeypatch.setattr(pipeline, "decoder_device", lambda ctx=None: ("/device:CPU:0", None))  # as a GPU's
+    on_gpu = ClassificationDataset(flat_shards[1]).as_dataset(batch_size=4, shape=4, seed=1, device="gpu")
+    assert type(on_gpu).__name__ != type(unsharded[1]).__name__  # the decoding stage's
+    with pytest.raises(ValueError, match="sharded per worker .* and unsharded ones"):
+        bzna_tf.blend([sharded[0], on_gpu], seed=5)
+    # A source sharded by hand (ds.shard: its policy stays AUTO) is taken as it is, mapped since too.
     by_hand = unsharded[1].unbatch().shard(2, 0).batch(4)
     bzna_tf.blend([sharded[0], by_hand], seed=5)
+    bzna_tf.blend([sharded[0], by_hand.map(lambda x, y: (x, y))], seed=5)
     monkeypatch.delenv("TF_CONFIG")
     bzna_tf.blend(unsharded)  # one process
     bzna_tf.blend([sharded[0], unsharded[1]])

@@ -221,6 +221,24 @@ def test_files_numbered_alike_listed_out_of_order_are_read_with_a_warning(tmp_pa
     assert again.paths == [p0, p2] and names(again) == ["part-2", "part-0"]
 
 
+def test_the_cli_refuses_files_numbered_alike_in_a_shells_locale_order(tmp_path, encoded, capsys):
+    # An unquoted data/part-*.bzna reaches the command in the shell's locale order: en_US lists part-0
+    # part-10 part-1 part-2, the C locale part-0 part-1 part-10 part-2. A train list written in one shell
+    # and a val list in the other shared part-10 and both left out part-1, exit 0 (a warning only).
+    from bzna_tf.cli import main
+
+    p0, p1, p2, p10 = (str(write(tmp_path / f"part-{k}.bzna", encoded, 2)) for k in (0, 1, 2, 10))
+    out = str(tmp_path / "train.list")
+    assert main(["samplelist", p0, p10, p1, p2, "--split", "[:50%]", "-o", out]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"bzna-tf samplelist: files numbered alike listed out of order: {p10} comes before {p1}."
+    )
+    assert "export LC_COLLATE=C" in err and err.count("\n") == 1 and not os.path.exists(out)
+    assert main(["samplelist", p0, p1, p10, p2, "--split", "[:50%]", "-o", out]) == 0  # sorted by name
+    assert main(["samplelist", p0, p1, p2, p10, "--split", "[:50%]", "-o", out]) == 0  # by number
+
+
 def test_shards_of_one_set_are_compared_whatever_the_spelling_of_their_folder(tmp_path, encoded, monkeypatch):
     # "./set" and "set" are one folder: its shards out of order, or of two conversions, are refused.
     monkeypatch.chdir(tmp_path)

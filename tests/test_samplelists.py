@@ -550,7 +550,21 @@ def test_a_list_is_never_written_over_a_data_file_nor_names_what_it_cannot_hold(
     (tmp_path / "notes.txt").write_text("my notes\n")
     with pytest.raises(ValueError, match="notes.txt is a text file, not a sample list"):
         lst.write(tmp_path / "notes.txt")
-    # Over a list, or an empty file: written.
+    # verify refuses before it reads a picture (it refused after the run: hours on ImageNet).
+    import bzna_tf.verify
+
+    def not_run(*args, **kwargs):
+        raise AssertionError("verify ran")
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(bzna_tf.verify, "verify", not_run)
+        assert cli(["verify", str(data), "--exclusion-list", str(data)]) == 1
+    assert "val.bzna is a .bzna file, not a sample list" in capsys.readouterr().err
+    # Over a list (as the reader takes one: its type in lower case, words after it, CRLF line ends), or
+    # an empty file: written.
+    for text in ("single-sample\n1\n/\n-\n", "SINGLE-SAMPLE  # hand-made\n", "SINGLE-SAMPLE\r\n1\r\n"):
+        (tmp_path / "hand.list").write_text(text, newline="")
+        lst.write(tmp_path / "hand.list")
     lst.write(tmp_path / "a.list")
     lst.write(tmp_path / "a.list")
     (tmp_path / "empty.list").write_bytes(b"")

@@ -661,3 +661,21 @@ def test_python_argument_errors():
         warp_rgb(np.zeros((1, 4, 4, 3)), eye, (4, 4))
     with pytest.raises(ValueError, match=r"Received: images.shape=\(1, 4, 4, 4\)"):
         warp_rgb(np.zeros((1, 4, 4, 4), np.uint8), eye, (4, 4))
+
+
+def test_an_empty_image_is_all_out_of_bounds_whatever_the_matrix():
+    # A plane of 0 rows or columns took the point -0.5 as inside: a resize (every row sampled at -0.5)
+    # read the texel before the image (heap bytes as pixels), and CenterResizedCrop on a (1, 0, 50, 3)
+    # batch was a segmentation fault. It has no area: every pixel is the OOB colour (SPEC section 4).
+    from bzna_tf.layers import CenterResizedCrop
+
+    squash = np.float32([[0, 0, -0.5], [0, 0, -0.5], [0, 0, 1]])  # every output pixel to (-0.5, -0.5)
+    for images in (np.zeros((2, 0, 5, 3), np.uint8), np.zeros((2, 4, 0, 3), F)):
+        for m in (np.eye(3), squash):
+            got = warp_rgb(images, m, (3, 4), oob_color=(4, 5, 6)).numpy()
+            np.testing.assert_array_equal(got, np.broadcast_to(F([4, 5, 6]), (2, 3, 4, 3)))
+    y, cb, cr = np.zeros((1, 0, 5), np.uint8), np.zeros((1, 0, 3), np.uint8), np.zeros((1, 0, 3), np.uint8)
+    got = warp_yuv420(y, cb, cr, squash, (2, 3), oob_color=(4, 5, 6), antialias=True).numpy()
+    np.testing.assert_array_equal(got, np.broadcast_to(F([4, 5, 6]), (1, 2, 3, 3)))
+    out = CenterResizedCrop(3, 3, fill_value=7)(tf.zeros((1, 0, 50, 3)), training=False).numpy()
+    np.testing.assert_array_equal(out, np.full((1, 3, 3, 3), 7, F))

@@ -1433,7 +1433,8 @@ def _triage(mine, fp, order, seed, overwrite, summary, lenient=False, on_error="
             "refusing to write over files that are not .bzna files, --overwrite or not: "
             f"{'; '.join(foreign[:3])}{more}. Is the output one of the sources (a shell pattern such as "
             "data/train-* left unquoted, its last file taken as the output)? Give the output a .bzna path "
-            "of its own"
+            "of its own; if that file is a damaged output of an earlier run (no .bzna header left), delete "
+            "it first"
         )
     for spec in mine:
         done, why, facts = finished(spec, fp, order, seed) if spec.stop >= 0 else (False, "", None)

@@ -115,7 +115,10 @@ class Dataset:
 
     @property
     def paths(self) -> list[str]:
-        """The files, in order."""
+        """Every file opened, in order, those no selected sample is in too (an ImageNet split opens the
+        other splits' files): ``indices`` count over all of them. Pass these with ``indices`` to the
+        native ops, never alone (that would read every file); ``to_sample_list`` names only the files
+        read."""
         return list(self._index.paths)
 
     def _opened_paths(self) -> list[str]:

@@ -480,7 +480,7 @@ def _decode_ahead(ds, source: Source, options, device: str) -> tf.data.Dataset:
             counter=counter.counter if counter is not None else "",
             depth=depth,
         )
-    for name in ("bzna_epochs", "bzna_skipped", "bzna_initial_epoch"):
+    for name in ("bzna_epochs", "bzna_skipped", "bzna_initial_epoch", "bzna_sharded"):
         if hasattr(ds, name):
             setattr(out, name, getattr(ds, name))
     return out

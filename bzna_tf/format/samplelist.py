@@ -645,7 +645,10 @@ def _refuse_to_write_over_data(path) -> None:
     """Refuses to write a list at ``path`` where a file other than a sample list (or an empty one) is."""
     path = os.fspath(path)
     head = None if is_url(path) else read_head(path)  # None: no file (or one writing will say why)
-    if not head or head.split(b"\n", 1)[0].strip().decode("latin-1") in LIST_TYPES:
+    if not head:
+        return
+    first = head.decode("latin-1").splitlines()[0].split()  # the first word, as the parser reads it
+    if first and first[0].upper() in LIST_TYPES:
         return
     what = "a .bzna file" if not_bzna_reason(head) is None else sniff(head) or "a file of another kind"
     raise ValueError(

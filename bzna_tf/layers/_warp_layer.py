@@ -132,6 +132,10 @@ class WarpLayer(TensorFlowLayer):
         # layer's. (A comment, not a docstring: help() would show it for the subclasses' __init__.)
         transform_arguments = {name: kwargs.pop(name) for name in self.transform_parameters()}
         transform = self.transform_class(**transform_arguments)  # checks them
+        # The images reach the warp as given (uint8 or float32, else cast to float32), not first cast to
+        # the policy's compute dtype (autocast, unless asked for): under mixed_float16 that rounding and
+        # the output's would add up (a picture within 0.125 of float32's, not 0.0625; bfloat16 1.0, not 0.5).
+        kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.transform = transform
         # As given, not as the transform normalised them: get_config returns what the user wrote (NumPy

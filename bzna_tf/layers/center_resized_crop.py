@@ -35,8 +35,8 @@ class CenterResizedCrop(WarpLayer):
         (R, G, B). A Normalize layer after this one normalises it; ``as_dataset`` does not (see
         "The fill and normalisation" in the layers guide).
       antialias: where the warp shrinks the image, average each output pixel's footprint instead of
-        sampling a point (a triangle filter as wide as the reduction, torchvision's and DALI's default;
-        see ``bzna_tf.ops.warp_rgb``). Default True; False is Benzina's point sampling.
+        sampling a point (a triangle filter as wide as the reduction, up to 16x; torchvision's and DALI's
+        default; see ``bzna_tf.ops.warp_rgb``). Default True; False is Benzina's point sampling.
       data_format: ``"channels_last"`` or ``"channels_first"``; default Keras' ``image_data_format()``.
       **kwargs: base layer arguments (``name``, ``dtype``).
 

@@ -206,8 +206,9 @@ def warp_yuv420(
       data_format: ``"NHWC"`` (default) or ``"NCHW"``, the layout of the result.
       antialias: where the matrix shrinks the image (a column of the output->source map's Jacobian
         longer than one pixel), make each output pixel the mean of its footprint, weighted by
-        Pillow's triangle filter laid along the Jacobian's columns (for resizes and crops, exactly
-        ``tf.image.resize(..., antialias=True)`` and Pillow's antialiased bilinear resize), instead of
+        Pillow's triangle filter laid along the Jacobian's columns (for resizes and crops up to a 16x
+        reduction, exactly ``tf.image.resize(..., antialias=True)`` and Pillow's antialiased bilinear
+        resize; past 16x the filter stops widening), instead of
         one bilinear sample. Out of bounds is still decided by the source point alone. Default False:
         one bilinear sample, SPEC section 4 (with the picture's area as bounds).
       name: name scope of the op.

@@ -125,8 +125,10 @@ BZNA_HOST_DEVICE SourcePoint ApplyMatrix(const float* m, float x, float y) {
 // Step 2 along one axis: -0.5 <= v <= size - 0.5 (the picture's area, in
 // pixel-centre coordinates), false for NaN (every comparison is false).
 // size - 0.5 is exact in float32 for every size a plane can have (< 2^23).
+// A plane of size 0 has no area: nothing is inside (-0.5 <= v <= -0.5 would
+// let v = -0.5 in, and the sample read the texel before the plane).
 BZNA_HOST_DEVICE bool InsideAxis(float v, int size) {
-  return v >= -0.5f && v <= static_cast<float>(size) - 0.5f;
+  return size > 0 && v >= -0.5f && v <= static_cast<float>(size) - 0.5f;
 }
 
 // Step 2, written as "not inside" so that NaN is out of bounds too; W' = 0
