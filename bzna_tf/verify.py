@@ -128,11 +128,13 @@ class VerifyReport:
 
     files: list[FileReport]
     seconds: float = 0.0
+    sets: list[str] = field(default_factory=list)
+    """Shard sets among the files that cannot be read as one (shards of two conversions), in words."""
 
     @property
     def ok(self) -> bool:
-        """No damage found and every file verified."""
-        return all(f.ok and f.verified for f in self.files)
+        """No damage found, every file verified, and no shard set of two conversions."""
+        return all(f.ok and f.verified for f in self.files) and not self.sets
 
     @property
     def samples(self) -> int:
@@ -171,6 +173,7 @@ class VerifyReport:
             return {**self.files[0].to_json(), "seconds": round(self.seconds, 3)}
         return {
             "files": [f.to_json() for f in self.files],
+            "sets": self.sets,
             "samples": self.samples,
             "damaged": self.damaged,
             "seconds": round(self.seconds, 3),
@@ -391,6 +394,7 @@ def verify(
             f.close()
             continue
         opened.append((r, f))
+    sets = _mixed_sets([f for _, f in opened])
     bar = None
     total = sum(r.samples for r, _ in opened)
     if mode == "lines":
@@ -433,7 +437,19 @@ def verify(
             f.close()
     for r in reports:
         r.damage.sort(key=lambda d: (-1 if d.sample is None else d.sample, d.track or ""))
-    return VerifyReport(reports, time.perf_counter() - start)
+    return VerifyReport(reports, time.perf_counter() - start, sets)
+
+
+def _mixed_sets(files) -> list[str]:
+    """Why shards of one set among ``files`` cannot be read as one (two conversions wrote them), or []:
+    each file may be intact and the set still read some images twice and others never."""
+    from bzna_tf.format.shards import check_conversions
+
+    try:
+        check_conversions(files)
+    except (ValueError, OSError) as e:  # BznaFormatError: a metadata box that does not parse
+        return [str(e)]
+    return []
 
 
 def _collect(item, bar, damaged):
@@ -472,12 +488,15 @@ def format_report(report: VerifyReport, *, limit: int = 20) -> str:
         lines += [f"  {d.kind}: {d.message}" for d in r.damage[:limit]]
         if len(r.damage) > limit:
             lines.append(f"  ... and {len(r.damage) - limit:,} more")
+    lines += [f"shard set: {why}" for why in report.sets]
     rate = report.samples / report.seconds if report.seconds else 0.0
     bad = sum(1 for r in report.files if not r.ok)
     unverified = sum(1 for r in report.files if r.ok and not r.verified)
-    tail = [count(report.damaged, "damaged sample")] if bad else ["no damage found"]
+    tail = [count(report.damaged, "damaged sample")] if bad or report.sets else ["no damage found"]
     if bad:
         tail.append(f"{count(bad, 'file')} with problems")
+    if report.sets:
+        tail.append(f"{count(len(report.sets), 'shard set')} of two conversions")
     if unverified:  # a file without checksums with decoding off: nothing was checked
         tail.append(f"{count(unverified, 'file')} NOT VERIFIED")
     lines.append(

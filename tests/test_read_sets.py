@@ -137,6 +137,25 @@ def test_shards_of_two_conversions_are_refused(tmp_path, encoded, changes, diffe
             assert text.count(str(d / "train-0000")) == 2  # names both files
 
 
+def test_verify_reports_a_shard_set_of_two_conversions(tmp_path, encoded, capsys):
+    # verify checked the files one by one and said OK (exit 0) for a set that every reader then refused.
+    from bzna_tf.cli import main
+    from bzna_tf.verify import verify
+
+    d = shard_set(tmp_path / "set", encoded, {0: {"seed": 1, "fingerprint": "g" * 32}})
+    report = verify(d, decode=False)
+    assert all(f.ok for f in report.files) and not report.ok
+    (why,) = report.sets
+    assert "written by two conversions" in why and "seed 1 and seed 0" in why
+    assert report.to_json()["sets"] == [why]
+    assert main(["verify", str(d), "--no-decode", "--no-progress"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == f"shard set: {why}"
+    assert out[-1].endswith(": 0 damaged samples, 1 shard set of two conversions")
+    good = shard_set(tmp_path / "good", encoded)
+    assert verify(good, decode=False).ok and verify(good, decode=False).sets == []
+
+
 def test_shards_of_one_conversion_read_as_one_set(tmp_path, encoded):
     # Array tasks that read their own copies of the sources: fingerprints differ (mtimes), siblings agree.
     d = shard_set(tmp_path / "tasks", encoded, {1: {"fingerprint": "1" * 32}, 2: {"fingerprint": "2" * 32}})
