@@ -298,3 +298,24 @@ def test_the_skip_counter_the_gpu_kernel_reports_to(on_cpu_op):
     ctypes.CDLL(str(_load._path)).bzna_tf_report_skip(counter.encode(), b"f.bzna, sample 4: bad")
     skipped = SkippedSamples(counter)
     assert skipped.count == 1 and skipped.recent == ["f.bzna, sample 4: bad"]
+
+
+@pytest.mark.parametrize(("prefetch", "depth"), [(0, 1), (3, 3), (100, 64)])
+def test_device_gpu_decodes_at_least_one_and_at_most_64_batches_ahead(
+    good_file, monkeypatch, prefetch, depth
+):
+    # prefetch=0 (which the CPU pipeline takes) was refused on GPU machines only ("Expected `depth` as a
+    # positive integer"), and a prefetch over 64 by the GPU kernel only. The decoding stage is built as a
+    # GPU's, placed on the CPU.
+    monkeypatch.setattr(pipeline, "decoder_device", lambda ctx=None: ("/device:CPU:0", None))
+    seen = {}
+    real = pipeline.decode_warp_dataset
+
+    def spy(*args, **kwargs):
+        seen["depth"] = kwargs["depth"]
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "decode_warp_dataset", spy)
+    ds = ClassificationDataset(good_file).as_dataset(batch_size=2, shape=8, device="gpu", prefetch=prefetch)
+    assert seen["depth"] == depth
+    assert sum(len(labels) for _, labels in ds) == len(ClassificationDataset(good_file))

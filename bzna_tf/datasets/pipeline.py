@@ -459,6 +459,7 @@ def _host_of(device: str) -> str:
 
 
 DEFAULT_DEPTH = 2  # batches decoded ahead by device="gpu" when as_dataset's prefetch is AUTOTUNE
+MAX_GPU_DEPTH = 64  # the most the GPU kernel takes
 
 
 def _decode_ahead(ds, source: Source, options, device: str) -> tf.data.Dataset:
@@ -469,6 +470,9 @@ def _decode_ahead(ds, source: Source, options, device: str) -> tf.data.Dataset:
     shape = (n, 3, h, w) if options.data_format == "channels_first" else (n, h, w, 3)
     spec = (tf.TensorSpec(shape, tf.float32), *(_rows(s, n) for s in ds.element_spec[5:]))
     depth = options.prefetch if options.prefetch not in (None, tf.data.AUTOTUNE) else DEFAULT_DEPTH
+    # The decoding stage always holds one batch in flight (prefetch=0: the CPU pipeline prefetches
+    # none), and the GPU kernel at most MAX_GPU_DEPTH.
+    depth = min(max(depth, 1), MAX_GPU_DEPTH)
     counter = getattr(ds, "bzna_skipped", None)
     with tf.device(device):
         out = decode_warp_dataset(

@@ -432,6 +432,16 @@ class Queue {
         t.failures.emplace_back(n, Reason(one));
         s = FillOob(gpu_, stream_, 1, p, out + n * per_sample);
       }
+      // Every picture of a batch failing is the decoder's failure, not the data's: NVDEC answers a
+      // broken setup with the same codes as bad data (CUDA_ERROR_UNKNOWN), and skipping would drop
+      // every sample of every batch with a warning each.
+      if (s.ok() && t.count > 1 && static_cast<int64_t>(t.failures.size()) == t.count) {
+        s = Internal("every picture of a batch of ", t.count,
+                     " failed to decode on the GPU, the first with: ", t.failures.front().second,
+                     ". That is NVDEC's failure (its driver or setup), not the data's: nothing is skipped. Check "
+                     "that `bzna-tf verify` passes the file, and decode on the CPU (device=\"cpu\") meanwhile");
+        t.failures.clear();
+      }
     }
     // stream_'s work (the upload) is done before the next batch overwrites the matrices.
     Status synced = batch_done_->Record(stream_);
