@@ -491,6 +491,8 @@ def test_normalisation_argument_errors():
         warp_rgb(images, np.eye(3), (4, 4), mean=0.5, norm=2.0)
     with pytest.raises(ValueError, match="nonzero `std`"):
         warp_rgb(images, np.eye(3), (4, 4), std=(1, 0, 1))
+    with pytest.raises(ValueError, match=r"1 / \(255 std\) is finite in float32"):  # it was inf: all inf
+        warp_rgb(images, np.eye(3), (4, 4), std=(1, 1e-50, 1))
     with pytest.raises(ValueError, match=r"scalar or 3 values.*Received: bias="):
         warp_rgb(images, np.eye(3), (4, 4), bias=(1, 2))
     with pytest.raises(TypeError, match="Received: oob_color="):

@@ -127,6 +127,11 @@ def bias_norm(bias=None, norm=None, mean=None, std=None):
             raise ValueError(f"Expected a nonzero `std` for every channel. Received: std={std.tolist()}")
         _warn_255_units(mean, std)
         bias, norm = mean * 255.0, 1.0 / (std * 255.0)
+        if isinstance(norm, np.ndarray) and not np.all(np.isfinite(norm.astype(np.float32))):
+            raise ValueError(  # 1e-50 passes the zero test, and 1 / (255 std) is infinite in float32
+                f"Expected a `std` whose 1 / (255 std) is finite in float32 (|std| > 1.2e-41) for every "
+                f"channel. Received: std={std.tolist()}"
+            )
     else:
         bias = per_channel(0.0 if bias is None else bias, "bias")
         norm = per_channel(1.0 if norm is None else norm, "norm")
