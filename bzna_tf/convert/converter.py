@@ -892,7 +892,7 @@ def convert(
         ``DIR/NAME.bzna`` -> ``DIR/NAME-00000-of-0000N.bzna`` ... (``~`` is expanded; DIR is created).
       encoding: an :class:`EncodeOptions` (quality, crf, preset, chroma, layout, thumbnails_only,
         encoder, lenient, exif_transpose, alpha_background, max_pixels, max_image_bytes); default
-        ``EncodeOptions()``, the "balanced" quality.
+        ``EncodeOptions()``, the "training" quality.
       workers: encoding processes; default all usable cores; 0 encodes in this process. Each
         picture is encoded by one x265 thread either way, so the bytes never depend on ``workers``.
       order: "shuffle" (default) or "source".

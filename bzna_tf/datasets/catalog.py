@@ -150,9 +150,26 @@ class Dataset:
 
     @property
     def filenames(self) -> list[str | None]:
-        """Each selected sample's stored filename (None where a file has no name track)."""
+        """Each selected sample's stored filename (None where a file has no name track).
+
+        Every name of every file is read on each access (seconds for ImageNet): keep the list, or take
+        one name with :meth:`filename`.
+        """
         names = self._index.filenames()
         return [names[i] for i in self._indices.tolist()]
+
+    def filename(self, i: int) -> str | None:
+        """Sample ``i``'s stored filename (``i`` a position in this dataset, negative from the end; None
+        where its file has no name track), read alone: ``ds.filename(0)``, not ``ds.filenames[0]``.
+
+        Raises:
+          IndexError: ``i`` out of range.
+          BznaFormatError: names that differ from the index's checksum of them.
+        """
+        n = len(self._indices)
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not -n <= i < n:
+            raise IndexError(f"Expected a position in [-{n}, {n}). Received: {i!r}")
+        return self._index.filename(int(self._indices[int(i)]))
 
     def select(self, positions) -> Dataset:
         """A dataset of some of these samples.

@@ -543,15 +543,23 @@ class SampleList:
         rel = [_relative(p, base) for p in paths]
         file_of = file_numbers(starts, indices)
 
+        names_of = {}  # file number -> (its names, how often each occurs): read once per file, not per id
+
+        def names(k):
+            if k not in names_of:
+                stored = filenames_of(k) if filenames_of is not None else None
+                if stored is None:
+                    raise ValueError(f"{paths[k]} stores no filenames: write ids='indices'")
+                counts = defaultdict(int)
+                for name in stored:
+                    counts[name] += 1
+                names_of[k] = (stored, counts)
+            return names_of[k]
+
         def id_strings(k, local):
             if ids == "indices":
                 return [str(int(j)) for j in local]
-            stored = filenames_of(k) if filenames_of is not None else None
-            if stored is None:
-                raise ValueError(f"{paths[k]} stores no filenames: write ids='indices'")
-            counts = defaultdict(int)
-            for name in stored:
-                counts[name] += 1
+            stored, counts = names(k)
             out = []
             for j in local:
                 name = stored[int(j)]
