@@ -112,8 +112,11 @@ def _refuse_what_workers_would_split_wrong(datasets, seed) -> None:
     unsharded = [_built_unsharded(d) for d in datasets]
     if any(sharded) and any(unsharded):
         i, j = sharded.index(True), unsharded.index(True)
+        if i == j:  # one source made of both (sample_from_datasets, zip): another sharded one, if any
+            i = next((k for k, (a, b) in enumerate(zip(sharded, unsharded, strict=True)) if a and not b), i)
+        which = f"dataset {i}, which holds both" if i == j else f"dataset {i}"
         raise ValueError(
-            f"blend of datasets sharded per worker (dataset {i}) and unsharded ones (dataset {j}) in a job "
+            f"blend of datasets sharded per worker ({which}) and unsharded ones (dataset {j}) in a job "
             f"of {workers} workers: tf.distribute does not split a blend with a source sharded per worker, "
             f"so every worker would read all of dataset {j} (each of its samples {workers} times an epoch). "
             "Shard every source per worker (as_dataset(..., input_context=ctx)), or none"

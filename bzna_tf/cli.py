@@ -1115,11 +1115,15 @@ def _progress_alone(argv: list[str]) -> list[str]:
     would take the next argument (a file, a source) as the mode, and refuse it as an invalid choice."""
     from bzna_tf.format.progress import PROGRESS_MODES
 
+    if argv[:1] not in (["convert"], ["verify"]):  # the commands with --progress (others say "unrecognized")
+        return argv
     out = []
     for i, arg in enumerate(argv):
         if arg == "--":  # what follows are positionals
             return out + argv[i:]
-        alone = arg == "--progress" and (i + 1 == len(argv) or argv[i + 1] not in PROGRESS_MODES)
+        # argparse takes --prog, --progr, ... for --progress (--pro could be convert's --processes too).
+        named = len(arg) >= 6 and "--progress".startswith(arg)
+        alone = named and (i + 1 == len(argv) or argv[i + 1] not in PROGRESS_MODES)
         out.append("--progress=bar" if alone else arg)
     return out
 
@@ -1157,7 +1161,7 @@ def main(argv=None) -> int:
             f"bzna-tf {args.command}: {first}. The files are read in the order given, which numbers the "
             "samples (a --split, a sample list's positions); a shell lists a pattern's matches in its "
             "locale's order (part-0, part-10, part-1 ... in en_US), which another shell may not share. List "
-            "them sorted by name, as Python's sorted() does (in the shell: export LC_COLLATE=C, then the "
+            "them sorted by name, as Python's sorted() does (in the shell: export LC_ALL=C, then the "
             "pattern), or in their numbers' order",
             file=sys.stderr,
         )

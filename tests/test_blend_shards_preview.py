@@ -255,6 +255,10 @@ def test_a_blend_that_tf_distribute_auto_shards_needs_a_seed(flat_shards, monkey
     assert type(on_gpu).__name__ != type(unsharded[1]).__name__  # the decoding stage's
     with pytest.raises(ValueError, match="sharded per worker .* and unsharded ones"):
         bzna_tf.blend([sharded[0], on_gpu], seed=5)
+    # One source that holds both (the message named "dataset 0" twice, as sharded and as unsharded).
+    both = tf.data.Dataset.sample_from_datasets([sharded[0], unsharded[1]], seed=1)
+    with pytest.raises(ValueError, match=r"\(dataset 0, which holds both\) and unsharded ones \(dataset 0\)"):
+        bzna_tf.blend([both], seed=5)
     # A source sharded by hand (ds.shard: its policy stays AUTO) is taken as it is, mapped since too.
     by_hand = unsharded[1].unbatch().shard(2, 0).batch(4)
     bzna_tf.blend([sharded[0], by_hand], seed=5)

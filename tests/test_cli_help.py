@@ -254,6 +254,7 @@ def test_a_seed_with_order_source_is_refused_it_would_change_nothing(tmp_path, c
         (["verify", "--progress", "lines", "a.bzna"], "lines", ["a.bzna"]),
         (["verify", "--progress=none", "a.bzna"], "none", ["a.bzna"]),
         (["verify", "--no-progress", "--", "--progress"], "none", ["--progress"]),
+        (["verify", "--prog", "a.bzna"], "bar", ["a.bzna"]),  # argparse's abbreviation
     ],
 )
 def test_progress_alone_before_a_file_does_not_take_the_file_as_its_mode(argv, mode, files, monkeypatch):
@@ -271,6 +272,13 @@ def test_progress_alone_before_a_file_does_not_take_the_file_as_its_mode(argv, m
     monkeypatch.setattr("bzna_tf.cli.build_parser", parser)
     assert main(argv) == 0
     assert seen["progress"] == mode and seen["files"] == files
+
+
+def test_progress_on_a_command_without_it_is_reported_as_typed(capsys):
+    with pytest.raises(SystemExit):
+        main(["info", "--progress", "x.bzna"])
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --progress" in err and "--progress=bar" not in err
 
 
 def test_output_into_a_closed_pipe_ends_quietly_with_status_141(flat_shards):

@@ -159,6 +159,10 @@ def test_gpu_queue_checks_arguments_without_a_gpu(gpu_library):
     checks = [
         ("expected a queue", lambda: submit()),
         ("sample 1 of the batch: expected an H.265 picture. Received 0 bytes", lambda: submit(sz=empty)),
+        # With SKIP_BAD a picture of 0 bytes (one that reading failed, named by reading's error) becomes
+        # that sample's failure: it failed the whole batch under on_error="skip". Past the picture checks,
+        # the next one answers.
+        ("expected a queue", lambda: submit(sz=empty, flags=1)),
         ("matrix_count 1 or 2", lambda: submit(mats=three, count=3)),
         (r"sample 1 of the batch: expected a picture size", lambda: submit(hw_ptr=hw.ctypes.data)),
         ("output height", lambda: submit(p=flat)),

@@ -253,7 +253,7 @@ def test_the_cli_refuses_files_numbered_alike_in_a_shells_locale_order(tmp_path,
     assert err.startswith(
         f"bzna-tf samplelist: files numbered alike listed out of order: {p10} comes before {p1}."
     )
-    assert "export LC_COLLATE=C" in err and err.count("\n") == 1 and not os.path.exists(out)
+    assert "export LC_ALL=C" in err and err.count("\n") == 1 and not os.path.exists(out)
     assert main(["samplelist", p0, p1, p10, p2, "--split", "[:50%]", "-o", out]) == 0  # sorted by name
     assert main(["samplelist", p0, p1, p2, p10, "--split", "[:50%]", "-o", out]) == 0  # by number
 

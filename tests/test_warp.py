@@ -491,8 +491,10 @@ def test_normalisation_argument_errors():
         warp_rgb(images, np.eye(3), (4, 4), mean=0.5, norm=2.0)
     with pytest.raises(ValueError, match="nonzero `std`"):
         warp_rgb(images, np.eye(3), (4, 4), std=(1, 0, 1))
-    with pytest.raises(ValueError, match=r"1 / \(255 std\) is finite in float32"):  # it was inf: all inf
-        warp_rgb(images, np.eye(3), (4, 4), std=(1, 1e-50, 1))
+    for given in (dict(std=(1, 1e-50, 1)), dict(std=1e-39), dict(norm=1e39)):  # every pixel was inf
+        with pytest.raises(ValueError, match=r"keeps pixels finite in float32"):
+            warp_rgb(images, np.eye(3), (4, 4), **given)
+    assert np.isfinite(warp_rgb(images + 255, np.eye(3), (4, 4), std=1e-36).numpy()).all()
     with pytest.raises(ValueError, match=r"scalar or 3 values.*Received: bias="):
         warp_rgb(images, np.eye(3), (4, 4), bias=(1, 2))
     with pytest.raises(TypeError, match="Received: oob_color="):

@@ -21,7 +21,9 @@ int Finish(const Status& s);
 // Argument checks of bzna_gpu_decode_warp (no GPU needed).
 Status CheckParams(const bzna_gpu_warp_params* p);
 Status CheckMatrices(const float* matrices, int64_t matrix_count, int64_t count);
-Status CheckPictures(const uint8_t* const* pictures, const uint64_t* sizes, int64_t count);
+// `allow_empty`: a picture of 0 bytes is one that was not read (a queue's
+// SKIP_BAD batch: it becomes that sample's failure), not an argument error.
+Status CheckPictures(const uint8_t* const* pictures, const uint64_t* sizes, int64_t count, bool allow_empty = false);
 Status CheckPictureSizes(const int32_t* picture_sizes, int64_t count);
 
 // Floats of `count` output samples.

@@ -87,11 +87,12 @@ Status CheckPointer(const void* p, int64_t count, const char* what) {
 
 }  // namespace
 
-Status CheckPictures(const uint8_t* const* pictures, const uint64_t* sizes, int64_t count) {
+Status CheckPictures(const uint8_t* const* pictures, const uint64_t* sizes, int64_t count, bool allow_empty) {
   BZNA_GPU_RETURN_IF_ERROR(CheckCount(count));
   BZNA_GPU_RETURN_IF_ERROR(CheckPointer(pictures, count, "pictures"));
   BZNA_GPU_RETURN_IF_ERROR(CheckPointer(sizes, count, "picture sizes"));
   for (int64_t n = 0; n < count; ++n) {
+    if (allow_empty && sizes[n] == 0) continue;  // not read: the queue makes it this sample's failure
     if (pictures[n] == nullptr || sizes[n] == 0) {
       return InvalidArgument("sample ", n, " of the batch: expected an H.265 picture. Received ",
                              pictures[n] == nullptr ? "a null pointer" : "0 bytes");

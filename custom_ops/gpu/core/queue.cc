@@ -416,28 +416,50 @@ class Queue {
     auto* out = reinterpret_cast<float*>(slot.ptr);
     // The sessions' streams start after stream_'s work: the wait for the
     // buffer's readers and the matrices' upload.
-    Status s = DecodeWarp(gpu_, stream_, pictures.data(), sizes.data(), t.count, m, t.matrix_count, hw, p, out);
+    // A picture of 0 bytes (SKIP_BAD only: one that reading failed) is never given to NVDEC.
+    const bool unread = std::find(sizes.begin(), sizes.end(), uint64_t{0}) != sizes.end();
+    Status s = unread ? Status(BZNA_GPU_INVALID_ARGUMENT, "a picture was not read")
+                      : DecodeWarp(gpu_, stream_, pictures.data(), sizes.data(), t.count, m, t.matrix_count, hw, p,
+                                   out);
+    if (s.ok() && t.count > 0) decoded_any_ = true;
     if (!s.ok() && (t.flags & BZNA_GPU_SKIP_BAD) != 0 && s.code() == BZNA_GPU_INVALID_ARGUMENT) {
       s = Status();
       const int64_t per_sample = OutputElements(p, 1);
+      int64_t tried = 0, failed = 0;  // pictures given to NVDEC, and those it refused
       for (int64_t n = 0; n < t.count && s.ok(); ++n) {
+        if (sizes[static_cast<size_t>(n)] == 0) {
+          t.failures.emplace_back(n, "no picture: it was not read");
+          s = FillOob(gpu_, stream_, 1, p, out + n * per_sample);
+          continue;
+        }
+        ++tried;
         const float* mn = t.matrix_count == 1 ? m : m + 9 * n;
         const Status one = DecodeWarp(gpu_, stream_, &pictures[static_cast<size_t>(n)], &sizes[static_cast<size_t>(n)],
                                       1, mn, 1, hw == nullptr ? nullptr : hw + 2 * n, p, out + n * per_sample);
-        if (one.ok()) continue;
+        if (one.ok()) {
+          decoded_any_ = true;
+          continue;
+        }
         if (one.code() != BZNA_GPU_INVALID_ARGUMENT) {
           s = Status(one.code(), Cat("sample ", n, " of the batch: ", Reason(one)));
           break;
         }
+        ++failed;
+        failed_before_any_ += decoded_any_ ? 0 : 1;
         t.failures.emplace_back(n, Reason(one));
         s = FillOob(gpu_, stream_, 1, p, out + n * per_sample);
       }
-      // Every picture of a batch failing is the decoder's failure, not the data's: NVDEC answers a
-      // broken setup with the same codes as bad data (CUDA_ERROR_UNKNOWN), and skipping would drop
-      // every sample of every batch with a warning each.
-      if (s.ok() && t.count > 1 && static_cast<int64_t>(t.failures.size()) == t.count) {
-        s = Internal("every picture of a batch of ", t.count,
-                     " failed to decode on the GPU, the first with: ", t.failures.front().second,
+      // NVDEC answers a broken driver or setup with the codes it gives bad data (CUDA_ERROR_UNKNOWN):
+      // every picture of a batch failing, or the queue's first pictures failing before any decoded
+      // (batches of one), is the decoder's failure, not the data's. Skipping would drop every sample
+      // of every batch, with a warning each: an error instead.
+      if (s.ok() && failed > 0 && ((tried >= 2 && failed == tried) || (!decoded_any_ && failed_before_any_ >= 2))) {
+        const auto& first = *std::find_if(t.failures.begin(), t.failures.end(), [&](const auto& f) {
+          return sizes[static_cast<size_t>(f.first)] != 0;
+        });
+        s = Internal(failed == tried && tried >= 2 ? Cat("every picture of a batch (", tried, ")")
+                                                   : Cat("the first ", failed_before_any_, " pictures of the queue"),
+                     " failed to decode on the GPU, the first with: ", first.second,
                      ". That is NVDEC's failure (its driver or setup), not the data's: nothing is skipped. Check "
                      "that `bzna-tf verify` passes the file, and decode on the CPU (device=\"cpu\") meanwhile");
         t.failures.clear();
@@ -455,6 +477,9 @@ class Queue {
   CUstream stream_ = nullptr;  // the worker's: waits for returned buffers, uploads the matrices
   CUdeviceptr matrices_ = 0;
   uint64_t matrices_bytes_ = 0;
+  // Whether any picture of the queue has decoded, and how many NVDEC refused before one did.
+  bool decoded_any_ = false;
+  int64_t failed_before_any_ = 0;
 
   std::mutex mu_;
   std::condition_variable work_;     // the worker: a pending ticket, or stopping
@@ -547,7 +572,7 @@ int bzna_gpu_submit(bzna_gpu_queue* queue, const uint8_t* const* pictures, const
                     const bzna_gpu_warp_params* params, int32_t flags, int64_t* ticket) {
   return Guarded([&]() -> Status {
     // The batch's checks before the queue's, so that they answer without a GPU (a test passes no queue).
-    BZNA_GPU_RETURN_IF_ERROR(g::CheckPictures(pictures, sizes, count));
+    BZNA_GPU_RETURN_IF_ERROR(g::CheckPictures(pictures, sizes, count, (flags & BZNA_GPU_SKIP_BAD) != 0));
     BZNA_GPU_RETURN_IF_ERROR(g::CheckPictureSizes(picture_sizes, count));
     BZNA_GPU_RETURN_IF_ERROR(g::CheckParams(params));
     BZNA_GPU_RETURN_IF_ERROR(g::CheckMatrices(matrices, matrix_count, count));
