@@ -11,9 +11,9 @@ decoding only, which finds some damage, not all.
 
 Samples are checked in parallel threads: reading and decoding release the
 GIL, but each picture's parse and CRC-32C (NumPy, in steps of a few bytes per
-lane) hold it, about 1.5 ms a sample that more threads do not share out. The damaged samples can be
-written as an LBANN exclusion sample list, which ``as_dataset(sample_list=...)``
-takes to read only the good ones.
+lane) hold it, about 1.5 ms a sample that more threads do not share out. The
+damaged samples can be written as an LBANN exclusion sample list, which
+``as_dataset(sample_list=...)`` takes to read only the good ones.
 """
 
 from __future__ import annotations
