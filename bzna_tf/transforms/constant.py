@@ -127,19 +127,19 @@ def bias_norm(bias=None, norm=None, mean=None, std=None):
             raise ValueError(f"Expected a nonzero `std` for every channel. Received: std={std.tolist()}")
         _warn_255_units(mean, std)
         bias, norm = mean * 255.0, 1.0 / (std * 255.0)
-        given = f"std={np.asarray(std).tolist()}"
+        given = ("std", std)
     else:
         bias = per_channel(0.0 if bias is None else bias, "bias")
         norm = per_channel(1.0 if norm is None else norm, "norm")
-        given = f"norm={np.asarray(norm).tolist()}"
-    if isinstance(bias, np.ndarray) and isinstance(norm, np.ndarray):
+        given = ("norm", norm)
+    if isinstance(bias, np.ndarray) and isinstance(norm, np.ndarray):  # not tensors, which may be symbolic
         # std=1e-50 passed the zero test and made every pixel inf: (v - bias) * norm must stay finite in
         # float32 for every v in [0, 255].
         reach = (255.0 + np.abs(bias.astype(np.float64))) * np.abs(norm.astype(np.float64))
         if not np.all(reach <= np.finfo(np.float32).max):
             raise ValueError(
                 "Expected a normalisation that keeps pixels finite in float32 ((255 + |bias|) * |norm| at "
-                f"most 3.4e38: a std of at least about 1e-38). Received: {given}"
+                f"most 3.4e38: a std of at least about 1e-38). Received: {given[0]}={given[1].tolist()}"
             )
     return tf.cast(bias, tf.float32), tf.cast(norm, tf.float32)
 
