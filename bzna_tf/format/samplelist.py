@@ -32,7 +32,7 @@ import os
 import posixpath
 import re
 import warnings
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -202,8 +202,9 @@ class SampleList:
                 )
             return lines[number - 1].split()
 
-        kind = header(1, f"the list type (one of {', '.join(LIST_TYPES)})")[0].upper()
-        if kind not in LIST_TYPES:
+        header(1, f"the list type (one of {', '.join(LIST_TYPES)})")
+        kind = _list_type(lines[0])
+        if kind is None:
             raise error(
                 f"unknown list type {lines[0].split()[0]!r}; expected one of {', '.join(LIST_TYPES)}", 1
             )
@@ -550,10 +551,7 @@ class SampleList:
                 stored = filenames_of(k) if filenames_of is not None else None
                 if stored is None:
                     raise ValueError(f"{paths[k]} stores no filenames: write ids='indices'")
-                counts = defaultdict(int)
-                for name in stored:
-                    counts[name] += 1
-                names_of[k] = (stored, counts)
+                names_of[k] = (stored, Counter(stored))
             return names_of[k]
 
         def id_strings(k, local):
@@ -649,14 +647,20 @@ class SampleList:
 # -------------------------------------------------------------------------------- helpers
 
 
+def _list_type(first_line: str) -> str | None:
+    """The list type line 1 names (its first word, in any case: one of ``LIST_TYPES``), or None."""
+    words = first_line.split()
+    kind = words[0].upper() if words else None
+    return kind if kind in LIST_TYPES else None
+
+
 def _refuse_to_write_over_data(path) -> None:
     """Refuses to write a list at ``path`` where a file other than a sample list (or an empty one) is."""
     path = os.fspath(path)
     head = None if is_url(path) else read_head(path)  # None: no file (or one writing will say why)
     if not head:
         return
-    first = head.decode("latin-1").splitlines()[0].split()  # the first word, as the parser reads it
-    if first and first[0].upper() in LIST_TYPES:
+    if _list_type(head.decode("latin-1").splitlines()[0]) is not None:  # a list, as the parser reads one
         return
     what = "a .bzna file" if not_bzna_reason(head) is None else sniff(head) or "a file of another kind"
     raise ValueError(
