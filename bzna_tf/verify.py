@@ -10,10 +10,15 @@ holds the image. Files without checksums (the original tools') are verified by
 decoding only, which finds some damage, not all.
 
 Samples are checked in parallel threads: reading and decoding release the
-GIL, but each picture's parse and CRC-32C (NumPy, in steps of a few bytes per
-lane) hold it, about 1.5 ms a sample that more threads do not share out. The
-damaged samples can be written as an LBANN exclusion sample list, which
-``as_dataset(sample_list=...)`` takes to read only the good ones.
+GIL, but each picture's parse and CRC-32C in Python (NumPy, in steps of a few
+bytes per lane) hold it, about 2 ms a sample that more threads do not share
+out. Without decoding, the samples of large files with checksums are checked
+by the native reader instead (``read_samples``, the op ``as_dataset`` reads
+with: the same parse and checksums, in C++, in parallel), and only those it
+refuses are checked again in Python, which says what is wrong; see
+:data:`NATIVE_MIN_SAMPLES`. The damaged samples can be written as an LBANN
+exclusion sample list, which ``as_dataset(sample_list=...)`` takes to read
+only the good ones.
 """
 
 from __future__ import annotations
@@ -40,6 +45,13 @@ from bzna_tf.format.wording import count
 __all__ = ["Damage", "FileReport", "VerifyReport", "verify"]
 
 KINDS = ("checksum", "decode", "format", "index")
+
+# Without decoding, the samples of files with checksums are checked by the native reader when there are at
+# least this many of them and the native ops are already built: below it, importing TensorFlow and loading
+# the ops (seconds) costs more than the Python check of those samples (about 2 ms each), and a first use
+# would compile the ops (minutes). The report is the same either way.
+NATIVE_MIN_SAMPLES = 4096
+NATIVE_CHUNK = 64  # samples per native read: its pictures are in memory at once, in each thread
 
 
 @dataclass(frozen=True)
@@ -258,6 +270,63 @@ def _check(f: BznaFile, i: int, tracks, decode) -> tuple[list[Damage], int, int]
     return damage, len(sums), decoded
 
 
+def _natively_checkable(f: BznaFile) -> bool:
+    """Whether the native reader checks every picture of ``f`` against a checksum, as :func:`_check` does:
+    a local file whose checksum table this reader knows, with a column for each of its picture tracks."""
+    table = f.checksums
+    if f.path is None or is_url(f.path) or table is None or table.version != CHECKSUM_VERSION:
+        return False
+    return all(t in table.tracks for t in TRACKS if t in f.tracks)
+
+
+def _native_reader(files, decode: bool):
+    """``bzna_tf.ops.read_samples``, when the samples of ``files`` it can check without decoding are
+    :data:`NATIVE_MIN_SAMPLES` or more and the native ops are built; else None (all checked in Python)."""
+    if decode or sum(len(f) for f in files if _natively_checkable(f)) < NATIVE_MIN_SAMPLES:
+        return None
+    try:
+        from bzna_tf.ops import _build, _load, read_samples, verify_checksums
+
+        if _load._module is None and _load._given_library() is None and not _build.plan().library.exists():
+            return None  # not built yet: the first use would compile them, for minutes
+        if not verify_checksums():  # turned off in this process: the reader would not check them
+            return None
+    except Exception:  # no TensorFlow, no compiler, a library that does not load: checked in Python
+        return None
+    return read_samples
+
+
+def _check_natively(read, f: BznaFile, identity, start: int, stop: int, tracks) -> list:
+    """[(damage, pictures checked, 0)] of samples ``start..stop-1``, as :func:`_check` gives them.
+
+    The native reader ``read`` reads each of their pictures in ``tracks`` (the full-size one always: its
+    checksum covers the whole per-image mp4), parsing them and checking their checksums as the source op
+    does. A sample it reads is good; one it refuses is checked by :func:`_check`, which says what is wrong
+    (or finds nothing, when only a track that ``tracks`` leaves out is damaged).
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from bzna_tf.ops import verify_checksums
+
+    indices = np.arange(start, stop, dtype=np.int64)
+    refused = np.zeros(stop - start, bool)
+    names = ("input", "thumb") if THUMB in tracks and THUMB in f.tracks else ("input",)
+    try:
+        for name in names:
+            out = read([f.path], indices, track=name, on_error="skip", identities=[identity])
+            refused |= out["errors"].numpy() != b""
+        trusted = verify_checksums()  # still on: the reader checked what it read
+    except tf.errors.OpError:  # the file changed or cannot be read there: the Python reader says how
+        trusted = False
+    if not trusted:
+        refused[:] = True
+    checked = sum(1 for t in f.checksums.tracks if t in tracks)
+    return [
+        _check(f, i, tracks, None) if refused[i - start] else ([], checked, 0) for i in range(start, stop)
+    ]
+
+
 def _unreadable_index(f) -> list[str]:
     """Why every reader refuses ``f``'s targets or names (a 0-byte target, a name that is not UTF-8):
     read as they read them, for files whose index no checksum covers (the original tools')."""
@@ -396,6 +465,7 @@ def verify(
             continue
         opened.append((r, f))
     sets = _mixed_sets([f for _, f in opened])
+    read = _native_reader([f for _, f in opened], decode)
     bar = None
     total = sum(r.samples for r, _ in opened)
     if mode == "lines":
@@ -424,8 +494,14 @@ def verify(
                 except (BznaFormatError, OSError) as e:  # removed or replaced since its index was read
                     r.error = str(e)
                     continue
-                for i in range(len(f)):
-                    add((r, pool.submit(_check, f, i, tracks, run)))
+                if read is not None and _natively_checkable(f):
+                    identity = f.identity
+                    for first in range(0, len(f), NATIVE_CHUNK):
+                        stop = min(first + NATIVE_CHUNK, len(f))
+                        add((r, pool.submit(_check_natively, read, f, identity, first, stop, tracks)))
+                else:
+                    for i in range(len(f)):
+                        add((r, pool.submit(_check, f, i, tracks, run)))
                 add((None, hold))  # collected after the file's last sample: closes it
             while pending:
                 _collect(pending.popleft(), bar, damaged)
@@ -458,15 +534,16 @@ def _collect(item, bar, damaged):
     if r is None:  # the hold of a file whose samples are all collected
         future.close()
         return
-    damage, checked, decoded = future.result()
-    r.damage.extend(damage)
-    r.pictures_checked += checked
-    r.pictures_decoded += decoded
-    if bar is not None:
-        if damage:
-            damaged[0] += 1
-            bar.set_postfix_str(f"{damaged[0]} damaged", refresh=False)
-        bar.update(1)
+    result = future.result()  # one sample's (damage, checked, decoded), or a list of them
+    for damage, checked, decoded in result if isinstance(result, list) else [result]:
+        r.damage.extend(damage)
+        r.pictures_checked += checked
+        r.pictures_decoded += decoded
+        if bar is not None:
+            if damage:
+                damaged[0] += 1
+                bar.set_postfix_str(f"{damaged[0]} damaged", refresh=False)
+            bar.update(1)
 
 
 def format_report(report: VerifyReport, *, limit: int = 20) -> str:

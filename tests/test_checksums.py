@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -663,3 +664,99 @@ def test_the_exclusion_list_names_the_files_verified_after_a_chdir(written, dama
     lst = SampleList.read(report.exclusion_list().write(tmp_path / "good.list"))
     assert [os.path.join(lst.base, e.file) for e in lst.entries] == [str(tmp_path / "a" / "x.bzna")]
     assert lst.entries[0].ids == (2, 9)
+
+
+def _thumb_column_damaged(written, out, i):
+    """`written` with sample i's stored thumbnail checksum changed (the table's, not the picture's)."""
+    with BznaFile(written) as f:
+        at, n = f.checksums.offset, len(f)
+    data = bytearray(written.read_bytes())
+    columns = at + 8 + 16 + 47  # box header, usertype, the table's head (test_box_layout...)
+    data[columns + 4 * n + 4 * i] ^= 0x01
+    out.write_bytes(bytes(data))
+    return out
+
+
+def _verify_both_ways(monkeypatch, paths, **kw):
+    """verify(paths, decode=False) in Python, then through the native reader (in chunks of 5 samples):
+    both reports as JSON without their times, and the samples the native run checked in Python."""
+    import bzna_tf.verify as v
+
+    reports, rechecked = [], []
+    check = v._check
+
+    def counted(f, i, *a):
+        rechecked.append((os.path.basename(f.name), i))
+        return check(f, i, *a)
+
+    monkeypatch.setattr(v, "NATIVE_CHUNK", 5)
+    for least in (10**9, 0):
+        monkeypatch.setattr(v, "NATIVE_MIN_SAMPLES", least)
+        rechecked.clear()
+        monkeypatch.setattr(v, "_check", counted)
+        t = time.perf_counter()
+        j = v.verify(paths, decode=False, **kw).to_json()
+        assert 0 < j.pop("seconds") <= time.perf_counter() - t + 0.001  # rounded to ms
+        reports.append(j)
+    return reports[0], reports[1], sorted(rechecked)
+
+
+@pytest.mark.parametrize("tracks", [("bzna_input", "bzna_thumb"), ("bzna_input",), ("bzna_thumb",)])
+def test_verify_without_decoding_through_the_native_reader_reports_as_python(
+    written, damaged, tmp_path, monkeypatch, tracks
+):
+    # Large files are checked by read_samples (the op as_dataset reads with), and only the samples it
+    # refuses again in Python, for the words: the report must be the same, damage for damage.
+    column = _thumb_column_damaged(damaged, tmp_path / "column.bzna", 5)
+    moved = _moved_thumbnail(written, tmp_path / "moved.bzna", lambda f: f.sample_location(0)[0] + 4)
+    paths = [str(written), str(damaged), str(column), str(moved)]
+    python, native, rechecked = _verify_both_ways(monkeypatch, paths, workers=2, tracks=tracks)
+    assert native == python
+    bad = {os.path.basename(r["file"]): r["damaged_samples"] for r in python["files"]}
+    th = "bzna_thumb" in tracks
+    # Sample 2's thumbnail and 9's full-size picture changed; the full-size picture's checksum covers the
+    # whole per-image mp4, the thumbnail's only its own part; 5's stored thumbnail checksum changed; 0's
+    # thumbnail moved where no checksum covers it.
+    assert bad == {
+        "good.bzna": [],
+        "bad.bzna": [2, 9] if "bzna_input" in tracks else [2],
+        "column.bzna": ([2, 5, 9] if th else [2, 9]) if "bzna_input" in tracks else [2, 5],
+        "moved.bzna": [0] if th else [],
+    }
+    # The native run checked in Python only what the reader refused (it reads the full-size pictures
+    # always): the changed samples, 5 and 0 only where thumbnails are verified.
+    refused = {
+        "bad.bzna": [2, 9],
+        "column.bzna": [2, 5, 9] if th else [2, 9],
+        "moved.bzna": [0] if th else [],
+    }
+    assert rechecked == [(f, i) for f, ids in refused.items() for i in ids]
+
+
+def test_verify_without_decoding_falls_back_to_python_where_the_reader_would_not_check(damaged, monkeypatch):
+    import bzna_tf.verify as v
+
+    monkeypatch.setattr(v, "NATIVE_MIN_SAMPLES", 0)
+    with BznaFile(damaged) as bad:
+        assert v._native_reader([bad], decode=False) is read_samples
+        assert v._native_reader([bad], decode=True) is None  # decoding: through the Python reader
+        # Checksums turned off in this process: the reader would take every sample.
+        before = verify_checksums(False)
+        try:
+            assert v._native_reader([bad], decode=False) is None
+            assert verify(damaged, decode=False).files[0].bad_samples == [2, 9]
+        finally:
+            verify_checksums(before)
+        # The file at the path is not the one opened (another conversion since: another size, or other
+        # index checksums): every sample is checked in Python, in the file opened.
+        check, rechecked = v._check, []
+        monkeypatch.setattr(v, "_check", lambda f, i, *a: rechecked.append(i) or check(f, i, *a))
+        with bad.held_open():
+            other = bad.identity._replace(size=bad.identity.size + 1)
+            results = v._check_natively(read_samples, bad, other, 0, 12, v.TRACKS)
+        assert rechecked == list(range(12))
+        assert [i for i, (damage, _, _) in enumerate(results) if damage] == [2, 9]
+        assert [checked for _, checked, _ in results] == [2] * 12
+    monkeypatch.setattr(v, "NATIVE_MIN_SAMPLES", 13)  # more than the file holds
+    with BznaFile(damaged) as bad:
+        assert v._native_reader([bad], decode=False) is None
