@@ -442,6 +442,11 @@ MISFIT = [
         6,
         r"listed more than once \(lines \[4, 6\]\)",
     ),
+    (  # one sample per line, blank lines counted: the lines named are the file's
+        "SINGLE-SAMPLE\n3\n{base}\n-\npart-0.bzna/1\n\npart-0.bzna/2\npart-0.bzna/1\n",
+        8,
+        r"global sample 1 is listed more than once \(lines \[5, 8\]\)",
+    ),
     # One file on two exclusion lines: each line's complement would keep the samples the other leaves out.
     (
         "CONDUIT_HDF5_EXCLUSION\n12 2 2\n{base}\npart-0.bzna 6 1 3\npart-0.bzna 6 1 4\n",

@@ -92,7 +92,7 @@ def parse_id(token: str):
     return int(token) if _DIGITS.fullmatch(token) else token
 
 
-@dataclass
+@dataclass(slots=True)  # a SINGLE-SAMPLE list holds one per sample
 class FileEntry:
     """One body line: a data file and the ids it lists.
 
@@ -405,12 +405,12 @@ class SampleList:
             return hits[0]
 
         out, lines = [], []
-        if self.type == SINGLE:
-            for e in self.entries:
+        if self.type == SINGLE:  # one array, not one per sample (a list of ImageNet's 1.28 M)
+            single = np.empty(len(self.entries), np.int64)
+            for j, e in enumerate(self.entries):
                 k, ident = self._split_single(e, matcher)
-                out.append(np.array([int(starts[k]) + lookup(k, parse_id(ident), e)], np.int64))
-                lines.append(e.line)
-            return self._unique(out, lines)
+                single[j] = int(starts[k]) + lookup(k, parse_id(ident), e)
+            return self._unique([single], lambda: [e.line for e in self.entries])
         first_line = {}  # data file -> the line that named it first
         for e in self.entries:
             k = self._find(matcher, self._join(e.file), e)
@@ -459,12 +459,18 @@ class SampleList:
         return self._unique(out, lines)
 
     def _unique(self, parts, lines) -> np.ndarray:
-        """The concatenated indices; a sample listed twice (on two lines) is an error naming both."""
+        """The concatenated indices; a sample listed twice (on two lines) is an error naming both.
+
+        ``lines``: each part's line, or a function giving each index's line (called for the error only).
+        """
         g = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         vals, counts = np.unique(g, return_counts=True)
         if (counts > 1).any():
             dup = int(vals[counts > 1][0])
-            line_of = np.repeat(np.asarray([x or 0 for x in lines]), [len(p) for p in parts])
+            if callable(lines):
+                line_of = np.asarray([x or 0 for x in lines()])
+            else:
+                line_of = np.repeat(np.asarray([x or 0 for x in lines]), [len(p) for p in parts])
             where = sorted({int(x) for x in line_of[g == dup]})
             raise self._error(
                 f"global sample {dup} is listed more than once (lines {where})", where[-1] or None
