@@ -309,6 +309,14 @@ def test_the_checks_run_the_tests_after_the_environment_and_the_core_once(small_
     results = json.loads(written.read_text())
     assert results["core_bench"]["ran"] and results["core_images_per_s"] == 100.0
     assert results["tf_to_core"] == 1.0 and results["commit"] == "abc"
+    # Without head.json the record names the carry's commit, and says so; with it (--check wrote it, the
+    # last call carried it), the checkout's, which ran: the carry's is its libraries'.
+    assert results["carry_commit"] == "abc" and "no head.json came" in results["commit_note"]
+    (small_carry / "head.json").write_text(json.dumps({"commit": "def", "dirty": True}))
+    device_run.run_checks()
+    results = json.loads(written.read_text())
+    assert (results["commit"], results["commit_dirty"], results["carry_commit"]) == ("def", True, "abc")
+    assert "commit_note" not in results
 
 
 def test_the_deadline_comes_from_the_environment_and_skips_stages_cleanly(tmp_path):
@@ -451,6 +459,13 @@ def test_check_fails_when_the_library_sources_changed_since_the_carry(tmp_path, 
     ]
     monkeypatch.setattr(cb, "stale_libraries", lambda commit: stale(_git(repo, "rev-parse", "HEAD"), repo))
     assert cb.main(["--check", "--out", str(carry)]) == 0
+    assert not (carry / cb.HEAD_FILE).exists()  # no call carries it
+    # A plan whose last call carries head.json: --check records the checkout's commit for the results.
+    (carry / "plan.json").write_text(
+        json.dumps({"parts": [], "calls": [{"carry": [cb.HEAD_FILE]}], "commit": built})
+    )
+    assert cb.main(["--check", "--out", str(carry)]) == 0
+    assert json.loads((carry / cb.HEAD_FILE).read_text()) == cb._git_commit()
 
 
 # ------------------------------------------------------------------------------------------ the real carry
@@ -469,8 +484,9 @@ def test_the_built_carry_fits_the_calls():
     assert sum(p["bytes"] for p in plan["parts"]) == plan["archive"]["bytes"]
     carried = [p for call in plan["calls"] for p in call["carry"]]
     assert sorted(carried) == sorted(
-        ["plan.json", "base", "bench", *(f"parts/{p['name']}" for p in plan["parts"])]
+        ["plan.json", "base", "bench", *(f"parts/{p['name']}" for p in plan["parts"]), cb.HEAD_FILE]
     )
+    assert cb.HEAD_FILE in plan["calls"][-1]["carry"] and (CARRY / cb.HEAD_FILE).is_file()
     assert plan["calls"][-1]["command"].endswith("device.sh final")
     assert all(c["command"].endswith("device.sh receive") for c in plan["calls"][:-1])
     names = sorted(p.name for p in (CARRY / "base" / "cuda").iterdir())

@@ -124,10 +124,15 @@ FINAL_TIMEOUT_S = 560
 # The final command's deadline is its call's timeout less this: its checks stop starting stages at the
 # deadline and write their results, rather than the run tool killing the command mid-stage.
 DEADLINE_MARGIN_S = 20
-# What the carried libraries are built from: a carry older than a change there carries stale libraries.
-# What the carried libraries are built from (the C++ and CUDA sources and the build's flags); the
-# Python around them travels with the checkout on every call.
+# What the carried libraries are built from (the C++ and CUDA sources and the build's flags): a carry
+# older than a change there carries stale libraries. The Python around them travels with the checkout on
+# every call.
 LIBRARY_SOURCES = ("custom_ops", "bzna_tf/ops/_build.py")
+
+
+# The checkout's commit when the calls are made (written by the build and again by --check, carried by
+# the last call): the code that runs there, which the results name; plan.json's is the libraries'.
+HEAD_FILE = "head.json"
 
 
 class CarryError(RuntimeError):
@@ -760,7 +765,8 @@ def build_carry(
             ("base", _tree_bytes(base)),
             ("bench", _tree_bytes(staging / "bench")),
         ]
-        sizes, calls = pack_calls(first, archive_info["bytes"], budget, part_limit)
+        sizes, calls = pack_calls(first, archive_info["bytes"], budget - 4 * KiB, part_limit)
+        calls[-1].append((HEAD_FILE, 4 * KiB))  # the last call: it writes the results
         _log(log, f"cutting {archive_info['bytes'] / MiB:.1f} MiB into {len(sizes)} parts")
         parts = split_file(archive, sizes, staging / "parts", ARCHIVE)
         plan = {
@@ -794,6 +800,7 @@ def build_carry(
                 }
             )
         (staging / "plan.json").write_text(json.dumps(plan, indent=1))
+        (staging / HEAD_FILE).write_text(json.dumps(_git_commit()))
         for call in plan["calls"]:
             call["bytes"] = sum(_tree_bytes(staging / p) for p in call["carry"])
             call["total_bytes"] = call["bytes"] + checkout
@@ -843,9 +850,14 @@ def check_plan(out: Path, log=sys.stderr) -> list[str]:
     stale = stale_libraries(plan.get("commit"))
     if stale:
         problems.append(f"{stale}: rebuild the carry (python tools/tf_carry --force)")
+    largest = max(
+        (sum(_tree_bytes(out / p) for p in c["carry"] if (out / p).exists()) for c in plan["calls"]),
+        default=0,
+    )
     _log(
         log,
-        f"checkout {checkout / MiB:.2f} MiB; {len(plan['calls'])} calls; "
+        f"checkout {checkout / MiB:.2f} MiB now; {len(plan['calls'])} calls, the largest "
+        f"{(largest + checkout) / MiB:.2f} MiB with it (limit {CALL_LIMIT / MiB:.0f}); "
         + ("OK" if not problems else "PROBLEMS"),
     )
     return problems
@@ -876,14 +888,22 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--offline", action="store_true", help="use the cached wheels only")
     parser.add_argument("--force", action="store_true", help="replace an existing --out")
-    parser.add_argument("--check", action="store_true", help="only check that the written calls fit, now")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check, just before the calls, that they fit beside the checkout as it is now and that "
+        "the carried libraries are built from its sources; then record its commit for the results",
+    )
     args = parser.parse_args(argv)
     if args.check:
         problems = check_plan(Path(args.out))
         for p in problems:
             print(f"tf_carry: {p}", file=sys.stderr)
         if not problems:
-            print((Path(args.out) / "PLAN.txt").read_text(), end="")
+            out = Path(args.out)
+            if any(HEAD_FILE in c["carry"] for c in json.loads((out / "plan.json").read_text())["calls"]):
+                (out / HEAD_FILE).write_text(json.dumps(_git_commit()))  # the code the calls will run
+            print((out / "PLAN.txt").read_text(), end="")
         return 1 if problems else 0
     if args.cache is None:
         from bzna_tf.ops import _build

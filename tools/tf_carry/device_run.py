@@ -592,6 +592,7 @@ def overlap_record(stage: dict, run: dict) -> dict:
         "driver": run.get("driver"),
         "commit": run.get("commit"),
         "commit_dirty": run.get("commit_dirty"),
+        "carry_commit": run.get("carry_commit"),
         "tensorflow": run.get("tensorflow"),
         "python": run.get("python"),
         "versions": stage.get("versions"),
@@ -664,15 +665,31 @@ def write_overlap(stage: dict, results: dict) -> dict:
     return {"file": name, **{k: record[k] for k in keep}, "reasons": record["reasons"]}
 
 
+def _checkout_commit(plan: dict) -> dict:
+    """The commit of the code that runs here: head.json, which ``tools/tf_carry --check`` wrote just
+    before the calls and the last call carried; without it, the carry's own (said so)."""
+    try:
+        head = json.loads((CARRY / "head.json").read_text())
+        return {"commit": head["commit"], "commit_dirty": head["dirty"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {
+            "commit": plan.get("commit"),
+            "commit_dirty": plan.get("dirty"),
+            "commit_note": "no head.json came: the carry's commit, which the checkout may be past",
+        }
+
+
 def _record_head(info: dict, plan: dict) -> dict:
-    """What every results file starts with: its kind, when, the commit, the device and its driver."""
+    """What every results file starts with: its kind, when, the commits (the checkout's, which ran, and
+    the carry's, whose libraries it loaded), the device and its driver."""
     smi = (info.get("nvidia_smi") or "").split(",")
     return {
         "kind": "tensorflow-gpu",
         "date": time.strftime("%Y-%m-%d"),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "commit": plan.get("commit"),
-        "commit_dirty": plan.get("dirty"),
+        **_checkout_commit(plan),
+        "carry_commit": plan.get("commit"),
+        "carry_commit_dirty": plan.get("dirty"),
         "device": smi[0].strip() if smi and smi[0].strip() else "unknown",
         "driver": smi[1].strip() if len(smi) > 1 else None,
         "python": info.get("python"),
