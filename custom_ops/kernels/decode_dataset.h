@@ -85,8 +85,8 @@ class DecodeBackend {
 
   // A pass-through component of the input (host memory: the input runs on
   // the host) as the device's output: the tensor itself on the CPU; on a GPU
-  // a copy in GPU memory, for the types a GPU kernel's outputs hold there
-  // (all but strings and int32).
+  // a copy in GPU memory for every type but strings, int32 included (the GPU
+  // IteratorGetNext declares no HostMemory outputs).
   virtual absl::Status Output(IteratorContext* ctx, const Tensor& host, Tensor* out) = 0;
 
   // An empty image batch of `shape` on the device.

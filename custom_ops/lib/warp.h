@@ -315,7 +315,8 @@ BZNA_HOST_DEVICE V Normalize(V v, const ColorTransform& color, int c) {
 // is degenerate (a zero, infinite or NaN column), the pixel is the point
 // sample, bit for bit: upsampling and 1:1 warps, rotations included, are
 // unchanged. Chroma planes are half-size, so their Jacobian is half the
-// luma's (a 2x luma reduction samples chroma at a point).
+// luma's, then lengthened (LengthenChromaColumn): a 2x luma reduction filters
+// chroma too.
 //
 // Out of bounds is decided by the centre point alone (step 2), as without
 // antialias: a pixel whose centre is inside gets the in-plane part of its
