@@ -11,7 +11,7 @@ decoding only, which finds some damage, not all.
 
 Samples are checked in parallel threads: reading and decoding release the
 GIL, but each picture's parse and CRC-32C in Python (NumPy, in steps of a few
-bytes per lane) hold it, about 2 ms a sample that more threads do not share
+bytes per lane) hold it, about 1.6 ms a sample that more threads do not share
 out. Without decoding, the samples of large files with checksums are checked
 by the native reader instead (``read_samples``, the op ``as_dataset`` reads
 with: the same parse and checksums, in C++, in parallel), and only those it
@@ -48,7 +48,7 @@ KINDS = ("checksum", "decode", "format", "index")
 
 # Without decoding, the samples of files with checksums are checked by the native reader when there are at
 # least this many of them and the native ops are already built: below it, importing TensorFlow and loading
-# the ops (seconds) costs more than the Python check of those samples (about 2 ms each), and a first use
+# the ops (seconds) costs more than the Python check of those samples (about 1.6 ms each), and a first use
 # would compile the ops (minutes). The report is the same either way.
 NATIVE_MIN_SAMPLES = 4096
 NATIVE_CHUNK = 64  # samples per native read: its pictures are in memory at once, in each thread
@@ -280,44 +280,89 @@ def _natively_checkable(f: BznaFile) -> bool:
 
 
 def _native_reader(files, decode: bool):
-    """``bzna_tf.ops.read_samples``, when the samples of ``files`` it can check without decoding are
+    """:func:`_read_natively`, when the samples of ``files`` it can check without decoding are
     :data:`NATIVE_MIN_SAMPLES` or more and the native ops are built; else None (all checked in Python)."""
+    from bzna_tf._cache import ops_library_may_exist
+
     if decode or sum(len(f) for f in files if _natively_checkable(f)) < NATIVE_MIN_SAMPLES:
         return None
+    if not ops_library_may_exist():  # none built for any TensorFlow: not worth importing TensorFlow
+        return None
     try:
-        from bzna_tf.ops import _build, _load, read_samples, verify_checksums
+        from bzna_tf.ops import _build, _load, verify_checksums
 
         if _load._module is None and _load._given_library() is None and not _build.plan().library.exists():
-            return None  # not built yet: the first use would compile them, for minutes
+            return None  # not built for this TensorFlow: the first use would compile them, for minutes
         if not verify_checksums():  # turned off in this process: the reader would not check them
             return None
     except Exception:  # no TensorFlow, no compiler, a library that does not load: checked in Python
         return None
-    return read_samples
+    return _read_natively
 
 
-def _check_natively(read, f: BznaFile, identity, start: int, stop: int, tracks) -> list:
-    """[(damage, pictures checked, 0)] of samples ``start..stop-1``, as :func:`_check` gives them.
+class _NativeFiles:
+    """The files a run checks through the native reader, read as one list: one kernel for the run, and
+    the op's arguments made once (made per call, they cost the run's file count each time)."""
+
+    def __init__(self, paths, identities, starts):
+        self.paths = list(paths)  # bytes: a name that is not UTF-8 reaches the op unchanged
+        self.identities = list(identities)
+        self.starts = list(starts)  # file k's first global index
+        self._args = None
+
+    def op_arguments(self) -> tuple:
+        """(the names as a string tensor, the identities as the op's attribute)."""
+        if self._args is None:
+            import tensorflow as tf
+
+            from bzna_tf.ops.source import _identities
+
+            names = tf.constant(self.paths, tf.string)
+            self._args = names, _identities(self.identities, names)
+        return self._args
+
+
+def _read_natively(files: _NativeFiles, indices, track: str):
+    """Each sample's error from the native reader (``read_samples`` with ``on_error="skip"``): b"" for a
+    sample it read, checksums checked."""
+    from bzna_tf.ops import load_library
+
+    names, identities = files.op_arguments()
+    out = load_library().bzna_read_samples(
+        names, indices, track=track, with_filename=False, on_error="skip", identities=identities,
+        working_directory="",
+    )  # fmt: skip
+    return out[5].numpy()
+
+
+def _check_natively(read, files: _NativeFiles, k: int, f: BznaFile, start: int, stop: int, tracks) -> list:
+    """[(damage, pictures checked, 0)] of samples ``start..stop-1`` of ``f`` (``files``' k-th), as
+    :func:`_check` gives them.
 
     The native reader ``read`` reads each of their pictures in ``tracks`` (the full-size one always: its
     checksum covers the whole per-image mp4), parsing them and checking their checksums as the source op
     does. A sample it reads is good; one it refuses is checked by :func:`_check`, which says what is wrong
-    (or finds nothing, when only a track that ``tracks`` leaves out is damaged).
+    (or finds nothing, when only a track that ``tracks`` leaves out is damaged). All are checked by
+    :func:`_check` when the reader fails as a whole (the file changed, or cannot be read there), or when
+    checksum verification was off at any moment of the read (another thread's ``verify_checksums``).
     """
     import numpy as np
     import tensorflow as tf
 
     from bzna_tf.ops import verify_checksums
+    from bzna_tf.ops.checksums import _verification_offs
 
-    indices = np.arange(start, stop, dtype=np.int64)
+    indices = np.arange(start, stop, dtype=np.int64) + files.starts[k]
     refused = np.zeros(stop - start, bool)
     names = ("input", "thumb") if THUMB in tracks and THUMB in f.tracks else ("input",)
+    offs = _verification_offs()
+    trusted = verify_checksums()
     try:
         for name in names:
-            out = read([f.path], indices, track=name, on_error="skip", identities=[identity])
-            refused |= out["errors"].numpy() != b""
-        trusted = verify_checksums()  # still on: the reader checked what it read
-    except tf.errors.OpError:  # the file changed or cannot be read there: the Python reader says how
+            refused |= read(files, indices, name) != b""
+        # On before, on after, never turned off between: on for every picture read.
+        trusted = trusted and verify_checksums() and _verification_offs() == offs
+    except (tf.errors.OpError, ValueError, TypeError):  # the Python reader says what is wrong
         trusted = False
     if not trusted:
         refused[:] = True
@@ -466,6 +511,17 @@ def verify(
         opened.append((r, f))
     sets = _mixed_sets([f for _, f in opened])
     read = _native_reader([f for _, f in opened], decode)
+    native = {}  # id(file) -> its place in natives
+    natives = _NativeFiles([], [], [])
+    if read is not None:
+        total_native = 0
+        for _, f in opened:
+            if _natively_checkable(f):
+                native[id(f)] = len(natives.paths)
+                natives.paths.append(os.fsencode(f.path))
+                natives.identities.append(f.identity)
+                natives.starts.append(total_native)
+                total_native += len(f)
     bar = None
     total = sum(r.samples for r, _ in opened)
     if mode == "lines":
@@ -494,11 +550,11 @@ def verify(
                 except (BznaFormatError, OSError) as e:  # removed or replaced since its index was read
                     r.error = str(e)
                     continue
-                if read is not None and _natively_checkable(f):
-                    identity = f.identity
+                k = native.get(id(f))
+                if k is not None:
                     for first in range(0, len(f), NATIVE_CHUNK):
                         stop = min(first + NATIVE_CHUNK, len(f))
-                        add((r, pool.submit(_check_natively, read, f, identity, first, stop, tracks)))
+                        add((r, pool.submit(_check_natively, read, natives, k, f, first, stop, tracks)))
                 else:
                     for i in range(len(f)):
                         add((r, pool.submit(_check, f, i, tracks, run)))

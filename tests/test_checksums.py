@@ -738,7 +738,7 @@ def test_verify_without_decoding_falls_back_to_python_where_the_reader_would_not
 
     monkeypatch.setattr(v, "NATIVE_MIN_SAMPLES", 0)
     with BznaFile(damaged) as bad:
-        assert v._native_reader([bad], decode=False) is read_samples
+        assert v._native_reader([bad], decode=False) is v._read_natively
         assert v._native_reader([bad], decode=True) is None  # decoding: through the Python reader
         # Checksums turned off in this process: the reader would take every sample.
         before = verify_checksums(False)
@@ -753,10 +753,82 @@ def test_verify_without_decoding_falls_back_to_python_where_the_reader_would_not
         monkeypatch.setattr(v, "_check", lambda f, i, *a: rechecked.append(i) or check(f, i, *a))
         with bad.held_open():
             other = bad.identity._replace(size=bad.identity.size + 1)
-            results = v._check_natively(read_samples, bad, other, 0, 12, v.TRACKS)
+            files = v._NativeFiles([os.fsencode(bad.path)], [other], [0])
+            results = v._check_natively(v._read_natively, files, 0, bad, 0, 12, v.TRACKS)
         assert rechecked == list(range(12))
         assert [i for i, (damage, _, _) in enumerate(results) if damage] == [2, 9]
         assert [checked for _, checked, _ in results] == [2] * 12
     monkeypatch.setattr(v, "NATIVE_MIN_SAMPLES", 13)  # more than the file holds
     with BznaFile(damaged) as bad:
         assert v._native_reader([bad], decode=False) is None
+
+
+def test_verify_through_the_native_reader_reads_the_file_on_disk_now(written, damaged, tmp_path, monkeypatch):
+    # A second verify in one process, after the file was replaced by a damaged copy of the same conversion
+    # with the same size and time (cp -p then mv, rsync -a): the op's kernel, kept by eager TensorFlow,
+    # read the file it had opened first and reported no damage.
+    import bzna_tf.verify as v
+
+    monkeypatch.setattr(v, "NATIVE_MIN_SAMPLES", 0)
+    path = tmp_path / "x.bzna"
+    shutil.copy2(written, path)
+    assert verify(path, decode=False).files[0].bad_samples == []
+    replacement = tmp_path / "x.bzna.new"
+    shutil.copy(damaged, replacement)
+    then = os.stat(path)
+    os.utime(replacement, ns=(then.st_atime_ns, then.st_mtime_ns))
+    os.replace(replacement, path)
+    assert verify(path, decode=False).files[0].bad_samples == [2, 9]
+
+
+def test_verify_through_the_native_reader_trusts_no_read_during_which_verification_was_off(
+    damaged, monkeypatch
+):
+    # Another thread turning verification off and on again while a chunk is read: those pictures were
+    # read unchecked, so every sample of the chunk is checked in Python.
+    import bzna_tf.verify as v
+
+    def toggled(*args, **kwargs):
+        verify_checksums(False)
+        try:
+            return v._read_natively(*args, **kwargs)
+        finally:
+            verify_checksums(True)
+
+    before = verify_checksums(True)
+    try:
+        with BznaFile(damaged) as f, f.held_open():
+            files = v._NativeFiles([os.fsencode(f.path)], [f.identity], [0])
+            steady = v._check_natively(v._read_natively, files, 0, f, 0, 12, v.TRACKS)
+            check, rechecked = v._check, []
+            monkeypatch.setattr(v, "_check", lambda f, i, *a: rechecked.append(i) or check(f, i, *a))
+            results = v._check_natively(toggled, files, 0, f, 0, 12, v.TRACKS)
+    finally:
+        verify_checksums(before)
+    assert rechecked == list(range(12))
+    assert results == steady and [i for i, (d, _, _) in enumerate(results) if d] == [2, 9]
+
+
+def test_verify_through_the_native_reader_takes_names_that_are_not_utf8(damaged, tmp_path, monkeypatch):
+
+    path = tmp_path / os.fsdecode(b"caf\xe9.bzna")
+    shutil.copy(damaged, path)
+    python, native, rechecked = _verify_both_ways(monkeypatch, [str(path)], workers=2)
+    assert native == python and python["damaged_samples"] == [2, 9]
+    assert rechecked == [(os.path.basename(str(path)), 2), (os.path.basename(str(path)), 9)]
+
+
+def test_verify_imports_no_tensorflow_where_no_ops_were_built(damaged, tmp_path, monkeypatch):
+    import bzna_tf.verify as v
+    from bzna_tf._cache import OPS_LIBRARY_NAME, OPS_LIBRARY_VAR, ops_library_may_exist
+
+    monkeypatch.setattr(v, "NATIVE_MIN_SAMPLES", 0)
+    monkeypatch.delenv(OPS_LIBRARY_VAR, raising=False)
+    monkeypatch.setenv("BZNA_TF_CACHE_DIR", str(tmp_path / "cache"))
+    assert not ops_library_may_exist()
+    with BznaFile(damaged) as f:
+        assert v._native_reader([f], decode=False) is None  # before TensorFlow is imported
+    built = tmp_path / "cache" / "ops-tf0.0-0" / OPS_LIBRARY_NAME
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"")
+    assert ops_library_may_exist()  # built for some TensorFlow: whether for this one takes TensorFlow

@@ -162,11 +162,12 @@ def test_verify_holds_at_most_a_few_files_open(flat_shards, tmp_path, monkeypatc
         return check(f, i, tracks, decode)
 
     monkeypatch.setattr(bzna_verify, "_check", counting)
+    gc.collect()  # files an earlier test left to the collector are not closed during the count
     before = _open_fds()
     report = verify(paths, decode=False, workers=2)
     assert report.ok and report.samples == 40 // 3 * 21 + 7
     assert max(seen) - before <= 4  # the file being checked and the next (plus the pool's threads)
-    assert _open_fds() == before
+    assert _open_fds() <= before  # none left open (the runtime may close one of its own meanwhile)
 
 
 def test_a_pipeline_over_more_files_than_the_descriptor_limit_reads_every_sample(flat_shards, tmp_path):

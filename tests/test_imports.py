@@ -43,6 +43,7 @@ LAYERS = ("format", "transforms", "ops", "datasets/layers", "convert/cli")
 # that holds a name wins; the package root "bzna_tf" holds only its own __init__.
 TABLE = {
     "bzna_tf.format": "format",  # the .bzna container: pure Python + NumPy, no TensorFlow
+    "bzna_tf._cache": "format",  # where the native builds are kept, found without TensorFlow
     "bzna_tf.transforms": "transforms",  # the affine matrices and the per-sample samplers
     "bzna_tf.ops": "ops",  # builds, loads and wraps the native ops; the GPU core's ctypes binding
     "bzna_tf.decode": "ops",  # the CPU HEVC decode op, wrapped for tensors and NumPy

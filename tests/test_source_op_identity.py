@@ -186,6 +186,22 @@ def test_read_samples_checks_identities(encoded, tmp_path):
         load_library().bzna_read_samples([path], tf.constant([2], tf.int64), identities=[1, 2, 3])
 
 
+def test_read_samples_reads_the_file_at_its_path_when_called(encoded, tmp_path):
+    # Eager TensorFlow keeps the op's kernel for every call with the same attributes, and the kernel
+    # kept its files open: after the file was converted again (renamed over it), a later call read the
+    # old file's pictures and names, as if it were still there.
+    from bzna_tf.ops import read_samples
+
+    path = str(tmp_path / "a.bzna")
+    write(path, encoded, range(N))
+    first = read_samples([path], tf.constant([0, 1], tf.int64), with_filenames=True)
+    assert first["filename"].numpy().tolist() == [b"img_0.png", b"img_1.png"]
+    convert_again(path, encoded, [1, 0, *range(2, N)])
+    again = read_samples([path], tf.constant([0, 1], tf.int64), with_filenames=True)
+    assert again["filename"].numpy().tolist() == [b"img_1.png", b"img_0.png"]
+    assert again["target"].numpy().tolist() == [1, 0]
+
+
 def test_a_new_dataset_of_a_file_rewritten_in_place_reads_its_new_index(encoded, tmp_path):
     # The ops share the index of a file among the datasets that read it, while its size, modification
     # time and inode stay the same. A file rewritten in place under the same modification time (or

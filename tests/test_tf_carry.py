@@ -466,6 +466,10 @@ def test_check_fails_when_the_library_sources_changed_since_the_carry(tmp_path, 
     )
     assert cb.main(["--check", "--out", str(carry)]) == 0
     assert json.loads((carry / cb.HEAD_FILE).read_text()) == cb._git_commit()
+    # A check that fails removes it: the last call would carry an earlier check's commit.
+    monkeypatch.setattr(cb, "stale_libraries", lambda commit: "stale")
+    assert cb.main(["--check", "--out", str(carry)]) == 1
+    assert not (carry / cb.HEAD_FILE).exists()
 
 
 # ------------------------------------------------------------------------------------------ the real carry
@@ -486,7 +490,7 @@ def test_the_built_carry_fits_the_calls():
     assert sorted(carried) == sorted(
         ["plan.json", "base", "bench", *(f"parts/{p['name']}" for p in plan["parts"]), cb.HEAD_FILE]
     )
-    assert cb.HEAD_FILE in plan["calls"][-1]["carry"] and (CARRY / cb.HEAD_FILE).is_file()
+    assert cb.HEAD_FILE in plan["calls"][-1]["carry"]  # written by --check, just before the calls
     assert plan["calls"][-1]["command"].endswith("device.sh final")
     assert all(c["command"].endswith("device.sh receive") for c in plan["calls"][:-1])
     names = sorted(p.name for p in (CARRY / "base" / "cuda").iterdir())

@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bzna_tf._cache import OPS_LIBRARY_NAME, cache_root
+
 __all__ = [
     "BuildError",
     "Build",
@@ -54,7 +56,7 @@ __all__ = [
     "source_dir",
 ]
 
-LIB_NAME = "libbzna_tf_ops.so"
+LIB_NAME = OPS_LIBRARY_NAME
 # -ffp-contract=off: no fused multiply-add, so the warp's float32 arithmetic is
 # exactly the order the NumPy reference in tests/ uses.
 EXTRA_FLAGS = [
@@ -107,13 +109,6 @@ def _compiler() -> str:
         f"found none (tried {', '.join(tried)}). Install g++ (Debian/Ubuntu: apt install g++; Fedora: "
         "dnf install gcc-c++) or point $CXX at one, then run: python -m bzna_tf.ops build"
     )
-
-
-def cache_root() -> Path:
-    if os.environ.get("BZNA_TF_CACHE_DIR"):
-        return Path(os.environ["BZNA_TF_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "bzna_tf"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import threading
 import warnings
 from pathlib import Path
 
+from bzna_tf._cache import OPS_LIBRARY_VAR
 from bzna_tf.ops._build import (
     CORE_LIB_NAME,
     GPU_NVDEC_LIB_NAME,
@@ -81,7 +82,6 @@ def _load_ffmpeg(path) -> str | None:
 
 # Libraries built elsewhere (Bazel: `bazel build //:libbzna_tf_ops.so //:gpu`), loaded instead of
 # bzna_tf's own g++ build: the ops library, and the folder holding the three GPU libraries.
-OPS_LIBRARY_VAR = "BZNA_TF_OPS_LIBRARY"
 GPU_LIBRARY_DIR_VAR = "BZNA_TF_GPU_LIBRARY_DIR"
 
 

@@ -32,3 +32,14 @@ def verify_checksums(enabled: bool | None = None) -> bool:
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_int]
     return bool(fn(-1 if enabled is None else int(bool(enabled))))
+
+
+def _verification_offs() -> int:
+    """How many times verification was turned off in this process (``verify_checksums(False)``): with
+    it on before and after a read and this count unchanged, it was on throughout the read, whatever
+    another thread did."""
+    _load.load_library()
+    fn = ctypes.CDLL(str(_load._path)).bzna_tf_verification_offs
+    fn.restype = ctypes.c_int64
+    fn.argtypes = []
+    return int(fn())

@@ -292,7 +292,9 @@ def read_samples(
     ``with_filename``, which still works until the next release, with a
     ``FutureWarning``). The files' indices are parsed once per process. A
     relative path is opened from the working directory when the op is made
-    (for a pipeline, when it is built), as :class:`BznaDataset` does.
+    (for a pipeline, when it is built), as :class:`BznaDataset` does. Each
+    call reads the file at its path then: one renamed over it since an
+    earlier call (a conversion, ``mv``) is opened again and its index read.
 
     ``on_error="raise"`` (default): a sample that cannot be read (malformed,
     damaged, a checksum mismatch, a short or failed read) fails the op with an

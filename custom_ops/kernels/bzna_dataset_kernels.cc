@@ -975,9 +975,9 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
   void Compute(OpKernelContext* ctx) override {
     std::vector<std::shared_ptr<const OpenFile>> files;
     std::vector<int64_t> starts;
-    OP_REQUIRES_OK(ctx, Files(ctx->input(0), &files, &starts));
-    const int64_t total = starts.back();
     const auto indices = ctx->input(1).flat<int64_t>();
+    OP_REQUIRES_OK(ctx, Files(ctx->input(0), indices, &files, &starts));
+    const int64_t total = starts.back();
     const int64_t k = indices.size();
     Tensor *data = nullptr, *names = nullptr, *height = nullptr, *target = nullptr, *width = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {k}, &data));
@@ -1021,15 +1021,16 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
 
  private:
   // The open files for `names` (kept while this kernel lives; reopened when
-  // the list changes), and each file's first global index plus the total.
-  absl::Status Files(const Tensor& names, std::vector<std::shared_ptr<const OpenFile>>* files,
-                     std::vector<int64_t>* starts) {
+  // the list changes, or when a file that `indices` read is no longer the one
+  // at its path), and each file's first global index plus the total.
+  absl::Status Files(const Tensor& names, tensorflow::TTypes<int64_t>::ConstFlat indices,
+                     std::vector<std::shared_ptr<const OpenFile>>* files, std::vector<int64_t>* starts) {
     absl::MutexLock lock(&mu_);
     std::vector<std::string> wanted;
     if (names.dims() <= 1) {
       for (int64_t i = 0; i < names.NumElements(); ++i) wanted.emplace_back(names.flat<tstring>()(i));
     }
-    if (files_.empty() || wanted != names_) {
+    if (files_.empty() || wanted != names_ || Replaced(indices)) {
       std::vector<std::string> opened;
       std::vector<std::shared_ptr<const OpenFile>> fresh;
       TF_RETURN_IF_ERROR(OpenAll(names, identities_, working_directory_, &opened, &fresh));
@@ -1041,6 +1042,31 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
     *files = files_;
     *starts = starts_;
     return absl::OkStatus();
+  }
+
+  // Whether a file that `indices` read is not the one opened any more: another
+  // file at its path (renamed over it, as a conversion or `mv` does: the
+  // handle kept would read the old one). Eager TensorFlow keeps this kernel
+  // for every later call with the same attributes, so a call reads the files
+  // at their paths when it runs, as a new op would: opened again, their
+  // identities checked again. A file changed in place (the same inode) is
+  // read through its handle, and a sample that then fails says the file
+  // changed (UnlessChanged). A stat for each file the call reads (usually one
+  // or two).
+  bool Replaced(tensorflow::TTypes<int64_t>::ConstFlat indices) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int64_t checked = -1;
+    for (int64_t t = 0; t < indices.size(); ++t) {
+      const int64_t global = indices(t);
+      if (global < 0 || global >= starts_.back()) continue;  // refused later, with its message
+      const int64_t f = std::upper_bound(starts_.begin(), starts_.end(), global) - starts_.begin() - 1;
+      if (f == checked) continue;
+      checked = f;
+      FileStat now;
+      if (!StatFile(files_[f]->file->path(), &now).ok()) continue;  // gone: read through the handle
+      const FileStat& then = files_[f]->file->stat();
+      if (now.device != then.device || now.inode != then.inode) return true;
+    }
+    return false;
   }
 
   PictureTrack track_ = PictureTrack::kThumb;

@@ -507,6 +507,7 @@ absl::Status ReadChecksums(const ByteSource& src, uint64_t off, uint64_t header,
 }
 
 std::atomic<int> g_verify_checksums{-1};  // -1: not yet read from the environment
+std::atomic<int64_t> g_verification_offs{0};  // SetChecksumVerification(false) calls
 
 absl::Status AppendNals(const uint8_t* p, size_t n, int length_size, const Where& w, uint64_t at,
                         std::string* out) {
@@ -715,7 +716,8 @@ const char* Utf8Error(const std::string& s, size_t* at) {
 }  // namespace
 
 bool ChecksumVerification() {
-  int v = g_verify_checksums.load(std::memory_order_relaxed);
+  // Acquire: a reader that sees verification off sees its turn-off counted (g_verification_offs).
+  int v = g_verify_checksums.load(std::memory_order_acquire);
   if (v < 0) {
     std::string env;
     if (const char* e = std::getenv("BZNA_TF_VERIFY_CHECKSUMS")) env = e;
@@ -729,7 +731,8 @@ bool ChecksumVerification() {
 
 bool SetChecksumVerification(bool on) {
   const bool previous = ChecksumVerification();
-  g_verify_checksums.store(on ? 1 : 0, std::memory_order_relaxed);
+  if (!on) g_verification_offs.fetch_add(1, std::memory_order_seq_cst);  // counted before it takes effect
+  g_verify_checksums.store(on ? 1 : 0, std::memory_order_seq_cst);
   return previous;
 }
 
@@ -1076,6 +1079,13 @@ absl::Status ReadPicture(const ByteSource& src, const BznaIndex& index, int64_t 
 // sets. Returns the value before the call.
 extern "C" __attribute__((visibility("default"))) int bzna_tf_verify_checksums(int on) {
   return on < 0 ? ChecksumVerification() : SetChecksumVerification(on != 0);
+}
+
+// For Python (ctypes, bzna-tf verify): how many times verification was turned
+// off in this process. Verification on before a read, on after it and this
+// count unchanged: it was on throughout (another thread may toggle it).
+extern "C" __attribute__((visibility("default"))) int64_t bzna_tf_verification_offs() {
+  return g_verification_offs.load(std::memory_order_seq_cst);
 }
 
 absl::Status ReadFilename(const ByteSource& src, const BznaIndex& index, int64_t i, std::string* out) {

@@ -130,8 +130,9 @@ DEADLINE_MARGIN_S = 20
 LIBRARY_SOURCES = ("custom_ops", "bzna_tf/ops/_build.py")
 
 
-# The checkout's commit when the calls are made (written by the build and again by --check, carried by
-# the last call): the code that runs there, which the results name; plan.json's is the libraries'.
+# The checkout's commit when the calls are made (written by --check when all is well, removed when not;
+# carried by the last call): the code that runs there, which the results name; plan.json's is the
+# libraries'. Without it the results name the carry's commit and say so.
 HEAD_FILE = "head.json"
 
 
@@ -800,7 +801,6 @@ def build_carry(
                 }
             )
         (staging / "plan.json").write_text(json.dumps(plan, indent=1))
-        (staging / HEAD_FILE).write_text(json.dumps(_git_commit()))
         for call in plan["calls"]:
             call["bytes"] = sum(_tree_bytes(staging / p) for p in call["carry"])
             call["total_bytes"] = call["bytes"] + checkout
@@ -899,7 +899,9 @@ def main(argv=None) -> int:
         problems = check_plan(Path(args.out))
         for p in problems:
             print(f"tf_carry: {p}", file=sys.stderr)
-        if not problems:
+        if problems:
+            (Path(args.out) / HEAD_FILE).unlink(missing_ok=True)  # an earlier check's commit is not this one
+        else:
             out = Path(args.out)
             if any(HEAD_FILE in c["carry"] for c in json.loads((out / "plan.json").read_text())["calls"]):
                 (out / HEAD_FILE).write_text(json.dumps(_git_commit()))  # the code the calls will run
