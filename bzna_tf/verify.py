@@ -11,7 +11,7 @@ decoding only, which finds some damage, not all.
 
 Samples are checked in parallel threads: reading and decoding release the
 GIL, but each picture's parse and CRC-32C in Python (NumPy, in steps of a few
-bytes per lane) hold it, about 1.6 ms a sample that more threads do not share
+bytes per lane) hold it, about 1.8 ms a sample that more threads do not share
 out. Without decoding, the samples of large files with checksums are checked
 by the native reader instead (``read_samples``, the op ``as_dataset`` reads
 with: the same parse and checksums, in C++, in parallel), and only those it
@@ -48,7 +48,7 @@ KINDS = ("checksum", "decode", "format", "index")
 
 # Without decoding, the samples of files with checksums are checked by the native reader when there are at
 # least this many of them and the native ops are already built: below it, importing TensorFlow and loading
-# the ops (seconds) costs more than the Python check of those samples (about 1.6 ms each), and a first use
+# the ops (seconds) costs more than the Python check of those samples (about 1.8 ms each), and a first use
 # would compile the ops (minutes). The report is the same either way.
 NATIVE_MIN_SAMPLES = 4096
 NATIVE_CHUNK = 64  # samples per native read: its pictures are in memory at once, in each thread
