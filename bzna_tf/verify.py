@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import itertools
 import os
 import re
 import sys
@@ -280,11 +281,12 @@ def _natively_checkable(f: BznaFile) -> bool:
 
 
 def _native_reader(files, decode: bool):
-    """:func:`_read_natively`, when the samples of ``files`` it can check without decoding are
-    :data:`NATIVE_MIN_SAMPLES` or more and the native ops are built; else None (all checked in Python)."""
+    """:func:`_read_natively`, when the samples of ``files`` (those :func:`_natively_checkable`) are
+    :data:`NATIVE_MIN_SAMPLES` or more, there is no decoding and the native ops are built; else None
+    (all checked in Python)."""
     from bzna_tf._cache import ops_library_may_exist
 
-    if decode or sum(len(f) for f in files if _natively_checkable(f)) < NATIVE_MIN_SAMPLES:
+    if decode or sum(len(f) for f in files) < NATIVE_MIN_SAMPLES:
         return None
     if not ops_library_may_exist():  # none built for any TensorFlow: not worth importing TensorFlow
         return None
@@ -309,6 +311,12 @@ class _NativeFiles:
         self.identities = list(identities)
         self.starts = list(starts)  # file k's first global index
         self._args = None
+
+    @classmethod
+    def of(cls, files) -> _NativeFiles:
+        """The open local files ``files``, in this order."""
+        starts = [0, *itertools.accumulate(len(f) for f in files)][:-1]
+        return cls([os.fsencode(f.path) for f in files], [f.identity for f in files], starts)
 
     def op_arguments(self) -> tuple:
         """(the names as a string tensor, the identities as the op's attribute)."""
@@ -510,18 +518,12 @@ def verify(
             continue
         opened.append((r, f))
     sets = _mixed_sets([f for _, f in opened])
-    read = _native_reader([f for _, f in opened], decode)
-    native = {}  # id(file) -> its place in natives
-    natives = _NativeFiles([], [], [])
-    if read is not None:
-        total_native = 0
-        for _, f in opened:
-            if _natively_checkable(f):
-                native[id(f)] = len(natives.paths)
-                natives.paths.append(os.fsencode(f.path))
-                natives.identities.append(f.identity)
-                natives.starts.append(total_native)
-                total_native += len(f)
+    checkable = [f for _, f in opened if _natively_checkable(f)]
+    read = _native_reader(checkable, decode)
+    if read is None:
+        checkable = []
+    natives = _NativeFiles.of(checkable)
+    native = {id(f): k for k, f in enumerate(checkable)}  # file -> its place in natives
     bar = None
     total = sum(r.samples for r, _ in opened)
     if mode == "lines":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 
 import bzna_tf.ops._load as _load  # the module: _load._path is set when it loads
 
@@ -26,11 +27,7 @@ def verify_checksums(enabled: bool | None = None) -> bool:
     Returns:
       The setting before the call.
     """
-    _load.load_library()
-    lib = ctypes.CDLL(str(_load._path))
-    fn = lib.bzna_tf_verify_checksums
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_int]
+    fn = _c_function("bzna_tf_verify_checksums", ctypes.c_int, ctypes.c_int)
     return bool(fn(-1 if enabled is None else int(bool(enabled))))
 
 
@@ -38,8 +35,14 @@ def _verification_offs() -> int:
     """How many times verification was turned off in this process (``verify_checksums(False)``): with
     it on before and after a read and this count unchanged, it was on throughout the read, whatever
     another thread did."""
+    return int(_c_function("bzna_tf_verification_offs", ctypes.c_int64)())
+
+
+@functools.cache
+def _c_function(name: str, restype, *argtypes):
+    """The ops library's C function ``name`` (loading the library first), looked up once."""
     _load.load_library()
-    fn = ctypes.CDLL(str(_load._path)).bzna_tf_verification_offs
-    fn.restype = ctypes.c_int64
-    fn.argtypes = []
-    return int(fn())
+    fn = getattr(ctypes.CDLL(str(_load._path)), name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+    return fn
