@@ -96,6 +96,20 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n` without `--dist`: each test module's tests on one worker (xdist's loadscope), not spread over
+    all of them. The modules' own fixtures (a converted dataset, the GPU kit, a tf.data service) are then
+    made once, not once per worker; on 2 cores that is about a tenth of the README's test command. An
+    explicit `--dist` (command line or $PYTEST_ADDOPTS) is obeyed."""
+    words = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    if config.getvalue("dist") != "load" or any(str(w).startswith("--dist") for w in words):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    return LoadScopeScheduling(config, log)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def native_ops_built():
     """The native ops, built before the first test of a run whose tests import TensorFlow.
