@@ -67,6 +67,35 @@ def pytest_configure(config):
         "every_original: run once per original-tools file there is (the repository's; also shared/'s "
         "ImageNet one where it sits beside the checkout, or where BZNA_TF_REQUIRE_FIXTURES is set)",
     )
+    config.addinivalue_line(
+        "markers",
+        "slow: a long end-to-end run (several processes that import TensorFlow and train: preemption, "
+        "multi-worker jobs, the tf.data service, the examples). Left out when pytest collects the test "
+        "folder without -m; `python -m pytest -n auto -m slow` runs them (.ci/slow does); naming a test "
+        "file or test runs its slow tests too",
+    )
+
+
+def _named(config) -> bool:
+    """Whether the command line names test files or tests (not only folders): then they all run."""
+    return any("::" in a or os.path.isfile(a.split("::")[0]) for a in config.args)
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.option.markexpr or _named(config):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if not (config.option.markexpr or _named(config)):  # under xdist only the workers collect: no count here
+        terminalreporter.write_line(
+            "The slow end-to-end tests were left out: `python -m pytest -n auto -m slow` runs them "
+            "(.ci/run does, in its slow leg)"
+        )
 
 
 def pytest_generate_tests(metafunc):
@@ -96,18 +125,32 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
 
+# `-n` without `--dist`: the tests are spread one by one as under xdist's load, but those of the modules
+# below, whose module fixtures take long to make (the GPU kit and its runs, tf.data service processes),
+# all run on one worker, which makes those fixtures once, not once per worker. (xdist's own loadgroup does
+# not group under pytest 9.2, pytest-dev/pytest-xdist#1386; whole modules per worker, loadscope, would
+# leave a worker idle while the other ends a long module.) An explicit `--dist` (command line or
+# $PYTEST_ADDOPTS) is obeyed.
+ONE_WORKER_MODULES = ("test_gpu_kit.py", "test_service.py")
+
+
+def _default_dist(config) -> bool:
+    words = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    return config.getvalue("dist") == "load" and not any(str(w).startswith("--dist") for w in words)
+
+
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`-n` without `--dist`: each test module's tests on one worker (xdist's loadscope), not spread over
-    all of them. The modules' own fixtures (a converted dataset, the GPU kit, a tf.data service) are then
-    made once, not once per worker; on 2 cores that is about a tenth of the README's test command. An
-    explicit `--dist` (command line or $PYTEST_ADDOPTS) is obeyed."""
-    words = [*config.invocation_params.args, *os.environ.get("PYTEST_ADDOPTS", "").split()]
-    if config.getvalue("dist") != "load" or any(str(w).startswith("--dist") for w in words):
+    if not _default_dist(config):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    return LoadScopeScheduling(config, log)
+    class Scheduling(LoadScopeScheduling):  # scopes: a module of ONE_WORKER_MODULES, else each test
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return module if module.rsplit("/", 1)[-1] in ONE_WORKER_MODULES else nodeid
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -761,6 +761,7 @@ def test_cli_convert_folder(tmp_path, small_images):
     assert "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 def test_tfrecord_example_script(tmp_path):
     script = __import__("pathlib").Path(__file__).parent.parent / "examples" / "tfrecord_to_bzna.py"
     out = tmp_path / "demo.bzna"

@@ -728,6 +728,7 @@ def test_model_fit_under_mirrored_strategy(flat_file):
 # ---------------------------------------------------------------------------------------------- the main job
 
 
+@pytest.mark.slow
 def test_main_example_trains_on_its_own_data(tmp_path):
     """The example learns its five texture classes: well above the 0.2 of chance on 50 validation pictures.
 
@@ -747,6 +748,7 @@ def test_main_example_trains_on_its_own_data(tmp_path):
     assert {p.name for p in tmp_path.glob("*.bzna")} == {"train.bzna", "val.bzna"}
 
 
+@pytest.mark.slow
 def test_main_example_on_any_file(flat_file):
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     cmd = [sys.executable, str(ROOT / "examples" / "train_keras.py"), "--data", str(flat_file)]

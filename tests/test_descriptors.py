@@ -145,6 +145,7 @@ def _copies(flat_shards, folder, n):
     return paths
 
 
+@pytest.mark.slow
 def test_many_datasets_and_a_dataset_of_many_files_under_a_descriptor_limit(flat_shards, tmp_path):
     _copies(flat_shards, tmp_path / "shards", 300)
     code = textwrap.dedent(
@@ -184,6 +185,7 @@ def test_verify_holds_at_most_a_few_files_open(flat_shards, tmp_path, monkeypatc
     assert _open_fds(tmp_path / "shards") == 0  # none left open
 
 
+@pytest.mark.slow
 def test_a_pipeline_over_more_files_than_the_descriptor_limit_reads_every_sample(flat_shards, tmp_path):
     # The native reader keeps at most a quarter of `ulimit -n` files open (64 here) and reopens the
     # others when it reads them; a file replaced meanwhile is refused, not read with its old index.

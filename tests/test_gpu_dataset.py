@@ -275,6 +275,7 @@ MIRRORED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fallback", "op"])
 def test_mirrored_strategy_recipe_on_two_logical_cpus(good_file, tmp_path, mode):
     script = tmp_path / "mirrored.py"

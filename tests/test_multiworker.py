@@ -24,6 +24,7 @@ from test_on_error import colour
 from bzna_tf import BznaWriter
 
 pytest.importorskip("tensorflow")
+pytestmark = pytest.mark.slow  # two worker processes that import TensorFlow and train
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = 14

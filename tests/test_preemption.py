@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("tensorflow")
+pytestmark = pytest.mark.slow  # several processes that train, each about 8 s
 
 JOB = Path(__file__).with_name("_preempt_job.py")
 

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
+# Separate service processes (their fixtures run on one worker: tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 from bzna_tf.ops import BznaDataset  # noqa: E402
 

@@ -1,0 +1,89 @@
+"""Which tests a run selects (tests/conftest.py): the slow end-to-end tests are left out of a run of the
+test folder and run with ``-m slow`` or when their file is named; under pytest-xdist without ``--dist``,
+the tests of a module with costly fixtures (the GPU kit's) share one worker, the others are spread.
+Checked on a copy of the conftest with tests of its own."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+TESTS = '''
+import pytest
+
+@pytest.mark.slow
+def test_long():
+    pass
+
+def test_short():
+    pass
+'''
+
+SIX = """
+import pytest
+
+@pytest.mark.parametrize("i", range(6))
+def test_six(i):
+    pass
+"""
+
+
+@pytest.fixture
+def suite(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    shutil.copy(HERE / "conftest.py", tests)
+    (tests / "test_some.py").write_text(TESTS)
+    return tmp_path
+
+
+def _pytest(cwd, *args):
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(cwd), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "selected", "deselected"),
+    [
+        (["tests"], ["test_short"], 1),  # the folder: the slow test is left out
+        ([], ["test_short"], 1),  # the same folder, by default (testpaths or the working folder)
+        (["tests/test_some.py"], ["test_long", "test_short"], 0),  # a named file runs them all
+        (["tests/test_some.py::test_long"], ["test_long"], 0),
+        (["-m", "slow", "tests"], ["test_long"], 1),  # .ci/slow
+        (["-m", "not slow", "tests"], ["test_short"], 1),
+    ],
+)
+def test_slow_tests_are_left_out_of_a_run_of_the_folder(suite, args, selected, deselected):
+    out = _pytest(suite, "--collect-only", "-q", *args)
+    assert sorted(re.findall(r"::(test_\w+)", out)) == selected, out
+    assert (f"({deselected} deselected)" in out) == bool(deselected), out
+    said = "The slow end-to-end tests were left out: `python -m pytest -n auto -m slow` runs them"
+    assert (said in out) == (args in ([], ["tests"])), out
+
+
+def _workers(out, module):
+    return set(re.findall(rf"\[(gw\d+)\] (?:\[ *\d+%\] )?PASSED tests/{re.escape(module)}::", out))
+
+
+def test_the_gpu_kits_tests_share_one_worker_and_the_others_are_spread(suite):
+    pytest.importorskip("xdist")
+    for module in ("test_gpu_kit.py", "test_other.py"):
+        (suite / "tests" / module).write_text(SIX)
+    out = _pytest(suite, "-n", "2", "-v", "tests/test_gpu_kit.py", "tests/test_other.py")
+    assert len(_workers(out, "test_gpu_kit.py")) == 1, out
+    out = _pytest(suite, "-n", "2", "-v", "tests/test_other.py")  # alone: the first tests go to both
+    assert len(_workers(out, "test_other.py")) == 2, out
+    out = _pytest(suite, "-n", "2", "-v", "--dist", "load", "tests/test_gpu_kit.py")  # --dist is obeyed
+    assert len(_workers(out, "test_gpu_kit.py")) == 2, out
