@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
 FLAGS = ["--processes", "2", "--preset", "medium", "--crf", "20", "--chroma", "average", "--no-progress"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_finished_shards_says_so_in_one_line_and_the_same_command_resumes(tmp_path):
     src = make_folder(tmp_path / "src", {"a": 12, "b": 12}, size=(144, 192))
     out = tmp_path / "out" / "x.bzna"

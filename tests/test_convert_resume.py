@@ -62,6 +62,7 @@ def kill_while_encoding(args, delay):
     return workers
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_then_rerun_gives_the_same_bytes(tmp_path):
     src = make_folder(tmp_path / "src", {"a": 8, "b": 8}, size=(96, 128))
     (tmp_path / "ref").mkdir()

@@ -34,6 +34,7 @@ def make_source(tmp_path, kind):
                              row_group_size=5, hf_names=["ant", "bee", "cat"]))  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["webdataset", "parquet"])
 def test_sigkill_then_rerun_gives_the_same_bytes(tmp_path, kind):
     src = make_source(tmp_path, kind)
