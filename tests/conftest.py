@@ -81,8 +81,13 @@ def _named(config) -> bool:
     return any("::" in a or os.path.isfile(a.split("::")[0]) for a in config.args)
 
 
+def _leaves_out_slow(config) -> bool:
+    """A run of test folders without -m: the slow tests are left out."""
+    return not (config.option.markexpr or _named(config))
+
+
 def pytest_collection_modifyitems(config, items):
-    if config.option.markexpr or _named(config):
+    if not _leaves_out_slow(config):
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
     if slow:
@@ -91,7 +96,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    if not (config.option.markexpr or _named(config)):  # under xdist only the workers collect: no count here
+    if _leaves_out_slow(config):  # under xdist only the workers collect: no count here
         terminalreporter.write_line(
             "The slow end-to-end tests were left out: `python -m pytest -n auto -m slow` runs them "
             "(.ci/run does, in its slow leg)"

@@ -33,11 +33,9 @@ from bzna_tf.verify import verify
 
 
 def _open_fds(*within) -> int:
-    """This process's open descriptors; with paths (files or folders), only those open on them or on files
-    under them: the count then moves with nothing else the process does meanwhile (the runtime's threads,
-    an earlier test's reader closed by the collector, pytest's own files)."""
-    if not within:
-        return len(os.listdir("/proc/self/fd"))
+    """This process's descriptors open on the paths ``within`` (files or folders) or on files under them:
+    the count moves with nothing else the process does meanwhile (the runtime's threads, an earlier test's
+    reader closed by the collector, pytest's own files)."""
     roots = [os.path.realpath(p) for p in within]
     count = 0
     for fd in os.listdir("/proc/self/fd"):
