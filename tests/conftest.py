@@ -74,6 +74,12 @@ def pytest_configure(config):
         "folder without -m; `python -m pytest -n auto -m slow` runs them (.ci/slow does); naming a test "
         "file or test runs its slow tests too",
     )
+    config.addinivalue_line(
+        "markers",
+        "gpu_build: needs the GPU toolchain (nvcc), or checks what the GPU libraries change on a machine "
+        "without a GPU: every test of test_gpu.py and each test using a fixture that compiles with nvcc "
+        f"({', '.join(sorted(NVCC_FIXTURES))}), marked by conftest.py. .ci/gpu-build runs only these",
+    )
 
 
 def _named(config) -> bool:
@@ -86,7 +92,18 @@ def _leaves_out_slow(config) -> bool:
     return not (config.option.markexpr or _named(config))
 
 
+# The fixtures that compile with nvcc: the GPU libraries (test_gpu.py), the GPU kit's run.sh and the core it
+# builds (test_gpu_kit.py). The tests using them, and all of test_gpu.py, get the gpu_build marker; the kit's
+# other tests (its contents, its runner on a stand-in core) need no nvcc and run in the test command only.
+NVCC_FIXTURES = frozenset({"gpu_library", "ran_kit", "core"})
+GPU_BUILD_MODULES = ("test_gpu.py",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the mark plugin selects by -m: the markers added here count
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in GPU_BUILD_MODULES or NVCC_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker("gpu_build")
     if not _leaves_out_slow(config):
         return
     slow = [item for item in items if item.get_closest_marker("slow")]

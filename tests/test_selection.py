@@ -1,7 +1,8 @@
 """Which tests a run selects (tests/conftest.py): the slow end-to-end tests are left out of a run of the
 test folder and run with ``-m slow`` or when their file is named; under pytest-xdist without ``--dist``,
 the tests of a module with costly fixtures (the GPU kit's) share one worker, the others are spread.
-Checked on a copy of the conftest with tests of its own."""
+The tests of test_gpu.py and those using a fixture that compiles with nvcc get the gpu_build marker
+(.ci/gpu-build runs those). Checked on a copy of the conftest with tests of its own."""
 
 import re
 import shutil
@@ -13,7 +14,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 
-TESTS = '''
+TESTS = """
 import pytest
 
 @pytest.mark.slow
@@ -22,7 +23,7 @@ def test_long():
 
 def test_short():
     pass
-'''
+"""
 
 SIX = """
 import pytest
@@ -87,3 +88,44 @@ def test_the_gpu_kits_tests_share_one_worker_and_the_others_are_spread(suite):
     assert len(_workers(out, "test_other.py")) == 2, out
     out = _pytest(suite, "-n", "2", "-v", "--dist", "load", "tests/test_gpu_kit.py")  # --dist is obeyed
     assert len(_workers(out, "test_gpu_kit.py")) == 2, out
+
+
+KIT = """
+import pytest
+
+@pytest.fixture(scope="module")
+def ran_kit():
+    return "built"
+
+@pytest.fixture(scope="module")
+def core(ran_kit):
+    return ran_kit
+
+def test_uses_the_core(core):
+    pass
+
+def test_runs_the_kit(ran_kit):
+    pass
+
+def test_reads_the_kit():
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "selected"),
+    [
+        # .ci/gpu-build: test_gpu.py whole, and the tests using a fixture that compiles with nvcc
+        (
+            ["-m", "gpu_build", "tests"],
+            ["test_long", "test_runs_the_kit", "test_short", "test_uses_the_core"],
+        ),
+        (["-m", "gpu_build", "tests/test_kit.py"], ["test_runs_the_kit", "test_uses_the_core"]),
+        (["-m", "not gpu_build", "tests"], ["test_reads_the_kit"]),
+    ],
+)
+def test_the_gpu_build_leg_selects_what_needs_nvcc(suite, args, selected):
+    (suite / "tests" / "test_some.py").rename(suite / "tests" / "test_gpu.py")
+    (suite / "tests" / "test_kit.py").write_text(KIT)
+    out = _pytest(suite, "--collect-only", "-q", *args)
+    assert sorted(re.findall(r"::(test_\w+)", out)) == selected, out
