@@ -2,12 +2,6 @@
 # Every leg works in the main venv, .venv, the one the README's test command makes; a leg run alone
 # makes it the same way when it is missing.
 
-# pip byte-compiles nothing it installs (TensorFlow, torch, JAX: tens of thousands of modules, about a
-# quarter of an install's time); Python compiles the modules a test imports, once, into the venv.
-# (PIP_COMPILE=0, not PIP_NO_COMPILE=1: pip reads the latter as "compile".) The README's test command
-# runs before any leg, unaffected.
-export PIP_COMPILE=0
-
 step() { printf '\n%s: %s (%ds so far)\n' "${LEG:-ci}" "$1" "$SECONDS"; }
 
 fail() {

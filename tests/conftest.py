@@ -70,9 +70,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "slow: a long end-to-end run of several processes (preemption, multi-worker jobs, the tf.data "
-        "service, the examples, conversions killed and run again). Left out when pytest collects the test "
-        "folder without -m; `python -m pytest -n auto -m slow` runs them (.ci/slow does); naming a test "
-        "file or test runs its slow tests too",
+        "service, the examples, conversions killed and run again, the GPU kit's runner run whole). Left "
+        "out when pytest collects the test folder without -m; `python -m pytest -n auto -m slow` runs them "
+        "(.ci/slow does); naming a test file or test runs its slow tests too",
     )
     config.addinivalue_line(
         "markers",

@@ -6,7 +6,8 @@ the missing driver), and the binding tested on the library that run built:
 argument checks answer before the driver is touched. The runner's checks and
 benchmark run end to end against a stand-in core (tests/_fake_gpu_core.py:
 FFmpeg + a NumPy warp from SPEC section 4), so the first GPU to see the kit does not
-meet untried code.
+meet untried code. Those whole runs of the runner (5 to 25 s each) are marked slow: the README's test
+command leaves them out, ``.ci/slow`` runs them.
 
 The kit is tooling, not runtime: it lives in ``tools/gpu_kit/`` (run as
 ``python tools/gpu_kit OUT``), and neither ``bzna_tf/`` nor its wheel holds it.
@@ -623,6 +624,7 @@ def ran_ok(kit, tmp_path_factory):
     return (tmp, *run_fake(kit[0], tmp, "ok", "--batch", "16", "--repeats", "1", "--quick"))
 
 
+@pytest.mark.slow  # a whole run of the runner, 5-25 s: .ci/slow runs it
 def test_runner_checks_and_times_everything(kit, ran_ok):
     _, r, result = ran_ok
     assert r.returncode == 0 and result["passed"], (result.get("errors"), result.get("failed_checks"))
@@ -737,6 +739,7 @@ def test_runner_without_nvdec_runs_the_warp_checks(kit, tmp_path):
     assert result["bench"] == {"skipped": "--no-bench"} and not result["errors"]
 
 
+@pytest.mark.slow  # a whole run of the runner, 5-25 s: .ci/slow runs it
 def test_runner_names_a_failed_check(kit, tmp_path):
     r, result = run_fake(kit[0], tmp_path, "broken-rgb", "--no-bench")
     assert r.returncode == 1 and result["passed"] is False
@@ -745,6 +748,7 @@ def test_runner_names_a_failed_check(kit, tmp_path):
     assert failed["max_abs_diff"] > failed["atol"] and failed["frac_equal"] == 0
 
 
+@pytest.mark.slow  # a whole run of the runner, 5-25 s: .ci/slow runs it
 def test_runner_finds_a_core_that_fills_the_border_band(kit, tmp_path):
     # A core with Benzina's bounds ([0, W - 1]) frames every upscaled picture with the fill colour.
     r, result = run_fake(kit[0], tmp_path, "benzina-bounds", "--no-bench")
@@ -769,6 +773,7 @@ def test_runner_finds_a_core_that_fills_the_border_band(kit, tmp_path):
     assert ("warp_yuv420.antialias" in failed) == reaches, failed
 
 
+@pytest.mark.slow  # a whole run of the runner, 5-25 s: .ci/slow runs it
 def test_runner_finds_a_core_that_ignores_picture_sizes(kit, tmp_path):
     # A core that warps the whole decoded frame: the padding shows beyond the pictures' right and
     # bottom edges, in the one case that passes the pictures' sizes.
@@ -782,6 +787,7 @@ def test_runner_finds_a_core_that_ignores_picture_sizes(kit, tmp_path):
     assert result["checks"]["warp_yuv420"]["picture_sizes"]["pass"]
 
 
+@pytest.mark.slow  # a whole run of the runner, 5-25 s: .ci/slow runs it
 @pytest.mark.parametrize(
     ("mode", "failed"),
     [
@@ -898,6 +904,7 @@ def test_matched_jpeg_quality_is_the_nearest(monkeypatch):
     assert low["chroma"] == "4:2:0" and low["chosen"]["quality"] == 75
 
 
+@pytest.mark.slow  # a whole run of the runner, 5-25 s: .ci/slow runs it
 def test_runner_times_the_anchors(kit, ran_ok):
     """Each CRF: the core, the stand-in PyNvVideoCodec (2 instances as the core's 2 sessions, and 1) on the
     same pictures, whose planes match the CPU decoder's, nvJPEG (or its reason) and the ratios."""
@@ -947,6 +954,7 @@ def test_runner_times_the_anchors(kit, ran_ok):
     }
 
 
+@pytest.mark.slow  # a whole run of the runner, 5-25 s: .ci/slow runs it
 def test_anchor_without_a_driver_reports_it(kit, tmp_path):
     """import PyNvVideoCodec raises RuntimeError without a driver: the reason, the core's figures, a pass."""
     r, result = run_fake(
@@ -964,6 +972,7 @@ def test_anchor_without_a_driver_reports_it(kit, tmp_path):
     assert anchors["table"][-1].startswith("PyNvVideoCodec: import PyNvVideoCodec failed: RuntimeError")
 
 
+@pytest.mark.slow  # a whole run of the runner, 5-25 s: .ci/slow runs it
 def test_anchor_finds_wrong_planes(kit, tmp_path):
     """A binding whose frames differ from the CPU decoder's: the frames check names them."""
     r, result = run_fake(

@@ -78,6 +78,7 @@ def _workers(out, module):
     return set(re.findall(rf"\[(gw\d+)\] (?:\[ *\d+%\] )?PASSED tests/{re.escape(module)}::", out))
 
 
+@pytest.mark.slow  # three pytest-xdist runs of two worker processes each
 def test_the_gpu_kits_tests_share_one_worker_and_the_others_are_spread(suite):
     pytest.importorskip("xdist")
     for module in ("test_gpu_kit.py", "test_other.py"):
