@@ -9,6 +9,20 @@ fail() {
   exit 1
 }
 
+# The requirements of the project and of its test extra, as pyproject.toml lists them (nothing where
+# Python has no tomllib, before 3.11): a leg's --deps-only installs them ahead of the project (.ci/run).
+test_requirements() {
+  python3 - <<'PY'
+try:
+    import tomllib
+except ImportError:
+    raise SystemExit(0)
+with open("pyproject.toml", "rb") as f:
+    project = tomllib.load(f)["project"]
+print("\n".join([*project["dependencies"], *project["optional-dependencies"]["test"]]))
+PY
+}
+
 main_venv() {
   if [ ! -x .venv/bin/python ]; then
     step "making .venv as the README's test command does"
