@@ -94,7 +94,8 @@ def _leaves_out_slow(config) -> bool:
 
 # The fixtures that compile with nvcc: the GPU libraries (test_gpu.py), the GPU kit's run.sh and the core it
 # builds (test_gpu_kit.py). The tests using them, and all of test_gpu.py, get the gpu_build marker; the kit's
-# other tests (its contents, its runner on a stand-in core) need no nvcc and run in the test command only.
+# other tests (its contents, its runner on a stand-in core) need no nvcc: the test command and .ci/slow run
+# them.
 NVCC_FIXTURES = frozenset({"gpu_library", "ran_kit", "core"})
 GPU_BUILD_MODULES = ("test_gpu.py",)
 
