@@ -9,10 +9,15 @@ fail() {
   exit 1
 }
 
-# The requirements of the project and of its test extra, as pyproject.toml lists them (nothing where
-# Python has no tomllib, before 3.11): a leg's --deps-only installs them ahead of the project (.ci/run).
-test_requirements() {
-  python3 - <<'PY'
+# deps_venv VENV [REQUIREMENT...]: a venv at VENV holding the requirements of the project and of its test
+# extra, as pyproject.toml lists them (none where Python has no tomllib, before 3.11), and those given, but
+# not bzna_tf: a leg's --deps-only, which .ci/run runs in the background beside another install. Fails when
+# there is nothing to install.
+deps_venv() {
+  local venv=$1 requirements
+  shift
+  mapfile -t requirements < <(
+    python3 - <<'PY'
 try:
     import tomllib
 except ImportError:
@@ -21,6 +26,11 @@ with open("pyproject.toml", "rb") as f:
     project = tomllib.load(f)["project"]
 print("\n".join([*project["dependencies"], *project["optional-dependencies"]["test"]]))
 PY
+  )
+  requirements+=("$@")
+  [ "${#requirements[@]}" -gt 0 ] || fail "no requirements read from pyproject.toml (Python >= 3.11 reads it)"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q "${requirements[@]}"
 }
 
 main_venv() {
