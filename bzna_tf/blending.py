@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import weakref
 
-from bzna_tf.datasets.arguments import positive_int, resolve_seed
+from bzna_tf.datasets.arguments import as_written, positive_int, resolve_seed
 
 __all__ = ["blend", "MIXES"]
 
@@ -132,6 +132,7 @@ def _refuse_what_workers_would_split_wrong(datasets, seed) -> None:
         )
 
 
+@as_written
 def blend(
     datasets, weights=None, seed=None, *, mix: str = "batch", batch_size=None, stop_on_empty: bool = True
 ):

@@ -846,6 +846,42 @@ def test_as_dataset_in_a_tf_function_needs_an_initial_epoch(flat_file):
         cardinality()
 
 
+def test_a_tf_function_calls_as_dataset_and_blend_as_written(flat_file, monkeypatch):
+    # AutoGraph would convert as_dataset, blend and the ~50 functions they call (about 5 s the first time
+    # in a process) to run the same Python: both carry AutoGraph's own mark, so their code runs as written.
+    import inspect
+
+    import bzna_tf.blending
+    import bzna_tf.datasets.catalog
+
+    callers = []  # the functions on the stack of each spied call: AutoGraph's conversions are named tf__NAME
+
+    def spy(module, name):
+        real = getattr(module, name)
+
+        def recorded(*args, **kwargs):
+            callers.append([frame.function for frame in inspect.stack()])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, recorded)
+
+    spy(bzna_tf.datasets.catalog, "check_arguments")
+    spy(bzna_tf.blending, "_weights")
+    d = ClassificationDataset(flat_file).labelled()
+
+    @tf.function
+    def cardinality():
+        ds = d.as_dataset(batch_size=4, shape=8, initial_epoch=0, shuffle=True, seed=1, repeat=True)
+        return tf.data.experimental.cardinality(bzna_tf.blend([ds, ds], seed=2))
+
+    assert int(cardinality()) == tf.data.INFINITE_CARDINALITY
+    assert len(callers) == 2
+    for stack in callers:
+        assert "tf__cardinality" in stack  # the test's own function is converted
+        assert "as_dataset" in stack or "blend" in stack
+        assert [f for f in stack if f.startswith("tf__") and f != "tf__cardinality"] == []
+
+
 def test_iterations_continue_the_epochs_and_the_state_checkpoints(flat_file, tmp_path):
     d = ClassificationDataset(flat_file)
 

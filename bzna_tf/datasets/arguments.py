@@ -28,6 +28,7 @@ __all__ = [
     "RENAMED",
     "SHARD_BY",
     "Options",
+    "as_written",
     "check",
     "nonnegative_int",
     "positive_int",
@@ -84,6 +85,24 @@ HINTS = {
 }
 """Keywords of Keras, TFDS or tf.data that ``as_dataset`` does not take -> the parameter meant (the
 error says "did you mean `shape`?") or what to do instead."""
+
+
+def as_written(func):
+    """Marks ``func`` so that AutoGraph calls it as written inside a ``tf.function``.
+
+    ``as_dataset`` and ``blend`` are Python over Python values: they build
+    ``tf.data`` graphs and never branch on a tensor. Called inside a
+    ``tf.function`` (ParameterServerStrategy's dataset function), AutoGraph
+    would convert them and the ~50 functions they call first, about 5 s the
+    first time in a process, to run the same code. The mark is the one
+    AutoGraph puts on its own functions (``autograph_info__``); the functions
+    given to ``Dataset.map`` inside are still converted, as in eager mode.
+    This module imports no TensorFlow, hence the attribute rather than
+    ``tf.autograph.experimental.do_not_convert``, which would also switch
+    AutoGraph off for those map functions.
+    """
+    func.autograph_info__ = None
+    return func
 
 
 @dataclass(frozen=True)

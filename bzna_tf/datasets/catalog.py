@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 import bzna_tf.format.wording as wording
-from bzna_tf.datasets.arguments import HINTS, RENAMED
+from bzna_tf.datasets.arguments import HINTS, RENAMED, as_written
 from bzna_tf.datasets.arguments import check as check_arguments
 from bzna_tf.format.keywords import keywords
 from bzna_tf.format.reader import is_url
@@ -322,6 +322,7 @@ class Dataset:
 
     _labels = False  # elements are images (and filenames), no labels
 
+    @as_written
     @keywords(renamed=RENAMED, hints=HINTS)
     def as_dataset(
         self,

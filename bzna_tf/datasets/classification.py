@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 import bzna_tf.format.wording as wording
-from bzna_tf.datasets.arguments import HINTS, RENAMED
+from bzna_tf.datasets.arguments import HINTS, RENAMED, as_written
 from bzna_tf.datasets.catalog import _AS_DATASET_ARGUMENTS, Dataset
 from bzna_tf.format.keywords import keywords
 from bzna_tf.format.labels import is_labelled
@@ -97,6 +97,7 @@ class ClassificationDataset(Dataset):
         out._splits_read = self._splits_read  # chosen by label, not by position: still the splits it read
         return out
 
+    @as_written
     @keywords(renamed=RENAMED, hints=HINTS)
     def as_dataset(
         self,
