@@ -1066,7 +1066,7 @@ def convert(
     except BrokenProcessPool:  # a worker killed (by the kernel's out-of-memory killer, say)
         raise ConversionError(
             "a worker process died (killed, or out of memory? fewer --processes take less memory; in a "
-            "script, is convert() under `if __name__ == \"__main__\":`? the workers are spawned processes "
+            'script, is convert() under `if __name__ == "__main__":`? the workers are spawned processes '
             "that import the script); the shard it worked on is not written"
             f"{_what_is_kept(summary, 'run the same command again')}"
         ) from None
@@ -1528,8 +1528,11 @@ def _decoding_change(pictures, skipped, decoder=None) -> str:
         return ""
     changes = [  # (the last revision that decoded them otherwise, what, how many)
         (0, "with an orientation (a TIFF's is now applied)", pictures.get("exif_orientation", 0)),
-        (0, "of more than 8 bits per channel (now reduced by their high byte)",
-         pictures.get("high_bit_depth", 0)),
+        (
+            0,
+            "of more than 8 bits per channel (now reduced by their high byte)",
+            pictures.get("high_bit_depth", 0),
+        ),
         (0, "of PNG data it could not decode (some now decode)", sum("PNG data of" in r for _, r in skipped)),
         (1, "in CMYK (a YCCK JPEG's colours are now kept)", pictures.get("cmyk", 0)),
     ]

@@ -189,7 +189,8 @@ class TableColumns:
                     raise SourceError(_label_not_integers(where, odd[0], types[odd[0]], listing()))
             # One of nulls only counts as integers (every label of this file missing), as in check().
             candidates = tagged or [
-                n for n, t in types.items()
+                n
+                for n, t in types.items()
                 if n != self.image and (is_label(t) or (n in named_label and is_label_or_null(t)))
             ]
             if len(candidates) > 1:
@@ -260,7 +261,6 @@ class TableColumns:
                 "label would mean two classes. Convert the files separately, or rewrite their labels to one "
                 "list of names"
             )
-
 
     def finish(self):
         """Raises SourceError when the label column is nulls only in every file (after :meth:`check` of
