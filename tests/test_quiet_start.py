@@ -20,8 +20,8 @@ import tensorflow as tf
 from bzna_tf.ops import _build, _load
 
 LINE = re.compile(
-    r"compiling bzna_tf's native ops for TensorFlow (\S+), once: (\d+) files, (\d+) at a time, "
-    r"(.+) on this machine\n"
+    r"compiling bzna_tf's native ops for TensorFlow (\S+), once: (\d+) files(?: as (\d+) compiler runs)?, "
+    r"(\d+) at a time, (.+) on this machine\n"
 )
 
 
@@ -56,7 +56,8 @@ def test_one_line_when_the_ops_compile_and_none_when_cached(fake_compile, idle, 
     assert m, err
     # An empty cache: the range measured on 2 cores, per round of parallel compiles.
     span = _build._span(*(s * rounds for s in _build.SECONDS_PER_ROUND_RANGE["ops"]))
-    assert (m[1], int(m[2]), int(m[3]), m[4]) == (tf.__version__, len(b.units), 2, span)
+    runs = len(_build._runs(b, 2))  # 2 groups of kernels/ and ops/ files, then lib/'s files one by one
+    assert (m[1], int(m[2]), int(m[3]), int(m[4]), m[5]) == (tf.__version__, len(b.units), runs, 2, span)
     assert _build.build() == path and len(fake_compile) == 1
     assert capsys.readouterr().err == ""  # cached: silent
     facts = json.loads((path.parent / "build.json").read_text())
@@ -64,10 +65,14 @@ def test_one_line_when_the_ops_compile_and_none_when_cached(fake_compile, idle, 
     assert facts["build_rounds"] == rounds and facts["build_seconds"] >= 0
 
 
-def test_the_compile_prints_its_progress_file_by_file(monkeypatch, tmp_path, idle, capsys):
+def test_the_compile_prints_its_progress_run_by_run(monkeypatch, tmp_path, idle, capsys):
     monkeypatch.setenv("BZNA_TF_CACHE_DIR", str(tmp_path / "cache"))
+    sources = []
 
     def compiler(cmd, verbose):  # a stand-in for g++: writes the file that -o names
+        if "-c" in cmd:
+            source = Path(cmd[cmd.index("-c") + 1])
+            sources.append(source.read_text() if source.name.startswith("group") else str(source))
         Path(cmd[cmd.index("-o") + 1]).write_bytes(b"")
 
     monkeypatch.setattr(_build, "_run", compiler)
@@ -75,13 +80,54 @@ def test_the_compile_prints_its_progress_file_by_file(monkeypatch, tmp_path, idl
     _build.build()
     first, *lines = capsys.readouterr().err.splitlines()
     assert LINE.fullmatch(first + "\n"), first
-    n = len(b.units)
-    steps = [re.fullmatch(r"  (\d+)/(\d+) compiled \((\S+)\), \d+ s", line) for line in lines[:-1]]
-    assert all(steps) and len(steps) == n, lines
+    n = len(_build._runs(b, 2))
+    steps = [re.fullmatch(r"  (\d+)/(\d+) compiled \((.+)\), \d+ s", line) for line in lines[:-1]]
+    assert all(steps) and len(steps) == n == len(sources), lines
     assert [(int(m[1]), int(m[2])) for m in steps] == [(k, n) for k in range(1, n + 1)]
     root = _build.source_dir()
-    assert sorted(m[3] for m in steps) == sorted(str(u.relative_to(root)) for u in b.units)
+    named = [name for m in steps for name in m[3].split(", ")]
+    assert sorted(named) == sorted(str(u.relative_to(root)) for u in b.units)  # each file once
+    # A group is one translation unit that includes its files; every file is compiled once.
+    included = [
+        line.split('"')[1] for text in sources for line in text.splitlines() if line.startswith("#include")
+    ]
+    assert sorted(included + [s for s in sources if s.endswith(".cc")]) == sorted(str(u) for u in b.units)
     assert re.fullmatch(r"  libbzna_tf_ops\.so linked, \d+ s in all", lines[-1]), lines[-1]
+
+
+def test_the_kernels_and_ops_compile_in_as_many_groups_as_jobs():
+    b = _build.plan()
+    root = _build.source_dir()
+    grouped = {u for u in b.units if u.relative_to(root).parts[0] in ("kernels", "ops")}
+    alone = [(u,) for u in b.units if u not in grouped]
+    assert len(grouped) >= 4 and alone
+    for jobs in (1, 2, 3):
+        runs = _build._runs(b, jobs)
+        groups = runs[:jobs]
+        assert runs[jobs:] == alone  # lib/ (no TensorFlow headers): file by file
+        assert sorted(u for g in groups for u in g) == sorted(grouped)
+        sizes = [sum(u.stat().st_size for u in g) for g in groups]
+        largest = max(u.stat().st_size for u in grouped)
+        assert max(sizes) - min(sizes) <= largest  # balanced by size
+    assert _build._runs(b, 64) == [(u,) for u in sorted(grouped)] + alone  # enough cores: file by file
+    assert _build._rounds(b, 2) == 3 and _build._rounds(b, 64) == 1
+
+
+def test_each_grouped_file_keeps_its_names_in_a_namespace_of_its_own():
+    # Files compiled as one translation unit share their namespaces: an anonymous namespace directly in
+    # bzna_tf would let one file's helper (a ParallelFor, a Layout) take part in another's name lookup.
+    root = _build.source_dir()
+    for folder in _build.GROUPED_FOLDERS:
+        for path in sorted((root / folder).glob("*.cc")):
+            opened = []
+            for line in path.read_text().splitlines():
+                m = re.match(r"namespace (\w*) ?\{", line)
+                if m:
+                    opened.append(m[1])
+                    assert m[1] or opened[:-1] != ["bzna_tf"], f"{path.name}: bzna_tf::{{anonymous}}"
+                elif re.match(r"\}\s*// namespace", line):
+                    opened.pop()
+            assert opened == [], (path.name, opened)
 
 
 def test_on_a_terminal_the_progress_is_one_line_rewritten():

@@ -15,7 +15,7 @@ file lock makes concurrent first uses (pytest workers, several trainers) wait
 for one build instead of racing; the library appears under its final name only
 once it is complete. A build says so on stderr, with how long it should take
 (the range of the recent builds of its kind here, longer while other jobs keep
-the cores busy; see estimate_range), then one line per compiled file (one line
+the cores busy; see estimate_range), then one line per compiler run (one line
 rewritten in place on a terminal), and build.json records how long it took.
 """
 
@@ -159,17 +159,50 @@ def build(force: bool = False, verbose: bool = False, jobs: int | None = None) -
     return _cached(plan(), _compile, force, verbose, jobs, "native ops")
 
 
-# Seconds per round of parallel compiles (one translation unit per job), until this machine has built
-# something. Measured on 2 cores: 17 builds of the ops (12 units, 6 rounds) took 22 to 70 s, the slow
-# ones beside other jobs (one more, on a 2-core machine busy with several test runs, about 6 minutes,
-# which the load scaling of estimate_range covers); 10 builds of the GPU libraries (1 round of the
-# TensorFlow kernels, the core's compile included) 11 to 60 s.
+# Seconds per round of parallel compiler runs (one translation unit per job; see _runs), until this machine
+# has built something. Measured on 2 cores: 17 builds of the ops file by file (12 units, 6 rounds) took 22
+# to 70 s, the slow ones beside other jobs (one more, on a 2-core machine busy with several test runs,
+# about 6 minutes, which the load scaling of estimate_range covers); grouped (13 units as 5 runs, 3
+# rounds), 31 s, 10 s a round; 10 builds of the GPU libraries (1 round of the TensorFlow kernels, the
+# core's compile included) 11 to 60 s.
 SECONDS_PER_ROUND_RANGE = {"ops": (3.5, 16.0), "gpu": (11.0, 60.0)}
 RECENT_BUILDS = 5  # how many of this machine's recorded builds make its range
 
 
+# The folders of the TensorFlow kernels and op registrations. Each of their files spends most of its compile
+# parsing TensorFlow's headers, the same ones (about 10 s of the 10 to 21 s a file takes on 2 cores): with
+# fewer jobs than such files, _runs compiles them as `jobs` groups, each group one translation unit that
+# includes its files, so that the headers are parsed once per group (the ops: about 30 s on 2 cores,
+# 80 s file by file). Each file keeps its own names in a namespace of its own (bzna_tf::<file name>), so
+# that a file never sees another's. lib/ (no TensorFlow) compiles file by file, as do the GPU build's units.
+GROUPED_FOLDERS = ("kernels", "ops")
+
+
+def _runs(b: Build, jobs: int) -> list[tuple[Path, ...]]:
+    """The compiler runs of a build, the groups first: each a tuple of the units compiled as one."""
+    jobs = max(1, jobs)
+    grouped = [u for u in b.units if not isinstance(b, GpuBuild) and u.parent.name in GROUPED_FOLDERS]
+    alone = [(u,) for u in b.units if u not in grouped]
+    if len(grouped) <= jobs:
+        return [(u,) for u in grouped] + alone
+    groups: list[list[Path]] = [[] for _ in range(jobs)]
+    sizes = [0] * jobs
+    for u in sorted(grouped, key=lambda u: (-_size(u), str(u))):  # the largest to the lightest group
+        k = sizes.index(min(sizes))
+        groups[k].append(u)
+        sizes[k] += _size(u)
+    return [tuple(sorted(g)) for g in groups] + alone
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _rounds(b: Build, jobs: int) -> int:
-    return max(1, math.ceil(len(b.units) / max(1, jobs)))
+    return max(1, math.ceil(len(_runs(b, jobs)) / max(1, jobs)))
 
 
 def _recorded_per_round(b: Build) -> list[float]:
@@ -242,9 +275,10 @@ def _announce(b: Build, jobs: int, what: str) -> str:
     low, high = estimate_range(b, jobs)
     load, cores = _busy()
     busy = f"; other jobs are using the cores (load average {load:.1f} on {cores})" if load > cores else ""
-    files = len(b.units)
+    files, runs = len(b.units), len(_runs(b, jobs))
     # The GPU build's units are its TensorFlow kernels only: the core's compile has its own files.
-    count = "" if isinstance(b, GpuBuild) else f"{files} files, {min(jobs, files)} at a time, "
+    together = "" if runs == files else f" as {runs} compiler runs"
+    count = "" if isinstance(b, GpuBuild) else f"{files} files{together}, {min(jobs, runs)} at a time, "
     return (
         f"compiling bzna_tf's {what} for TensorFlow {b.tf_version}, once: {count}{_span(low, high)} "
         f"on this machine{busy}"
@@ -332,17 +366,24 @@ def _compile(b: Build, verbose: bool, jobs: int) -> None:
         print(f"bzna_tf: building {b.library} for TensorFlow {b.tf_version}", file=sys.stderr)
     root = source_dir()
     with tempfile.TemporaryDirectory(dir=b.directory, prefix=".build-") as tmp:
-        objs = [Path(tmp) / (str(u.relative_to(root)).replace(os.sep, "_") + ".o") for u in b.units]
-        cmds = [
-            [b.compiler, *b.compile_flags, "-c", str(u), "-o", str(o)]
-            for u, o in zip(b.units, objs, strict=True)
-        ]
+        runs = _runs(b, jobs)
+        cmds, names, objs = [], [], []
+        for k, run in enumerate(runs):
+            names.append(", ".join(str(u.relative_to(root)) for u in run))
+            if len(run) == 1:
+                source, obj = run[0], Path(tmp) / (str(run[0].relative_to(root)).replace(os.sep, "_") + ".o")
+            else:  # one translation unit that includes the group's files (see GROUPED_FOLDERS)
+                source, obj = Path(tmp) / f"group{k}.cc", Path(tmp) / f"group{k}.o"
+                lines = [f"// bzna_tf/ops/_build.py: {len(run)} files compiled as one translation unit"]
+                source.write_text("\n".join([*lines, *(f'#include "{u}"' for u in run)]) + "\n")
+            cmds.append([b.compiler, *b.compile_flags, "-c", str(source), "-o", str(obj)])
+            objs.append(obj)
         progress = _Progress(len(cmds))
         with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-            futures = {pool.submit(_run, c, verbose): u for c, u in zip(cmds, b.units, strict=True)}
+            futures = {pool.submit(_run, c, verbose): name for c, name in zip(cmds, names, strict=True)}
             for f in concurrent.futures.as_completed(futures):
                 f.result()
-                progress.compiled(str(futures[f].relative_to(root)))
+                progress.compiled(futures[f])
         out = Path(tmp) / LIB_NAME
         _run([b.compiler, "-shared", *map(str, objs), "-o", str(out), *b.link_flags], verbose)
         progress.linked(LIB_NAME)

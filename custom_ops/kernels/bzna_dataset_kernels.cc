@@ -33,6 +33,7 @@
 #include "tensorflow/core/platform/env.h"
 
 namespace bzna_tf {
+namespace bzna_dataset_kernels {  // this file's own (the ops build may compile files together)
 namespace {
 
 using ::tensorflow::data::DatasetBase;
@@ -1086,4 +1087,5 @@ REGISTER_KERNEL_BUILDER(Name("BznaReadSamples").Device(tensorflow::DEVICE_CPU), 
 REGISTER_KERNEL_BUILDER(Name("BznaNumSamples").Device(tensorflow::DEVICE_CPU), BznaNumSamplesOp);
 
 }  // namespace
+}  // namespace bzna_dataset_kernels
 }  // namespace bzna_tf

@@ -27,6 +27,7 @@
 #include "tensorflow/core/framework/tensor.h"
 
 namespace bzna_tf {
+namespace checkpoint_facts_kernels {  // this file's own (the ops build may compile files together)
 namespace {
 
 using ::tensorflow::OpKernelConstruction;
@@ -144,4 +145,5 @@ class CheckpointFactsOp : public tensorflow::data::UnaryDatasetOpKernel {
 REGISTER_KERNEL_BUILDER(Name(kOpName).Device(tensorflow::DEVICE_CPU), CheckpointFactsOp);
 
 }  // namespace
+}  // namespace checkpoint_facts_kernels
 }  // namespace bzna_tf

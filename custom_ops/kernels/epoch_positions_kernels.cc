@@ -41,6 +41,7 @@
 #include "tensorflow/core/framework/tensor.h"
 
 namespace bzna_tf {
+namespace epoch_positions_kernels {  // this file's own (the ops build may compile files together)
 namespace {
 
 using ::tensorflow::DataTypeVector;
@@ -402,4 +403,5 @@ REGISTER_KERNEL_BUILDER(Name(kCheckpointOpName).Device(tensorflow::DEVICE_CPU), 
 REGISTER_KERNEL_BUILDER(Name("BznaEpochCounterCheckpoint").Device(tensorflow::DEVICE_CPU), CounterCheckpointOp);
 
 }  // namespace
+}  // namespace epoch_positions_kernels
 }  // namespace bzna_tf

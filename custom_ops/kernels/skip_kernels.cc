@@ -15,6 +15,7 @@
 #include "tensorflow/core/platform/logging.h"
 
 namespace bzna_tf {
+namespace skip_kernels {  // this file's own (the ops build may compile files together)
 namespace {
 
 using ::tensorflow::OpKernel;
@@ -127,21 +128,25 @@ class SkipCountsOp : public OpKernel {
 };
 
 }  // namespace
+}  // namespace skip_kernels
 }  // namespace bzna_tf
 
 // Counts one skipped sample under `counter` and logs it, as BznaReportSkips
 // does: for BznaDecodeWarpDataset's kernels, the GPU library's included (it
 // is handed this function when bzna_tf loads it: bzna_tf/ops/_load.py).
 extern "C" void bzna_tf_report_skip(const char* counter, const char* reason) {
-  absl::MutexLock lock(&bzna_tf::registry_mu);
-  bzna_tf::Report(bzna_tf::Registry()[counter], reason);
+  namespace own = bzna_tf::skip_kernels;
+  absl::MutexLock lock(&own::registry_mu);
+  own::Report(own::Registry()[counter], reason);
 }
 
 namespace bzna_tf {
+namespace skip_kernels {
 namespace {
 
 REGISTER_KERNEL_BUILDER(Name("BznaReportSkips").Device(tensorflow::DEVICE_CPU), ReportSkipsOp);
 REGISTER_KERNEL_BUILDER(Name("BznaSkipCounts").Device(tensorflow::DEVICE_CPU), SkipCountsOp);
 
 }  // namespace
+}  // namespace skip_kernels
 }  // namespace bzna_tf

@@ -25,6 +25,7 @@
 #include "tensorflow/core/platform/threadpool.h"
 
 namespace bzna_tf {
+namespace warp_kernels {  // this file's own (the ops build may compile files together)
 namespace {
 
 using ::tensorflow::DEVICE_CPU;
@@ -163,6 +164,7 @@ class WarpRgbOp : public WarpRgbOpBase {
 constexpr int64_t kCostPerDecode = 20'000'000;
 
 }  // namespace
+}  // namespace warp_kernels
 
 void FillOob(const WarpArgs& args, const warp::OutputLayout& layout, int64_t n, float* out) {
   for (int64_t row = 0; row < args.out_height; ++row) {
@@ -191,14 +193,15 @@ void DecodeWarpPictures(const ParallelForFn& parallel_for, const Tensor& data, c
     warp::Plane<uint8_t> p[3];
     PicturePlanes(pic, width, height, p);
     const float* m = args.Matrix(n);
-    WarpYuv420Rows(p[0], p[1], p[2], m, args, layout, n, 0, args.out_height, out);
+    warp_kernels::WarpYuv420Rows(p[0], p[1], p[2], m, args, layout, n, 0, args.out_height, out);
     return absl::OkStatus();
   };
-  parallel_for(batch, kCostPerDecode, [&](int64_t begin, int64_t end) {
+  parallel_for(batch, warp_kernels::kCostPerDecode, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) (*status)[n] = one(n);
   });
 }
 
+namespace warp_kernels {
 namespace {
 
 class DecodeWarpOp : public DecodeWarpOpBase {
@@ -263,4 +266,5 @@ REGISTER_KERNEL_BUILDER(Name("BznaWarpRgb")
                         WarpRgbOp<float>);
 
 }  // namespace
+}  // namespace warp_kernels
 }  // namespace bzna_tf

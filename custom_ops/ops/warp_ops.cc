@@ -11,6 +11,7 @@
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace bzna_tf {
+namespace warp_ops {  // this file's own (the ops build may compile files together)
 namespace {
 
 using ::tensorflow::shape_inference::DimensionHandle;
@@ -257,4 +258,5 @@ cb: [(H+1)/2, (W+1)/2] blue-difference chroma.
 cr: [(H+1)/2, (W+1)/2] red-difference chroma.
 )doc");
 
+}  // namespace warp_ops
 }  // namespace bzna_tf
