@@ -115,8 +115,10 @@ def test_the_kernels_and_ops_compile_in_as_many_groups_as_jobs():
 
 def test_each_grouped_file_keeps_its_names_in_a_namespace_of_its_own():
     # Files compiled as one translation unit share their namespaces: an anonymous namespace directly in
-    # bzna_tf would let one file's helper (a ParallelFor, a Layout) take part in another's name lookup.
+    # bzna_tf, or in a namespace another file's anonymous one is in, would let one file's helper (a
+    # ParallelFor, a Layout) take part in another's name lookup.
     root = _build.source_dir()
+    owners = {}  # the namespace holding a file's anonymous namespace -> that file
     for folder in _build.GROUPED_FOLDERS:
         for path in sorted((root / folder).glob("*.cc")):
             opened = []
@@ -124,10 +126,20 @@ def test_each_grouped_file_keeps_its_names_in_a_namespace_of_its_own():
                 m = re.match(r"namespace (\w*) ?\{", line)
                 if m:
                     opened.append(m[1])
-                    assert m[1] or opened[:-1] != ["bzna_tf"], f"{path.name}: bzna_tf::{{anonymous}}"
+                    if not m[1]:
+                        outer = "::".join(opened[:-1])
+                        assert outer not in ("", "bzna_tf"), (
+                            f"{path.name}: {outer or '(global)'}::{{anonymous}}"
+                        )
+                        assert owners.setdefault(outer, path.name) == path.name, (
+                            outer,
+                            owners[outer],
+                            path.name,
+                        )
                 elif re.match(r"\}\s*// namespace", line):
                     opened.pop()
             assert opened == [], (path.name, opened)
+    assert len(owners) >= 6
 
 
 def test_on_a_terminal_the_progress_is_one_line_rewritten():
