@@ -30,6 +30,7 @@ def idle(monkeypatch):
     """A machine with 2 cores and no other jobs (load average 0.5)."""
     monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
 
 
 @pytest.fixture
@@ -93,6 +94,20 @@ def test_the_compile_prints_its_progress_run_by_run(monkeypatch, tmp_path, idle,
     ]
     assert sorted(included + [s for s in sources if s.endswith(".cc")]) == sorted(str(u) for u in b.units)
     assert re.fullmatch(r"  libbzna_tf_ops\.so linked, \d+ s in all", lines[-1]), lines[-1]
+
+
+def test_a_build_runs_as_many_compiles_as_the_cores_the_process_may_use(fake_compile, monkeypatch, capsys):
+    # A Slurm job or a container given 2 cores of a 64-core machine: 2 compiles at a time (as groups),
+    # not 13 files at once on 2 cores (each g++ of a kernel takes ~0.9 GB).
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4, 5}, raising=False)
+    assert _build._usable_cores() == 2
+    _build.build()
+    m = LINE.fullmatch(capsys.readouterr().err)
+    assert m and int(m[4]) == 2 and int(m[3]) == len(_build._runs(_build.plan(), 2)), m
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # not Linux: all the machine's cores
+    assert _build._usable_cores() == 64
 
 
 def test_the_kernels_and_ops_compile_in_as_many_groups_as_jobs():

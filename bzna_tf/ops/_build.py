@@ -221,8 +221,19 @@ def _recorded_per_round(b: Build) -> list[float]:
     return [per_round for _, per_round in sorted(found, reverse=True)]
 
 
+def _usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (a Slurm job's or a container's cpuset on a
+    larger machine), else all of the machine's. Builds run as many compiles at a time."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def _busy() -> tuple[float, int]:
-    """(load average over the last minute, cores): os.getloadavg, or no load where there is none."""
+    """(load average over the last minute, cores): os.getloadavg, or no load where there is none.
+
+    The load average counts the whole machine's runnable jobs, so it is compared with all its cores."""
     cores = os.cpu_count() or 1
     try:
         load = os.getloadavg()[0]
@@ -319,7 +330,7 @@ def _cached(b: Build, compile_fn, force: bool, verbose: bool, jobs: int | None, 
     if b.library.exists() and not force:
         return b.library
     b.directory.mkdir(parents=True, exist_ok=True)
-    jobs = jobs or os.cpu_count() or 1
+    jobs = jobs or _usable_cores()
     with open(b.directory / ".lock", "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -758,7 +769,7 @@ def compile_core(
         objs = [tmp / (u.name + ".o") for u in units]
         flags = [*CORE_FLAGS, f"-I{root}", f"-I{include}"]
         cmds += [[cxx, *flags, "-c", str(u), "-o", str(o)] for u, o in zip(units, objs, strict=True)]
-        with concurrent.futures.ThreadPoolExecutor(max(1, jobs or os.cpu_count() or 1)) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max(1, jobs or _usable_cores())) as pool:
             for f in [pool.submit(_run, c, verbose) for c in cmds]:
                 f.result()
         images = [(a, c.read_bytes()) for a, c in zip(archs, cubins, strict=True)] + [
