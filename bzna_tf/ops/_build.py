@@ -181,24 +181,15 @@ GROUPED_FOLDERS = ("kernels", "ops")
 def _runs(b: Build, jobs: int) -> list[tuple[Path, ...]]:
     """The compiler runs of a build, the groups first: each a tuple of the units compiled as one."""
     jobs = max(1, jobs)
-    grouped = [u for u in b.units if not isinstance(b, GpuBuild) and u.parent.name in GROUPED_FOLDERS]
+    grouped = [] if isinstance(b, GpuBuild) else [u for u in b.units if u.parent.name in GROUPED_FOLDERS]
     alone = [(u,) for u in b.units if u not in grouped]
     if len(grouped) <= jobs:
         return [(u,) for u in grouped] + alone
+    size = {u: u.stat().st_size for u in grouped}
     groups: list[list[Path]] = [[] for _ in range(jobs)]
-    sizes = [0] * jobs
-    for u in sorted(grouped, key=lambda u: (-_size(u), str(u))):  # the largest to the lightest group
-        k = sizes.index(min(sizes))
-        groups[k].append(u)
-        sizes[k] += _size(u)
+    for u in sorted(grouped, key=lambda u: (-size[u], str(u))):  # the largest to the lightest group
+        min(groups, key=lambda g: sum(size[v] for v in g)).append(u)
     return [tuple(sorted(g)) for g in groups] + alone
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _rounds(b: Build, jobs: int) -> int:
