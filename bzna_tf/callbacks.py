@@ -54,7 +54,11 @@ class SyncEpochs(keras.callbacks.Callback):
     Other combinations (a finite dataset with a different
     ``steps_per_epoch``, whose iterators Keras restarts at their end
     mid-epoch) are resumed near ``e * S`` batches, at an iteration boundary,
-    with a warning: not batch-exact.
+    with a warning: not batch-exact. A finite pipeline that several
+    replicas share (``distribute_datasets_from_function`` on a machine of
+    several GPUs) is refused with a ``steps_per_epoch`` other than its
+    batches: Keras counts a distributed dataset's batches as its steps and
+    would train whole epochs on an iterator that has ended.
 
     It assumes that ``fit`` reads the pipeline as ``as_dataset`` returned it.
     Over ``pipeline.take(k)``, Keras' ``k`` steps are taken for a
@@ -127,6 +131,24 @@ class SyncEpochs(keras.callbacks.Callback):
         self._epoch = None  # the Keras epoch under way (None outside model.fit)
         self._set = []  # each state as on_epoch_begin left it
         self._trained = []  # whether training read it this epoch (its counter moved before validation)
+
+    def on_train_begin(self, logs=None):
+        steps = (self.params or {}).get("steps")
+        for state in self._states:
+            per_step = getattr(state, "batches_per_step", 1)
+            if state.batches is None or per_step == 1 or steps is None or int(steps) == state.batches:
+                continue
+            # Keras takes a distributed dataset's cardinality (one pipeline's batches) for its steps, and
+            # with steps_per_epoch keeps one iterator until it has taken that many: past the pipeline's end.
+            raise ValueError(
+                f"SyncEpochs: model.fit(steps_per_epoch={steps}) over a finite as_dataset pipeline whose "
+                f"batches {per_step} replicas share (distribute_datasets_from_function): Keras counts its "
+                f"{state.batches} batches as {state.batches} steps, {per_step} times the steps there are, so "
+                "it would go on with an iterator that has ended and train whole epochs on nothing. Leave "
+                "out steps_per_epoch (each Keras epoch is then one pass over the pipeline; Keras warns at "
+                "its end that the input ran out of data), or build the pipeline with repeat=True and keep "
+                "steps_per_epoch"
+            )
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = int(epoch)

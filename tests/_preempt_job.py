@@ -5,9 +5,11 @@ Usage: python _preempt_job.py DATA BACKUP_DIR RECORD_FILE MODE [KILL_EPOCH KILL_
 MODE: "epochs" (repeat=False, one iteration per Keras epoch), "endless"
 (repeat=True with steps_per_epoch), "mirrored-endless" (the same under a
 MirroredStrategy of two logical CPUs, the pipeline built by
-distribute_datasets_from_function: each step takes two of its batches), or
-"nosync" (like "epochs" without SyncEpochs: the control). With KILL_*, the process SIGKILLs itself after that
-batch of that epoch, as a scheduler's preemption would.
+distribute_datasets_from_function: each step takes two of its batches),
+"mirrored-epochs" (that strategy and "epochs": its 3 batches end at a whole
+step, 2), or "nosync" (like "epochs" without SyncEpochs: the control). With
+KILL_*, the process SIGKILLs itself after that batch of that epoch, as a
+scheduler's preemption would.
 """
 
 import os
@@ -22,7 +24,7 @@ import bzna_tf
 
 data, backup, record, mode = sys.argv[1:5]
 kill = tuple(int(v) for v in sys.argv[5:7]) if len(sys.argv) > 5 else None
-mirrored = mode == "mirrored-endless"
+mirrored = mode.startswith("mirrored")
 if mirrored:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)

@@ -932,6 +932,63 @@ def test_sync_epochs_takes_as_dataset_pipelines(flat_file):
     assert ds.bzna_epochs.get() == (4, 0)
 
 
+def test_one_pipeline_of_several_replicas_ends_each_iteration_at_a_whole_step(flat_file):
+    # distribute_datasets_from_function on one worker hands the pipeline's batches to its replicas in turn.
+    # Of statically shaped batches tf.distribute takes no partial step: with 5 batches and 2 replicas the
+    # fifth was read, cut off mid-step and never trained (the step's collectives cancelled).
+    d = ClassificationDataset(flat_file).labelled()
+    n = len(d)
+    assert (n // 4) % 2 == 1, n  # an odd count of batches of 4
+
+    def ctx(pipelines=1, replicas=2):
+        return tf.distribute.InputContext(pipelines, 0, replicas)
+
+    def batches(**kw):
+        ds = d.as_dataset(batch_size=4, shape=8, shuffle=True, seed=2, **kw)
+        return int(ds.cardinality()), [y.numpy().tolist() for _, y in ds]
+
+    count, whole = batches(drop_remainder=True, input_context=ctx())
+    assert count == len(whole) == n // 4 - 1
+    assert whole == batches(drop_remainder=True)[1][: n // 4 - 1]  # the same order, its last batch left out
+    # Where tf.distribute feeds a replica without a batch an empty one: nothing to leave out.
+    assert batches(input_context=ctx())[0] == -(-n // 4)  # short batches (drop_remainder=False)
+    assert batches(drop_remainder=True, input_context=ctx(), on_error="skip")[0] == n // 4  # shapes unknown
+    assert batches(drop_remainder=True, input_context=ctx(2, 4))[0] == (len(range(0, n, 2))) // 4  # 2 workers
+    assert batches(drop_remainder=True, input_context=ctx(1, 1))[0] == n // 4
+    endless = d.as_dataset(batch_size=4, shape=8, drop_remainder=True, repeat=True, input_context=ctx())
+    assert endless.cardinality() == tf.data.INFINITE_CARDINALITY
+    with pytest.warns(UserWarning, match=rf"leaves out the last {n - (n // 4 - 1) * 4} samples of each "
+                      r"iteration \(batches of 4, whole steps of 2 replicas\)"):  # fmt: skip
+        d.as_dataset(batch_size=4, shape=8, drop_remainder=True, input_context=ctx(), training=False)
+    few = rf"makes {n // 4} batches of 4 an iteration \({n} samples, drop_remainder=True\), fewer than one"
+    with pytest.raises(ValueError, match=few + rf" step of its {n // 4 + 1} replicas takes"):
+        d.as_dataset(batch_size=4, shape=8, drop_remainder=True, input_context=ctx(1, n // 4 + 1))
+
+
+def test_sync_epochs_refuses_steps_per_epoch_over_a_finite_pipeline_of_several_replicas(flat_file):
+    # Keras counts a DistributedDatasetsFromFunction's cardinality (its pipeline's batches) as steps; with
+    # steps_per_epoch it kept one iterator until that many were taken, past the pipeline's end: a
+    # MirroredStrategy fit of 2 replicas with steps_per_epoch=the true steps trained every other epoch on
+    # nothing ("Your input ran out of data", once).
+    d = ClassificationDataset(flat_file).labelled()
+    ctx = tf.distribute.InputContext(1, 0, 2)
+    ds = d.as_dataset(batch_size=2, shape=8, drop_remainder=True, input_context=ctx)
+    steps = int(ds.cardinality())
+    assert ds.bzna_epochs.batches_per_step == 2 and steps % 2 == 0
+    sync = bzna_tf.callbacks.SyncEpochs(ds)
+    for fine in (None, steps):  # Keras' own count: each epoch one pass
+        sync.set_params({"steps": fine, "epochs": 2})
+        sync.on_train_begin()
+    sync.set_params({"steps": steps // 2, "epochs": 2})
+    shared = rf"steps_per_epoch={steps // 2}\) over a finite as_dataset pipeline whose batches 2 replicas"
+    with pytest.raises(ValueError, match=shared + rf" share .* counts its {steps} batches as {steps} steps"):
+        sync.on_train_begin()
+    endless = d.as_dataset(batch_size=2, shape=8, repeat=True, input_context=ctx)
+    sync = bzna_tf.callbacks.SyncEpochs(endless)
+    sync.set_params({"steps": 3, "epochs": 2})
+    sync.on_train_begin()  # an endless pipeline is for steps_per_epoch
+
+
 def test_sync_epochs_gives_a_validation_pipeline_one_iteration_per_keras_epoch(flat_file, caplog):
     # The validation pipeline used to be set from the training steps: with more batches than training
     # has steps, it read iteration 0 for several epochs (one order, one set of crops) and warned about

@@ -141,6 +141,26 @@ class Options:
     prefetch: int | None
     # shard_by="files": the (count, index) asked for, once `shard` is (1, 0) over that shard's files
     file_shard: tuple[int, int] | None = None
+    # The replicas this pipeline alone feeds, one batch each per step (distribute_datasets_from_function on
+    # one worker, as MirroredStrategy's GPUs): 1 otherwise. See whole_step_batches.
+    replicas: int = 1
+
+    @property
+    def whole_step_batches(self) -> int:
+        """The multiple of which an iteration's batch count is (1: any).
+
+        ``distribute_datasets_from_function`` on one worker hands this pipeline's
+        batches to its replicas in turn, one each per step. Of statically shaped
+        batches (``drop_remainder=True``; ``on_error="skip"`` makes their first
+        dimension None) tf.distribute takes no partial step: a last step that
+        some replicas would get no batch for is cut off mid-step, its batches
+        read and lost. Such an iteration therefore ends at a whole step. Across
+        workers tf.distribute feeds the replicas without a batch an empty one
+        instead, and an endless pipeline has no last step.
+        """
+        if self.replicas > 1 and self.drop_remainder and not self.skip and self.epochs is not None:
+            return self.replicas
+        return 1
 
     @property
     def skip(self) -> bool:
@@ -218,6 +238,8 @@ def check(
             "seed=...))"
         )
     shards = _distribution(shard, input_context, shard_by, shuffle, seed, workers)
+    alone = input_context is not None and input_context.num_input_pipelines == 1
+    replicas = max(1, int(input_context.num_replicas_in_sync)) if alone else 1
     if initial_epoch is None and _inside_function():
         raise ValueError(
             "as_dataset(initial_epoch=None) called in a tf.function (ParameterServerStrategy's "
@@ -251,6 +273,7 @@ def check(
         sharded=shards[0] > 1,
         num_parallel_calls=num_parallel_calls,
         prefetch=prefetch,
+        replicas=replicas,
     )
 
 

@@ -443,6 +443,11 @@ class Dataset:
             with a ``FutureWarning``.
           drop_remainder: drop the last batch of an epoch when it is short, so
             the batch dimension is static. (Endless datasets always have it.)
+            A pipeline that several replicas share (``input_context`` of one
+            input pipeline and ``num_replicas_in_sync`` replicas: one machine
+            of several GPUs) also ends each iteration at a whole step: a
+            multiple of ``num_replicas_in_sync`` batches (tf.distribute would
+            cut a partial step off mid-step, its batches read and lost).
           with_filenames: add each sample's stored filename (tf.string) as the
             last element of the tuple. (Not for ``model.fit``, which would
             take a third element as sample weights.)

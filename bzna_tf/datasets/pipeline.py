@@ -191,6 +191,19 @@ def _build(source: Source, options) -> tf.data.Dataset:
             "(training=False lets a validation shard be empty, when it is not repeated endlessly)"
         )
     batches = _batches(options, per_epoch)
+    step = options.whole_step_batches
+    whole = batches - batches % step  # what tf.distribute would train on (see whole_step_batches)
+    if whole == 0 < batches:
+        total = options.epochs * per_epoch
+        raise ValueError(
+            f"This pipeline makes {wording.count(batches, 'batch', 'batches')} of {options.batch_size} an "
+            f"iteration ({wording.count(total, 'sample')}, drop_remainder=True), fewer than one step of its "
+            f"{step} replicas takes: distribute_datasets_from_function hands each replica a batch per step "
+            "and cuts off a step that not all of them get one for, so "
+            f"{'training' if options.training else 'evaluation'} would read none of them, without an error. "
+            f"Use a batch_size of at most {total // step}, or drop_remainder=False"
+        )
+    batches = whole
     if batches == 0 and options.training:
         where = f" (shard {index} of {count})" if count > 1 else ""
         raise ValueError(
@@ -211,11 +224,12 @@ def _build(source: Source, options) -> tf.data.Dataset:
                 "or prediction would read none of them. Use drop_remainder=False (the default) or a smaller "
                 "batch_size"
             )
+        steps = f", whole steps of {step} replicas" if step > 1 else ""
         warnings.warn(
             f"as_dataset(training=False, drop_remainder=True) leaves out the last "
             f"{wording.count(dropped, 'sample')} of each iteration{where} (batches of "
-            f"{options.batch_size}): evaluation or prediction would not see them. drop_remainder=False "
-            "(the default) keeps them in a short last batch",
+            f"{options.batch_size}{steps}): evaluation or prediction would not see them. "
+            "drop_remainder=False (the default) keeps them in a short last batch",
             UserWarning,
             stacklevel=user_stacklevel(),
         )
@@ -223,6 +237,8 @@ def _build(source: Source, options) -> tf.data.Dataset:
     counter = f"bzna_tf-{uuid.uuid4().hex}" if options.skip else ""
     autotune = tf.data.AUTOTUNE
     ds = root.batch(options.batch_size, drop_remainder=options.drop_remainder or options.epochs is None)
+    if step > 1:
+        ds = ds.take(batches)  # before loading: the batches of a partial last step are not even read
     ds = ds.map(
         _load_batch(source, options, counter),
         num_parallel_calls=autotune if options.num_parallel_calls is None else options.num_parallel_calls,
