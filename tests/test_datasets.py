@@ -965,6 +965,33 @@ def test_one_pipeline_of_several_replicas_ends_each_iteration_at_a_whole_step(fl
         d.as_dataset(batch_size=4, shape=8, drop_remainder=True, input_context=ctx(1, n // 4 + 1))
 
 
+def test_with_drop_remainder_every_shard_makes_the_smallest_shards_batches(flat_file):
+    # Shards by samples differ by one sample, so with drop_remainder=True by one batch at most: the ranks
+    # of a lockstep loop (an allreduce per batch) or tf.distribute's per-replica pipelines (which take no
+    # partial step) parted with one rank's batch read and cut off, or waiting for its peers.
+    d = ClassificationDataset(flat_file).labelled()
+    n = len(d)
+    count, b = next((c, b) for c in range(2, 7) for b in range(2, 5) if (n // c + 1) % b == 0 and n % c)
+    assert len(range(0, n, count)) // b > (n // count) // b  # shard 0 would make one more batch
+
+    def shard(k, **kw):
+        ds = d.as_dataset(
+            batch_size=b, shape=8, shuffle=True, seed=5, shard=(count, k), with_filenames=True, **kw
+        )
+        names = [[sample_of(f) for f in el[2].numpy()] for el in ds]
+        return int(ds.cardinality()), names
+
+    made = [shard(k, drop_remainder=True) for k in range(count)]
+    assert {c for c, _ in made} == {len(names) for _, names in made} == {(n // count) // b}
+    read = [s for _, names in made for batch in names for s in batch]
+    assert len(read) == len(set(read)) == count * ((n // count) // b) * b  # disjoint, whole batches
+    assert shard(0)[0] == -(-len(range(0, n, count)) // b)  # drop_remainder=False: every sample, as before
+    # A shard of enough samples for a batch, where the smallest has too few: refused, as that one is.
+    few = next(c for c in range(2, n) if n % c and n // c == 1)  # shards of 2 samples and of 1
+    with pytest.raises(ValueError, match=rf"\(shard 0 of {few}\) makes 1 batch, but the smallest"):
+        d.as_dataset(batch_size=2, shape=8, shard=(few, 0), drop_remainder=True)
+
+
 def test_sync_epochs_refuses_steps_per_epoch_over_a_finite_pipeline_of_several_replicas(flat_file):
     # Keras counts a DistributedDatasetsFromFunction's cardinality (its pipeline's batches) as steps; with
     # steps_per_epoch it kept one iterator until that many were taken, past the pipeline's end: a

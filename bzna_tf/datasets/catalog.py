@@ -497,7 +497,9 @@ class Dataset:
           shard_by: how samples go to shards. ``"samples"`` (default): every
             ``count``-th sample of each epoch's order; shards differ in size by
             at most one and, with ``shuffle``, are drawn from each epoch's
-            permutation (so they change every epoch; needs a ``seed``).
+            permutation (so they change every epoch; needs a ``seed``). With
+            ``drop_remainder=True`` every shard makes as many batches as the
+            smallest (one fewer, at most), so workers in step end together.
             ``"files"``: whole .bzna files, file ``k`` of the dataset's files
             to shard ``k % count`` (Megatron-Energon's way: use many more
             files than shards); each shard reads only its own files, always

@@ -190,7 +190,21 @@ def _build(source: Source, options) -> tf.data.Dataset:
             f"Shard {index} of {count} of {wording.count(len(source.selection), 'sample')} is empty "
             "(training=False lets a validation shard be empty, when it is not repeated endlessly)"
         )
-    batches = _batches(options, per_epoch)
+    made = batches = _batches(options, per_epoch)
+    if options.drop_remainder and options.epochs is not None and count > 1:
+        # Every shard the same number of batches, the smallest shard's (one sample fewer, at most): ranks
+        # that train in lockstep (tf.distribute's replicas, an allreduce per batch) end the pass together.
+        smallest = len(source.selection) // count
+        batches = min(batches, options.epochs * smallest // options.batch_size)
+        if batches == 0 < made and options.training:
+            raise ValueError(
+                f"This pipeline (shard {index} of {count}) makes {wording.count(made, 'batch', 'batches')}, "
+                f"but the smallest of the {count} shards reads {wording.count(smallest, 'sample')} an epoch, "
+                f"fewer than batch_size={options.batch_size} with drop_remainder=True. Every shard makes as "
+                "many batches as the smallest (workers that train in step end each pass together), so "
+                "training would read none of them. Use a smaller batch_size, fewer workers, or "
+                "drop_remainder=False"
+            )
     step = options.whole_step_batches
     whole = batches - batches % step  # what tf.distribute would train on (see whole_step_batches)
     if whole == 0 < batches:
@@ -237,8 +251,8 @@ def _build(source: Source, options) -> tf.data.Dataset:
     counter = f"bzna_tf-{uuid.uuid4().hex}" if options.skip else ""
     autotune = tf.data.AUTOTUNE
     ds = root.batch(options.batch_size, drop_remainder=options.drop_remainder or options.epochs is None)
-    if step > 1:
-        ds = ds.take(batches)  # before loading: the batches of a partial last step are not even read
+    if batches < made:
+        ds = ds.take(batches)  # before loading: the batches left out are not even read
     ds = ds.map(
         _load_batch(source, options, counter),
         num_parallel_calls=autotune if options.num_parallel_calls is None else options.num_parallel_calls,
