@@ -248,9 +248,10 @@ MIRRORED = textwrap.dedent(
     d = bzna_tf.ClassificationDataset(sys.argv[1])
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 
-    def dataset_fn(ctx):
+    def dataset_fn(ctx):  # "cpu": the whole CPU pipeline placed on each replica's device (its epoch counter
+        # on the host's CPU: the check that it runs in the process that built it looked on the replica's)
         return d.as_dataset(batch_size=ctx.get_per_replica_batch_size(4), shape=8, seed=3, shuffle=True,
-                            device="gpu", input_context=ctx)
+                            device="cpu" if mode == "cpu" else "gpu", input_context=ctx)
 
     options = tf.distribute.InputOptions(
         experimental_place_dataset_on_device=True,
@@ -269,14 +270,14 @@ MIRRORED = textwrap.dedent(
             np.testing.assert_array_equal(x, u)
             np.testing.assert_array_equal(y, v)
             # The op decodes on each replica's device; the fallback's elements are the host's.
-            assert device.endswith(f"CPU:{k if mode == 'op' else 0}"), device
+            assert device.endswith(f"CPU:{k if mode in ('op', 'cpu') else 0}"), device
     print("OK", mode)
     """
 )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["fallback", "op"])
+@pytest.mark.parametrize("mode", ["fallback", "op", "cpu"])
 def test_mirrored_strategy_recipe_on_two_logical_cpus(good_file, tmp_path, mode):
     script = tmp_path / "mirrored.py"
     script.write_text(MIRRORED)

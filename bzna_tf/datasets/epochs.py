@@ -155,8 +155,9 @@ class EpochState:
         container, name = self._home
 
         def check(x):
-            handle = rv.var_handle_op(dtype=tf.int64, shape=[], shared_name=name, container=container)
-            here = rv.var_is_initialized_op(handle)
+            with tf.device("/device:CPU:0"):  # the marker's device, wherever the pipeline runs
+                handle = rv.var_handle_op(dtype=tf.int64, shape=[], shared_name=name, container=container)
+                here = rv.var_is_initialized_op(handle)
             with tf.control_dependencies([tf.debugging.Assert(here, [HOME_MESSAGE], name="bzna_epochs")]):
                 return tf.identity(x)
 
