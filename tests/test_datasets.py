@@ -780,6 +780,9 @@ def test_an_unsharded_pipeline_in_a_multi_worker_job_warns_once(flat_file, monke
     assert len(caught) == 1
     message = str(caught[0].message)
     assert "2 workers" in message and "input_context" in message and "DATA" in message
+    monkeypatch.setattr(arguments, "_warned_auto_shard", False)
+    with pytest.warns(UserWarning, match=r"or with shard=\(1, 0\)\) in a job of 2 workers"):
+        d.as_dataset(batch_size=2, shape=8, shard=(1, 0))  # the whole dataset: auto-sharded all the same
 
 
 def test_an_unsharded_shuffle_without_a_seed_in_a_multi_worker_job_is_refused(flat_file, monkeypatch):
@@ -794,6 +797,8 @@ def test_an_unsharded_shuffle_without_a_seed_in_a_multi_worker_job_is_refused(fl
         ValueError, match=r"shuffle=True\) without a `seed` in a job of 2 workers: each worker"
     ):
         d.as_dataset(batch_size=2, shape=8, shuffle=True)
+    with pytest.raises(ValueError, match=r"without a `seed` in a job of 2 workers"):  # the whole dataset too
+        d.as_dataset(batch_size=2, shape=8, shuffle=True, shard=(1, 0))
     with pytest.warns(UserWarning, match="DATA"):  # said where it is not refused
         d.as_dataset(batch_size=2, shape=8, shuffle=True, seed=3)
     d.as_dataset(batch_size=2, shape=8, shuffle=True, shard=(2, 0), seed=1)

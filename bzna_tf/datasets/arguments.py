@@ -222,8 +222,10 @@ def check(
     bias, norm = normalization(normalize)
     draws = bool(shuffle) or (bool(training) and not _fixed_warp(transform))
     seed_value, drawn = resolve_seed(seed, draws=draws)
-    # The workers among which tf.distribute's DATA auto-sharding would split an unsharded pipeline.
-    workers = _auto_sharded_workers() if shard is None and input_context is None else 1
+    # The workers among which tf.distribute's DATA auto-sharding would split an unsharded pipeline (one of
+    # shard=(1, 0) too: the whole dataset, its auto_shard_policy left as it is).
+    unsharded = input_context is None and (shard is None or _shard(shard, None)[0] == 1)
+    workers = _auto_sharded_workers() if unsharded else 1
     if workers > 1 and shuffle and seed is None:
         # DATA auto-sharding keeps every N-th batch of each worker's pipeline: of N orders when drawn apart.
         # A seed drawn from one global seed is no better: it depends on the random ops the process made
@@ -590,7 +592,8 @@ def _warn_auto_shard(workers: int) -> None:
         return
     _warned_auto_shard = True
     warnings.warn(
-        f"as_dataset(...) without `input_context` or `shard` in a job of {workers} workers: "
+        f"as_dataset(...) without `input_context` or `shard` (or with shard=(1, 0)) in a job of {workers} "
+        "workers: "
         "tf.distribute's auto-sharding cannot split this pipeline by file (its source is not a "
         "TensorFlow file reader) and falls back to DATA, so every worker decodes every picture and "
         "keeps 1/N of the batches. Build it per worker instead: "
