@@ -993,8 +993,9 @@ def test_with_drop_remainder_every_shard_makes_the_smallest_shards_batches(flat_
     assert shard(0)[0] == -(-len(range(0, n, count)) // b)  # drop_remainder=False: every sample, as before
     # A shard of enough samples for a batch, where the smallest has too few: refused, as that one is.
     few = next(c for c in range(2, n) if n % c and n // c == 1)  # shards of 2 samples and of 1
-    with pytest.raises(ValueError, match=rf"\(shard 0 of {few}\) makes 1 batch, but the smallest"):
-        d.as_dataset(batch_size=2, shape=8, shard=(few, 0), drop_remainder=True)
+    for training in (True, False):  # evaluation would read none either
+        with pytest.raises(ValueError, match=rf"\(shard 0 of {few}\) makes 1 batch, but the smallest"):
+            d.as_dataset(batch_size=2, shape=8, shard=(few, 0), drop_remainder=True, training=training)
 
 
 def test_sync_epochs_refuses_steps_per_epoch_over_a_finite_pipeline_of_several_replicas(flat_file):

@@ -196,14 +196,14 @@ def _build(source: Source, options) -> tf.data.Dataset:
         # that train in lockstep (tf.distribute's replicas, an allreduce per batch) end the pass together.
         smallest = len(source.selection) // count
         batches = min(batches, options.epochs * smallest // options.batch_size)
-        if batches == 0 < made and options.training:
+        if batches == 0 < made:
             raise ValueError(
                 f"This pipeline (shard {index} of {count}) makes {wording.count(made, 'batch', 'batches')}, "
                 f"but the smallest of the {count} shards reads {wording.count(smallest, 'sample')} an epoch, "
                 f"fewer than batch_size={options.batch_size} with drop_remainder=True. Every shard makes as "
                 "many batches as the smallest (workers that train in step end each pass together), so "
-                "training would read none of them. Use a smaller batch_size, fewer workers, or "
-                "drop_remainder=False"
+                f"{'training' if options.training else 'evaluation'} would read none of them. Use a smaller "
+                "batch_size, fewer workers, or drop_remainder=False"
             )
     step = options.whole_step_batches
     whole = batches - batches % step  # what tf.distribute would train on (see whole_step_batches)
