@@ -499,7 +499,8 @@ class Dataset:
             at most one and, with ``shuffle``, are drawn from each epoch's
             permutation (so they change every epoch; needs a ``seed``). With
             ``drop_remainder=True`` every shard makes as many batches as the
-            smallest (one fewer, at most), so workers in step end together.
+            smallest (one fewer per data epoch, at most), so workers in step end
+            together.
             ``"files"``: whole .bzna files, file ``k`` of the dataset's files
             to shard ``k % count`` (Megatron-Energon's way: use many more
             files than shards); each shard reads only its own files, always
