@@ -289,6 +289,60 @@ def test_mirrored_strategy_recipe_on_two_logical_cpus(good_file, tmp_path, mode)
     assert r.returncode == 0 and f"OK {mode}" in r.stdout, r.stdout[-3000:] + r.stderr[-5000:]
 
 
+MODEL_MIRRORED = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+    import keras
+    import bzna_tf
+
+    d = bzna_tf.ClassificationDataset(sys.argv[1])
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    warp = bzna_tf.layers.RandomResizedCrop(16, 16, flip_h=0.5)
+    kw = dict(batch_size=2, shuffle=True, seed=3, warp=warp)
+    dist = strategy.distribute_datasets_from_function(
+        lambda ctx: d.as_dataset(device="model", input_context=ctx, **kw)
+    )
+    with strategy.scope():
+        inputs = {"data": keras.Input((), dtype="string", name="data"),
+                  "matrices": keras.Input((3, 3), name="matrices"),
+                  "picture_sizes": keras.Input((2,), dtype="int32", name="picture_sizes")}
+        model = keras.Model(inputs, bzna_tf.layers.DecodeWarp(16, 16)(**inputs))
+
+    @tf.function
+    def step(batch):
+        return strategy.run(model, args=(batch,))
+
+    got = []
+    for batch, _ in dist:  # each step: a batch per replica, in the pipeline's order
+        got += [x.numpy() for x in strategy.experimental_local_results(step(batch)) if len(x)]
+    want = [x.numpy() for x, _ in d.as_dataset(normalize=None, **kw)]
+    assert len(got) == len(want) > 2, (len(got), len(want))
+    for x, u in zip(got, want):
+        np.testing.assert_array_equal(x, u)
+    print("OK")
+    """
+)
+
+
+@pytest.mark.slow
+def test_decode_warp_under_mirrored_strategy_in_a_loop_of_ones_own(good_file, tmp_path):
+    """device="model" under two replicas: Keras 3's fit cannot take its string input there (its symbolic
+    build averages the first batch over the replicas), so the GPU guide gives a loop around strategy.run."""
+    script = tmp_path / "model_mirrored.py"
+    script.write_text(MODEL_MIRRORED)
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    r = subprocess.run([sys.executable, str(script), str(good_file)], capture_output=True, text=True, env=env,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-3000:] + r.stderr[-5000:]
+
+
 def test_the_skip_counter_the_gpu_kernel_reports_to(on_cpu_op):
     """bzna_tf_report_skip (handed to the GPU library's kernel by _load) counts as BznaReportSkips does."""
     import ctypes
