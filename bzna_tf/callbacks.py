@@ -25,16 +25,18 @@ _log = logging.getLogger(__name__)
 
 
 def _pipelines(datasets):
-    """The datasets, with a tf.distribute dataset made by distribute_datasets_from_function replaced by
-    the pipelines its function returned (one per input pipeline of this process)."""
+    """(pipeline, lead) for each of the datasets, a tf.distribute dataset made by
+    distribute_datasets_from_function replaced by the pipelines its function returned (one per input
+    pipeline of this process, or per replica with InputReplicationMode.PER_REPLICA). The lead is the
+    first of those, whose batches Keras counts as the steps of all (its cardinality); else the pipeline."""
     import tensorflow as tf
 
     for ds in datasets:
         inner = getattr(ds, "_datasets", None) if isinstance(ds, tf.distribute.DistributedDataset) else None
         if inner and all(hasattr(d, "bzna_epochs") for d in inner):
-            yield from inner
+            yield from ((d, inner[0]) for d in inner)
         else:
-            yield ds
+            yield ds, ds
 
 
 class SyncEpochs(keras.callbacks.Callback):
@@ -93,7 +95,8 @@ class SyncEpochs(keras.callbacks.Callback):
         if not datasets:
             raise ValueError("Expected at least one dataset returned by as_dataset")
         self._states = []
-        for ds in _pipelines(datasets):
+        self._leads = []  # each state's lead's (see _pipelines): a pass over it is a pass over all
+        for ds, lead in _pipelines(datasets):
             if getattr(ds, "bzna_blend", False) or len(getattr(ds, "bzna_blended", ())):
                 raise ValueError(
                     "SyncEpochs cannot resume a bzna_tf.blend (given "
@@ -127,6 +130,7 @@ class SyncEpochs(keras.callbacks.Callback):
                     stacklevel=2,
                 )
             self._states.append(state)
+            self._leads.append(getattr(lead, "bzna_epochs", state))
         self._warned = False
         self._epoch = None  # the Keras epoch under way (None outside model.fit)
         self._set = []  # each state as on_epoch_begin left it
@@ -134,9 +138,9 @@ class SyncEpochs(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         steps = (self.params or {}).get("steps")
-        for state in self._states:
+        for state, lead in zip(self._states, self._leads, strict=True):
             per_step = getattr(state, "batches_per_step", 1)
-            if state.batches is None or per_step == 1 or steps is None or int(steps) == state.batches:
+            if state.batches is None or per_step == 1 or steps is None or int(steps) == lead.batches:
                 continue
             # Keras takes a distributed dataset's cardinality (one pipeline's batches) for its steps, and
             # with steps_per_epoch keeps one iterator until it has taken that many: past the pipeline's end.
@@ -154,8 +158,8 @@ class SyncEpochs(keras.callbacks.Callback):
         self._epoch = int(epoch)
         steps = (self.params or {}).get("steps")
         self._set, self._trained = [], [None] * len(self._states)
-        for state in self._states:
-            state.set(*self._position(state, self._epoch, steps))
+        for state, lead in zip(self._states, self._leads, strict=True):
+            state.set(*self._position(state, lead, self._epoch, steps))
             self._set.append(state.get())
 
     def on_test_begin(self, logs=None):
@@ -171,13 +175,13 @@ class SyncEpochs(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         steps = (self.params or {}).get("steps")
-        for i, state in enumerate(self._states):
+        for i, (state, lead) in enumerate(zip(self._states, self._leads, strict=True)):
             trained = self._trained[i] if self._trained[i] is not None else state.get() != self._set[i]
             per_step = getattr(state, "batches_per_step", 1)
             finite_elsewhere = (
                 state.batches is not None
                 and steps is not None
-                and state.batches not in (int(steps), int(steps) * per_step)
+                and lead.batches not in (int(steps), int(steps) * per_step)
             )
             if trained and finite_elsewhere and not self._warned:
                 self._warned = True
@@ -191,13 +195,15 @@ class SyncEpochs(keras.callbacks.Callback):
                 )
         self._epoch = None
 
-    def _position(self, state, epoch: int, steps) -> tuple[int, int]:
-        # A step takes one batch of the pipeline per replica it feeds (several under tf.distribute).
+    def _position(self, state, lead, epoch: int, steps) -> tuple[int, int]:
+        # A step takes one batch of the pipeline per replica it feeds (several under tf.distribute). The
+        # pipelines of one distributed dataset go by its lead's batches, Keras' steps: one iteration each
+        # per pass, though a shard may have a batch fewer (its replica then gets an empty one).
         per_step = getattr(state, "batches_per_step", 1)
         if state.batches is None:  # endless: one iteration, positioned by batches
             if steps is None:
                 raise ValueError("An endless dataset (repeat=True) needs `steps_per_epoch` in model.fit")
             return 0, epoch * int(steps) * per_step
-        if steps is None or int(steps) == state.batches:  # Keras' steps from the pipeline's length
+        if steps is None or int(steps) == lead.batches:  # Keras' steps from the pipeline's length
             return epoch, 0
-        return epoch * int(steps) * per_step // state.batches, 0
+        return epoch * int(steps) * per_step // lead.batches, 0

@@ -717,6 +717,25 @@ def test_model_fit_under_mirrored_strategy(flat_file):
         assert strategy.num_replicas_in_sync == 2
         losses = history.history["loss"]
         assert len(losses) == 2 and all(np.isfinite(losses)), losses
+        # A pipeline per replica (PER_REPLICA): shards of 5 and 4 samples, 3 and 2 batches. Keras counts the
+        # first one's as its steps; SyncEpochs took 3 steps for 2 batches as "not one pass an epoch" and
+        # set the second to iteration 3 at epoch 2 (another permutation than the first's: shards overlap).
+        odd = d.select(np.arange(9))
+        per_replica = tf.distribute.InputOptions(
+            experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+            experimental_fetch_to_device=False,
+        )
+        finite = strategy.distribute_datasets_from_function(
+            lambda ctx: odd.as_dataset(batch_size=2, shape=16, shuffle=True, seed=1, input_context=ctx),
+            per_replica,
+        )
+        states = [p.bzna_epochs for p in finite._datasets]
+        assert [s.batches for s in states] == [3, 2] and int(finite.cardinality) == 3
+        sync = bzna_tf.callbacks.SyncEpochs(finite)
+        sync.set_params(dict(steps=3, epochs=4))
+        for e in range(4):
+            sync.on_epoch_begin(e)
+            assert [s.get() for s in states] == [(e, 0), (e, 0)], (e, [s.get() for s in states])
         print("OK", losses)
         """
     )
