@@ -139,6 +139,16 @@ class SyncEpochs(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         steps = (self.params or {}).get("steps")
         for state, lead in zip(self._states, self._leads, strict=True):
+            if state.batches is not None and steps is not None and int(steps) == lead.batches < state.batches:
+                # A pipeline per replica of shard_by="files": its size follows its files.
+                raise ValueError(
+                    f"SyncEpochs: Keras counts the first pipeline's {lead.batches} batches as the steps of "
+                    "its distributed dataset, and another of its pipelines makes "
+                    f"{state.batches}: each Keras epoch would end before that one's last "
+                    f"{state.batches - lead.batches} batches, never read (shard_by='files' pipelines per "
+                    "replica differ as their files do). Build them with repeat=True and give model.fit "
+                    "steps_per_epoch, or shard by samples"
+                )
             per_step = getattr(state, "batches_per_step", 1)
             if state.batches is None or per_step == 1 or steps is None or int(steps) == lead.batches:
                 continue
