@@ -88,6 +88,9 @@ class SyncEpochs(keras.callbacks.Callback):
         ``initial_epoch=None``), e.g. the training and validation ones, or
         the dataset ``strategy.distribute_datasets_from_function`` made of
         them (its function returning ``as_dataset``'s pipeline as it is).
+        The pipelines of one distributed dataset go by its first one's
+        batches (Keras' steps for all); given one by one, pipeline ``k`` of
+        ``n`` goes by the last pipeline 0 of ``n`` given before it.
     """
 
     def __init__(self, *datasets):
@@ -131,10 +134,23 @@ class SyncEpochs(keras.callbacks.Callback):
                 )
             self._states.append(state)
             self._leads.append(getattr(lead, "bzna_epochs", state))
+        self._lead_pipelines_given_apart()
         self._warned = False
         self._epoch = None  # the Keras epoch under way (None outside model.fit)
         self._set = []  # each state as on_epoch_begin left it
         self._trained = []  # whether training read it this epoch (its counter moved before validation)
+
+    def _lead_pipelines_given_apart(self):
+        # Pipelines per replica given one by one (SyncEpochs(*made), the function having mapped them):
+        # pipeline k of n goes by the last pipeline 0 of n before it, as in the distributed dataset.
+        for i, state in enumerate(self._states):
+            n, k = getattr(state, "input_pipeline", None) or (1, 0)
+            if self._leads[i] is not state or n == 1 or k == 0:
+                continue
+            for earlier in reversed(self._states[:i]):
+                if getattr(earlier, "input_pipeline", None) == (n, 0):
+                    self._leads[i] = earlier
+                    break
 
     def on_train_begin(self, logs=None):
         steps = (self.params or {}).get("steps")

@@ -731,11 +731,19 @@ def test_model_fit_under_mirrored_strategy(flat_file):
         )
         states = [p.bzna_epochs for p in finite._datasets]
         assert [s.batches for s in states] == [3, 2] and int(finite.cardinality) == 3
-        sync = bzna_tf.callbacks.SyncEpochs(finite)
-        sync.set_params(dict(steps=3, epochs=4))
-        for e in range(4):
-            sync.on_epoch_begin(e)
-            assert [s.get() for s in states] == [(e, 0), (e, 0)], (e, [s.get() for s in states])
+        made = []  # the pipelines of a function that maps them, given to SyncEpochs one by one
+        mapped = strategy.distribute_datasets_from_function(
+            lambda ctx: made.append(odd.as_dataset(batch_size=2, shape=16, shuffle=True, seed=1,
+                                                   input_context=ctx)) or made[-1].map(lambda x, y: (x, y)),
+            per_replica,
+        )
+        assert [p.bzna_epochs.input_pipeline for p in made] == [(2, 0), (2, 1)]
+        for sync, states in ((bzna_tf.callbacks.SyncEpochs(finite), states),
+                             (bzna_tf.callbacks.SyncEpochs(*made), [p.bzna_epochs for p in made])):
+            sync.set_params(dict(steps=3, epochs=4))
+            for e in range(4):
+                sync.on_epoch_begin(e)
+                assert [s.get() for s in states] == [(e, 0), (e, 0)], (e, [s.get() for s in states])
         print("OK", losses)
         """
     )

@@ -64,6 +64,8 @@ class EpochState:
         or, built with an ``input_context``, the replicas it feeds
         (``num_replicas_in_sync // num_input_pipelines``: two GPUs of one
         MirroredStrategy worker take two per step).
+      input_pipeline: built with an ``input_context``,
+        ``(num_input_pipelines, input_pipeline_id)``; else None.
     """
 
     def __init__(self, epochs, per_epoch: int, batch_size: int, batches):
@@ -77,6 +79,8 @@ class EpochState:
         self.reproducible = True
         # Batches of this pipeline a training step takes (the replicas it feeds under tf.distribute).
         self.batches_per_step = 1
+        # Built with an input_context: (num_input_pipelines, input_pipeline_id); else None.
+        self.input_pipeline = None
         # ResourceVariable itself, not tf.Variable: a distribution strategy in
         # scope would make a mirrored variable, which tf.data cannot capture.
         with tf.init_scope(), tf.device("/cpu:0"):

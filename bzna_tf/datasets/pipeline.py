@@ -99,6 +99,7 @@ def _per_step(ds, input_context):
     if state is not None and input_context is not None:
         ctx = input_context
         state.batches_per_step = max(1, ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+        state.input_pipeline = (ctx.num_input_pipelines, ctx.input_pipeline_id)
     return ds
 
 
