@@ -25,18 +25,29 @@ _log = logging.getLogger(__name__)
 
 
 def _pipelines(datasets):
-    """(pipeline, lead) for each of the datasets, a tf.distribute dataset made by
-    distribute_datasets_from_function replaced by the pipelines its function returned (one per input
-    pipeline of this process, or per replica with InputReplicationMode.PER_REPLICA). The lead is the
-    first of those, whose batches Keras counts as the steps of all (its cardinality); else the pipeline."""
+    """The datasets, with a tf.distribute dataset made by distribute_datasets_from_function replaced by
+    the pipelines its function returned (one per input pipeline of this process, or per replica with
+    InputReplicationMode.PER_REPLICA), in their order."""
     import tensorflow as tf
 
     for ds in datasets:
         inner = getattr(ds, "_datasets", None) if isinstance(ds, tf.distribute.DistributedDataset) else None
         if inner and all(hasattr(d, "bzna_epochs") for d in inner):
-            yield from ((d, inner[0]) for d in inner)
+            yield from inner
         else:
-            yield ds, ds
+            yield ds
+
+
+def _leads(states) -> list:
+    """Each state's lead: pipeline k of n (built with an input_context) goes by the last pipeline 0 of n
+    before it, whose batches Keras counts as the steps of their distributed dataset (its cardinality);
+    any other pipeline by itself."""
+    leads = []
+    for i, state in enumerate(states):
+        n, k = getattr(state, "input_pipeline", None) or (1, 0)
+        earlier = [s for s in states[:i] if getattr(s, "input_pipeline", None) == (n, 0)]
+        leads.append(earlier[-1] if n > 1 and k > 0 and earlier else state)
+    return leads
 
 
 class SyncEpochs(keras.callbacks.Callback):
@@ -98,8 +109,7 @@ class SyncEpochs(keras.callbacks.Callback):
         if not datasets:
             raise ValueError("Expected at least one dataset returned by as_dataset")
         self._states = []
-        self._leads = []  # each state's lead's (see _pipelines): a pass over it is a pass over all
-        for ds, lead in _pipelines(datasets):
+        for ds in _pipelines(datasets):
             if getattr(ds, "bzna_blend", False) or len(getattr(ds, "bzna_blended", ())):
                 raise ValueError(
                     "SyncEpochs cannot resume a bzna_tf.blend (given "
@@ -133,24 +143,11 @@ class SyncEpochs(keras.callbacks.Callback):
                     stacklevel=2,
                 )
             self._states.append(state)
-            self._leads.append(getattr(lead, "bzna_epochs", state))
-        self._lead_pipelines_given_apart()
+        self._leads = _leads(self._states)  # a pass over a state's lead is a pass over it
         self._warned = False
         self._epoch = None  # the Keras epoch under way (None outside model.fit)
         self._set = []  # each state as on_epoch_begin left it
         self._trained = []  # whether training read it this epoch (its counter moved before validation)
-
-    def _lead_pipelines_given_apart(self):
-        # Pipelines per replica given one by one (SyncEpochs(*made), the function having mapped them):
-        # pipeline k of n goes by the last pipeline 0 of n before it, as in the distributed dataset.
-        for i, state in enumerate(self._states):
-            n, k = getattr(state, "input_pipeline", None) or (1, 0)
-            if self._leads[i] is not state or n == 1 or k == 0:
-                continue
-            for earlier in reversed(self._states[:i]):
-                if getattr(earlier, "input_pipeline", None) == (n, 0):
-                    self._leads[i] = earlier
-                    break
 
     def on_train_begin(self, logs=None):
         steps = (self.params or {}).get("steps")

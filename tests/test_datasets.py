@@ -1049,23 +1049,23 @@ def test_sync_epochs_refuses_steps_per_epoch_over_a_finite_pipeline_of_several_r
     sync.on_train_begin()  # an endless pipeline is for steps_per_epoch
 
 
-def test_sync_epochs_refuses_a_distributed_dataset_whose_first_pipeline_is_not_the_longest(
-    flat_shards, monkeypatch
-):
+def test_sync_epochs_refuses_a_distributed_dataset_whose_first_pipeline_is_not_the_longest(flat_shards):
     # Keras counts a DistributedDatasetsFromFunction's first pipeline's batches as its steps. Pipelines per
     # replica (PER_REPLICA) of shard_by="files" follow their files: a longer one than the first was cut at
     # each epoch's end (two replicas, files of 2 and 6 pictures: 4 of 8 images trained an epoch).
-    from bzna_tf import callbacks
-
     d = ClassificationDataset(flat_shards)  # files of 7, 5 and 9 samples
-    files = [d.as_dataset(batch_size=2, shape=8, shard=(2, k), shard_by="files") for k in (0, 1)]
-    longer, shorter = files  # files 0 and 2 (16 samples: 8 batches); file 1 (5: 3 batches)
+
+    def pipeline(k):
+        context = tf.distribute.InputContext(2, k, 2)  # pipeline k of 2, as PER_REPLICA builds them
+        return d.as_dataset(batch_size=2, shape=8, input_context=context, shard_by="files")
+
+    longer, shorter = pipeline(0), pipeline(1)  # files 0 and 2 (16 samples: 8 batches); file 1 (5: 3 batches)
     assert (longer.bzna_epochs.batches, shorter.bzna_epochs.batches) == (8, 3)
-    # The grouping _pipelines finds in a distributed dataset (tested under MirroredStrategy): the lead first.
-    monkeypatch.setattr(callbacks, "_pipelines", lambda datasets: [(ds, datasets[0]) for ds in datasets])
     sync = bzna_tf.callbacks.SyncEpochs(longer, shorter)  # led by the longer one: fine
     sync.set_params({"steps": 8, "epochs": 2})
     sync.on_train_begin()
+    # Files in another order: pipeline 0 the shorter one.
+    longer.bzna_epochs.input_pipeline, shorter.bzna_epochs.input_pipeline = (2, 1), (2, 0)
     sync = bzna_tf.callbacks.SyncEpochs(shorter, longer)
     sync.set_params({"steps": 3, "epochs": 2})
     with pytest.raises(ValueError, match=r"first pipeline's 3 batches as the steps .* makes 8: each Keras"):
