@@ -141,9 +141,10 @@ class Options:
     prefetch: int | None
     # shard_by="files": the (count, index) asked for, once `shard` is (1, 0) over that shard's files
     file_shard: tuple[int, int] | None = None
-    # The replicas this pipeline alone feeds, one batch each per step (distribute_datasets_from_function on
-    # one worker, as MirroredStrategy's GPUs): 1 otherwise. See whole_step_batches.
-    replicas: int = 1
+    # Built with an input_context: (num_input_pipelines, input_pipeline_id), and the replicas the pipeline
+    # feeds, one batch each per step (num_replicas_in_sync // num_input_pipelines); else None and 1.
+    input_pipeline: tuple[int, int] | None = None
+    batches_per_step: int = 1
 
     @property
     def whole_step_batches(self) -> int:
@@ -158,8 +159,9 @@ class Options:
         workers tf.distribute feeds the replicas without a batch an empty one
         instead, and an endless pipeline has no last step.
         """
-        if self.replicas > 1 and self.drop_remainder and not self.skip and self.epochs is not None:
-            return self.replicas
+        alone = self.input_pipeline is not None and self.input_pipeline[0] == 1
+        if alone and self.drop_remainder and not self.skip and self.epochs is not None:
+            return self.batches_per_step
         return 1
 
     @property
@@ -240,8 +242,9 @@ def check(
             "seed=...))"
         )
     shards = _distribution(shard, input_context, shard_by, shuffle, seed, workers)
-    alone = input_context is not None and input_context.num_input_pipelines == 1
-    replicas = max(1, int(input_context.num_replicas_in_sync)) if alone else 1
+    ctx = input_context
+    input_pipeline = None if ctx is None else (int(ctx.num_input_pipelines), int(ctx.input_pipeline_id))
+    batches_per_step = 1 if ctx is None else max(1, ctx.num_replicas_in_sync // ctx.num_input_pipelines)
     if initial_epoch is None and _inside_function():
         raise ValueError(
             "as_dataset(initial_epoch=None) called in a tf.function (ParameterServerStrategy's "
@@ -275,7 +278,8 @@ def check(
         sharded=shards[0] > 1,
         num_parallel_calls=num_parallel_calls,
         prefetch=prefetch,
-        replicas=replicas,
+        input_pipeline=input_pipeline,
+        batches_per_step=batches_per_step,
     )
 
 

@@ -79,7 +79,7 @@ def build(source: Source, options, input_context=None) -> tf.data.Dataset:
     in a ``RuntimeWarning``.
     """
     if options.device != "gpu":
-        return _per_step(_build(source, options), input_context)
+        return _per_step(_build(source, options), options)
     ahead, why = decoder_device(input_context)
     if ahead is None:
         _warn_cpu_fallback(why)
@@ -89,17 +89,17 @@ def build(source: Source, options, input_context=None) -> tf.data.Dataset:
     # its functions find the host's resources (the epoch counter) there.
     with tf.device(_host_of(_scope_device())):
         ds = _build(source, options)
-    return _per_step(ds if ahead is None else _decode_ahead(ds, source, options, ahead), input_context)
+    return _per_step(ds if ahead is None else _decode_ahead(ds, source, options, ahead), options)
 
 
-def _per_step(ds, input_context):
+def _per_step(ds, options):
     """``ds``, its epoch counter told how many of its batches a training step takes (SyncEpochs counts
-    them): under ``distribute_datasets_from_function``, one per replica fed by this pipeline."""
+    them: under ``distribute_datasets_from_function``, one per replica fed by this pipeline) and which
+    input pipeline it is."""
     state = getattr(ds, "bzna_epochs", None)
-    if state is not None and input_context is not None:
-        ctx = input_context
-        state.batches_per_step = max(1, ctx.num_replicas_in_sync // ctx.num_input_pipelines)
-        state.input_pipeline = (ctx.num_input_pipelines, ctx.input_pipeline_id)
+    if state is not None:
+        state.batches_per_step = options.batches_per_step
+        state.input_pipeline = options.input_pipeline
     return ds
 
 
