@@ -6,6 +6,8 @@ written once per layout. Compact frames: each side rounded up to 64, at least
 144 (NVDEC's smallest H.265 frame).
 """
 
+import struct
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -161,3 +163,29 @@ def test_the_benzina_layout_is_the_default_and_unchanged():
     assert default.layout == explicit.layout == "benzina" and default.coded_size == (512, 512)
     assert default.sample == explicit.sample and default.hvcc_bytes == explicit.hvcc_bytes
     assert NAL_PREFIX_SEI in [a.nal_unit_type for a in default.hvcc.arrays]
+
+
+@pytest.mark.parametrize("layout", ["benzina", "compact"])
+def test_a_standard_reader_decodes_the_outer_thumbnail_track(files, layout):
+    # The outer bzna_thumb track is an hvc1 video track, which FFmpeg plays. It had one sample entry,
+    # sample 0's: the compact layout's thumbnails of other frames were decoded with another picture's
+    # parameter sets (garbage; "cu_qp_delta -44 is outside the valid range" under -err_detect explode).
+    # Now one entry per coded frame, each sample mapped to its own by stsc.
+    av = pytest.importorskip("av")
+    with BznaFile(files[layout]) as f:
+        own = []  # each thumbnail decoded alone, with its own parameter sets (bzna_tf's readers)
+        for i in range(len(f)):
+            y, cb, cr = decode_annexb(f.sample(i).thumb.annexb())
+            planes = np.concatenate([y.ravel(), cb.ravel(), cr.ravel()])
+            own.append((y.shape[1], y.shape[0], planes.tobytes()))
+        stsd = f.tracks["bzna_thumb"].box
+        for name in ("mdia", "minf", "stbl", "stsd"):
+            stsd = next(k for k in stsd.children() if k.type == name)
+        entries = [(e.type, *struct.unpack_from(">HH", e.payload(), 24)) for e in stsd.children(8)]
+    with av.open(files[layout]) as container:  # the outer track, as a player reads it
+        frames = container.decode(container.streams.video[0])
+        outer = [(fr.width, fr.height, fr.to_ndarray(format="yuv420p").tobytes()) for fr in frames]
+    assert outer == own
+    frames = [frame for _, _, frame in FRAMES[layout]]
+    assert [(w, h) for w, h, _ in own] == frames
+    assert entries == [("hvc1", *frame) for frame in dict.fromkeys(frames)]  # benzina: one, as the original

@@ -1,5 +1,6 @@
 """Write -> read round trips with real libx265 pictures, and the writer's guarantees."""
 
+import dataclasses
 import errno
 import os
 import struct
@@ -399,6 +400,17 @@ def test_picture_validation(pictures):
         Picture(inp.sample, inp.hvcc, (600, 10), (512, 512))
     with pytest.raises(ValueError, match="non-empty"):
         Picture(b"", inp.hvcc, (10, 10), (512, 512))
+    # A picture no bzna_tf decoder reads (each refused it at read time only, after the file was written).
+    for changes, received in (
+        ({"bit_depth_luma": 10, "bit_depth_chroma": 10}, "4:2:0, 10-bit luma and 10-bit chroma"),
+        ({"chroma_format": 3}, "4:4:4, 8-bit luma"),
+        ({"chroma_format": 0}, r"4:0:0 \(monochrome\)"),
+    ):
+        other = dataclasses.replace(inp.hvcc, **changes)
+        for hvcc in (other, other.to_bytes()):
+            with pytest.raises(ValueError, match=rf"expected an 8-bit 4:2:0 H.265 picture.*{received}"):
+                Picture(inp.sample, hvcc, inp.size, inp.coded_size)
+    assert Picture(inp.sample, inp.hvcc.to_bytes(), inp.size, inp.coded_size).coded_size == inp.coded_size
 
 
 def test_encoded_pictures_follow_benzina_sizes(pictures):

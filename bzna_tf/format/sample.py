@@ -136,10 +136,36 @@ class Picture:
             )
         if not self.sample:
             raise ValueError("expected a non-empty H.265 sample. Received: sample=b''")
+        _check_decodable(self.hvcc)
 
     @property
     def hvcc_bytes(self) -> bytes:
         return self.hvcc.to_bytes() if isinstance(self.hvcc, HvcC) else bytes(self.hvcc)
+
+
+_CHROMA = {0: "4:0:0 (monochrome)", 1: "4:2:0", 2: "4:2:2", 3: "4:4:4"}
+
+
+def _check_decodable(hvcc) -> None:
+    """Refuses a picture whose ``hvcC`` says it is not 8-bit 4:2:0, the only pictures bzna_tf decodes.
+
+    Every reader (FFmpeg's decoder on the CPU, NVDEC sessions on the GPU, as
+    Benzina opens them) refuses the others at read time: written, they would
+    make a file of samples nothing reads. An ``hvcC`` that does not parse is
+    left to the readers, as before.
+    """
+    if not isinstance(hvcc, HvcC):
+        try:
+            hvcc = HvcC.from_bytes(bytes(hvcc))
+        except (ValueError, TypeError):  # BznaFormatError is a ValueError
+            return
+    if (hvcc.chroma_format, hvcc.bit_depth_luma, hvcc.bit_depth_chroma) != (1, 8, 8):
+        chroma = _CHROMA.get(hvcc.chroma_format, str(hvcc.chroma_format))
+        raise ValueError(
+            "expected an 8-bit 4:2:0 H.265 picture, the only kind bzna_tf's decoders read (encode with "
+            f"pix_fmt yuv420p or yuvj420p, main profile). Received: an hvcC of {chroma}, "
+            f"{hvcc.bit_depth_luma}-bit luma and {hvcc.bit_depth_chroma}-bit chroma"
+        )
 
 
 @dataclass
@@ -389,13 +415,25 @@ def video_entry(p: Picture) -> bytes:
 
 
 def outer_thumb_entry(entry: bytes) -> bytes:
-    """The outer ``bzna_thumb`` entry: sample 0's thumb entry less ``clap`` and ``btrt``.
+    """An outer ``bzna_thumb`` entry: a thumbnail's entry less ``clap`` and ``btrt``.
 
     ``clap`` describes one image and ``btrt`` one stream's bitrate, so neither
     holds for the whole track (the original tools drop the same two boxes).
     """
     body, kids = _entry_children(entry)
     return box(b"hvc1", body, *(raw for t, raw in kids if t not in ("clap", "btrt")))
+
+
+def frame_key(entry: bytes) -> bytes:
+    """The coded frame (width, height) of an ``hvc1`` entry, as the entry's bytes give it.
+
+    The outer ``bzna_thumb`` track keeps one entry per frame. Thumbnails of one
+    frame that one encoder setting made decode alike with either's parameter
+    sets: the original tools' differ only by their SPS's VUI aspect ratio (the
+    thumbnail's own), and they write sample 0's entry for every thumbnail.
+    """
+    body, _ = _entry_children(entry)
+    return body[24:28]
 
 
 def _after(kids, types) -> int:

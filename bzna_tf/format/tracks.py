@@ -311,6 +311,9 @@ class TrakSpec:
       video_order: stbl children as muxers order video (stsd, stts, stsc, stsz,
         stco) instead of as Benzina orders meta tracks (stsd, stts, stsz, stsc, stco).
       force_co64: write co64 even when every offset fits 32 bits.
+      more_entries: sample entries after ``entry`` in stsd.
+      entry_of: each sample's entry, 1-based (stsc's sample_description_index
+        for its chunk); None: all ``entry``.
     """
 
     track_id: int
@@ -331,6 +334,8 @@ class TrakSpec:
     constant_size: bool = False
     video_order: bool = False
     force_co64: bool = False
+    more_entries: tuple = ()
+    entry_of: np.ndarray | None = None
 
 
 def build_trak(s: TrakSpec) -> bytes:
@@ -364,13 +369,21 @@ def build_trak(s: TrakSpec) -> bytes:
     offsets = np.asarray(s.offsets, dtype=np.int64)
     if n and (sizes.max() >= 1 << 32 or sizes.min() < 0):
         raise ValueError(f"sample sizes must fit 32 bits. Received: max size {int(sizes.max())}")
-    stsd = full_box(b"stsd", 0, 0, struct.pack(">I", 1), s.entry)
+    stsd = full_box(b"stsd", 0, 0, struct.pack(">I", 1 + len(s.more_entries)), s.entry, *s.more_entries)
     stts = full_box(b"stts", 0, 0, struct.pack(">III", 1, n, s.sample_delta) if n else b"\0" * 4)
     if s.constant_size and n and (sizes == sizes[0]).all():
         stsz = full_box(b"stsz", 0, 0, struct.pack(">II", int(sizes[0]), n))
     else:
         stsz = full_box(b"stsz", 0, 0, struct.pack(">II", 0, n), sizes.astype(">u4").tobytes())
-    stsc = full_box(b"stsc", 0, 0, struct.pack(">IIII", 1, 1, 1, 1) if n else b"\0" * 4)
+    if s.entry_of is None or not n:
+        stsc = full_box(b"stsc", 0, 0, struct.pack(">IIII", 1, 1, 1, 1) if n else b"\0" * 4)
+    else:  # one sample per chunk: a run wherever the entry changes
+        entry_of = np.asarray(s.entry_of, dtype=np.int64)
+        if len(entry_of) != n or entry_of.min() < 1 or entry_of.max() > 1 + len(s.more_entries):
+            raise ValueError(f"entry_of must give each of the {n} samples one of the track's entries")
+        first = np.flatnonzero(np.diff(entry_of, prepend=0) != 0)
+        runs = np.stack([first + 1, np.ones_like(first), entry_of[first]], axis=1)
+        stsc = full_box(b"stsc", 0, 0, struct.pack(">I", len(runs)), runs.astype(">u4").tobytes())
     if s.force_co64 or (n and offsets.max() >= 1 << 32):
         chunks = full_box(b"co64", 0, 0, struct.pack(">I", n), offsets.astype(">u8").tobytes())
     else:

@@ -31,6 +31,7 @@ from bzna_tf.format.sample import (
     THUMB,
     Picture,
     build_image_mp4,
+    frame_key,
     mett_entry,
     mvhd,
     outer_thumb_entry,
@@ -139,7 +140,11 @@ class BznaWriter:
         self._targets = array("q")
         self._names: list[bytes] = []
         self._in_crc, self._th_crc = array("I"), array("I")
-        self._thumb_entry: bytes | None = None
+        # The outer thumbnail track's sample entries: one per coded frame, in order of first use, and
+        # each sample's (1-based, as stsc numbers them).
+        self._thumb_entries: list[bytes] = []
+        self._frame_index: dict[bytes, int] = {}
+        self._th_entry = array("I")
         self._closed = False
 
     @property
@@ -212,8 +217,7 @@ class BznaWriter:
     def _add(self, data, thumb_off, thumb_size, thumb_entry, target, name) -> int:
         if self._closed:
             raise ValueError(f"the writer for {self.path} is closed")
-        if self._thumb_entry is None:
-            self._thumb_entry = outer_thumb_entry(thumb_entry)
+        entry = self._thumb_entry_index(thumb_entry)
         if self.checksums:
             in_crc, th_crc = picture_checksums(data, thumb_off)
             self._in_crc.append(in_crc)
@@ -226,11 +230,27 @@ class BznaWriter:
         self._in_size.append(len(data))
         self._th_off.append(self._pos + thumb_off)
         self._th_size.append(thumb_size)
+        self._th_entry.append(entry)
         if target is not None:
             self._targets.append(target)
         self._names.append(name.encode() + b"\0")
         self._pos += len(data)
         return len(self) - 1
+
+    def _thumb_entry_index(self, thumb_entry: bytes) -> int:
+        """The outer thumbnail entry (1-based) that decodes this thumbnail, added if none does.
+
+        The original tools write one entry, sample 0's: all their thumbnails are
+        coded 512 x 512. Thumbnails of other frames (the compact layout's) each
+        get the first entry of their frame, or a standard reader of the track
+        would decode them with another frame's parameter sets.
+        """
+        key = frame_key(thumb_entry)
+        index = self._frame_index.get(key)
+        if index is None:
+            self._thumb_entries.append(outer_thumb_entry(thumb_entry))
+            index = self._frame_index[key] = len(self._thumb_entries)
+        return index
 
     def close(self) -> None:
         """Write the targets, names and moov, and move the file into place."""
@@ -258,7 +278,9 @@ class BznaWriter:
                 names_offset=fn_off,
                 thumb_offsets=np.asarray(self._th_off, np.int64),
                 thumb_sizes=np.asarray(self._th_size, np.int64),
-                thumb_entry=self._thumb_entry,
+                thumb_entry=self._thumb_entries[0],
+                more_thumb_entries=self._thumb_entries[1:],
+                thumb_entry_of=np.asarray(self._th_entry, np.int64),
                 force_co64=self.force_co64,
             )
             f.write(moov)
@@ -504,20 +526,26 @@ def build_moov(
     thumb_sizes,
     thumb_entry,
     force_co64=False,
+    more_thumb_entries=(),
+    thumb_entry_of=None,
 ) -> bytes:
     """The outer ``moov`` of a .bzna, as the original tools write it.
 
     Targets and names are laid out back to back from ``targets_offset`` and
-    ``names_offset``; the thumbnail entry is the outer ``hvc1`` (see
-    :func:`bzna_tf.format.sample.outer_thumb_entry`).
+    ``names_offset``. ``thumb_entry`` is the outer ``hvc1`` (see
+    :func:`bzna_tf.format.sample.outer_thumb_entry`), the only one the original
+    tools write; thumbnails coded otherwise have ``more_thumb_entries``, and
+    ``thumb_entry_of`` gives each thumbnail's, 1-based (None: all the first).
     """
     n = len(input_offsets)
     tg_off = targets_offset + 8 * np.arange(num_targets, dtype=np.int64)
     fn_off = names_offset + np.cumsum(name_sizes) - name_sizes
-    # The thumbnail entry's coded size, as written in the outer tkhd: the
+    # The thumbnails' largest coded frame, as written in the outer tkhd: the
     # original tools put the integer in both halves of the 16.16 value
     # (512 + 512/65536); readers use the integer part.
-    cw, ch = struct.unpack_from(">HH", thumb_entry, 8 + 24)
+    entries = (thumb_entry, *more_thumb_entries)
+    cw = max(struct.unpack_from(">H", e, 8 + 24)[0] for e in entries)
+    ch = max(struct.unpack_from(">H", e, 8 + 26)[0] for e in entries)
 
     def spec(track_id, name, handler, entry, sizes, offsets, **kw):
         d = 20 * len(sizes)  # one sample every 20 ticks of a 20 Hz timescale
@@ -542,6 +570,8 @@ def build_moov(
             thumb_entry,
             thumb_sizes,
             thumb_offsets,
+            more_entries=tuple(more_thumb_entries),
+            entry_of=thumb_entry_of if more_thumb_entries else None,
             tkhd_flags=3,
             width_fixed=(cw << 16) | cw,
             height_fixed=(ch << 16) | ch,
