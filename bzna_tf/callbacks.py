@@ -62,7 +62,9 @@ class SyncEpochs(keras.callbacks.Callback):
       the dataset's batches): the iteration is ``e``, so Keras epoch ``e``
       reads data epochs ``e * repeat ...``;
     - an endless pipeline (``repeat=True``) with ``steps_per_epoch=S``:
-      the iterator starts ``e * S`` batches into the stream.
+      the iterator starts ``e * S`` batches into the stream (with
+      ``steps_per_execution=k``, Keras runs whole executions: ``S`` rounded
+      up to a multiple of ``k`` batches per epoch, which the callback counts).
 
     Other combinations (a finite dataset with a different
     ``steps_per_epoch``, whose iterators Keras restarts at their end
@@ -71,7 +73,14 @@ class SyncEpochs(keras.callbacks.Callback):
     replicas share (``distribute_datasets_from_function`` on a machine of
     several GPUs) is refused with a ``steps_per_epoch`` other than its
     batches: Keras counts a distributed dataset's batches as its steps and
-    would train whole epochs on an iterator that has ended.
+    would train whole epochs on an iterator that has ended. So are the
+    pipelines per replica of a distributed dataset whose lengths differ
+    (``shard_by="files"``) where Keras (a longer one than the first) or
+    tf.distribute (a shorter one, of static batches) would end each pass
+    before some of their batches. These refusals concern the pipelines
+    training reads, found between the first epoch's first two training
+    steps (in an epoch of one step, at its validation or end: under a
+    strategy, those ``fit`` read a batch of before the epoch began).
 
     It assumes that ``fit`` reads the pipeline as ``as_dataset`` returned it.
     Over ``pipeline.take(k)``, Keras' ``k`` steps are taken for a
@@ -83,8 +92,13 @@ class SyncEpochs(keras.callbacks.Callback):
     or a split for fewer samples.
 
     A validation pipeline (``validation_data``) is read once per Keras epoch,
-    after training: a finite pipeline that training did not read during
-    epoch ``e`` is set to iteration ``e`` when Keras starts validating.
+    after training: a pipeline that training did not read during epoch ``e``
+    (finite, or endless with ``validation_steps``) is set to iteration ``e``
+    when Keras starts validating.
+
+    Keras epoch ``e`` reads data epoch ``e`` in every ``fit``: a second
+    ``fit`` in the same process that starts again at epoch 0 reads the first
+    one's data again (the callback warns); pass ``initial_epoch`` to go on.
 
     Keras' ``BackupAndRestore`` with ``save_freq=N`` batches restores the
     weights of the last backup and restarts its epoch at batch 0; this
@@ -147,12 +161,36 @@ class SyncEpochs(keras.callbacks.Callback):
         self._warned = False
         self._epoch = None  # the Keras epoch under way (None outside model.fit)
         self._set = []  # each state as on_epoch_begin left it
-        self._trained = []  # whether training read it this epoch (its counter moved before validation)
+        # Whether training reads each pipeline (None until known): one whose counter moved in the epoch
+        # before its second training step. In an epoch of one step, one that moved before validation,
+        # except under tf.distribute: there Keras' evaluate() reads a batch of the validation data before
+        # on_test_begin, and fit one of the training data before on_train_begin (its symbolic build), so
+        # the pipelines that moved before the fit began are taken for training ones.
+        self._before = [state.get() for state in self._states]  # the counters before the next fit
+        self._known = None  # the pipelines that moved before the fit, under a strategy
+        self._trained = []  # this epoch's
+        self._refused = False  # whether the training pipelines were checked this fit
+        self._validated = False  # whether the epoch's validation has begun
+        self._fit_starts = False  # the next on_epoch_begin is a fit's first
 
     def on_train_begin(self, logs=None):
+        self._fit_starts, self._refused, self._known = True, False, None
+        moved = [state.get() != b for state, b in zip(self._states, self._before, strict=True)]
+        if any(moved) and getattr(self.model, "_distribute_strategy", None) is not None:
+            self._known = moved
+
+    def on_train_end(self, logs=None):
+        self._before = [state.get() for state in self._states]
+
+    def _refuse(self, trained):
+        # What makes Keras leave out a training pipeline's data without an error. Validation pipelines
+        # are read as Keras counts their own batches (validation_steps), whatever the training steps.
+        self._refused = True
         steps = (self.params or {}).get("steps")
-        for state, lead in zip(self._states, self._leads, strict=True):
-            if state.batches is not None and steps is not None and int(steps) == lead.batches < state.batches:
+        for state, lead, read in zip(self._states, self._leads, trained, strict=True):
+            if not read or state.batches is None:
+                continue
+            if steps is not None and int(steps) == lead.batches < state.batches:
                 # A pipeline per replica of shard_by="files": its size follows its files.
                 raise ValueError(
                     f"SyncEpochs: Keras counts the first pipeline's {lead.batches} batches as the steps of "
@@ -162,8 +200,17 @@ class SyncEpochs(keras.callbacks.Callback):
                     "replica differ as their files do). Build them with repeat=True and give model.fit "
                     "steps_per_epoch, or shard by samples"
                 )
+            if lead is not state and state.batches < lead.batches and getattr(state, "static_batches", False):
+                raise ValueError(
+                    f"SyncEpochs: a pipeline of this distributed dataset makes {state.batches} batches, "
+                    f"fewer than the first one's {lead.batches}: tf.distribute ends a pass of statically "
+                    "shaped batches (drop_remainder=True) at its shortest pipeline's end, so each Keras "
+                    f"epoch would leave out the first pipeline's last {lead.batches - state.batches} "
+                    "batches, never read (shard_by='files' pipelines per replica differ as their files do). "
+                    "Build them with repeat=True and give model.fit steps_per_epoch, or shard by samples"
+                )
             per_step = getattr(state, "batches_per_step", 1)
-            if state.batches is None or per_step == 1 or steps is None or int(steps) == lead.batches:
+            if per_step == 1 or steps is None or int(steps) == lead.batches:
                 continue
             # Keras takes a distributed dataset's cardinality (one pipeline's batches) for its steps, and
             # with steps_per_epoch keeps one iterator until it has taken that many: past the pipeline's end.
@@ -177,29 +224,70 @@ class SyncEpochs(keras.callbacks.Callback):
                 "steps_per_epoch"
             )
 
+    def _find_trained(self, between_steps: bool = False):
+        """This epoch's training pipelines: those whose counter moved since on_epoch_begin, found between
+        two training steps; else (after the epoch's only step) those that moved before the fit under a
+        strategy, or since on_epoch_begin."""
+        if between_steps or self._known is None:
+            self._trained = [state.get() != s for state, s in zip(self._states, self._set, strict=True)]
+        else:
+            self._trained = list(self._known)
+        if not self._refused:
+            self._refuse(self._trained)
+
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = int(epoch)
+        if self._fit_starts:
+            self._fit_starts = False
+            self._warn_if_read_before(self._epoch)
         steps = (self.params or {}).get("steps")
         self._set, self._trained = [], [None] * len(self._states)
+        self._validated = False
         for state, lead in zip(self._states, self._leads, strict=True):
             state.set(*self._position(state, lead, self._epoch, steps))
             self._set.append(state.get())
 
+    def on_train_batch_begin(self, batch, logs=None):
+        # Before the epoch's second execution the first one has run: every pipeline training reads has
+        # started its iteration (the counter moves at an iteration's first element), and validation has
+        # not begun.
+        if batch > 0 and None in self._trained and self._epoch is not None:
+            self._find_trained(between_steps=True)
+
     def on_test_begin(self, logs=None):
-        # Keras validates after the epoch's training. A finite pipeline that training did not read is a
-        # validation one: one pass per Keras epoch, so iteration `epoch` (the training steps say nothing
-        # about it: set from them, a longer validation pipeline repeated its order for several epochs).
-        if self._epoch is None or None not in self._trained:
+        # Keras validates after the epoch's training. A pipeline that training did not read is a validation
+        # one: one pass (or validation_steps) per Keras epoch, so iteration `epoch` (the training steps say
+        # nothing about it: set from them, a longer validation pipeline repeated its order for several
+        # epochs, and an endless one read on from the training stream's position).
+        if self._epoch is None or self._validated:
             return
-        for i, state in enumerate(self._states):
-            self._trained[i] = state.get() != self._set[i]
-            if not self._trained[i] and state.batches is not None:
+        self._validated = True
+        if None in self._trained:  # an epoch of one execution: what moved before validation
+            self._find_trained()
+        for state, trained in zip(self._states, self._trained, strict=True):
+            if not trained:
                 state.set(self._epoch, 0)
+
+    def _warn_if_read_before(self, epoch: int):
+        # Keras epoch e reads data epoch e: a second fit from epoch 0 reads the first one's data again.
+        done = max((getattr(s, "_keras_epochs_done", -1) for s in self._states), default=-1)
+        if epoch <= done:
+            warnings.warn(
+                f"SyncEpochs: this fit starts at Keras epoch {epoch}, and an earlier fit in this process "
+                f"already trained Keras epochs up to {done} on this pipeline: Keras epoch e reads data "
+                f"epoch e, so epochs {epoch}..{done} read the same orders and crops again. To go on with new "
+                f"data, pass model.fit(initial_epoch={done + 1}, epochs={done + 1} + more)",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def on_epoch_end(self, epoch, logs=None):
         steps = (self.params or {}).get("steps")
+        if None in self._trained and self._epoch is not None:  # one execution, no validation
+            self._find_trained()
         for i, (state, lead) in enumerate(zip(self._states, self._leads, strict=True)):
-            trained = self._trained[i] if self._trained[i] is not None else state.get() != self._set[i]
+            state._keras_epochs_done = max(getattr(state, "_keras_epochs_done", -1), int(epoch))
+            trained = bool(self._trained[i])
             per_step = getattr(state, "batches_per_step", 1)
             finite_elsewhere = (
                 state.batches is not None
@@ -226,7 +314,14 @@ class SyncEpochs(keras.callbacks.Callback):
         if state.batches is None:  # endless: one iteration, positioned by batches
             if steps is None:
                 raise ValueError("An endless dataset (repeat=True) needs `steps_per_epoch` in model.fit")
-            return 0, epoch * int(steps) * per_step
+            return 0, epoch * self._steps_read(steps) * per_step
         if steps is None or int(steps) == lead.batches:  # Keras' steps from the pipeline's length
             return epoch, 0
-        return epoch * int(steps) * per_step // lead.batches, 0
+        return epoch * self._steps_read(steps) * per_step // lead.batches, 0
+
+    def _steps_read(self, steps) -> int:
+        # Keras runs whole executions of steps_per_execution steps on an iterator it keeps: with
+        # steps_per_epoch=4 and steps_per_execution=3, an epoch takes 6 batches (keras/src/trainers/
+        # epoch_iterator.py: range(0, steps_per_epoch, steps_per_execution), each execution k steps).
+        k = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
+        return -(-int(steps) // k) * k

@@ -1,10 +1,12 @@
 """Dataset, ClassificationDataset, ImageNet and as_dataset()."""
 
 import collections
+import contextlib
 import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -717,6 +719,25 @@ def test_model_fit_under_mirrored_strategy(flat_file):
         assert strategy.num_replicas_in_sync == 2
         losses = history.history["loss"]
         assert len(losses) == 2 and all(np.isfinite(losses)), losses
+        # Validation from distribute_datasets_from_function too (before any PER_REPLICA dataset: the
+        # strategy keeps that mode for later calls). SyncEpochs took it for a training pipeline: it refused
+        # a steps_per_epoch nobody gave (Keras' steps are the training data's), and, Keras' evaluate()
+        # reading a validation batch before on_test_begin, never set it to iteration e.
+        def finite(select, seed):
+            return lambda ctx: d.select(select).as_dataset(
+                batch_size=ctx.get_per_replica_batch_size(4), shape=16, shuffle=True, seed=seed,
+                input_context=ctx, drop_remainder=True)
+        train = strategy.distribute_datasets_from_function(finite(np.arange(12), 1))
+        val = strategy.distribute_datasets_from_function(finite(np.arange(12, 20), 2))
+        read = []
+
+        class Record(keras.callbacks.Callback):
+            def on_test_end(self, logs=None):  # the iteration the validation read: the counter is one on
+                read.append(val._datasets[0].bzna_epochs.get()[0] - 1)
+
+        model.fit(train, validation_data=val, epochs=3, verbose=0,
+                  callbacks=[bzna_tf.callbacks.SyncEpochs(train, val), Record()])
+        assert read == [0, 1, 2], read
         # A pipeline per replica (PER_REPLICA): shards of 5 and 4 samples, 3 and 2 batches. Keras counts the
         # first one's as its steps; SyncEpochs took 3 steps for 2 batches as "not one pass an epoch" and
         # set the second to iteration 3 at epoch 2 (another permutation than the first's: shards overlap).
@@ -1025,6 +1046,15 @@ def test_with_drop_remainder_every_shard_makes_the_smallest_shards_batches(flat_
             d.as_dataset(batch_size=2, shape=8, shard=(few, 0), drop_remainder=True, training=training)
 
 
+def _first_steps(sync, read):
+    """What Keras calls SyncEpochs with up to an epoch's second training step, training reading ``read``."""
+    sync.on_train_begin()
+    sync.on_epoch_begin(0)
+    for ds in read:
+        next(iter(ds))  # an iteration's first batch: its counter moves
+    sync.on_train_batch_begin(1)
+
+
 def test_sync_epochs_refuses_steps_per_epoch_over_a_finite_pipeline_of_several_replicas(flat_file):
     # Keras counts a DistributedDatasetsFromFunction's cardinality (its pipeline's batches) as steps; with
     # steps_per_epoch it kept one iterator until that many were taken, past the pipeline's end: a
@@ -1038,38 +1068,53 @@ def test_sync_epochs_refuses_steps_per_epoch_over_a_finite_pipeline_of_several_r
     sync = bzna_tf.callbacks.SyncEpochs(ds)
     for fine in (None, steps):  # Keras' own count: each epoch one pass
         sync.set_params({"steps": fine, "epochs": 2})
-        sync.on_train_begin()
+        _first_steps(sync, [ds])
     sync.set_params({"steps": steps // 2, "epochs": 2})
     shared = rf"steps_per_epoch={steps // 2}\) over a finite as_dataset pipeline whose batches 2 replicas"
     with pytest.raises(ValueError, match=shared + rf" share .* counts its {steps} batches as {steps} steps"):
-        sync.on_train_begin()
+        _first_steps(sync, [ds])
     endless = d.as_dataset(batch_size=2, shape=8, repeat=True, input_context=ctx)
     sync = bzna_tf.callbacks.SyncEpochs(endless)
     sync.set_params({"steps": 3, "epochs": 2})
-    sync.on_train_begin()  # an endless pipeline is for steps_per_epoch
+    _first_steps(sync, [endless])  # an endless pipeline is for steps_per_epoch
+    # Such a pipeline for validation, beside an endless training one (params' steps are training's): it
+    # was refused at on_train_begin, for a steps_per_epoch that was not its own.
+    sync = bzna_tf.callbacks.SyncEpochs(endless, ds)
+    sync.set_params({"steps": 3, "epochs": 2})
+    _first_steps(sync, [endless])
+    sync.on_test_begin()
+    assert ds.bzna_epochs.get() == (0, 0)
 
 
-def test_sync_epochs_refuses_a_distributed_dataset_whose_first_pipeline_is_not_the_longest(flat_shards):
+def test_sync_epochs_refuses_a_distributed_dataset_whose_pipelines_keras_or_tf_distribute_cut(flat_shards):
     # Keras counts a DistributedDatasetsFromFunction's first pipeline's batches as its steps. Pipelines per
     # replica (PER_REPLICA) of shard_by="files" follow their files: a longer one than the first was cut at
-    # each epoch's end (two replicas, files of 2 and 6 pictures: 4 of 8 images trained an epoch).
+    # each epoch's end (two replicas, files of 2 and 6 pictures: 4 of 8 images trained an epoch); and of
+    # static batches, tf.distribute ends the pass at the shortest one (4 of 10 samples an epoch).
     d = ClassificationDataset(flat_shards)  # files of 7, 5 and 9 samples
 
-    def pipeline(k):
+    def pipeline(k, **kw):
         context = tf.distribute.InputContext(2, k, 2)  # pipeline k of 2, as PER_REPLICA builds them
-        return d.as_dataset(batch_size=2, shape=8, input_context=context, shard_by="files")
+        return d.as_dataset(batch_size=2, shape=8, input_context=context, shard_by="files", **kw)
 
     longer, shorter = pipeline(0), pipeline(1)  # files 0 and 2 (16 samples: 8 batches); file 1 (5: 3 batches)
     assert (longer.bzna_epochs.batches, shorter.bzna_epochs.batches) == (8, 3)
-    sync = bzna_tf.callbacks.SyncEpochs(longer, shorter)  # led by the longer one: fine
+    sync = bzna_tf.callbacks.SyncEpochs(longer, shorter)  # led by the longer one: the shorter gets empty ones
     sync.set_params({"steps": 8, "epochs": 2})
-    sync.on_train_begin()
+    _first_steps(sync, [longer, shorter])
+    static = [pipeline(k, drop_remainder=True) for k in (0, 1)]  # 8 and 2 batches, no partial batch
+    sync = bzna_tf.callbacks.SyncEpochs(*static)
+    sync.set_params({"steps": 8, "epochs": 2})
+    with pytest.raises(
+        ValueError, match=r"makes 2 batches, fewer than the first one's 8: tf.distribute ends"
+    ):
+        _first_steps(sync, static)
     # Files in another order: pipeline 0 the shorter one.
     longer.bzna_epochs.input_pipeline, shorter.bzna_epochs.input_pipeline = (2, 1), (2, 0)
     sync = bzna_tf.callbacks.SyncEpochs(shorter, longer)
     sync.set_params({"steps": 3, "epochs": 2})
     with pytest.raises(ValueError, match=r"first pipeline's 3 batches as the steps .* makes 8: each Keras"):
-        sync.on_train_begin()
+        _first_steps(sync, [shorter, longer])
 
 
 def test_sync_epochs_gives_a_validation_pipeline_one_iteration_per_keras_epoch(flat_file, caplog):
@@ -1095,21 +1140,123 @@ def test_sync_epochs_gives_a_validation_pipeline_one_iteration_per_keras_epoch(f
     )
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     sync = bzna_tf.callbacks.SyncEpochs(train, val)
-    with caplog.at_level(logging.WARNING, logger="bzna_tf.callbacks"):
+    with (
+        caplog.at_level(logging.WARNING, logger="bzna_tf.callbacks"),
+        warnings.catch_warnings(record=True) as w,
+    ):
+        warnings.simplefilter("always")
         model.fit(train, validation_data=val, epochs=4, verbose=0, callbacks=[sync, Record()])
     assert read == [(e, e) for e in range(4)]
-    assert "steps_per_epoch" not in caplog.text
-    # A resumed fit (Keras starts at epoch 2): the same iterations.
+    assert "steps_per_epoch" not in caplog.text and not [x for x in w if "SyncEpochs" in str(x.message)]
+    # A resumed fit (Keras starts at epoch 2): the same iterations. In the process that trained them, it
+    # is a second fit over data epochs already read: warned.
     read.clear()
-    model.fit(train, validation_data=val, epochs=4, initial_epoch=2, verbose=0, callbacks=[sync, Record()])
+    again = r"this fit starts at Keras epoch 2, and an earlier fit in this process already trained Keras "
+    with pytest.warns(
+        UserWarning, match=again + r"epochs up to 3 .* pass model.fit\(initial_epoch=4, epochs="
+    ):
+        model.fit(
+            train, validation_data=val, epochs=4, initial_epoch=2, verbose=0, callbacks=[sync, Record()]
+        )
     assert read == [(2, 2), (3, 3)]
     # The training pipeline with another steps_per_epoch still warns (it is not batch-exact).
-    with caplog.at_level(logging.WARNING, logger="bzna_tf.callbacks"):
+    with (
+        caplog.at_level(logging.WARNING, logger="bzna_tf.callbacks"),
+        pytest.warns(UserWarning, match="epoch 0"),
+    ):
         model.fit(train.repeat(), steps_per_epoch=3, epochs=1, verbose=0,
                   callbacks=[bzna_tf.callbacks.SyncEpochs(train)])  # fmt: skip
     assert (
         "SyncEpochs: Keras reads 3 batches per epoch (steps_per_epoch, or a take() or filter()" in caplog.text
     )
+
+
+def _which(images) -> list[int]:
+    """The sample each flat-coloured picture of a batch is (nearest colour(i) by red)."""
+    reds = np.array([colour(i)[0] for i in range(N)], np.float64)
+    red = np.asarray(images, np.float64)[..., 0].mean(axis=(1, 2))
+    return np.abs(red[:, None] - reds).argmin(axis=1).tolist()
+
+
+def _recording_model(seen):
+    """A small classifier whose training and test steps note which samples each batch held."""
+    import keras
+
+    def note(kind, x):
+        tf.py_function(lambda x: seen.append((kind, _which(x.numpy()))) or np.int64(0), [x], tf.int64)
+
+    class Recording(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.pool, self.dense = keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4)
+
+        def call(self, x):
+            return self.dense(self.pool(x))
+
+        def train_step(self, data):
+            note("train", data[0])
+            return super().train_step(data)
+
+        def test_step(self, data):
+            note("val", data[0])
+            return super().test_step(data)
+
+    return Recording()
+
+
+def test_sync_epochs_counts_whole_executions_and_sets_every_validation_pipeline(flat_file, caplog):
+    # Keras runs whole executions: steps_per_epoch=4 with steps_per_execution=3 takes 6 batches an epoch
+    # from an endless pipeline, and a resumed epoch 2 started 8 batches in (2 x 4), not 12: batches trained
+    # again, others never. An endless validation pipeline (validation_steps) read on from the training
+    # stream's position, where an uninterrupted fit without SyncEpochs validates on a new iteration each
+    # time. Under tf.distribute, evaluate() reads a validation batch before on_test_begin, so a validation
+    # pipeline passed for a training one: not set to iteration e, and warned about a steps_per_epoch.
+    import logging
+
+    import keras
+
+    d = ClassificationDataset(flat_file).labelled()
+    seen = []
+
+    class Epochs(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            seen.append(("epoch", epoch))
+
+    def fit(initial_epoch, repeat=True, strategy=None, spe=3, **kw):
+        train = d.as_dataset(batch_size=2, shape=8, shuffle=True, seed=3, repeat=repeat)
+        val = d.as_dataset(batch_size=2, shape=8, shuffle=True, seed=4, repeat=repeat, training=False)
+        with strategy.scope() if strategy else contextlib.nullcontext():
+            model = _recording_model(seen)
+            model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          steps_per_execution=spe)  # fmt: skip
+        seen.clear()
+        model.fit(train, validation_data=val, epochs=3, verbose=0, initial_epoch=initial_epoch,
+                  callbacks=[Epochs(), bzna_tf.callbacks.SyncEpochs(train, val)], **kw)  # fmt: skip
+        epochs = {}
+        for kind, value in seen:
+            if kind == "epoch":
+                epochs[value] = {"train": [], "val": []}
+            else:
+                epochs[max(epochs)][kind].append(value)
+        return epochs, val
+
+    whole, val = fit(0, steps_per_epoch=4, validation_steps=1)
+    assert [len(whole[e]["train"]) for e in range(3)] == [6, 6, 6]  # two executions of 3 steps each
+    for e in range(3):  # validation e: the validation pipeline's iteration e (one execution: 3 batches)
+        val.bzna_epochs.set(e)
+        it = iter(val)
+        assert whole[e]["val"] == [_which(next(it)[0]) for _ in range(3)]
+    resumed, _ = fit(2, steps_per_epoch=4, validation_steps=1)
+    assert resumed[2] == whole[2]
+    # Under a strategy (one replica), finite pipelines: validation e reads iteration e, and no warning;
+    # also where an epoch is one execution (no step between two to tell training pipelines by).
+    for spe in (3, 16):
+        with caplog.at_level(logging.WARNING, logger="bzna_tf.callbacks"):
+            mirrored, val = fit(0, repeat=False, strategy=tf.distribute.MirroredStrategy(["/cpu:0"]), spe=spe)
+        assert "steps_per_epoch" not in caplog.text
+        for e in range(3):
+            val.bzna_epochs.set(e)
+            assert mirrored[e]["val"] == [_which(x) for x, _ in val], spe
 
 
 class _UsersOwnTransform(bzna_tf.transforms.WarpTransform):

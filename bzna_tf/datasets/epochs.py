@@ -66,6 +66,10 @@ class EpochState:
         MirroredStrategy worker take two per step).
       input_pipeline: built with an ``input_context``,
         ``(num_input_pipelines, input_pipeline_id)``; else None.
+      static_batches: whether every batch has ``batch_size`` samples, a
+        static first dimension (``drop_remainder=True`` without
+        ``on_error="skip"``): tf.distribute then ends a pass at its shortest
+        pipeline's end.
     """
 
     def __init__(self, epochs, per_epoch: int, batch_size: int, batches):
@@ -81,6 +85,7 @@ class EpochState:
         self.batches_per_step = 1
         # Built with an input_context: (num_input_pipelines, input_pipeline_id); else None.
         self.input_pipeline = None
+        self.static_batches = False
         # ResourceVariable itself, not tf.Variable: a distribution strategy in
         # scope would make a mirrored variable, which tf.data cannot capture.
         with tf.init_scope(), tf.device("/cpu:0"):

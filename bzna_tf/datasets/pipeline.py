@@ -94,12 +94,13 @@ def build(source: Source, options, input_context=None) -> tf.data.Dataset:
 
 def _per_step(ds, options):
     """``ds``, its epoch counter told how many of its batches a training step takes (SyncEpochs counts
-    them: under ``distribute_datasets_from_function``, one per replica fed by this pipeline) and which
-    input pipeline it is."""
+    them: under ``distribute_datasets_from_function``, one per replica fed by this pipeline), which
+    input pipeline it is and whether its batches are statically shaped."""
     state = getattr(ds, "bzna_epochs", None)
     if state is not None:
         state.batches_per_step = options.batches_per_step
         state.input_pipeline = options.input_pipeline
+        state.static_batches = bool(options.drop_remainder) and not options.skip
     return ds
 
 
