@@ -475,6 +475,11 @@ def test_a_checkpoint_restores_only_into_a_pipeline_over_the_same_samples(tmp_pa
         ({}, {"shuffle": False}, "order: then shuffled with seed 1, now as selected"),
         ({}, {"repeat": 2}, "epochs per iteration: then 1, now 2"),
         ({}, {"shape": 4}, "images: then 8 x 8, channels_last, now 4 x 4, channels_last"),
+        (  # one pipeline that 2, then 4 replicas share: iterations of 6, then 4 batches (whole steps)
+            {"input_context": tf.distribute.InputContext(1, 0, 2), "drop_remainder": True},
+            {"input_context": tf.distribute.InputContext(1, 0, 4), "drop_remainder": True},
+            "whole steps of: then 2 batches, now 4 batches",
+        ),
     ]
     # The facts and their wording do not depend on the kind of checkpoint: one case shows that a symbolic
     # checkpoint carries them too.
@@ -1044,6 +1049,11 @@ def test_with_drop_remainder_every_shard_makes_the_smallest_shards_batches(flat_
     for training in (True, False):  # evaluation would read none either
         with pytest.raises(ValueError, match=rf"\(shard 0 of {few}\) makes 1 batch, but the smallest"):
             d.as_dataset(batch_size=2, shape=8, shard=(few, 0), drop_remainder=True, training=training)
+        # A shard that has no batch anyway is refused too: its peers are, and a worker left building would
+        # wait for them at its first step (evaluation shards built while shard 0 was refused).
+        last = rf"\(shard {few - 1} of {few}\) makes no batch, and the smallest of the {few} shards reads 1 "
+        with pytest.raises(ValueError, match=last):
+            d.as_dataset(batch_size=2, shape=8, shard=(few, few - 1), drop_remainder=True, training=training)
 
 
 def _first_steps(sync, read):

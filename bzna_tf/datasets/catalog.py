@@ -447,7 +447,9 @@ class Dataset:
             input pipeline and ``num_replicas_in_sync`` replicas: one machine
             of several GPUs) also ends each iteration at a whole step: a
             multiple of ``num_replicas_in_sync`` batches (tf.distribute would
-            cut a partial step off mid-step, its batches read and lost).
+            cut a partial step off mid-step, its batches read and lost),
+            unless ``on_error="skip"`` (its batches' dimension is not static:
+            tf.distribute gives a short step's spare replicas empty batches).
           with_filenames: add each sample's stored filename (tf.string) as the
             last element of the tuple. (Not for ``model.fit``, which would
             take a third element as sample weights.)

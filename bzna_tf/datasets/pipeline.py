@@ -181,6 +181,10 @@ def checkpoint_facts(source: Source, options) -> list[str]:
         # shard_by="files": the shard asked for (the one above is then 0 of 1, over its files). A line of
         # its own: checkpoints saved before it was recorded lack it, and only lines both have are compared.
         *([f"file shard: {options.file_shard[1]} of {options.file_shard[0]}"] if options.file_shard else []),
+        # A pipeline that several replicas share ends each iteration at a whole step of theirs: another
+        # replica count, another batch count (TensorFlow's "expected to contain 4 elements but contained
+        # only 6"). Its own line, for the same reason.
+        f"whole steps of: {wording.count(options.whole_step_batches, 'batch', 'batches')}",
     ]
 
 
@@ -198,10 +202,14 @@ def _build(source: Source, options) -> tf.data.Dataset:
         # that train in lockstep (tf.distribute's replicas, an allreduce per batch) end the pass together.
         smallest = len(source.selection) // count
         batches = min(batches, options.epochs * smallest // options.batch_size)
-        if batches == 0 < made:
+        # Refused on every shard where any would have had a batch (the largest's), not on those alone:
+        # one worker refusing while its peers build would leave them waiting for it.
+        largest = -(-len(source.selection) // count)
+        if batches == 0 < options.epochs * largest // options.batch_size:
             raise ValueError(
-                f"This pipeline (shard {index} of {count}) makes {wording.count(made, 'batch', 'batches')}, "
-                f"but the smallest of the {count} shards reads {wording.count(smallest, 'sample')} an epoch, "
+                f"This pipeline (shard {index} of {count}) makes "
+                f"{wording.count(made, 'batch', 'batches') + ', but' if made else 'no batch, and'} the "
+                f"smallest of the {count} shards reads {wording.count(smallest, 'sample')} an epoch, "
                 f"fewer than batch_size={options.batch_size} with drop_remainder=True. Every shard makes as "
                 "many batches as the smallest (workers that train in step end each pass together), so "
                 f"{'training' if options.training else 'evaluation'} would read none of them. Use a smaller "
