@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+import weakref
 
 import keras
 
@@ -97,8 +98,9 @@ class SyncEpochs(keras.callbacks.Callback):
     when Keras starts validating.
 
     Keras epoch ``e`` reads data epoch ``e`` in every ``fit``: a second
-    ``fit`` in the same process that starts again at epoch 0 reads the first
-    one's data again (the callback warns); pass ``initial_epoch`` to go on.
+    ``fit`` of the same model in the same process that starts again at epoch
+    0 reads the first one's data again (the callback warns); pass
+    ``initial_epoch`` to go on.
 
     Keras' ``BackupAndRestore`` with ``save_freq=N`` batches restores the
     weights of the last backup and restarts its epoch at batch 0; this
@@ -162,25 +164,31 @@ class SyncEpochs(keras.callbacks.Callback):
         self._epoch = None  # the Keras epoch under way (None outside model.fit)
         self._set = []  # each state as on_epoch_begin left it
         # Whether training reads each pipeline (None until known): one whose counter moved in the epoch
-        # before its second training step. In an epoch of one step, one that moved before validation,
-        # except under tf.distribute: there Keras' evaluate() reads a batch of the validation data before
-        # on_test_begin, and fit one of the training data before on_train_begin (its symbolic build), so
-        # the pipelines that moved before the fit began are taken for training ones.
+        # before its second training step. In an epoch of one step, one that moved before validation;
+        # under tf.distribute, Keras' evaluate() reads a batch of the validation data before on_test_begin,
+        # and fit one of the training data before on_train_begin (its symbolic build): there, one that
+        # also moved before the fit began.
         self._before = [state.get() for state in self._states]  # the counters before the next fit
-        self._known = None  # the pipelines that moved before the fit, under a strategy
+        self._known = None  # under a strategy, the pipelines that moved before the fit began
         self._trained = []  # this epoch's
+        self._ever = []  # whether training read each pipeline in an epoch of this fit
         self._refused = False  # whether the training pipelines were checked this fit
         self._validated = False  # whether the epoch's validation has begun
         self._fit_starts = False  # the next on_epoch_begin is a fit's first
 
+    def _snapshot(self):
+        # Also at each epoch's end: a fit retried after an exception (on_train_end never ran) compares
+        # with the counters of its last whole epoch, which validation had already moved.
+        self._before = [state.get() for state in self._states]
+
     def on_train_begin(self, logs=None):
         self._fit_starts, self._refused, self._known = True, False, None
-        moved = [state.get() != b for state, b in zip(self._states, self._before, strict=True)]
-        if any(moved) and getattr(self.model, "_distribute_strategy", None) is not None:
-            self._known = moved
+        self._ever = [False] * len(self._states)
+        if getattr(self.model, "_distribute_strategy", None) is not None:
+            self._known = [state.get() != b for state, b in zip(self._states, self._before, strict=True)]
 
     def on_train_end(self, logs=None):
-        self._before = [state.get() for state in self._states]
+        self._snapshot()
 
     def _refuse(self, trained):
         # What makes Keras leave out a training pipeline's data without an error. Validation pipelines
@@ -188,6 +196,8 @@ class SyncEpochs(keras.callbacks.Callback):
         self._refused = True
         steps = (self.params or {}).get("steps")
         for state, lead, read in zip(self._states, self._leads, trained, strict=True):
+            if read and state.batches is None and steps is None:  # Keras would train epoch 0 forever
+                raise ValueError("An endless dataset (repeat=True) needs `steps_per_epoch` in model.fit")
             if not read or state.batches is None:
                 continue
             if steps is not None and int(steps) == lead.batches < state.batches:
@@ -225,26 +235,28 @@ class SyncEpochs(keras.callbacks.Callback):
             )
 
     def _find_trained(self, between_steps: bool = False):
-        """This epoch's training pipelines: those whose counter moved since on_epoch_begin, found between
-        two training steps; else (after the epoch's only step) those that moved before the fit under a
-        strategy, or since on_epoch_begin."""
-        if between_steps or self._known is None:
-            self._trained = [state.get() != s for state, s in zip(self._states, self._set, strict=True)]
-        else:
-            self._trained = list(self._known)
+        """This epoch's training pipelines: those whose counter moved since on_epoch_begin (after the
+        epoch's only step under a strategy, those that also moved before the fit began)."""
+        moved = [state.get() != s for state, s in zip(self._states, self._set, strict=True)]
+        if not between_steps and self._known is not None:
+            moved = [m and k for m, k in zip(moved, self._known, strict=True)]
+        self._trained = moved
+        self._ever = [a or b for a, b in zip(self._ever, moved, strict=True)]
         if not self._refused:
-            self._refuse(self._trained)
+            self._refuse(moved)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = int(epoch)
         if self._fit_starts:
             self._fit_starts = False
-            self._warn_if_read_before(self._epoch)
+            self._warn_if_trained_before(self._epoch)
         steps = (self.params or {}).get("steps")
         self._set, self._trained = [], [None] * len(self._states)
         self._validated = False
         for state, lead in zip(self._states, self._leads, strict=True):
-            state.set(*self._position(state, lead, self._epoch, steps))
+            position = self._position(state, lead, self._epoch, steps)
+            if position is not None:
+                state.set(*position)
             self._set.append(state.get())
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -262,21 +274,22 @@ class SyncEpochs(keras.callbacks.Callback):
         if self._epoch is None or self._validated:
             return
         self._validated = True
-        if None in self._trained:  # an epoch of one execution: what moved before validation
+        if None in self._trained:  # an epoch of one execution
             self._find_trained()
         for state, trained in zip(self._states, self._trained, strict=True):
             if not trained:
                 state.set(self._epoch, 0)
 
-    def _warn_if_read_before(self, epoch: int):
-        # Keras epoch e reads data epoch e: a second fit from epoch 0 reads the first one's data again.
-        done = max((getattr(s, "_keras_epochs_done", -1) for s in self._states), default=-1)
+    def _warn_if_trained_before(self, epoch: int):
+        # Keras epoch e reads data epoch e: a second fit of the same model from epoch 0 reads the first
+        # one's data again.
+        done = max((getattr(s, "_trained_by", {}).get(self.model, -1) for s in self._states), default=-1)
         if epoch <= done:
             warnings.warn(
-                f"SyncEpochs: this fit starts at Keras epoch {epoch}, and an earlier fit in this process "
-                f"already trained Keras epochs up to {done} on this pipeline: Keras epoch e reads data "
-                f"epoch e, so epochs {epoch}..{done} read the same orders and crops again. To go on with new "
-                f"data, pass model.fit(initial_epoch={done + 1}, epochs={done + 1} + more)",
+                f"SyncEpochs: this fit starts at Keras epoch {epoch}, and an earlier fit of this model in "
+                f"this process already trained Keras epochs up to {done} on this pipeline: Keras epoch e "
+                f"reads data epoch e, so epochs {epoch}..{done} read the same orders and crops again. To go "
+                f"on with new data, pass model.fit(initial_epoch={done + 1}, epochs={done + 1} + more)",
                 UserWarning,
                 stacklevel=2,
             )
@@ -286,7 +299,10 @@ class SyncEpochs(keras.callbacks.Callback):
         if None in self._trained and self._epoch is not None:  # one execution, no validation
             self._find_trained()
         for i, (state, lead) in enumerate(zip(self._states, self._leads, strict=True)):
-            state._keras_epochs_done = max(getattr(state, "_keras_epochs_done", -1), int(epoch))
+            if self._ever[i] and self.model is not None:
+                if not hasattr(state, "_trained_by"):
+                    state._trained_by = weakref.WeakKeyDictionary()
+                state._trained_by[self.model] = max(state._trained_by.get(self.model, -1), int(epoch))
             trained = bool(self._trained[i])
             per_step = getattr(state, "batches_per_step", 1)
             finite_elsewhere = (
@@ -304,16 +320,17 @@ class SyncEpochs(keras.callbacks.Callback):
                     steps,
                     state.batches,
                 )
+        self._snapshot()
         self._epoch = None
 
-    def _position(self, state, lead, epoch: int, steps) -> tuple[int, int]:
+    def _position(self, state, lead, epoch: int, steps) -> tuple[int, int] | None:
         # A step takes one batch of the pipeline per replica it feeds (several under tf.distribute). The
         # pipelines of one distributed dataset go by its lead's batches, Keras' steps: one iteration each
         # per pass, though a shard may have a batch fewer (its replica then gets an empty one).
         per_step = getattr(state, "batches_per_step", 1)
         if state.batches is None:  # endless: one iteration, positioned by batches
-            if steps is None:
-                raise ValueError("An endless dataset (repeat=True) needs `steps_per_epoch` in model.fit")
+            if steps is None:  # not a training pipeline (Keras needs steps_per_epoch for one): validation
+                return None
             return 0, epoch * self._steps_read(steps) * per_step
         if steps is None or int(steps) == lead.batches:  # Keras' steps from the pipeline's length
             return epoch, 0

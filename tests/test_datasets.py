@@ -478,7 +478,7 @@ def test_a_checkpoint_restores_only_into_a_pipeline_over_the_same_samples(tmp_pa
         (  # one pipeline that 2, then 4 replicas share: iterations of 6, then 4 batches (whole steps)
             {"input_context": tf.distribute.InputContext(1, 0, 2), "drop_remainder": True},
             {"input_context": tf.distribute.InputContext(1, 0, 4), "drop_remainder": True},
-            "whole steps of: then 2 batches, now 4 batches",
+            "batches per iteration: then 6, now 4",
         ),
     ]
     # The facts and their wording do not depend on the kind of checkpoint: one case shows that a symbolic
@@ -1161,14 +1161,27 @@ def test_sync_epochs_gives_a_validation_pipeline_one_iteration_per_keras_epoch(f
     # A resumed fit (Keras starts at epoch 2): the same iterations. In the process that trained them, it
     # is a second fit over data epochs already read: warned.
     read.clear()
-    again = r"this fit starts at Keras epoch 2, and an earlier fit in this process already trained Keras "
+    again = r"this fit starts at Keras epoch 2, and an earlier fit of this model in this process already "
     with pytest.warns(
-        UserWarning, match=again + r"epochs up to 3 .* pass model.fit\(initial_epoch=4, epochs="
+        UserWarning, match=again + r"trained Keras epochs up to 3 .* pass model.fit\(initial_epoch=4, epochs="
     ):
         model.fit(
             train, validation_data=val, epochs=4, initial_epoch=2, verbose=0, callbacks=[sync, Record()]
         )
     assert read == [(2, 2), (3, 3)]
+    # Another model on the same pipelines (a sweep), and the validation pipeline beside new training data:
+    # no second fit of what was trained (the mark was the pipeline's, validation pipelines' too).
+    other = keras.models.clone_model(model)
+    other.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    fresh = d.select(np.arange(4)).as_dataset(batch_size=2, shape=8, shuffle=True, seed=1)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        other.fit(
+            train, validation_data=val, epochs=1, verbose=0, callbacks=[bzna_tf.callbacks.SyncEpochs(train)]
+        )
+        model.fit(fresh, validation_data=val, epochs=1, verbose=0,
+                  callbacks=[bzna_tf.callbacks.SyncEpochs(fresh, val)])  # fmt: skip
+    assert not [x for x in w if "SyncEpochs" in str(x.message)]
     # The training pipeline with another steps_per_epoch still warns (it is not batch-exact).
     with (
         caplog.at_level(logging.WARNING, logger="bzna_tf.callbacks"),
@@ -1267,6 +1280,71 @@ def test_sync_epochs_counts_whole_executions_and_sets_every_validation_pipeline(
         for e in range(3):
             val.bzna_epochs.set(e)
             assert mirrored[e]["val"] == [_which(x) for x, _ in val], spe
+
+
+def test_sync_epochs_under_a_strategy_in_epochs_of_one_step(flat_file, tmp_path):
+    # An epoch of one execution has no step between two to tell training pipelines by, and under a
+    # strategy Keras reads a batch of the validation data before on_test_begin. A fit retried in the same
+    # process after an exception (BackupAndRestore's retry) compared with the counters from before its
+    # first try, so the validation pipeline passed for a training one and was not set to iteration e (a
+    # resumed run validated on other samples); so did a validation pipeline given alone; and an endless
+    # one beside training data of unknown length was refused for a steps_per_epoch it does not need.
+    import keras
+
+    d = ClassificationDataset(flat_file).labelled()
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    seen = []
+
+    class Epochs(keras.callbacks.Callback):
+        stop_at = None
+
+        def on_epoch_begin(self, epoch, logs=None):
+            seen.append(("epoch", epoch))
+            if epoch == self.stop_at:
+                self.stop_at = None
+                raise RuntimeError("preempted")
+
+    def model():
+        with strategy.scope():
+            m = _recording_model(seen)
+            m.compile(
+                "sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=16
+            )
+        return m
+
+    def validations():
+        out = {}
+        for kind, value in seen:
+            if kind == "epoch":
+                out[value] = []
+            elif kind == "val":
+                out[max(out)].append(value)
+        return out
+
+    def iteration(ds, e, batches=None):
+        ds.bzna_epochs.set(e)
+        it = iter(ds)
+        return [_which(next(it)[0]) for _ in range(batches)] if batches else [_which(x) for x, _ in it]
+
+    train = d.as_dataset(batch_size=2, shape=8, shuffle=True, seed=3)
+    val = d.as_dataset(batch_size=2, shape=8, shuffle=True, seed=4, training=False)
+    stop = Epochs()
+    stop.stop_at = 2
+    callbacks = [stop, keras.callbacks.BackupAndRestore(str(tmp_path / "backup")),
+                 bzna_tf.callbacks.SyncEpochs(train, val)]  # fmt: skip
+    m = model()
+    with pytest.raises(RuntimeError, match="preempted"):
+        m.fit(train, validation_data=val, epochs=4, verbose=0, callbacks=callbacks)
+    m.fit(train, validation_data=val, epochs=4, verbose=0, callbacks=callbacks)  # resumes at epoch 2
+    got = validations()
+    assert [got[e] for e in range(4)] == [iteration(val, e) for e in range(4)]
+    # A validation pipeline alone, endless, beside training data whose length Keras does not know.
+    seen.clear()
+    endless = d.as_dataset(batch_size=2, shape=8, shuffle=True, seed=4, training=False, repeat=True)
+    model().fit(train.filter(lambda x, y: True), validation_data=endless, validation_steps=1, epochs=2,
+                verbose=0, callbacks=[Epochs(), bzna_tf.callbacks.SyncEpochs(endless)])  # fmt: skip
+    got = validations()
+    assert [got[e] for e in range(2)] == [iteration(endless, e, 16) for e in range(2)]  # one execution: 16
 
 
 class _UsersOwnTransform(bzna_tf.transforms.WarpTransform):

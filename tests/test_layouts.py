@@ -189,3 +189,25 @@ def test_a_standard_reader_decodes_the_outer_thumbnail_track(files, layout):
     frames = [frame for _, _, frame in FRAMES[layout]]
     assert [(w, h) for w, h, _ in own] == frames
     assert entries == [("hvc1", *frame) for frame in dict.fromkeys(frames)]  # benzina: one, as the original
+
+
+def test_compact_thumbnails_of_one_frame_and_two_settings_get_an_entry_each(tmp_path):
+    # Keyed by the frame alone, a thumbnail coded by another setting (another run, encoder or crf,
+    # repacked into one file) shared the first one's entry: FFmpeg dropped it or decoded garbage.
+    av = pytest.importorskip("av")
+    path = tmp_path / "mixed.bzna"
+    with BznaWriter(path) as w:
+        for i, (preset, crf) in enumerate([("ultrafast", 4), ("medium", 40), ("ultrafast", 4)]):
+            inp, thumb = encode_image(_image(100, 90, i), preset=preset, crf=crf, threads=1, layout="compact")
+            w.append(inp, thumb=thumb, target=i, filename=f"{i}.png")
+    with BznaFile(path) as f:
+        own = []
+        for i in range(len(f)):
+            y, cb, cr = decode_annexb(f.sample(i).thumb.annexb())
+            own.append(np.concatenate([y.ravel(), cb.ravel(), cr.ravel()]).tobytes())
+        assert f.sample(0).thumb.hvcc.parameter_sets != f.sample(1).thumb.hvcc.parameter_sets
+    with av.open(str(path)) as container:
+        outer = [
+            fr.to_ndarray(format="yuv420p").tobytes() for fr in container.decode(container.streams.video[0])
+        ]
+    assert outer == own

@@ -142,15 +142,16 @@ class _CheckpointFacts(dataset_ops.UnaryUnchangedStructureDataset):
         super().__init__(input_dataset, variant)
 
 
-def checkpoint_facts(source: Source, options) -> list[str]:
+def checkpoint_facts(source: Source, options, batches: int | None = None) -> list[str]:
     """What an iterator checkpoint of the pipeline must agree on to restore: each ``"name: value"``.
 
     The samples each stream position reads follow from them: the files (their
     sizes and stored index checksums, or modification times where they have
     none: not their paths, so that a staged copy restores), the selection, the
     shard, the order (with its seed when shuffled), and the batch size. And the epochs per
-    iteration and the images' shape, which a restored iterator cannot change
-    (it failed late, with TensorFlow's cardinality or shape error).
+    iteration, its ``batches`` (None: endless) and the images' shape, which a
+    restored iterator cannot change (it failed late, with TensorFlow's
+    cardinality or shape error).
     """
     files = []
     for k, identity in enumerate(source.identities or [None] * len(source.files)):
@@ -181,10 +182,11 @@ def checkpoint_facts(source: Source, options) -> list[str]:
         # shard_by="files": the shard asked for (the one above is then 0 of 1, over its files). A line of
         # its own: checkpoints saved before it was recorded lack it, and only lines both have are compared.
         *([f"file shard: {options.file_shard[1]} of {options.file_shard[0]}"] if options.file_shard else []),
-        # A pipeline that several replicas share ends each iteration at a whole step of theirs: another
-        # replica count, another batch count (TensorFlow's "expected to contain 4 elements but contained
-        # only 6"). Its own line, for the same reason.
-        f"whole steps of: {wording.count(options.whole_step_batches, 'batch', 'batches')}",
+        # The batches an iteration makes, where the lines above leave them open: a pipeline that several
+        # replicas share ends each iteration at a whole step of theirs, another count with another
+        # replica count (TensorFlow's "expected to contain 4 elements but contained only 6"). Its own
+        # line, for the same reason.
+        f"batches per iteration: {'endless' if batches is None or options.epochs is None else batches}",
     ]
 
 
@@ -275,7 +277,7 @@ def _build(source: Source, options) -> tf.data.Dataset:
         # Under the prefetch, which keeps its input to the end (and stays last:
         # tf.data appends a prefetch of its own to a pipeline ending otherwise).
         ds = _CounterCheckpoint(ds, state.variable.handle)
-    ds = _CheckpointFacts(ds, checkpoint_facts(source, options))  # under the prefetch too, as above
+    ds = _CheckpointFacts(ds, checkpoint_facts(source, options, batches))  # under the prefetch too, as above
     ds = ds.prefetch(autotune if options.prefetch is None else options.prefetch)
     tf_options = tf.data.Options()
     if state is not None or options.skip:

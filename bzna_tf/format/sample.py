@@ -424,16 +424,25 @@ def outer_thumb_entry(entry: bytes) -> bytes:
     return box(b"hvc1", body, *(raw for t, raw in kids if t not in ("clap", "btrt")))
 
 
-def frame_key(entry: bytes) -> bytes:
-    """The coded frame (width, height) of an ``hvc1`` entry, as the entry's bytes give it.
+def frame_key(entry: bytes, parameter_sets: bool = False) -> tuple:
+    """What decides an outer ``bzna_thumb`` entry for a thumbnail's ``hvc1`` entry: its coded frame
+    (width, height), and with ``parameter_sets`` its VPS, SPS and PPS too.
 
-    The outer ``bzna_thumb`` track keeps one entry per frame. Thumbnails of one
-    frame that one encoder setting made decode alike with either's parameter
-    sets: the original tools' differ only by their SPS's VUI aspect ratio (the
-    thumbnail's own), and they write sample 0's entry for every thumbnail.
+    The original tools write sample 0's entry for every thumbnail: all theirs
+    share one 512 x 512 frame and one encoder setting, and their SPS differ only
+    by the VUI's aspect ratio (each thumbnail's own), which no decoder needs. A
+    benzina file keeps that one entry; the compact layout's thumbnails, coded
+    in many frames and possibly by several encoders or settings (files
+    repacked together), get one entry per frame and parameter sets.
     """
-    body, _ = _entry_children(entry)
-    return body[24:28]
+    body, kids = _entry_children(entry)
+    if not parameter_sets:
+        return (body[24:28],)
+    hvcc = next((raw for t, raw in kids if t == "hvcC"), None)
+    if hvcc is None:
+        raise ValueError("sample_entry has no 'hvcC' box")
+    parsed = HvcC.parse(parse_boxes(hvcc, 0, len(hvcc), where=Where("hvc1 sample entry"))[0])
+    return (body[24:28], parsed.length_size, *parsed.parameter_sets)
 
 
 def _after(kids, types) -> int:

@@ -140,8 +140,8 @@ class BznaWriter:
         self._targets = array("q")
         self._names: list[bytes] = []
         self._in_crc, self._th_crc = array("I"), array("I")
-        # The outer thumbnail track's sample entries: one per coded frame, in order of first use, and
-        # each sample's (1-based, as stsc numbers them).
+        # The outer thumbnail track's sample entries: one per coded frame (and, for compact pictures,
+        # parameter sets), in order of first use, and each sample's (1-based, as stsc numbers them).
         self._thumb_entries: list[bytes] = []
         self._frame_index: dict[bytes, int] = {}
         self._th_entry = array("I")
@@ -184,7 +184,10 @@ class BznaWriter:
         name = _check_name(filename)
         target = self._check_target(target)
         built = build_image_mp4(input, thumb, target, name)
-        return self._add(built.data, built.thumb_offset, built.thumb_size, built.thumb_entry, target, name)
+        exact = input.layout == "compact"
+        return self._add(
+            built.data, built.thumb_offset, built.thumb_size, built.thumb_entry, target, name, exact
+        )
 
     def append_mp4(self, data: bytes, *, target: int | None, filename: str) -> int:
         """Append an existing per-image mp4 unchanged (to repack or subset files).
@@ -195,8 +198,10 @@ class BznaWriter:
         name = _check_name(filename)
         target = self._check_target(target)
         img = parse_image_mp4(data)
+        exact = FNAME not in img.track_order  # the compact layout's: video traks only
+        thumb = img.thumb
         return self._add(
-            bytes(data), img.thumb.sample_offset, len(img.thumb.sample), img.thumb.sample_entry, target, name
+            bytes(data), thumb.sample_offset, len(thumb.sample), thumb.sample_entry, target, name, exact
         )
 
     def _check_target(self, target):
@@ -214,10 +219,10 @@ class BznaWriter:
             )
         return int(target)
 
-    def _add(self, data, thumb_off, thumb_size, thumb_entry, target, name) -> int:
+    def _add(self, data, thumb_off, thumb_size, thumb_entry, target, name, exact=False) -> int:
         if self._closed:
             raise ValueError(f"the writer for {self.path} is closed")
-        entry = self._thumb_entry_index(thumb_entry)
+        entry = self._thumb_entry_index(thumb_entry, exact)
         if self.checksums:
             in_crc, th_crc = picture_checksums(data, thumb_off)
             self._in_crc.append(in_crc)
@@ -237,15 +242,16 @@ class BznaWriter:
         self._pos += len(data)
         return len(self) - 1
 
-    def _thumb_entry_index(self, thumb_entry: bytes) -> int:
+    def _thumb_entry_index(self, thumb_entry: bytes, exact: bool) -> int:
         """The outer thumbnail entry (1-based) that decodes this thumbnail, added if none does.
 
         The original tools write one entry, sample 0's: all their thumbnails are
-        coded 512 x 512. Thumbnails of other frames (the compact layout's) each
-        get the first entry of their frame, or a standard reader of the track
-        would decode them with another frame's parameter sets.
+        coded 512 x 512 by one setting. A compact picture's (``exact``) gets the
+        entry of its own frame and parameter sets, or a standard reader of the
+        track would decode it with another frame's or setting's (see
+        :func:`bzna_tf.format.sample.frame_key`).
         """
-        key = frame_key(thumb_entry)
+        key = frame_key(thumb_entry, parameter_sets=exact)
         index = self._frame_index.get(key)
         if index is None:
             self._thumb_entries.append(outer_thumb_entry(thumb_entry))
