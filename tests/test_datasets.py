@@ -1087,6 +1087,9 @@ def test_sync_epochs_refuses_steps_per_epoch_over_a_finite_pipeline_of_several_r
     sync = bzna_tf.callbacks.SyncEpochs(endless)
     sync.set_params({"steps": 3, "epochs": 2})
     _first_steps(sync, [endless])  # an endless pipeline is for steps_per_epoch
+    sync.set_params({"steps": None, "epochs": 2})  # without it Keras would train epoch 0 forever
+    with pytest.raises(ValueError, match=r"An endless dataset \(repeat=True\) needs `steps_per_epoch`"):
+        _first_steps(sync, [endless])
     # Such a pipeline for validation, beside an endless training one (params' steps are training's): it
     # was refused at on_train_begin, for a steps_per_epoch that was not its own.
     sync = bzna_tf.callbacks.SyncEpochs(endless, ds)
