@@ -264,6 +264,15 @@ def test_backend_error_names_the_layer_and_the_fix(monkeypatch):
         r"KerasTensor \(a model being built\)",
     ):
         layer(keras.KerasTensor((None, 60, 80, 3), dtype="uint8"))
+    # Keras' automatic build of a subclassed model re-raises a ValueError unchanged (others it wraps in a
+    # RuntimeError of its own, which `except BackendError` missed).
+    assert issubclass(BackendError, ValueError) and issubclass(BackendError, RuntimeError)
+    # A preprocess(x, training) function passing `training` on to every layer: Keras' Layer.__call__
+    # drops it for a call that does not take it (Normalize's); under JAX it raised TypeError.
+    normalize = Normalize(mean=MEAN, std=STD)
+    for training in (None, False, True):
+        np.testing.assert_array_equal(normalize(x, training=training).numpy(), normalize(x).numpy())
+    np.testing.assert_array_equal(layer(x, training=True).numpy(), layer(x).numpy())
 
 
 @pytest.mark.parametrize(("policy", "bound"), [("mixed_float16", 0.0625), ("mixed_bfloat16", 0.5)])

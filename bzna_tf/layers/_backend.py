@@ -7,8 +7,12 @@ import numpy as np
 import tensorflow as tf
 
 
-class BackendError(RuntimeError):
-    """A bzna_tf layer given another backend's tensors: it runs TensorFlow ops only."""
+class BackendError(RuntimeError, ValueError):
+    """A bzna_tf layer given another backend's tensors: it runs TensorFlow ops only.
+
+    Also a ``ValueError``: Keras' automatic build of a subclassed model
+    re-raises those unchanged (others it wraps in a ``RuntimeError`` of its own).
+    """
 
 
 def _is_tensorflow_input(value) -> bool:
@@ -44,8 +48,18 @@ class TensorFlowLayer(keras.layers.Layer):
             if not _is_tensorflow_input(value):
                 raise BackendError(self._backend_message(value))
         # An explicit training=None reaches call as it does under Keras' TensorFlow backend (which passes it
-        # on): inference there, so here too, as a preprocess(x, training=None) function would give it.
+        # on): inference there, so here too, as a preprocess(x, training=None) function would give it. The
+        # call-context arguments a layer's call does not take are dropped, as Keras' Layer.__call__ does.
+        for name in ("training", "mask"):
+            if name in kwargs and not self._call_has_arg(name):
+                del kwargs[name]
         return self.call(*args, **kwargs)
+
+    def _call_has_arg(self, name: str) -> bool:
+        import inspect
+
+        parameters = inspect.signature(self.call).parameters
+        return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
     def _backend_message(self, value):
         backend = keras.backend.backend()
