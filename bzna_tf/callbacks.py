@@ -253,6 +253,8 @@ class SyncEpochs(keras.callbacks.Callback):
         steps = (self.params or {}).get("steps")
         self._set, self._trained = [], [None] * len(self._states)
         self._validated = False
+        if len(self._ever) != len(self._states):  # called without on_train_begin
+            self._ever = [False] * len(self._states)
         for state, lead in zip(self._states, self._leads, strict=True):
             position = self._position(state, lead, self._epoch, steps)
             if position is not None:
