@@ -143,7 +143,7 @@ class BznaWriter:
         # The outer thumbnail track's sample entries: one per coded frame (and, for compact pictures,
         # parameter sets), in order of first use, and each sample's (1-based, as stsc numbers them).
         self._thumb_entries: list[bytes] = []
-        self._frame_index: dict[bytes, int] = {}
+        self._frame_index: dict[tuple, int] = {}
         self._th_entry = array("I")
         self._closed = False
 
