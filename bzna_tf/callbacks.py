@@ -168,7 +168,7 @@ class SyncEpochs(keras.callbacks.Callback):
         # under tf.distribute, Keras' evaluate() reads a batch of the validation data before on_test_begin,
         # and fit one of the training data before on_train_begin (its symbolic build): there, one that
         # also moved before the fit began.
-        self._before = [state.get() for state in self._states]  # the counters before the next fit
+        self._snapshot()  # self._before: the counters before the next fit
         self._known = None  # under a strategy, the pipelines that moved before the fit began
         self._trained = []  # this epoch's
         self._ever = []  # whether training read each pipeline in an epoch of this fit

@@ -49,17 +49,12 @@ class TensorFlowLayer(keras.layers.Layer):
                 raise BackendError(self._backend_message(value))
         # An explicit training=None reaches call as it does under Keras' TensorFlow backend (which passes it
         # on): inference there, so here too, as a preprocess(x, training=None) function would give it. The
-        # call-context arguments a layer's call does not take are dropped, as Keras' Layer.__call__ does.
+        # call-context arguments a layer's call does not take are dropped, as Keras' Layer.__call__ does
+        # (by the names Keras read from call's signature when the layer was made).
         for name in ("training", "mask"):
-            if name in kwargs and not self._call_has_arg(name):
+            if name in kwargs and name not in self.call_signature_parameters:
                 del kwargs[name]
         return self.call(*args, **kwargs)
-
-    def _call_has_arg(self, name: str) -> bool:
-        import inspect
-
-        parameters = inspect.signature(self.call).parameters
-        return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
     def _backend_message(self, value):
         backend = keras.backend.backend()
