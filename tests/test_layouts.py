@@ -171,21 +171,13 @@ def test_a_standard_reader_decodes_the_outer_thumbnail_track(files, layout):
     # sample 0's: the compact layout's thumbnails of other frames were decoded with another picture's
     # parameter sets (garbage; "cu_qp_delta -44 is outside the valid range" under -err_detect explode).
     # Now one entry per coded frame, each sample mapped to its own by stsc.
-    av = pytest.importorskip("av")
+    own, outer = _thumbnails_both_ways(files[layout])
+    assert outer == own
     with BznaFile(files[layout]) as f:
-        own = []  # each thumbnail decoded alone, with its own parameter sets (bzna_tf's readers)
-        for i in range(len(f)):
-            y, cb, cr = decode_annexb(f.sample(i).thumb.annexb())
-            planes = np.concatenate([y.ravel(), cb.ravel(), cr.ravel()])
-            own.append((y.shape[1], y.shape[0], planes.tobytes()))
         stsd = f.tracks["bzna_thumb"].box
         for name in ("mdia", "minf", "stbl", "stsd"):
             stsd = next(k for k in stsd.children() if k.type == name)
         entries = [(e.type, *struct.unpack_from(">HH", e.payload(), 24)) for e in stsd.children(8)]
-    with av.open(files[layout]) as container:  # the outer track, as a player reads it
-        frames = container.decode(container.streams.video[0])
-        outer = [(fr.width, fr.height, fr.to_ndarray(format="yuv420p").tobytes()) for fr in frames]
-    assert outer == own
     frames = [frame for _, _, frame in FRAMES[layout]]
     assert [(w, h) for w, h, _ in own] == frames
     assert entries == [("hvc1", *frame) for frame in dict.fromkeys(frames)]  # benzina: one, as the original
@@ -194,20 +186,28 @@ def test_a_standard_reader_decodes_the_outer_thumbnail_track(files, layout):
 def test_compact_thumbnails_of_one_frame_and_two_settings_get_an_entry_each(tmp_path):
     # Keyed by the frame alone, a thumbnail coded by another setting (another run, encoder or crf,
     # repacked into one file) shared the first one's entry: FFmpeg dropped it or decoded garbage.
-    av = pytest.importorskip("av")
     path = tmp_path / "mixed.bzna"
     with BznaWriter(path) as w:
         for i, (preset, crf) in enumerate([("ultrafast", 4), ("medium", 40), ("ultrafast", 4)]):
             inp, thumb = encode_image(_image(100, 90, i), preset=preset, crf=crf, threads=1, layout="compact")
             w.append(inp, thumb=thumb, target=i, filename=f"{i}.png")
     with BznaFile(path) as f:
+        assert f.sample(0).thumb.hvcc.parameter_sets != f.sample(1).thumb.hvcc.parameter_sets
+    own, outer = _thumbnails_both_ways(path)
+    assert outer == own
+
+
+def _thumbnails_both_ways(path):
+    """(each thumbnail decoded alone with its own parameter sets, as bzna_tf's readers do; the outer
+    bzna_thumb track decoded by PyAV, as a player reads it): (width, height, YUV 4:2:0 planes) each."""
+    av = pytest.importorskip("av")
+    with BznaFile(path) as f:
         own = []
         for i in range(len(f)):
             y, cb, cr = decode_annexb(f.sample(i).thumb.annexb())
-            own.append(np.concatenate([y.ravel(), cb.ravel(), cr.ravel()]).tobytes())
-        assert f.sample(0).thumb.hvcc.parameter_sets != f.sample(1).thumb.hvcc.parameter_sets
+            planes = np.concatenate([y.ravel(), cb.ravel(), cr.ravel()])
+            own.append((y.shape[1], y.shape[0], planes.tobytes()))
     with av.open(str(path)) as container:
-        outer = [
-            fr.to_ndarray(format="yuv420p").tobytes() for fr in container.decode(container.streams.video[0])
-        ]
-    assert outer == own
+        frames = container.decode(container.streams.video[0])
+        outer = [(fr.width, fr.height, fr.to_ndarray(format="yuv420p").tobytes()) for fr in frames]
+    return own, outer
