@@ -555,6 +555,23 @@ def test_a_checkpoint_restores_into_the_same_pipeline_after_the_counter_moved_on
     assert epochs.get() == (1, 0)  # the restored iterator took no iteration from the counter
 
 
+def test_a_counter_pipeline_refuses_tf_data_warm_start(flat_file):
+    # Warm start asks for the first element when the iterator is made: a counter pipeline would take its
+    # iteration then (Keras makes an unread iterator at each epoch's end), skipping data epochs. Refused
+    # (TensorFlow raises it at the first next), with the counter untouched; a pipeline with an
+    # initial_epoch takes the option.
+    d = ClassificationDataset(flat_file).labelled()
+    warm = tf.data.Options()
+    warm.experimental_warm_start = True
+    ds = d.as_dataset(batch_size=4, shape=8, shuffle=True, seed=2)
+    with pytest.raises(tf.errors.FailedPreconditionError, match=r"experimental_warm_start off"):
+        next(iter(ds.map(lambda x, y: (x, y)).with_options(warm)))
+    assert ds.bzna_epochs.get() == (0, 0)
+    fixed = d.as_dataset(batch_size=4, shape=8, shuffle=True, seed=2, initial_epoch=1)
+    want = [y.numpy().tolist() for _, y in fixed]
+    assert [y.numpy().tolist() for _, y in fixed.with_options(warm)] == want
+
+
 @pytest.mark.parametrize("symbolic", [False, True], ids=["explicit", "symbolic"])
 def test_an_iterator_checkpoint_holds_the_epoch_counter_and_a_restore_never_moves_it_back(
     flat_file, tmp_path, symbolic

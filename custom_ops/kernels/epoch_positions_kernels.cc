@@ -202,6 +202,24 @@ class Dataset : public DatasetBase {
     // (No `override`: TensorFlow 2.16's IteratorBase does not declare it yet.)
     bool SymbolicCheckpointCompatible() const { return true; }
 
+    // tf.data's experimental_warm_start has the buffers above this iterator ask
+    // for its first element when the iterator is made, not when the caller
+    // asks: the iteration would be taken at a time that depends on threads.
+    // Keras makes an iterator at each epoch's end that it never reads, and
+    // SyncEpochs sets the counter at the next epoch's beginning, so data
+    // epochs would be skipped or read twice. Refused, before anything is read.
+    absl::Status Initialize(IteratorContext* ctx) override {
+      if (ctx->warm_start()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "bzna_tf: this as_dataset pipeline takes its epoch from its epoch counter when its first "
+            "batch is asked for, and tf.data's experimental_warm_start option (set on it or on a dataset "
+            "made from it) would have it taken when the iterator is made: Keras makes an iterator at each "
+            "epoch's end that it never reads, so epochs would be skipped or read twice. Leave "
+            "experimental_warm_start off (tf.data.Options().experimental_warm_start = False)"));
+      }
+      return absl::OkStatus();
+    }
+
     absl::Status GetNextInternal(IteratorContext*, std::vector<Tensor>* out_tensors,
                                  bool* end_of_sequence) override {
       absl::MutexLock lock(&mu_);
