@@ -20,6 +20,8 @@ import weakref
 
 import keras
 
+from bzna_tf._legacy_keras import legacy_keras_message
+
 __all__ = ["SyncEpochs"]
 
 _log = logging.getLogger(__name__)
@@ -175,6 +177,14 @@ class SyncEpochs(keras.callbacks.Callback):
         self._refused = False  # whether the training pipelines were checked this fit
         self._validated = False  # whether the epoch's validation has begun
         self._fit_starts = False  # the next on_epoch_begin is a fit's first
+
+    def set_model(self, model):
+        # Keras 3's fit sets it first: a tf_keras fit (TF_USE_LEGACY_KERAS=1) fails later, in its own
+        # callback list, on what a Keras 3 callback lacks.
+        message = legacy_keras_message("bzna_tf.callbacks.SyncEpochs", model)
+        if message:
+            raise TypeError(message)
+        super().set_model(model)
 
     def _snapshot(self):
         # Also at each epoch's end: a fit retried after an exception (on_train_end never ran) compares

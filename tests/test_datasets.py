@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 import warnings
 from pathlib import Path
 
@@ -553,6 +554,24 @@ def test_a_checkpoint_restores_into_the_same_pipeline_after_the_counter_moved_on
     names = [n for el in head for n in el[2].numpy().tolist()] + [n for b in rest for n in b]
     assert sorted(collections.Counter(names).values()) == [2] * LABELLED  # two epochs: every sample twice
     assert epochs.get() == (1, 0)  # the restored iterator took no iteration from the counter
+
+
+def test_sync_epochs_refuses_a_legacy_keras_model_by_name(flat_file, monkeypatch):
+    # A tf_keras fit (TF_USE_LEGACY_KERAS=1) failed on SyncEpochs inside its own callback list, with an
+    # AttributeError about batch hooks; set_model, which it calls first, now says what is wrong. (tf_keras
+    # is not a test dependency: its classes are told apart by their module, as here.)
+    import keras
+
+    monkeypatch.setitem(sys.modules, "tf_keras", types.ModuleType("tf_keras"))
+    sync = bzna_tf.callbacks.SyncEpochs(
+        ClassificationDataset(flat_file).labelled().as_dataset(batch_size=4, shape=8)
+    )
+    legacy_model = type("Functional", (), {"__module__": "tf_keras.src.engine.functional"})
+    with pytest.raises(TypeError, match=r"SyncEpochs is a Keras 3 object.*Functional of legacy Keras"):
+        sync.set_model(legacy_model())
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    sync.set_model(model)
+    assert sync.model is model
 
 
 def test_a_counter_pipeline_refuses_tf_data_warm_start(flat_file):

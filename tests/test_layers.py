@@ -3,6 +3,8 @@
 import inspect
 import json
 import re
+import sys
+import types
 
 import keras
 import numpy as np
@@ -535,3 +537,21 @@ def test_layers_reachable_from_the_package_without_a_heavy_import():
     assert r.stdout.split() == ["True", "CenterResizedCrop", "True"]
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = __import__("bzna_tf").nope
+
+
+def test_legacy_keras_tensors_are_refused_by_name(monkeypatch):
+    # With TF_USE_LEGACY_KERAS=1, tf.keras is tf_keras (Keras 2): its Input tensors dissolved bzna_tf's
+    # layers into its op layers, or failed on an int64/int32 stack deep inside. The layers now say what
+    # is wrong. (tf_keras is not a test dependency: its classes are told apart by their module, as here.)
+    monkeypatch.setitem(sys.modules, "tf_keras", types.ModuleType("tf_keras"))
+    legacy_tensor = type("KerasTensor", (), {"__module__": "tf_keras.src.engine.keras_tensor"})
+    for layer, value in [
+        (RandomResizedCrop(8, 8), legacy_tensor()),
+        (Normalize(mean=0.5, std=0.25), legacy_tensor()),
+        (RandomResizedCrop(8, 8), {"images": legacy_tensor()}),
+    ]:
+        with pytest.raises(TypeError, match=rf"{type(layer).__name__} is a Keras 3 .* KerasTensor of legacy"):
+            layer(value)
+    # Plain TensorFlow values and Keras 3's own tensors pass as before, tf_keras imported or not.
+    assert RandomResizedCrop(8, 8, seed=1)(np.zeros((1, 12, 12, 3), np.uint8)).shape == (1, 8, 8, 3)
+    assert Normalize(mean=0.5, std=0.25)(keras.Input((4, 4, 3))).shape == (None, 4, 4, 3)

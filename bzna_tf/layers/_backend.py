@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import keras
 import numpy as np
 import tensorflow as tf
+
+from bzna_tf._legacy_keras import legacy_keras_message
 
 
 class BackendError(RuntimeError, ValueError):
@@ -42,6 +46,11 @@ class TensorFlowLayer(keras.layers.Layer):
     # code is plain TensorFlow.
     @tf.autograph.experimental.do_not_convert
     def __call__(self, *args, **kwargs):
+        if "tf_keras" in sys.modules:
+            for value in tf.nest.flatten((args, kwargs)):
+                message = legacy_keras_message(f"bzna_tf.layers.{type(self).__name__}", value)
+                if message:
+                    raise TypeError(message)
         if keras.backend.backend() == "tensorflow":
             return super().__call__(*args, **kwargs)
         for value in tf.nest.flatten((args, kwargs)):
