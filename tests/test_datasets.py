@@ -260,6 +260,10 @@ def test_data_format_follows_keras_unless_given_and_a_conflicting_warp_layer_is_
             d.as_dataset(batch_size=5, warp=first, **ALL)
         chosen = d.as_dataset(batch_size=5, warp=first, data_format="channels_last", **ALL)
         assert chosen.element_spec[0].shape.as_list() == [None, 8, 8, 3]
+        # device="model" makes no images: the layer's layout is not compared (the refusal asked for a
+        # data_format that device="model" then refused in turn).
+        payloads = d.as_dataset(batch_size=5, warp=first, device="model", **ALL)
+        assert sorted(payloads.element_spec[0]) == ["data", "matrices", "picture_sizes"]
     finally:
         keras.config.set_image_data_format(before)
 

@@ -213,9 +213,11 @@ def check(
     layer, transform = _warp(warp)
     hw = _shape(shape, layer)
     _check_batch_bytes(batch_size, hw, shape)
-    layout = _data_format(data_format, layer)
     if device not in DEVICES:
         raise ValueError(f"Expected `device` in {DEVICES}. Received: device={device!r}")
+    # device="model": as_dataset makes no images, so the warp layer's layout is not compared with Keras'
+    # (the model's DecodeWarp has a layout of its own).
+    layout = _data_format(data_format, None if device == "model" else layer)
     # A layout given for images as_dataset does not make (device="model") is a mistake; Keras' default is not.
     given = None if data_format is None or layout == "channels_last" else layout
     payloads = _payload_mode(device, normalize=normalize, fill_value=fill_value, antialias=antialias,
