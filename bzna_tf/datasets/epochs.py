@@ -159,16 +159,18 @@ class EpochState:
         range to.
         """
         import tensorflow as tf
-        from tensorflow.python.ops import gen_resource_variable_ops as rv
+
+        from bzna_tf.ops._load import load_library
 
         container, name = self._home
+        home_check = load_library().bzna_home_check
 
         def check(x):
+            # BznaHomeCheck, not a variable lookup and an Assert: those are stateful ops, and under
+            # TensorFlow's op determinism one stateful op in a pipeline's functions makes every parallel
+            # map of the pipeline serial and turns its prefetches off.
             with tf.device("/device:CPU:0"):  # the marker's device, wherever the pipeline runs
-                handle = rv.var_handle_op(dtype=tf.int64, shape=[], shared_name=name, container=container)
-                here = rv.var_is_initialized_op(handle)
-            with tf.control_dependencies([tf.debugging.Assert(here, [HOME_MESSAGE], name="bzna_epochs")]):
-                return tf.identity(x)
+                return home_check(x, container=container, shared_name=name, message=HOME_MESSAGE)
 
         one = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).repeat().take(1)
         plain = tf.autograph.experimental.do_not_convert  # graph code as written (AutoGraph costs time)

@@ -18,6 +18,9 @@
 // gone from a checkpoint once its range is read, which the pipeline's buffers
 // do before the last batches of an iteration are taken, and a fresh process's
 // counter then started the next iteration at 0 again.)
+//
+// BznaHomeCheck: passes an element through where the process holds its marker
+// variable (the pipeline runs where it was built), else fails with a message.
 
 #include <cstdint>
 #include <functional>
@@ -330,6 +333,41 @@ class EpochPositionsOp : public tensorflow::data::DatasetOpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name(kOpName).Device(tensorflow::DEVICE_CPU), EpochPositionsOp);
+
+// BznaHomeCheck: the element, where this device's resource manager holds the
+// process's marker variable (ops/dataset_ops.cc).
+class HomeCheckOp : public tensorflow::OpKernel {
+ public:
+  explicit HomeCheckOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("container", &container_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("shared_name", &name_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("message", &message_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    tensorflow::ResourceMgr* resources = ctx->resource_manager();
+    tensorflow::Var* marker = nullptr;
+    // An empty container is the default one, as VarHandleOp has it (TF1 graph variables).
+    bool here = resources != nullptr &&
+                resources->Lookup<tensorflow::Var>(container_.empty() ? resources->default_container() : container_,
+                                                   name_, &marker)
+                    .ok();
+    if (here) {
+      tensorflow::core::ScopedUnref unref(marker);
+      tensorflow::tf_shared_lock lock(*marker->mu());
+      here = marker->is_initialized;
+    }
+    OP_REQUIRES(ctx, here, absl::InvalidArgumentError(message_));
+    ctx->set_output(0, ctx->input(0));
+  }
+
+ private:
+  std::string container_;
+  std::string name_;
+  std::string message_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("BznaHomeCheck").Device(tensorflow::DEVICE_CPU), HomeCheckOp);
 
 constexpr char kCheckpointOpName[] = "BznaEpochCounterCheckpointDataset";
 // Its iterators' checkpoint keys keep the op's first name: checkpoints written

@@ -132,6 +132,28 @@ batch_size: positions per batch (skip counts batches).
 endless_stop: > 0: each iteration is endless, up to this position.
 )doc");
 
+REGISTER_OP("BznaHomeCheck")
+    .Input("x: T")
+    .Output("y: T")
+    .Attr("T: type")
+    .Attr("container: string")
+    .Attr("shared_name: string")
+    .Attr("message: string")
+    // Not stateful: it reads no state that changes, and TensorFlow's op
+    // determinism (tf.data's make_deterministic rewrite) serialises every
+    // parallel map and disables every prefetch of a pipeline that has a
+    // stateful op in a function. Its input, the element, keeps it from being
+    // folded, and its output is the element.
+    .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
+    .Doc(R"doc(
+Passes x through where this process holds the initialized int64 variable
+`container`/`shared_name` on the device the op runs on; else fails with
+`message` (InvalidArgument).
+
+as_dataset's pipelines with an epoch counter check with it that they run in
+the process that built them (a tf.data service worker holds no marker).
+)doc");
+
 REGISTER_OP("BznaEpochCounterCheckpointDataset")
     .Input("input_dataset: variant")
     .Input("counter: resource")
