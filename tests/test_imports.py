@@ -54,6 +54,7 @@ TABLE = {
     "bzna_tf.service": "datasets/layers",  # tf.data service servers for the pipelines
     "bzna_tf.callbacks": "datasets/layers",  # Keras callbacks that keep the pipelines' epochs in step
     "bzna_tf._keras_registration": "datasets/layers",  # registers the layers once Keras is imported
+    "bzna_tf._legacy_keras": "datasets/layers",  # tells tf_keras objects apart (layers and callbacks refuse)
     "bzna_tf.verify": "datasets/layers",  # checks whole files (checksums, decoding), as a reader does
     "bzna_tf.convert": "convert/cli",  # the converter: sources, encoders, shards, Beam
     "bzna_tf.cli": "convert/cli",  # bzna-tf's commands
