@@ -560,25 +560,16 @@ def test_a_checkpoint_restores_into_the_same_pipeline_after_the_counter_moved_on
     assert epochs.get() == (1, 0)  # the restored iterator took no iteration from the counter
 
 
-# TensorFlow's op determinism (tf.config.experimental.enable_op_determinism) rewrites a tf.data pipeline
-# whose functions hold a stateful op outside its lists (tensorflow/core/grappler/optimizers/data/
-# make_deterministic.cc: every prefetch to a buffer of 0, parallel maps to serial ones). The ops it lets
-# stay asynchronous:
-_ASYNC_SAFE_STATEFUL = {
-    *("TextLineDataset", "FixedLengthRecordDataset", "TFRecordDataset", "TensorSliceDataset", "RangeDataset"),
-    *("RandomUniform", "RandomUniformInt", "RandomStandardNormal", "ParameterizedTruncatedNormal"),
-    *("TruncatedNormal", "RandomShuffle", "Multinomial", "RandomGamma", "RandomPoisson", "RandomCrop"),
-    *("SampleDistortedBoundingBox", "SampleDistortedBoundingBoxV2", "Print", "Assert"),
-    *("StatefulPartitionedCall", "If", "While", "StatelessIf", "StatelessWhile"),
-}
-
-
 @pytest.mark.parametrize("device", ["cpu", "model"])
 def test_op_determinism_leaves_the_pipeline_parallel(flat_file, device):
-    # The epoch counter's home check looked the marker variable up with VarHandleOp/VarIsInitializedOp
-    # (stateful): under op determinism the whole default pipeline read and decoded one batch at a time,
-    # with no prefetch. It is BznaHomeCheck now. on_error="skip" keeps its stateful report (its log
-    # lines and counts in order are what op determinism asks for): documented.
+    # TensorFlow's op determinism (tf.config.experimental.enable_op_determinism) rewrites a tf.data
+    # pipeline whose functions hold a stateful op outside its short lists (tensorflow/core/grappler/
+    # optimizers/data/make_deterministic.cc: every prefetch to a buffer of 0, parallel maps to serial
+    # ones; in a parallel map even Assert and the random ops count). The epoch counter's home check
+    # looked the marker variable up with VarHandleOp/VarIsInitializedOp and an Assert: the whole default
+    # pipeline read and decoded one batch at a time, with no prefetch. It is BznaHomeCheck now, and the
+    # pipeline's functions hold no stateful op at all. on_error="skip" keeps its stateful report (its
+    # log lines and counts in order are what op determinism asks for): documented.
     from tensorflow.core.framework import graph_pb2
     from tensorflow.python.framework import op_def_registry
 
@@ -592,7 +583,7 @@ def test_op_determinism_leaves_the_pipeline_parallel(flat_file, device):
         graph = graph_pb2.GraphDef.FromString(ds._as_serialized_graph(external_state_policy=policy).numpy())
         ops = {n.op for f in graph.library.function for n in f.node_def}
         assert "BznaHomeCheck" in ops  # the counter pipeline's check is there
-        return {op for op in ops if op_def_registry.get(op).is_stateful} - _ASYNC_SAFE_STATEFUL
+        return {op for op in ops if op_def_registry.get(op).is_stateful}
 
     assert stateful() == set()
     assert stateful(on_error="skip") == {"BznaReportSkips"}
