@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 import weakref
 
-from bzna_tf.datasets.arguments import as_written, positive_int, resolve_seed
+import numpy as np
+
+from bzna_tf.datasets.arguments import as_written, flag, positive_int, resolve_seed
 
 __all__ = ["blend", "MIXES"]
 
@@ -198,6 +200,15 @@ def blend(
     """
     import tensorflow as tf
 
+    if isinstance(datasets, (tf.data.Dataset, str, bytes, dict)) or not hasattr(datasets, "__iter__"):
+        # list() would read a dataset's elements (an endless one for ever)
+        raise ValueError(
+            "Expected a list of tf.data.Datasets, as in blend([a, b], weights=[0.7, 0.3]). "
+            f"Received: {datasets!r}"
+        )
+    if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"Expected `seed` as an integer or None. Received: seed={seed!r}")
+    stop_on_empty = flag(stop_on_empty, "stop_on_empty")
     datasets = sources = list(datasets)
     if not datasets or not all(isinstance(d, tf.data.Dataset) for d in datasets):
         raise ValueError(f"Expected a list of tf.data.Datasets. Received: {datasets!r}")

@@ -996,6 +996,8 @@ def _service(args) -> int:
                 args.port, work_dir=args.work_dir, fault_tolerant_mode=args.fault_tolerant
             )
         else:
+            # TensorFlow's worker starts once the dispatcher answers: say so (it may be started later).
+            print(f"bzna-tf service: worker connecting to the dispatcher at {args.dispatcher}", flush=True)
             server = service.worker(args.dispatcher, args.port, worker_address=args.address)
     except RuntimeError as e:  # TensorFlow's "Could not start gRPC server": the port is in use, mostly
         raise ValueError(

@@ -155,11 +155,15 @@ def preview(
       A :class:`Preview`.
     """
     from bzna_tf.datasets import ClassificationDataset, Dataset
+    from bzna_tf.datasets.arguments import flag, resolve_seed
     from bzna_tf.datasets.arguments import positive_int as _positive_int
     from bzna_tf.format.samplelist import SampleList
 
     if on_error not in ("raise", "skip"):
         raise ValueError(f"Expected `on_error` in ('raise', 'skip'). Received: on_error={on_error!r}")
+    shuffle = flag(shuffle, "shuffle")
+    if seed is not None:
+        seed = resolve_seed(seed)[0]  # as as_dataset takes it: an integer, reduced modulo 2**63
     if not isinstance(data, Dataset):
         data = ClassificationDataset(_paths(data), track=track)
     if sample_list is not None:

@@ -85,13 +85,20 @@ def worker(dispatcher_address: str, port: int = 0, *, worker_address: str | None
       The started ``tf.data.experimental.service.WorkerServer``.
 
     Raises:
-      ValueError: a port outside 0 to 65535.
+      ValueError: a port outside 0 to 65535, or a dispatcher address that is not ``host:port``.
     """
     import tensorflow as tf
 
     port = _check_port(port)
+    address = dispatcher_address.split("://", 1)[-1] if isinstance(dispatcher_address, str) else ""
+    host, _, dispatcher_port = address.rpartition(":")
+    if not host or not dispatcher_port.isdigit() or not 0 < int(dispatcher_port) <= 65535:
+        # TensorFlow would wait for ever, saying nothing, for a dispatcher at an address it cannot use
+        raise ValueError(
+            "Expected `dispatcher_address` as the dispatcher's host:port (e.g. localhost:5050, or "
+            f"grpc://host:5050). Received: dispatcher_address={dispatcher_address!r}"
+        )
     load_ops()
-    address = dispatcher_address.split("://", 1)[-1]
     kwargs = {"worker_address": worker_address} if worker_address else {}
     config = tf.data.experimental.service.WorkerConfig(dispatcher_address=address, port=port, **kwargs)
     return tf.data.experimental.service.WorkerServer(config)

@@ -376,7 +376,7 @@ def test_normalize_mean_std_and_bias_norm(images):
 def test_normalize_errors():
     with pytest.raises(ValueError, match="not both"):
         Normalize(mean=MEAN, bias=1)
-    with pytest.raises(ValueError, match="nonzero"):
+    with pytest.raises(ValueError, match="positive `std`"):
         Normalize(std=0)
     with pytest.raises(TypeError, match="saved in the config"):
         Normalize(mean=tf.constant(MEAN))

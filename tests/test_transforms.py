@@ -493,7 +493,7 @@ def test_constant_transforms_and_bias_norm():
     np.testing.assert_array_equal(norm.numpy(), [0.5] * 3)
     with pytest.raises(ValueError, match="not both"):
         bias_norm(ConstantBiasTransform(1), None, mean=0.5)
-    with pytest.raises(ValueError, match="nonzero"):
+    with pytest.raises(ValueError, match="positive `std`"):
         bias_norm(std=(1, 0, 1))
     with pytest.raises(ValueError, match="3 values"):
         ConstantBiasTransform([1, 2])

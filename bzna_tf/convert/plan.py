@@ -87,6 +87,8 @@ def shard_paths(output, num_shards: int | None) -> list[str]:
     ``STEM`` is ``output`` without its ``.bzna`` suffix.
     """
     output = os.fspath(output)
+    if not output:
+        raise ValueError("Expected an output file name (e.g. DIR/train.bzna). Received: an empty name, ''")
     if os.path.isdir(output) or output.endswith(("/", os.sep)):
         raise ValueError(
             "Expected an output file name (e.g. DIR/train.bzna; shards are named "

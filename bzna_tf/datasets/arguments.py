@@ -28,8 +28,12 @@ __all__ = [
     "RENAMED",
     "SHARD_BY",
     "Options",
+    "MAX_PARALLEL_CALLS",
+    "MAX_PREFETCH",
+    "MAX_PREFETCH_BYTES",
     "as_written",
     "check",
+    "flag",
     "nonnegative_int",
     "positive_int",
 ]
@@ -45,6 +49,16 @@ SEED_MOD = 2**63
 MAX_BATCH_BYTES = 4 * 2**30
 """The largest batch ``as_dataset`` makes, in bytes: ``batch_size x height x width x 3`` float32 values
 (4 GiB). A larger one is refused when the pipeline is built, naming ``shape`` and ``batch_size``."""
+
+MAX_PARALLEL_CALLS = 1024
+"""The most batches ``as_dataset`` decodes at once (``num_parallel_calls``); ``AUTOTUNE`` (the default) lets
+tf.data choose."""
+MAX_PREFETCH = 1024
+"""The most batches ``as_dataset`` prefetches (``prefetch``)."""
+MAX_PREFETCH_BYTES = 16 * 2**30
+"""The most bytes of images ``as_dataset``'s prefetch holds: ``prefetch`` x the bytes of one batch
+(``batch_size x height x width x 3`` float32 values), 16 GiB. A larger one is refused when the pipeline is
+built, naming ``prefetch``."""
 
 RENAMED = {"layout": "data_format"}
 """``as_dataset``'s old keyword names -> the new ones: the old ones still work until the next release,
@@ -210,11 +224,18 @@ def check(
     from bzna_tf.ops.source import check_on_error
 
     batch_size = positive_int(batch_size, "batch_size")
+    shuffle, training = flag(shuffle, "shuffle"), flag(training, "training")
+    drop_remainder = flag(drop_remainder, "drop_remainder")
+    with_filenames = flag(with_filenames, "with_filenames")
     layer, transform = _warp(warp)
     hw = _shape(shape, layer)
     _check_batch_bytes(batch_size, hw, shape)
     if device not in DEVICES:
         raise ValueError(f"Expected `device` in {DEVICES}. Received: device={device!r}")
+    num_parallel_calls = _tuning(num_parallel_calls, "num_parallel_calls", 1, MAX_PARALLEL_CALLS)
+    prefetch = _tuning(prefetch, "prefetch", 0, MAX_PREFETCH)
+    if prefetch is not None and device != "model":
+        _check_prefetch_bytes(prefetch, batch_size, hw)
     # device="model": as_dataset makes no images, so the warp layer's layout is not compared with Keras'
     # (the model's DecodeWarp has a layout of its own).
     layout = _data_format(data_format, None if device == "model" else layer)
@@ -224,7 +245,7 @@ def check(
                              data_format=given)  # fmt: skip
     check_on_error(on_error)
     bias, norm = normalization(normalize)
-    draws = bool(shuffle) or (bool(training) and not _fixed_warp(transform))
+    draws = shuffle or (training and not _fixed_warp(transform))
     seed_value, drawn = resolve_seed(seed, draws=draws)
     # The workers among which tf.distribute's DATA auto-sharding would split an unsharded pipeline (one of
     # shard=(1, 0) too: the whole dataset, its auto_shard_policy left as it is).
@@ -292,6 +313,36 @@ def positive_int(value, arg: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"Expected `{arg}` as a positive integer. Received: {arg}={value!r}")
     return int(value)
+
+
+def flag(value, arg: str) -> bool:
+    """``value`` as a bool: True or False (NumPy's too), not a truthy string such as "False"."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"Expected `{arg}` as True or False. Received: {arg}={value!r}")
+    return bool(value)
+
+
+def _tuning(value, arg: str, least: int, most: int) -> int | None:
+    """A tf.data tuning count: None for ``tf.data.AUTOTUNE`` (-1) or None, else an int in [least, most]."""
+    if value is None or (_is_int(value) and value == -1):
+        return None
+    if not _is_int(value) or not least <= value <= most:
+        raise ValueError(
+            f"Expected `{arg}` as tf.data.AUTOTUNE (the default) or an integer from {least} to {most}. "
+            f"Received: {arg}={value!r}"
+        )
+    return int(value)
+
+
+def _check_prefetch_bytes(prefetch: int, batch_size: int, hw) -> None:
+    held = prefetch * batch_size * hw[0] * hw[1] * 3 * 4
+    if held > MAX_PREFETCH_BYTES:
+        raise ValueError(
+            f"as_dataset's prefetch holds at most {MAX_PREFETCH_BYTES / 2**30:g} GiB of images; "
+            f"prefetch={prefetch} batches of {batch_size} {hw[0]} x {hw[1]} images would take "
+            f"{held / 2**30:,.1f} GiB. "
+            f"Prefetch fewer batches (tf.data.AUTOTUNE, the default, sizes it). Received: prefetch={prefetch}"
+        )
 
 
 def nonnegative_int(value, arg: str) -> int:
@@ -538,7 +589,22 @@ def _shard(shard, input_context):
     if shard is not None and input_context is not None:
         raise ValueError("Give `shard` or `input_context`, not both")
     if input_context is not None:
-        shard = (input_context.num_input_pipelines, input_context.input_pipeline_id)
+        ctx = input_context
+        needs = ("num_input_pipelines", "input_pipeline_id", "num_replicas_in_sync")
+        if not all(hasattr(ctx, a) for a in needs):
+            raise TypeError(
+                "Expected `input_context` as the tf.distribute.InputContext that "
+                "strategy.distribute_datasets_from_function passes its function. "
+                f"Received: input_context={ctx!r}"
+            )
+        count, index = _integral(ctx.num_input_pipelines), _integral(ctx.input_pipeline_id)
+        if count is None or index is None or count < 1 or not 0 <= index < count:
+            raise ValueError(
+                "Expected `input_context` with 0 <= input_pipeline_id < num_input_pipelines. Received: "
+                f"input_context with num_input_pipelines={ctx.num_input_pipelines!r}, "
+                f"input_pipeline_id={ctx.input_pipeline_id!r}"
+            )
+        return count, index
     if shard is None:
         return 1, 0
     try:

@@ -513,11 +513,12 @@ class Dataset:
           sample_list: a :class:`bzna_tf.SampleList` or the path of an LBANN
             sample list: only the samples it uses (and this dataset holds)
             are read, in the list's order (see :meth:`sample_list_positions`).
-          num_parallel_calls: batches decoded at once (default ``AUTOTUNE``;
-            each batch is also spread over TensorFlow's CPU threads).
-          prefetch: batches to prefetch (default ``AUTOTUNE``); with
-            ``device="gpu"`` also the batches decoded ahead on the GPU (default
-            2).
+          num_parallel_calls: batches decoded at once, ``AUTOTUNE`` (default)
+            or 1 to 1024; each batch is also spread over TensorFlow's CPU
+            threads.
+          prefetch: batches to prefetch, ``AUTOTUNE`` (default) or 0 to 1024,
+            holding at most 16 GiB of images; with ``device="gpu"`` also the
+            batches decoded ahead on the GPU (default 2, at most 64).
 
         Returns:
           A ``tf.data.Dataset`` of known cardinality (infinite with ``repeat=True``).

@@ -26,6 +26,14 @@ def positions(options, per_epoch: int, batches):
     """(the root dataset of stream positions, its EpochState or None)."""
     import tensorflow as tf
 
+    # Stream positions are int64s below ENDLESS: a pipeline past it would overflow, or be silently empty.
+    last = (options.initial_epoch or 0) + (1 if options.epochs is None else options.epochs)
+    if last * per_epoch > ENDLESS:
+        raise ValueError(
+            f"as_dataset counts the samples it reads in int64: initial_epoch={options.initial_epoch} and "
+            f"{'an endless stream' if options.epochs is None else f'repeat={options.epochs}'} of epochs of "
+            f"{per_epoch} samples would go past 2**62 of them. Check `initial_epoch` and `repeat`"
+        )
     if options.initial_epoch is None:
         state = EpochState(options.epochs, per_epoch, options.batch_size, batches)
         state.reproducible = options.reproducible

@@ -200,6 +200,11 @@ def _imagenet_layout(root):
     """
     if isinstance(root, (list, tuple)):
         return _named_by_split(expand_paths(root), "the list of files")
+    if not isinstance(root, (str, os.PathLike)):
+        raise TypeError(
+            "Expected `root` as a path, directory or pattern (a str or os.PathLike), or a list of them. "
+            f"Received: root={root!r}"
+        )
     root = expand_user(os.fspath(root))
     if is_url(root):
         import tensorflow as tf

@@ -165,7 +165,14 @@ class SampleList:
     @classmethod
     def of(cls, sample_list) -> SampleList:
         """``sample_list`` itself if it is a :class:`SampleList`, else the list read from that path."""
-        return sample_list if isinstance(sample_list, SampleList) else cls.read(sample_list)
+        if isinstance(sample_list, SampleList):
+            return sample_list
+        if not isinstance(sample_list, (str, os.PathLike)):
+            raise TypeError(
+                "Expected `sample_list` as a bzna_tf.SampleList or the path of an LBANN sample list. "
+                f"Received: sample_list={sample_list!r}"
+            )
+        return cls.read(sample_list)
 
     @classmethod
     def read(cls, path) -> SampleList:

@@ -717,8 +717,17 @@ def expand_paths(paths, *, every_file: bool = False, one_per_pattern: bool = Fal
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    if isinstance(paths, (bytes, dict)) or not hasattr(paths, "__iter__"):  # bytes: a list of ints
+        raise TypeError(
+            "Expected a path, directory or pattern (a str or os.PathLike), or a list of them. "
+            f"Received: {paths!r}"
+        )
     out = []
     for p in paths:
+        if not isinstance(p, (str, os.PathLike)):
+            raise TypeError(
+                f"Expected each path as a str or os.PathLike (a path, directory or pattern). Received: {p!r}"
+            )
         p = expand_user(os.fspath(p))
         if _GLOB_CHARS & set(p) and (is_url(p) or not os.path.exists(p)):
             matches = sorted(_gfile().glob(p) if is_url(p) else glob.glob(p))

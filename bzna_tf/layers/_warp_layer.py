@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from bzna_tf.layers._backend import TensorFlowLayer
-from bzna_tf.ops.warp import warp_rgb
+from bzna_tf.ops.warp import MAX_SIDE, warp_rgb
 
 DATA_FORMATS = ("channels_last", "channels_first")
 
@@ -35,9 +35,11 @@ def given_arguments(local_variables):
 
 
 def _positive_int(value, arg):
-    """``value`` as a Python int (NumPy's integers too, as Keras' layers take them) if it is one > 0."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"Expected `{arg}` as a positive integer. Received: {arg}={value!r}")
+    """``value`` as a Python int (NumPy's integers too, as Keras' layers take them) if it is one > 0 that
+    the ops' int32 sizes hold."""
+    bad = isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)
+    if bad or not 0 < value <= MAX_SIDE:
+        raise ValueError(f"Expected `{arg}` as an integer from 1 to {MAX_SIDE}. Received: {arg}={value!r}")
     return int(value)
 
 
@@ -130,6 +132,12 @@ class WarpLayer(TensorFlowLayer):
     ):
         # kwargs: the transform's arguments (named as transform_class's parameters), then Keras' base
         # layer's. (A comment, not a docstring: help() would show it for the subclasses' __init__.)
+        if not isinstance(random, (bool, np.bool_)):  # "False" would be random
+            raise TypeError(f"Expected `random` as True or False. Received: random={random!r}")
+        random = bool(random)
+        integral = isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_))
+        if seed is not None and not integral:
+            raise TypeError(f"Expected `seed` as an integer or None. Received: seed={seed!r}")
         transform_arguments = {name: kwargs.pop(name) for name in self.transform_parameters()}
         transform = self.transform_class(**transform_arguments)  # checks them
         # The images reach the warp as given (uint8 or float32, else cast to float32), not first cast to

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import functools
 
+import numpy as np
+
 import bzna_tf.ops._load as _load  # the module: _load._path is set when it loads
 
 __all__ = ["verify_checksums"]
@@ -27,6 +29,8 @@ def verify_checksums(enabled: bool | None = None) -> bool:
     Returns:
       The setting before the call.
     """
+    if enabled is not None and not isinstance(enabled, (bool, np.bool_)):  # "no" would turn it on
+        raise TypeError(f"Expected `enabled` as True, False or None. Received: enabled={enabled!r}")
     fn = _c_function("bzna_tf_verify_checksums", ctypes.c_int, ctypes.c_int)
     return bool(fn(-1 if enabled is None else int(bool(enabled))))
 

@@ -24,6 +24,13 @@ __all__ = [
 TRACKS = ("thumb", "input")
 
 
+def _flag(value, arg: str) -> bool:
+    """``value`` as a bool: True or False (NumPy's too), not a truthy string such as "False"."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"Expected `{arg}` as True or False. Received: {arg}={value!r}")
+    return bool(value)
+
+
 def _filenames(filenames) -> tf.Tensor:
     if isinstance(filenames, (str, bytes)) or hasattr(filenames, "__fspath__"):
         filenames = [filenames]
@@ -185,7 +192,7 @@ class BznaDataset(dataset_ops.DatasetSource):
                 )
         self._indices = indices
         self._track = track
-        self._with_filenames = bool(with_filenames)
+        self._with_filenames = _flag(with_filenames, "with_filenames")
         spec = {
             "data": tf.TensorSpec([], tf.string),
             "height": tf.TensorSpec([], tf.int32),
@@ -311,11 +318,14 @@ def read_samples(
     if track not in TRACKS:
         raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")
     files = _filenames(filenames)
+    indices = tf.convert_to_tensor(indices)
+    if not indices.dtype.is_integer:
+        raise TypeError(f"Expected integer indices. Received: indices of dtype {indices.dtype.name}")
     data, names, height, target, width, errors = load_library().bzna_read_samples(
         files,
-        indices,
+        tf.cast(indices, tf.int64),
         track=track,
-        with_filename=bool(with_filenames),
+        with_filename=_flag(with_filenames, "with_filenames"),
         on_error=check_on_error(on_error),
         identities=_identities(identities, files),
         working_directory=_working_directory(files),

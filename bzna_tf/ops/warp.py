@@ -37,6 +37,8 @@ from bzna_tf.transforms.constant import bias_norm, per_channel
 
 __all__ = ["decode_warp", "decode_warp_dataset", "warp_rgb", "warp_yuv420"]
 
+MAX_SIDE = 2**31 - 1  # the ops' sizes are int32
+
 DATA_FORMATS = ("NHWC", "NCHW")
 
 # The warps sample integer images at data-dependent points: nothing to
@@ -89,18 +91,21 @@ def _output_shape(output_shape):
             )
         return t
     try:
-        hw = [int(v) for v in output_shape]
-    except (TypeError, ValueError) as e:
+        hw = np.asarray(output_shape)
+    except (TypeError, ValueError):
+        hw = np.asarray([])
+    # Integers only: int() would truncate 4.7 and parse "4", and True is 1.
+    if hw.dtype.kind not in "iu" or hw.ndim == 0:
         raise TypeError(
             "Expected `output_shape` = (height, width), two integers. "
             f"Received: output_shape={output_shape!r}"
-        ) from e
-    if len(hw) != 2 or min(hw) <= 0:
+        )
+    if hw.shape != (2,) or hw.min() <= 0 or hw.max() > MAX_SIDE:  # int32 would wrap 2**32 + 4 to 4
         raise ValueError(
-            "Expected `output_shape` = (height, width), two positive integers. "
+            f"Expected `output_shape` = (height, width), two integers from 1 to {MAX_SIDE}. "
             f"Received: output_shape={output_shape!r}"
         )
-    return tf.constant(hw, dtype=tf.int32)
+    return tf.constant(hw.astype(np.int64), dtype=tf.int32)
 
 
 def _common(matrices, output_shape, bias, norm, mean, std, oob_color, data_format, batch):

@@ -108,7 +108,8 @@ def bias_norm(bias=None, norm=None, mean=None, std=None):
       else bias (default 0) and norm (default 1).
 
     Raises:
-      ValueError: both mean/std and bias/norm, values that are not 1 or 3 per channel, or a zero std.
+      ValueError: both mean/std and bias/norm, values that are not 1 or 3 per channel, a std that is
+        not positive, or a zero norm.
       TypeError: values that are not numbers.
     """
     if isinstance(bias, ConstantBiasTransform):
@@ -123,14 +124,22 @@ def bias_norm(bias=None, norm=None, mean=None, std=None):
     if mean is not None or std is not None:
         mean = per_channel(0.0 if mean is None else mean, "mean")
         std = per_channel(1.0 if std is None else std, "std")
-        if isinstance(std, np.ndarray) and not np.all(std != 0):
-            raise ValueError(f"Expected a nonzero `std` for every channel. Received: std={std.tolist()}")
+        if isinstance(std, np.ndarray) and not np.all(std > 0):  # NaN fails too (checked again below)
+            raise ValueError(
+                "Expected a positive `std` (a standard deviation) for every channel. "
+                f"Received: std={std.tolist()}"
+            )
         _warn_255_units(mean, std)
         bias, norm = mean * 255.0, 1.0 / (std * 255.0)
         given = ("std", std)
     else:
         bias = per_channel(0.0 if bias is None else bias, "bias")
         norm = per_channel(1.0 if norm is None else norm, "norm")
+        if isinstance(norm, np.ndarray) and not np.all(norm != 0):
+            raise ValueError(
+                "Expected a nonzero `norm` for every channel (a zero one makes every pixel 0). "
+                f"Received: norm={norm.tolist()}"
+            )
         given = ("norm", norm)
     if isinstance(bias, np.ndarray) and isinstance(norm, np.ndarray):  # not tensors, which may be symbolic
         # std=1e-50 passed the zero test and made every pixel inf: (v - bias) * norm must stay finite in

@@ -18,6 +18,8 @@ import inspect
 import math
 import numbers
 
+import numpy as np
+
 from bzna_tf.transforms._backend import get_ops, sample_keys, uniform
 from bzna_tf.transforms.affine import _affine
 
@@ -46,6 +48,20 @@ def _is_number(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _flag(value, arg):
+    """``value`` as a bool: True or False (NumPy's too), not a truthy string such as "False"."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"Expected `{arg}` as True or False. Received: {arg}={value!r}")
+    return bool(value)
+
+
+def _pair_items(value):
+    """The items of a pair: not the characters of a string nor the keys of a mapping (TypeError)."""
+    if isinstance(value, (str, bytes, dict)):
+        raise TypeError(value)
+    return tuple(float(v) for v in value)
+
+
 def _range(value, arg, *, scalar, positive=False):
     """A (low, high) pair from a pair or a scalar (``scalar`` maps it to a pair)."""
     if _is_number(value):
@@ -56,7 +72,7 @@ def _range(value, arg, *, scalar, positive=False):
         pair = scalar(float(value))
     else:
         try:
-            pair = tuple(float(v) for v in value)
+            pair = _pair_items(value)
         except (TypeError, ValueError) as e:
             raise TypeError(
                 f"Expected `{arg}` as a number or a (low, high) pair. Received: {arg}={value!r}"
@@ -79,7 +95,7 @@ def _fractions(value, arg):
         pair = (float(value), float(value))
     else:
         try:
-            pair = tuple(float(v) for v in value)
+            pair = _pair_items(value)
         except (TypeError, ValueError) as e:
             raise TypeError(f"{wrong}{arg}={value!r}") from e
     if len(pair) != 2 or not all(math.isfinite(v) and v >= 0 for v in pair):
@@ -204,9 +220,9 @@ class SimilarityTransform(WarpTransform):
                 f"Expected `area_sampling` in {AREA_SAMPLINGS}. Received: area_sampling={area_sampling!r}"
             )
         self.area_sampling = area_sampling
-        self.resize = bool(resize) or self.scale != (1.0, 1.0) or self.ratio is not None
-        self.keep_ratio = bool(keep_ratio)
-        self.random_crop = bool(random_crop)
+        self.resize = _flag(resize, "resize") or self.scale != (1.0, 1.0) or self.ratio is not None
+        self.keep_ratio = _flag(keep_ratio, "keep_ratio")
+        self.random_crop = _flag(random_crop, "random_crop")
 
     def __repr__(self):
         # SimilarityTransform's parameters whatever the subclass: each is an attribute of every instance.
@@ -391,7 +407,8 @@ class CenterResizedCrop(SimilarityTransform):
     """
 
     def __init__(self, scale=1.0, keep_ratio=True):
-        if not _is_number(scale) or not 0 < float(scale) < math.inf:
-            raise ValueError(f"Expected `scale` as a positive number. Received: scale={scale!r}")
+        # (scale**2 must be finite too: the crop's area fraction)
+        if not _is_number(scale) or not 0 < float(scale) or not float(scale) * float(scale) < math.inf:
+            raise ValueError(f"Expected `scale` as a positive, finite number. Received: scale={scale!r}")
         self.side_scale = float(scale)
         super().__init__(scale=(self.side_scale**2,) * 2, resize=True, keep_ratio=keep_ratio)

@@ -875,6 +875,15 @@ std::vector<int64_t> EpochOrder(int64_t seed, int64_t epoch, int64_t n) {
   return order;
 }
 
+// An input's rank, checked in the kernel: an op's shape function runs only
+// where a graph is built, and an eager call reaching scalar<>() with another
+// shape would abort the process.
+absl::Status RequireRank(const Tensor& t, int rank, const char* name) {
+  if (t.dims() == rank) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("expected `", name, "` ", rank == 0 ? "as a scalar" : "as a vector",
+                                                 ". Received shape ", t.shape().DebugString()));
+}
+
 class BznaEpochScheduleOp : public tensorflow::OpKernel {
  public:
   explicit BznaEpochScheduleOp(tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -886,6 +895,10 @@ class BznaEpochScheduleOp : public tensorflow::OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    // The shape function checks these only where a graph is built, not for an eager call.
+    OP_REQUIRES_OK(ctx, RequireRank(ctx->input(0), 1, "positions"));
+    OP_REQUIRES_OK(ctx, RequireRank(ctx->input(1), 1, "selection"));
+    OP_REQUIRES_OK(ctx, RequireRank(ctx->input(2), 0, "seed"));
     const auto positions = ctx->input(0).flat<int64_t>();
     const auto selection = ctx->input(1).flat<int64_t>();
     const int64_t seed = ctx->input(2).scalar<int64_t>()();
@@ -976,6 +989,7 @@ class BznaReadSamplesOp : public tensorflow::OpKernel {
   void Compute(OpKernelContext* ctx) override {
     std::vector<std::shared_ptr<const OpenFile>> files;
     std::vector<int64_t> starts;
+    OP_REQUIRES_OK(ctx, RequireRank(ctx->input(1), 1, "indices"));  // (not checked for an eager call)
     const auto indices = ctx->input(1).flat<int64_t>();
     OP_REQUIRES_OK(ctx, Files(ctx->input(0), indices, &files, &starts));
     const int64_t total = starts.back();
