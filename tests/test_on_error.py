@@ -150,3 +150,24 @@ def test_gpu_payloads_skip_read_errors(bad_file):
     assert payload["data"].shape[0] == payload["matrices"].shape[0] == labels.shape[0] == N - 1
     assert payload["picture_sizes"].shape == (N - 1, 2) and np.all(payload["picture_sizes"].numpy() > 0)
     assert ds.bzna_skipped.count == 1
+
+
+@pytest.mark.parametrize("initial_epoch", [None, 0])
+def test_ignore_errors_after_as_dataset_ends_each_iteration(bad_file, initial_epoch):
+    # Batches 0-3, 4-7 and 8-11 each hold a bad sample: ignore_errors drops all three, and the
+    # iteration ends (TensorFlow's assert_cardinality, where the count was stated with it, failed again
+    # at every later call once a batch had failed: ignore_errors then asked for ever).
+    ds = ClassificationDataset(str(bad_file)).as_dataset(batch_size=4, shape=16, initial_epoch=initial_epoch)
+    assert int(ds.cardinality()) == 3
+    if initial_epoch is None:
+        # The op that states the count keeps the iterator prefix TensorFlow's AssertCardinality gave the
+        # batches (the prefix errors name), so that iterator checkpoints written with it still restore.
+        with pytest.raises(
+            tf.errors.InvalidArgumentError, match=r"Prefetch::AssertCardinality::ParallelMapV2"
+        ):
+            next(iter(ds))
+    for _ in range(2):  # two iterations (two data epochs with initial_epoch=None)
+        assert list(ds.ignore_errors()) == []
+    good = ClassificationDataset(str(bad_file)).select([0, 1, 2, 4, 6, 7])
+    ds = good.as_dataset(batch_size=4, shape=16, initial_epoch=initial_epoch)
+    assert int(ds.cardinality()) == 2 and [int(b[0].shape[0]) for b in ds.ignore_errors()] == [4, 2]

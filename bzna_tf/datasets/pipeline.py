@@ -117,10 +117,10 @@ class _CounterCheckpoint(dataset_ops.UnaryUnchangedStructureDataset):
     buffers do before the iteration's last batches are taken.
     """
 
-    def __init__(self, input_dataset, counter):
+    def __init__(self, input_dataset, counter, cardinality: int):
         self._input_dataset = input_dataset
         variant = load_library().bzna_epoch_counter_checkpoint_dataset(
-            input_dataset._variant_tensor, counter, **input_dataset._flat_structure
+            input_dataset._variant_tensor, counter, cardinality=cardinality, **input_dataset._flat_structure
         )
         super().__init__(input_dataset, variant)
 
@@ -270,13 +270,16 @@ def _build(source: Source, options) -> tf.data.Dataset:
         num_parallel_calls=autotune if options.num_parallel_calls is None else options.num_parallel_calls,
         deterministic=True,
     )
-    if state is not None or options.epochs is None:
-        # flat_map (and an endless range) hide the count: state it (Keras then knows the steps per epoch).
-        ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
     if state is not None:
         # Under the prefetch, which keeps its input to the end (and stays last:
         # tf.data appends a prefetch of its own to a pipeline ending otherwise).
-        ds = _CounterCheckpoint(ds, state.variable.handle)
+        # The home check's filter hides the count: the op states it (Keras then knows the steps per
+        # epoch), where TensorFlow's assert_cardinality did: that one, a batch failing, fails at the end
+        # of every later call too, and after ignore_errors() the pipeline never ended.
+        ds = _CounterCheckpoint(ds, state.variable.handle, batches)
+    elif options.epochs is None:
+        # An endless range's count is finite: state the endless one (there is no end to assert at).
+        ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
     ds = _CheckpointFacts(ds, checkpoint_facts(source, options, batches))  # under the prefetch too, as above
     ds = ds.prefetch(autotune if options.prefetch is None else options.prefetch)
     tf_options = tf.data.Options()

@@ -375,11 +375,20 @@ constexpr char kCheckpointOpName[] = "BznaEpochCounterCheckpointDataset";
 // auto-sharding adds its shard op only after ops so named.)
 constexpr char kCheckpointIteratorName[] = "::BznaEpochCounterCheckpoint";
 
+// With a stated `cardinality`, the op stands in for the AssertCardinalityDataset
+// that as_dataset put under it before: it states the count without asserting
+// it (a batch that fails is not counted, and AssertCardinality then fails at
+// the end of every later call too: after `ignore_errors` a pipeline never
+// ended), and its input's iterator keeps the prefix it had under
+// AssertCardinality, so that checkpoints written with it restore.
+constexpr char kStandsFor[] = "::AssertCardinality";
+
 class CounterCheckpointDataset : public PassThroughDataset {
  public:
   CounterCheckpointDataset(OpKernelContext* ctx, const DatasetBase* input, Tensor handle,
-                           tensorflow::core::RefCountPtr<tensorflow::Var> counter)
-      : PassThroughDataset(ctx, input, kCheckpointOpName, kCheckpointIteratorName),
+                           tensorflow::core::RefCountPtr<tensorflow::Var> counter, int64_t cardinality)
+      : PassThroughDataset(ctx, input, kCheckpointOpName, kCheckpointIteratorName,
+                           cardinality == tensorflow::data::kUnknownCardinality ? "" : kStandsFor, cardinality),
         handle_(std::move(handle)),
         counter_(std::move(counter)) {}
 
@@ -412,7 +421,9 @@ class CounterCheckpointDataset : public PassThroughDataset {
     tensorflow::Node *input = nullptr, *counter = nullptr;
     TF_RETURN_IF_ERROR(b->AddInputDataset(ctx, input_, &input));
     TF_RETURN_IF_ERROR(b->AddDatasetOrTensor(ctx, handle_, &counter));
-    return b->AddDataset(this, {input, counter}, output);
+    tensorflow::AttrValue cardinality;
+    b->BuildAttrValue(cardinality_, &cardinality);
+    return b->AddDataset(this, {input, counter}, {{"cardinality", cardinality}}, output);
   }
 
   absl::Status SaveState(IteratorStateWriter* writer, const std::string& prefix) const override {
@@ -444,14 +455,21 @@ class CounterCheckpointDataset : public PassThroughDataset {
 
 class CounterCheckpointOp : public tensorflow::data::UnaryDatasetOpKernel {
  public:
-  explicit CounterCheckpointOp(OpKernelConstruction* ctx) : UnaryDatasetOpKernel(ctx) {}
+  explicit CounterCheckpointOp(OpKernelConstruction* ctx) : UnaryDatasetOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("cardinality", &cardinality_));
+    OP_REQUIRES(ctx, cardinality_ >= tensorflow::data::kUnknownCardinality,
+                absl::InvalidArgumentError(absl::StrCat("expected a cardinality >= -2. Received ", cardinality_)));
+  }
 
  protected:
   void MakeDataset(OpKernelContext* ctx, DatasetBase* input, DatasetBase** output) override {
     tensorflow::core::RefCountPtr<tensorflow::Var> counter;
     OP_REQUIRES_OK(ctx, FindCounter(ctx, kCheckpointOpName, tensorflow::HandleFromInput(ctx, 1), &counter));
-    *output = new CounterCheckpointDataset(ctx, input, ctx->input(1), std::move(counter));
+    *output = new CounterCheckpointDataset(ctx, input, ctx->input(1), std::move(counter), cardinality_);
   }
+
+ private:
+  int64_t cardinality_ = tensorflow::data::kUnknownCardinality;
 };
 
 REGISTER_KERNEL_BUILDER(Name(kCheckpointOpName).Device(tensorflow::DEVICE_CPU), CounterCheckpointOp);

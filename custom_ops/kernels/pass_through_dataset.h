@@ -6,7 +6,9 @@
 // saves and how it restores (SaveState, RestoreState), and how it serialises.
 //
 // The input's iterator keeps the prefix it had without the op, so that
-// checkpoints written before the op existed restore.
+// checkpoints written before the op existed restore. An op that stands in for
+// another one, whose place in the iterator tree it takes, gives that one's
+// prefix suffix (`input_suffix`) and may state the cardinality itself.
 
 #ifndef BZNA_TF_KERNELS_PASS_THROUGH_DATASET_H_
 #define BZNA_TF_KERNELS_PASS_THROUGH_DATASET_H_
@@ -31,18 +33,23 @@ class PassThroughDataset : public tensorflow::data::DatasetBase {
  public:
   // `op`: the op's name (DebugString); `iterator`: its iterator's prefix
   // suffix, "::" included (the checkpoint keys: keep it when the op is renamed).
+  // `cardinality`: kUnknownCardinality for the input's.
   PassThroughDataset(tensorflow::OpKernelContext* ctx, const DatasetBase* input, std::string op,
-                     std::string iterator)
+                     std::string iterator, std::string input_suffix = "",
+                     int64_t cardinality = tensorflow::data::kUnknownCardinality)
       : DatasetBase(tensorflow::data::DatasetContext(ctx)),
         input_(input),
+        cardinality_(cardinality),
         op_(std::move(op)),
-        iterator_(std::move(iterator)) {
+        iterator_(std::move(iterator)),
+        input_suffix_(std::move(input_suffix)) {
     input_->Ref();
   }
   ~PassThroughDataset() override { input_->Unref(); }
 
   std::unique_ptr<tensorflow::data::IteratorBase> MakeIteratorInternal(const std::string& prefix) const override {
-    return std::make_unique<Iterator>(Iterator::Params{this, absl::StrCat(prefix, iterator_)}, prefix);
+    return std::make_unique<Iterator>(Iterator::Params{this, absl::StrCat(prefix, iterator_)},
+                                      absl::StrCat(prefix, input_suffix_));
   }
   const tensorflow::DataTypeVector& output_dtypes() const override { return input_->output_dtypes(); }
   const std::vector<tensorflow::PartialTensorShape>& output_shapes() const override {
@@ -50,7 +57,7 @@ class PassThroughDataset : public tensorflow::data::DatasetBase {
   }
   std::string DebugString() const override { return absl::StrCat(op_, "Op::Dataset"); }
   int64_t CardinalityInternal(tensorflow::data::CardinalityOptions options) const override {
-    return input_->Cardinality(options);
+    return cardinality_ != tensorflow::data::kUnknownCardinality ? cardinality_ : input_->Cardinality(options);
   }
   absl::Status InputDatasets(std::vector<const DatasetBase*>* inputs) const override {
     inputs->push_back(input_);
@@ -67,6 +74,7 @@ class PassThroughDataset : public tensorflow::data::DatasetBase {
                                     const std::function<absl::Status()>& restore_input) const = 0;
 
   const DatasetBase* const input_;
+  const int64_t cardinality_;
 
  private:
   class Iterator : public tensorflow::data::DatasetIterator<PassThroughDataset> {
@@ -110,6 +118,7 @@ class PassThroughDataset : public tensorflow::data::DatasetBase {
 
   const std::string op_;
   const std::string iterator_;
+  const std::string input_suffix_;
 };
 
 }  // namespace bzna_tf

@@ -160,6 +160,7 @@ REGISTER_OP("BznaEpochCounterCheckpointDataset")
     .Output("handle: variant")
     .Attr("output_types: list(type) >= 1")
     .Attr("output_shapes: list(shape) >= 1")
+    .Attr("cardinality: int = -2")
     .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
@@ -174,6 +175,9 @@ input_dataset's iterator keeps the checkpoint keys it has without this op.
 input_dataset: the pipeline.
 counter: the [iteration, skip] variable (ds.bzna_epochs) that the pipeline's
   BznaEpochPositions reads.
+cardinality: -2 (the default): input_dataset's. Else the dataset's, stated
+  (not asserted) in place of an AssertCardinalityDataset that stood under this
+  op, whose checkpoint keys input_dataset's iterator then keeps.
 )doc");
 
 // The former name of BznaEpochCounterCheckpointDataset: graphs and SavedModels
@@ -184,6 +188,7 @@ REGISTER_OP("BznaEpochCounterCheckpoint")
     .Output("handle: variant")
     .Attr("output_types: list(type) >= 1")
     .Attr("output_shapes: list(shape) >= 1")
+    .Attr("cardinality: int = -2")
     .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
