@@ -534,3 +534,16 @@ def test_a_shard_of_an_earlier_decoder_revision_with_cmyk_pictures_is_converted_
     monkeypatch.setattr(converter, "DECODER_REVISION", today)
     assert convert("plain") == today - 1  # no CMYK picture: it decodes the same, and is kept
     assert convert("mixed") == today  # converted again
+
+
+@pytest.mark.parametrize("header", [b"P6 24 24 255\n", b"P6\n24 24\n255\n", b"P6\t24\r\n24  255 "])
+def test_a_ppm_decodes_whatever_whitespace_its_header_has(header):
+    # FFmpeg's probe took a Netpbm header only with a newline after the magic: "P6 24 24 255" (one line, as
+    # Netpbm allows and many writers emit) was "neither JPEG nor PNG".
+    rgb = gradient(24, 24)
+    out, _ = decode_picture(header + rgb.tobytes())
+    assert np.array_equal(out, rgb)
+    grey, _ = decode_picture(b"P5 24 24 255\n" + rgb[..., 1].tobytes())
+    assert np.array_equal(grey, np.repeat(rgb[..., 1:2], 3, axis=2))
+    with pytest.raises(ImageDecodeError, match=r"PPM data of 20 bytes"):
+        decode_picture(b"P6 24 24 255\n" + bytes(7))  # short: named as what it is

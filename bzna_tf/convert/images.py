@@ -143,6 +143,29 @@ def _format_name(data: bytes) -> str | None:
         return "GIF"
     if data[:2] == b"BM":
         return "BMP"
+    if _pnm_demuxer(data) is not None:
+        return _PNM[data[1:2]][0]
+    return None
+
+
+# Netpbm's magics -> (the format's name, FFmpeg's demuxer for it).
+_PNM = {
+    b"1": ("PBM", "pbm_pipe"),
+    b"4": ("PBM", "pbm_pipe"),
+    b"2": ("PGM", "pgm_pipe"),
+    b"5": ("PGM", "pgm_pipe"),
+    b"3": ("PPM", "ppm_pipe"),
+    b"6": ("PPM", "ppm_pipe"),
+    b"7": ("PAM", "pam_pipe"),
+}
+
+
+def _pnm_demuxer(data: bytes) -> str | None:
+    """FFmpeg's demuxer for Netpbm data (P1-P7, then whitespace), else None. FFmpeg's own probe takes
+    such data only with a newline after the magic; a header on one line ("P6 24 24 255"), which Netpbm
+    allows, would not be recognised."""
+    if data[:1] == b"P" and data[1:2] in _PNM and data[2:3] in (b" ", b"\t", b"\n", b"\r", b"\v", b"\f"):
+        return _PNM[data[1:2]][1]
     return None
 
 
@@ -699,7 +722,11 @@ def decode_picture(
                     f"a {_TIFF_BLACK[compression]}-compressed TIFF (compression {compression}), which "
                     f"FFmpeg's TIFF decoder turns into a black picture: {_what(data)}"
                 )
-            with _decoder_errors() as errors, av.open(io.BytesIO(data), options=limit) as container:
+            demuxer = _pnm_demuxer(data)  # None: FFmpeg's probe tells the format
+            with (
+                _decoder_errors() as errors,
+                av.open(io.BytesIO(data), format=demuxer, options=limit) as container,
+            ):
                 stream = container.streams.video[0]
                 # One thread: every message is logged in this one, which _decoder_errors hears.
                 stream.codec_context.thread_count = 1
