@@ -5,9 +5,7 @@ from __future__ import annotations
 import math
 import weakref
 
-import numpy as np
-
-from bzna_tf.datasets.arguments import as_written, flag, positive_int, resolve_seed
+from bzna_tf.datasets.arguments import as_written, check_seed, flag, positive_int, resolve_seed
 
 __all__ = ["blend", "MIXES"]
 
@@ -206,8 +204,7 @@ def blend(
             "Expected a list of tf.data.Datasets, as in blend([a, b], weights=[0.7, 0.3]). "
             f"Received: {datasets!r}"
         )
-    if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
-        raise TypeError(f"Expected `seed` as an integer or None. Received: seed={seed!r}")
+    check_seed(seed)
     stop_on_empty = flag(stop_on_empty, "stop_on_empty")
     datasets = sources = list(datasets)
     if not datasets or not all(isinstance(d, tf.data.Dataset) for d in datasets):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bzna_tf.format.keywords import flag
 from bzna_tf.format.wording import user_stacklevel
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "MAX_PREFETCH_BYTES",
     "as_written",
     "check",
+    "check_seed",
     "flag",
     "nonnegative_int",
     "positive_int",
@@ -315,13 +317,6 @@ def positive_int(value, arg: str) -> int:
     return int(value)
 
 
-def flag(value, arg: str) -> bool:
-    """``value`` as a bool: True or False (NumPy's too), not a truthy string such as "False"."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"Expected `{arg}` as True or False. Received: {arg}={value!r}")
-    return bool(value)
-
-
 def _tuning(value, arg: str, least: int, most: int) -> int | None:
     """A tf.data tuning count: None for ``tf.data.AUTOTUNE`` (-1) or None, else an int in [least, most]."""
     if value is None or (_is_int(value) and value == -1):
@@ -334,8 +329,13 @@ def _tuning(value, arg: str, least: int, most: int) -> int | None:
     return int(value)
 
 
+def _batch_bytes(batch_size: int, hw) -> int:
+    """The bytes of one batch of images: ``batch_size x height x width x 3`` float32 values."""
+    return batch_size * hw[0] * hw[1] * 3 * 4
+
+
 def _check_prefetch_bytes(prefetch: int, batch_size: int, hw) -> None:
-    held = prefetch * batch_size * hw[0] * hw[1] * 3 * 4
+    held = prefetch * _batch_bytes(batch_size, hw)
     if held > MAX_PREFETCH_BYTES:
         raise ValueError(
             f"as_dataset's prefetch holds at most {MAX_PREFETCH_BYTES / 2**30:g} GiB of images; "
@@ -451,7 +451,7 @@ def _data_format(data_format, layer=None) -> str:
 
 
 def _check_batch_bytes(batch_size: int, hw, shape) -> None:
-    asked = batch_size * hw[0] * hw[1] * 3 * 4
+    asked = _batch_bytes(batch_size, hw)
     if asked > MAX_BATCH_BYTES:
         raise ValueError(
             f"as_dataset makes batches of at most {MAX_BATCH_BYTES / 2**30:g} GiB (batch_size x height x "
@@ -516,9 +516,14 @@ def resolve_seed(seed, draws: bool = True) -> tuple[int, bool]:
             return random.SystemRandom().randrange(SEED_MOD), True
         words = np.random.SeedSequence([int(global_seed), int(op_seed)]).generate_state(2, np.uint64)
         return (int(words[0]) << 64 | int(words[1])) % SEED_MOD, False
-    if not _is_int(seed):
+    return int(check_seed(seed)) % SEED_MOD, False
+
+
+def check_seed(seed):
+    """``seed`` as given if it is an integer (NumPy's too) or None; else a TypeError naming it."""
+    if seed is not None and not _is_int(seed):
         raise TypeError(f"Expected `seed` as an integer or None. Received: seed={seed!r}")
-    return int(seed) % SEED_MOD, False
+    return seed
 
 
 # ------------------------------------------------------------------ augmentation and normalisation

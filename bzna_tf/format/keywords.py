@@ -27,9 +27,20 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+import numpy as np
+
 from bzna_tf.format.wording import user_stacklevel
 
-__all__ = ["keywords"]
+__all__ = ["flag", "keywords"]
+
+
+def flag(value, arg: str) -> bool:
+    """``value`` as a bool: True or False (NumPy's too), not a truthy string such as "False"; else a
+    TypeError naming ``arg``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"Expected `{arg}` as True or False. Received: {arg}={value!r}")
+    return bool(value)
+
 
 F = TypeVar("F", bound=Callable)
 

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bzna_tf.format.keywords import flag
 from bzna_tf.layers._backend import TensorFlowLayer
 from bzna_tf.ops.warp import MAX_SIDE, warp_rgb
 
@@ -132,9 +133,7 @@ class WarpLayer(TensorFlowLayer):
     ):
         # kwargs: the transform's arguments (named as transform_class's parameters), then Keras' base
         # layer's. (A comment, not a docstring: help() would show it for the subclasses' __init__.)
-        if not isinstance(random, (bool, np.bool_)):  # "False" would be random
-            raise TypeError(f"Expected `random` as True or False. Received: random={random!r}")
-        random = bool(random)
+        random = flag(random, "random")  # "False" would be random
         integral = isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_))
         if seed is not None and not integral:
             raise TypeError(f"Expected `seed` as an integer or None. Received: seed={seed!r}")

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops
 
-from bzna_tf.format.keywords import keywords
+from bzna_tf.format.keywords import flag, keywords
 from bzna_tf.format.reader import is_url
 from bzna_tf.ops._load import load_library
 
@@ -24,11 +24,12 @@ __all__ = [
 TRACKS = ("thumb", "input")
 
 
-def _flag(value, arg: str) -> bool:
-    """``value`` as a bool: True or False (NumPy's too), not a truthy string such as "False"."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"Expected `{arg}` as True or False. Received: {arg}={value!r}")
-    return bool(value)
+def _int64_indices(indices) -> tf.Tensor:
+    """``indices`` as an int64 tensor, from any integer dtype; a TypeError for another."""
+    indices = tf.convert_to_tensor(indices)
+    if not indices.dtype.is_integer:
+        raise TypeError(f"Expected integer indices. Received: indices of dtype {indices.dtype.name}")
+    return tf.cast(indices, tf.int64)
 
 
 def _filenames(filenames) -> tf.Tensor:
@@ -182,17 +183,14 @@ class BznaDataset(dataset_ops.DatasetSource):
             total = tf.reduce_sum(lib.bzna_num_samples(self._filenames)[0])
             indices = tf.range(total, dtype=tf.int64)
         else:
-            indices = tf.convert_to_tensor(indices)
-            if not indices.dtype.is_integer:
-                raise TypeError(f"Expected integer indices. Received: indices of dtype {indices.dtype.name}")
-            indices = tf.cast(indices, tf.int64)
+            indices = _int64_indices(indices)
             if indices.shape.rank is not None and indices.shape.rank != 1:
                 raise ValueError(
                     f"Expected indices as a vector. Received: indices with shape {indices.shape}"
                 )
         self._indices = indices
         self._track = track
-        self._with_filenames = _flag(with_filenames, "with_filenames")
+        self._with_filenames = flag(with_filenames, "with_filenames")
         spec = {
             "data": tf.TensorSpec([], tf.string),
             "height": tf.TensorSpec([], tf.int32),
@@ -318,14 +316,11 @@ def read_samples(
     if track not in TRACKS:
         raise ValueError(f"Expected track to be one of {TRACKS}. Received: track={track!r}")
     files = _filenames(filenames)
-    indices = tf.convert_to_tensor(indices)
-    if not indices.dtype.is_integer:
-        raise TypeError(f"Expected integer indices. Received: indices of dtype {indices.dtype.name}")
     data, names, height, target, width, errors = load_library().bzna_read_samples(
         files,
-        tf.cast(indices, tf.int64),
+        _int64_indices(indices),
         track=track,
-        with_filename=_flag(with_filenames, "with_filenames"),
+        with_filename=flag(with_filenames, "with_filenames"),
         on_error=check_on_error(on_error),
         identities=_identities(identities, files),
         working_directory=_working_directory(files),

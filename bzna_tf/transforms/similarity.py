@@ -18,8 +18,7 @@ import inspect
 import math
 import numbers
 
-import numpy as np
-
+from bzna_tf.format.keywords import flag
 from bzna_tf.transforms._backend import get_ops, sample_keys, uniform
 from bzna_tf.transforms.affine import _affine
 
@@ -46,13 +45,6 @@ _DRAWS = 2 * CROP_TRIES + 7
 
 def _is_number(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _flag(value, arg):
-    """``value`` as a bool: True or False (NumPy's too), not a truthy string such as "False"."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"Expected `{arg}` as True or False. Received: {arg}={value!r}")
-    return bool(value)
 
 
 def _pair_items(value):
@@ -220,9 +212,9 @@ class SimilarityTransform(WarpTransform):
                 f"Expected `area_sampling` in {AREA_SAMPLINGS}. Received: area_sampling={area_sampling!r}"
             )
         self.area_sampling = area_sampling
-        self.resize = _flag(resize, "resize") or self.scale != (1.0, 1.0) or self.ratio is not None
-        self.keep_ratio = _flag(keep_ratio, "keep_ratio")
-        self.random_crop = _flag(random_crop, "random_crop")
+        self.resize = flag(resize, "resize") or self.scale != (1.0, 1.0) or self.ratio is not None
+        self.keep_ratio = flag(keep_ratio, "keep_ratio")
+        self.random_crop = flag(random_crop, "random_crop")
 
     def __repr__(self):
         # SimilarityTransform's parameters whatever the subclass: each is an attribute of every instance.
