@@ -160,6 +160,50 @@ def test_a_std_must_be_positive_and_a_norm_nonzero(data):
     )  # negative: taken
 
 
+def test_numbers_are_not_text_nor_flags(data):
+    cases = (("flip_h", "no"), ("flip_h", "1"), ("degrees", "19"), ("translate", {}), ("crop", "0"))
+    for arg, value in cases:
+        with pytest.raises(TypeError, match=re.escape(f"Expected `{arg}` as numbers (or True/False)")):
+            T.compute_affine_matrix((10, 10), (5, 5), **{arg: value})
+        with pytest.raises(TypeError, match=re.escape(f"Expected `{arg}` as numbers (or True/False)")):
+            T.compute_affine_matrix_tf((10, 10), (5, 5), **{arg: value})
+    for arg, value in (("mean", "a"), ("mean", True), ("std", ["0.2"] * 3), ("bias", "3"), ("norm", False)):
+        with pytest.raises(TypeError, match=re.escape(f"Expected `{arg}` as a number or 3 numbers")):
+            L.Normalize(**{arg: value})
+    for make in (lambda: T.ConstantBiasTransform("3"), lambda: T.ConstantNormTransform(True)):
+        with pytest.raises(TypeError, match=r"to be a number or 3 numbers"):
+            make()
+    with pytest.raises(TypeError, match=r"Expected `fill_value` to be a number or 3 numbers"):
+        _as_dataset(data, fill_value=True)  # the layers refuse it too
+    flips = T.compute_affine_matrix((10, 10), (5, 5), flip_h=np.array([True, False]))  # per-sample flags
+    assert flips[0, 0, 0] == -1 and flips[1, 0, 0] == 1
+
+
+def test_sizes_of_the_matrices_must_be_positive():
+    t = T.RandomResizedCrop()
+    for in_shapes in ([[0, 10]], [[-5, 10]], [[np.nan, 10]], tf.constant([[0, 10]])):
+        with pytest.raises(ValueError, match=r"Expected `in_shapes` as positive sizes"):
+            t.matrices(in_shapes, (4, 4))
+    with pytest.raises(ValueError, match=r"Expected `out_shape` as positive sizes"):
+        t.matrices([[10, 10]], (0, 4), backend="numpy")
+
+
+def test_affine_shapes_may_be_tuples_of_tensors_in_graphs():
+    """``(tf.shape(x)[0], tf.shape(x)[1])``: tf.constant refused it; float64 kept beside the tensors."""
+    want = T.compute_affine_matrix((4, 6), (5, 5), degrees=0.1, translate=(0.3, 0.7), flip_h=True)
+
+    @tf.function
+    def graph(x):
+        shape = (tf.shape(x)[0], tf.shape(x)[1])
+        return T.compute_affine_matrix_tf(shape, (5, 5), degrees=0.1, translate=(0.3, 0.7), flip_h=True,
+                                          dtype=tf.float64)  # fmt: skip
+
+    np.testing.assert_array_equal(graph(tf.zeros((4, 6))), want)
+    eager = T.compute_affine_matrix_tf((tf.constant(4), 6), (5, 5), degrees=0.1, translate=(0.3, 0.7),
+                                       flip_h=True, dtype=tf.float64)  # fmt: skip
+    np.testing.assert_array_equal(eager, want)
+
+
 # ------------------------------------------------------------------ ops called eagerly
 
 

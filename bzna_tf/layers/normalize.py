@@ -19,8 +19,13 @@ def _as_list(value, arg):
             f"Expected `{arg}` as Python or NumPy numbers (it is saved in the config). Received: "
             f"{arg}={value!r}"
         )
-    a = np.asarray(value, dtype=np.float64)
-    return a.tolist()
+    try:
+        numbers = np.asarray(value).dtype.kind in "iuf"  # not text, True/False, None or a mapping
+    except ValueError:  # ragged
+        numbers = False
+    if isinstance(value, dict) or not numbers:
+        raise TypeError(f"Expected `{arg}` as a number or 3 numbers. Received: {arg}={value!r}")
+    return np.asarray(value, dtype=np.float64).tolist()
 
 
 @keras.saving.register_keras_serializable(package="bzna_tf")

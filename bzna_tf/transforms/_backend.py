@@ -127,9 +127,13 @@ class TensorFlowOps:
 
     @staticmethod
     def f64(x):
-        return (
-            tf.cast(x, tf.float64) if isinstance(x, (tf.Tensor, tf.Variable)) else tf.constant(x, tf.float64)
-        )
+        if isinstance(x, (tf.Tensor, tf.Variable)):
+            return tf.cast(x, tf.float64)
+        if isinstance(x, (list, tuple)) and any(tf.is_tensor(v) for v in tf.nest.flatten(x)):
+            # (tf.shape(x)[0], tf.shape(x)[1]): tf.constant takes no tensors; each part cast on its own,
+            # so that Python floats beside them stay float64 (a packed tensor would make them float32)
+            return tf.stack([TensorFlowOps.f64(v) for v in x])
+        return tf.constant(x, tf.float64)
 
     sqrt, log, exp, cos, sin, abs = tf.sqrt, tf.math.log, tf.exp, tf.cos, tf.sin, tf.abs
     round = tf.round  # half to even, as Python's round

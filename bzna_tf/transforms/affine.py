@@ -32,6 +32,7 @@ to a few degrees.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from bzna_tf.transforms._backend import NumpyOps, TensorFlowOps
@@ -49,8 +50,24 @@ def _pair(xp, value, arg):
     return v[..., 0], v[..., 1]
 
 
+def _not_text(value, arg):
+    """Refuses text and mappings where numbers or flags go (``flip_h="no"`` would fail as a float)."""
+    text = isinstance(value, (str, bytes, dict))
+    if not text and isinstance(value, (list, tuple, np.ndarray)):
+        try:
+            text = np.asarray(value).dtype.kind in "US"
+        except Exception:  # symbolic tensors inside: TensorFlow checks those
+            text = False
+    if text:
+        raise TypeError(f"Expected `{arg}` as numbers (or True/False). Received: {arg}={value!r}")
+
+
 def _affine(xp, in_shape, out_shape, crop, degrees, translate, flip_h, flip_v, resize, keep_ratio):
     """The matrices, (..., 3, 3) float64, every argument broadcast against the others."""
+    named = dict(in_shape=in_shape, out_shape=out_shape, crop=crop, degrees=degrees, translate=translate)
+    named.update(flip_h=flip_h, flip_v=flip_v, resize=resize, keep_ratio=keep_ratio)
+    for arg, value in named.items():
+        _not_text(value, arg)
     in_h, in_w = _pair(xp, in_shape, "in_shape")
     out_h, out_w = _pair(xp, out_shape, "out_shape")
     if crop is None:

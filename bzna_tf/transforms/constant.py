@@ -46,6 +46,8 @@ def per_channel(value, arg, default=None, finite=True):
             )
         return t
     try:
+        if np.asarray(value).dtype.kind not in "iuf":  # text, True/False or objects: not numbers
+            raise TypeError(value)
         a = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as e:
         raise TypeError(f"Expected `{arg}` to be a number or 3 numbers. Received: {arg}={value!r}") from e

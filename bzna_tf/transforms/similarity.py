@@ -18,6 +18,9 @@ import inspect
 import math
 import numbers
 
+import numpy as np
+import tensorflow as tf
+
 from bzna_tf.format.keywords import flag
 from bzna_tf.transforms._backend import get_ops, sample_keys, uniform
 from bzna_tf.transforms.affine import _affine
@@ -52,6 +55,16 @@ def _pair_items(value):
     if isinstance(value, (str, bytes, dict)):
         raise TypeError(value)
     return tuple(float(v) for v in value)
+
+
+def _positive_sizes(values, arg, received):
+    """Refuses known sizes that are not positive and finite (they would make NaN matrices).
+
+    Values known only when the graph runs (a ``tf.data`` map, a Keras layer in ``fit``) are not checked.
+    """
+    known = tf.get_static_value(values) if tf.is_tensor(values) else values
+    if known is not None and not np.all(np.isfinite(known) & (np.asarray(known) > 0)):
+        raise ValueError(f"Expected `{arg}` as positive sizes (height, width). Received: {arg}={received!r}")
 
 
 def _range(value, arg, *, scalar, positive=False):
@@ -304,6 +317,8 @@ class SimilarityTransform(WarpTransform):
             raise ValueError(f"Expected `indices` of shape (N,). Received: indices={indices!r}")
         h, w = shapes[..., 0] + zero, shapes[..., 1] + zero
         out = xp.f64(out_shape)
+        _positive_sizes(shapes, "in_shapes", in_shapes)
+        _positive_sizes(out, "out_shape", out_shape)
         out_h, out_w = out[0], out[1]
         u = uniform(xp, keys, range(_DRAWS)) if training else None
 
