@@ -187,7 +187,7 @@ def test_a_warp_layer_spells_out_its_transforms_parameters_and_returns_them_in_i
     arguments = {p.name for p in layer_parameters[:-1]}
     assert set(config) - {"name", "trainable", "dtype"} == arguments | {"seed"}
     # ...and described in the layer's docstring, which the transform's points to.
-    documented = set(re.findall(r"^ {6}(\w+):", layer_class.__doc__, re.M))
+    documented = set(re.findall(r"^ {2}(\w+):", inspect.cleandoc(layer_class.__doc__), re.M))  # any Python
     assert arguments <= documented, arguments - documented
     assert f"bzna_tf.layers.{layer_class.__name__}`" in layer_class.transform_class.__doc__
 

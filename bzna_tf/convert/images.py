@@ -691,6 +691,10 @@ def decode_picture(
     size = image_size(data)
     if max_pixels is not None and size is not None and size[0] * size[1] > max_pixels:
         raise ImageTooLargeError(size, max_pixels)
+    if _format_name(data) == "animated WebP":
+        # FFmpeg 9 (PyAV 19's) decodes one of its frames, FFmpeg 8 and earlier none: refused whatever
+        # the FFmpeg, so that a conversion does not depend on PyAV's version.
+        raise ImageDecodeError(f"an image of several frames: {_what(data)}")
     # FFmpeg refuses larger frames before allocating them: the formats whose size is not read above
     # (and headers FFmpeg reads otherwise) are bounded too. Its probe of a container decodes a frame.
     limit = {} if max_pixels is None else {"max_pixels": str(int(max_pixels) + _FFMPEG_ROW_SLACK)}

@@ -13,8 +13,9 @@
 namespace bzna_tf {
 namespace {
 
-// The head of FFmpeg's AVFrame, identical in libavcodec 58 .. 62 (FFmpeg 4.4
-// .. 8). Only these fields are read; the frame is allocated by FFmpeg.
+// The head of FFmpeg's AVFrame, unchanged from FFmpeg 4.4 (libavcodec 58) to 9
+// (libavcodec 63), and checked on the FFmpeg loaded (CheckFrameHead): only these
+// fields are read; the frame is allocated by FFmpeg.
 struct AVFrameHead {
   uint8_t* data[8];
   int linesize[8];
@@ -26,7 +27,7 @@ struct AVFrameHead {
 };
 
 constexpr int kMinAvcodecMajor = 58;
-constexpr int kMaxAvcodecMajor = 62;
+constexpr int kYuv420p = 0;  // AV_PIX_FMT_YUV420P, the first of FFmpeg's pixel formats
 // AV_INPUT_BUFFER_PADDING_SIZE since FFmpeg 4: zeroed bytes after a packet.
 constexpr size_t kPacketPadding = 64;
 // AVERROR_EOF = -MKTAG('E','O','F',' ').
@@ -37,6 +38,7 @@ struct Ffmpeg {
   unsigned (*avutil_version)();
   void* (*av_frame_alloc)();
   void (*av_frame_free)(void** frame);
+  int (*av_frame_get_buffer)(void* frame, int align);
   void* (*av_malloc)(size_t size);
   void (*av_free)(void* ptr);
   const char* (*av_get_pix_fmt_name)(int pix_fmt);
@@ -71,6 +73,32 @@ bool Resolve(void* lib, const char* name, F* fn, std::string* missing) {
   return *fn != nullptr;
 }
 
+// Whether the FFmpeg loaded lays out the head of its frames as AVFrameHead: a
+// frame whose size and format are written through AVFrameHead gets its planes
+// from FFmpeg (av_frame_get_buffer reads those fields and fills data, linesize
+// and extended_data). A newer FFmpeg that moved them is refused here, before
+// any picture is read through the wrong offsets.
+absl::Status CheckFrameHead(const Ffmpeg& f, const std::string& avcodec_path) {
+  const char* yuv420p = f.av_get_pix_fmt_name(kYuv420p);
+  void* frame = f.av_frame_alloc();
+  if (!frame) return absl::ResourceExhaustedError("FFmpeg could not allocate a frame");
+  auto* head = static_cast<AVFrameHead*>(frame);
+  head->width = 66;
+  head->height = 34;
+  head->format = kYuv420p;
+  const int err = f.av_frame_get_buffer(frame, 32);
+  const bool same = err >= 0 && yuv420p && std::strcmp(yuv420p, "yuv420p") == 0 && head->width == 66 &&
+                    head->height == 34 && head->extended_data == head->data && head->data[0] && head->data[1] &&
+                    head->data[2] && !head->data[3] && head->linesize[0] >= 66 && head->linesize[1] >= 33 &&
+                    head->linesize[2] >= 33 && head->linesize[3] == 0;
+  f.av_frame_free(&frame);
+  if (same) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      avcodec_path, " is ", f.version, ", whose frames do not begin as bzna_tf reads them (data, linesize, ",
+      "extended_data, width, height, nb_samples, format, as in FFmpeg 4.4 to 9): install a PyAV whose FFmpeg ",
+      "does (PyAV 19 has FFmpeg 9: pip install 'av<20')"));
+}
+
 absl::Status DoLoad(const std::string& avutil_path, const std::string& avcodec_path, Ffmpeg* f) {
   // avutil first: avcodec depends on it and finds it by its soname.
   void* util = dlopen(avutil_path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -81,6 +109,7 @@ absl::Status DoLoad(const std::string& avutil_path, const std::string& avcodec_p
   Resolve(util, "avutil_version", &f->avutil_version, &missing);
   Resolve(util, "av_frame_alloc", &f->av_frame_alloc, &missing);
   Resolve(util, "av_frame_free", &f->av_frame_free, &missing);
+  Resolve(util, "av_frame_get_buffer", &f->av_frame_get_buffer, &missing);
   Resolve(util, "av_malloc", &f->av_malloc, &missing);
   Resolve(util, "av_free", &f->av_free, &missing);
   Resolve(util, "av_get_pix_fmt_name", &f->av_get_pix_fmt_name, &missing);
@@ -105,11 +134,11 @@ absl::Status DoLoad(const std::string& avutil_path, const std::string& avcodec_p
   const unsigned v = f->avcodec_version();
   const int major = static_cast<int>(v >> 16);
   f->version = absl::StrCat("libavcodec ", major, ".", (v >> 8) & 0xff, ".", v & 0xff);
-  if (major < kMinAvcodecMajor || major > kMaxAvcodecMajor) {
-    return absl::FailedPreconditionError(absl::StrCat(avcodec_path, " is ", f->version, "; bzna_tf reads FFmpeg's ",
-                                                      "frames as laid out by libavcodec ", kMinAvcodecMajor, " to ",
-                                                      kMaxAvcodecMajor));
+  if (major < kMinAvcodecMajor) {
+    return absl::FailedPreconditionError(absl::StrCat(avcodec_path, " is ", f->version, "; bzna_tf needs libavcodec ",
+                                                      kMinAvcodecMajor, " (FFmpeg 4.4) or newer"));
   }
+  if (absl::Status s = CheckFrameHead(*f, avcodec_path); !s.ok()) return s;
   f->hevc = f->avcodec_find_decoder_by_name("hevc");
   if (!f->hevc) return absl::FailedPreconditionError(absl::StrCat(f->version, " has no HEVC decoder"));
   return absl::OkStatus();
