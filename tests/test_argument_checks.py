@@ -179,13 +179,15 @@ def test_numbers_are_not_text_nor_flags(data):
     assert flips[0, 0, 0] == -1 and flips[1, 0, 0] == 1
 
 
-def test_sizes_of_the_matrices_must_be_positive():
+def test_sizes_of_the_matrices_must_be_sizes():
     t = T.RandomResizedCrop()
-    for in_shapes in ([[0, 10]], [[-5, 10]], [[np.nan, 10]], tf.constant([[0, 10]])):
-        with pytest.raises(ValueError, match=r"Expected `in_shapes` as positive sizes"):
+    for in_shapes in ([[-5, 10]], [[np.nan, 10]], [[np.inf, 10]], tf.constant([[-1, 10]])):
+        with pytest.raises(ValueError, match=r"Expected `in_shapes` as sizes of 0 or more"):
             t.matrices(in_shapes, (4, 4))
-    with pytest.raises(ValueError, match=r"Expected `out_shape` as positive sizes"):
-        t.matrices([[10, 10]], (0, 4), backend="numpy")
+    for out_shape in ((0, 4), (4, -1), (np.nan, 4)):
+        with pytest.raises(ValueError, match=r"Expected `out_shape` as positive sizes"):
+            t.matrices([[10, 10]], out_shape, backend="numpy")
+    assert t.matrices([[0, 10]], (4, 4)).shape == (1, 3, 3)  # an empty image: all fill, any matrix
 
 
 def test_affine_shapes_may_be_tuples_of_tensors_in_graphs():

@@ -57,14 +57,20 @@ def _pair_items(value):
     return tuple(float(v) for v in value)
 
 
-def _positive_sizes(values, arg, received):
-    """Refuses known sizes that are not positive and finite (they would make NaN matrices).
+def _check_sizes(values, arg, received, *, empty):
+    """Refuses known sizes that are negative, NaN or infinite, or 0 unless ``empty`` (NaN matrices).
 
-    Values known only when the graph runs (a ``tf.data`` map, a Keras layer in ``fit``) are not checked.
+    An image of 0 rows or columns (``empty``) has no area: whatever its matrix, every output pixel is
+    the fill (SPEC section 4). Values known only when the graph runs (a ``tf.data`` map, a Keras layer in
+    ``fit``) are not checked.
     """
     known = tf.get_static_value(values) if tf.is_tensor(values) else values
-    if known is not None and not np.all(np.isfinite(known) & (np.asarray(known) > 0)):
-        raise ValueError(f"Expected `{arg}` as positive sizes (height, width). Received: {arg}={received!r}")
+    if known is None:
+        return
+    known = np.asarray(known, dtype=np.float64)
+    if not np.all(np.isfinite(known) & ((known >= 0) if empty else (known > 0))):
+        what = "sizes of 0 or more" if empty else "positive sizes"
+        raise ValueError(f"Expected `{arg}` as {what} (height, width). Received: {arg}={received!r}")
 
 
 def _range(value, arg, *, scalar, positive=False):
@@ -317,8 +323,8 @@ class SimilarityTransform(WarpTransform):
             raise ValueError(f"Expected `indices` of shape (N,). Received: indices={indices!r}")
         h, w = shapes[..., 0] + zero, shapes[..., 1] + zero
         out = xp.f64(out_shape)
-        _positive_sizes(shapes, "in_shapes", in_shapes)
-        _positive_sizes(out, "out_shape", out_shape)
+        _check_sizes(shapes, "in_shapes", in_shapes, empty=True)
+        _check_sizes(out, "out_shape", out_shape, empty=False)
         out_h, out_w = out[0], out[1]
         u = uniform(xp, keys, range(_DRAWS)) if training else None
 
