@@ -2,6 +2,7 @@
 
 import os
 import pickle
+import re
 
 import pytest
 from _sources_data import images, pictures_by_name, reference, write_parquet
@@ -474,3 +475,35 @@ def test_the_source_order_puts_rows_known_unlabelled_after_the_labelled_ones(tmp
     assert unmoved == fingerprint(ParquetSource(first, allow_unlabelled=True), FAST["encoding"],
                                   missing_label=None, negative_labels="error", total=4, num_shards=1,
                                   order="source", seed=None, class_names=None)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "error, said",
+    [
+        (
+            ModuleNotFoundError("No module named 'pyarrow'"),
+            "which is not installed: pip install 'bzna-tf[parquet]'",
+        ),
+        (
+            ImportError("pyarrow requires NumPy 2.0 or newer, found 1.26.4"),
+            "which is installed but does not import: pyarrow requires NumPy 2.0 or newer, found 1.26.4 (with "
+            "NumPy 1.x, as TensorFlow 2.16 and 2.17 need: pip install 'pyarrow<26')",
+        ),
+    ],
+)
+def test_a_pyarrow_that_does_not_import_is_not_called_missing(monkeypatch, error, said):
+    """pyarrow 26 refuses NumPy 1.x (TensorFlow 2.16's, 2.17's): installed, the error said it was not."""
+    import builtins
+
+    from bzna_tf.convert.sources.parquet import pyarrow_or_error
+
+    real = builtins.__import__
+
+    def importing(name, *args, **kwargs):
+        if name.split(".")[0] == "pyarrow":
+            raise error
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", importing)
+    with pytest.raises(SourceError, match="^Parquet sources need pyarrow, " + re.escape(said)):
+        pyarrow_or_error("Parquet sources")

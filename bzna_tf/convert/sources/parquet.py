@@ -52,10 +52,15 @@ def pyarrow_or_error(what: str):
     try:
         import pyarrow
         import pyarrow.parquet  # noqa: F401
-    except ImportError as e:
+    except ModuleNotFoundError as e:
         raise SourceError(
             f"{what} need pyarrow, which is not installed: pip install 'bzna-tf[parquet]' ({e})"
         ) from e
+    except ImportError as e:  # installed, but refuses this environment
+        # pyarrow 26 and later refuse NumPy 1.x, which TensorFlow 2.16 and 2.17 require
+        hint = " (with NumPy 1.x, as TensorFlow 2.16 and 2.17 need: pip install 'pyarrow<26')"
+        hint = hint if "NumPy" in str(e) else ""
+        raise SourceError(f"{what} need pyarrow, which is installed but does not import: {e}{hint}") from e
     return pyarrow
 
 
