@@ -691,7 +691,8 @@ def decode_picture(
     size = image_size(data)
     if max_pixels is not None and size is not None and size[0] * size[1] > max_pixels:
         raise ImageTooLargeError(size, max_pixels)
-    if _format_name(data) == "animated WebP":
+    kind = _format_name(data)
+    if kind == "animated WebP":
         # FFmpeg 9 (PyAV 19's) decodes one of its frames, FFmpeg 8 and earlier none: refused whatever
         # the FFmpeg, so that a conversion does not depend on PyAV's version.
         raise ImageDecodeError(f"an image of several frames: {_what(data)}")
@@ -751,7 +752,7 @@ def decode_picture(
         if max_pixels is not None and frame.width * frame.height > max_pixels:
             raise ImageTooLargeError((frame.width, frame.height), max_pixels)
         bits = max(c.bits for c in frame.format.components)
-        rgb = _frame_rgb(frame, data.startswith(_JPEG_MAGIC), bits, webp=_format_name(data) == "WebP")
+        rgb = _frame_rgb(frame, data.startswith(_JPEG_MAGIC), bits, webp=kind == "WebP")
         if bits > 8:
             facts["high_bit_depth"] = bits
         if frame.format.has_palette or any(c.is_alpha for c in frame.format.components):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from bzna_tf.layers._backend import TensorFlowLayer
 from bzna_tf.layers._warp_layer import standardize_data_format
-from bzna_tf.transforms.constant import bias_norm
+from bzna_tf.transforms.constant import are_numbers, bias_norm
 
 
 def _as_list(value, arg):
@@ -19,11 +19,7 @@ def _as_list(value, arg):
             f"Expected `{arg}` as Python or NumPy numbers (it is saved in the config). Received: "
             f"{arg}={value!r}"
         )
-    try:
-        numbers = np.asarray(value).dtype.kind in "iuf"  # not text, True/False, None or a mapping
-    except ValueError:  # ragged
-        numbers = False
-    if isinstance(value, dict) or not numbers:
+    if not are_numbers(value):
         raise TypeError(f"Expected `{arg}` as a number or 3 numbers. Received: {arg}={value!r}")
     return np.asarray(value, dtype=np.float64).tolist()
 

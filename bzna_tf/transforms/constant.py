@@ -22,6 +22,15 @@ from bzna_tf.transforms.similarity import WarpTransform
 __all__ = ["ConstantBiasTransform", "ConstantNormTransform", "ConstantWarpTransform", "bias_norm"]
 
 
+def are_numbers(value) -> bool:
+    """Whether ``value`` is a number or an array of them (integers or floats): not text, True/False,
+    None, a mapping or other objects, which ``np.asarray(value, float64)`` would take or fail on unclearly."""
+    try:
+        return np.asarray(value).dtype.kind in "iuf"
+    except ValueError:  # ragged
+        return False
+
+
 def per_channel(value, arg, default=None, finite=True):
     """A scalar or 3 values, as a float64 NumPy array (3,) or a float32 tensor (3,).
 
@@ -46,7 +55,7 @@ def per_channel(value, arg, default=None, finite=True):
             )
         return t
     try:
-        if np.asarray(value).dtype.kind not in "iuf":  # text, True/False or objects: not numbers
+        if not are_numbers(value):
             raise TypeError(value)
         a = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as e:
